@@ -1,0 +1,180 @@
+// Package store keeps compiled executables addressed by (namespace, key).
+//
+// An entry is immutable metadata plus a content-addressed blob: blobs are
+// deduplicated by SHA-256, written in checksummed chunks, and an entry becomes
+// visible only after all its bytes are committed. The package knows nothing of
+// HTTP, plugins or signatures; callers translate its sentinel errors at their
+// edge.
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+)
+
+// Sentinel errors, one per outcome. Callers match them with errors.Is.
+var (
+	// ErrNotFound means no entry exists under (namespace, key).
+	ErrNotFound = errors.New("entry not found")
+	// ErrConflict means an entry exists under the key with different bytes.
+	ErrConflict = errors.New("entry exists with different content")
+	// ErrDigestMismatch means the bytes received do not match the SHA-256 the
+	// writer declared; nothing was stored.
+	ErrDigestMismatch = errors.New("content does not match the declared sha256")
+	// ErrTooLarge means the entry exceeds the maximum entry size.
+	ErrTooLarge = errors.New("entry exceeds the maximum entry size")
+	// ErrFull means the entry cannot fit under the store's size limit even
+	// after evicting every evictable entry.
+	ErrFull = errors.New("store is full")
+	// ErrCorrupt means stored bytes failed their checksum; the entry has been
+	// quarantined and is no longer visible.
+	ErrCorrupt = errors.New("stored entry is corrupt")
+	// ErrClosed means the store has been closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// KeySize is the length of a key in bytes.
+const KeySize = 32
+
+// Key is a cache key: the SHA-256 of a canonical signature or of a client's
+// own stable key. Its text form is 64 lowercase hex characters.
+type Key [KeySize]byte
+
+// String returns the key as 64 lowercase hex characters.
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// ParseKey parses 64 lowercase hex characters into a Key.
+func ParseKey(s string) (Key, error) {
+	var k Key
+	if len(s) != 2*KeySize {
+		return k, fmt.Errorf("key must be 64 lowercase hex characters, got %d characters", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return k, fmt.Errorf("key must be 64 lowercase hex characters, found %q at position %d", c, i)
+		}
+	}
+	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
+		return k, fmt.Errorf("parse key: %w", err)
+	}
+	return k, nil
+}
+
+// DefaultNamespace is the namespace that always exists.
+const DefaultNamespace = "default"
+
+var namespaceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidateNamespace reports whether ns is a valid namespace name:
+// `[a-z0-9][a-z0-9._-]{0,62}`.
+func ValidateNamespace(ns string) error {
+	if !namespaceRE.MatchString(ns) {
+		return fmt.Errorf("namespace %q is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ns)
+	}
+	return nil
+}
+
+// MaxLabels bounds the number of labels an entry carries; MaxLabelLen bounds
+// each label's key and value.
+const (
+	MaxLabels   = 16
+	MaxLabelLen = 256
+)
+
+// Meta describes one entry. It is what HEAD returns and what every listing
+// carries; it never includes the blob itself.
+type Meta struct {
+	Namespace      string            `json:"namespace"`
+	Key            Key               `json:"-"`
+	Size           int64             `json:"size"`
+	SHA256         [32]byte          `json:"-"`
+	Created        time.Time         `json:"created"`
+	LastAccess     time.Time         `json:"last_access"`
+	Hits           int64             `json:"hits"`
+	Backend        string            `json:"backend,omitempty"`
+	Name           string            `json:"name,omitempty"`
+	CompileSeconds float64           `json:"compile_seconds,omitempty"`
+	Writer         string            `json:"writer,omitempty"`
+	Run            string            `json:"run,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	// Components are the named digests or short values of the signature that
+	// produced the key (see keying); kept so that misses can be explained.
+	Components map[string]string `json:"components,omitempty"`
+}
+
+// PutOptions carries what a writer declares about an entry. The zero value
+// declares nothing.
+type PutOptions struct {
+	// SHA256, when non-nil, is the digest the writer claims; a mismatch stores
+	// nothing and returns ErrDigestMismatch.
+	SHA256 *[32]byte
+	// Size is the declared length, or -1 when unknown. A declared size over
+	// the limit fails before any byte is read.
+	Size           int64
+	Backend        string
+	Name           string
+	CompileSeconds float64
+	Writer         string
+	Run            string
+	Labels         map[string]string
+	Components     map[string]string
+}
+
+// PutResult says what a Put did.
+type PutResult struct {
+	Meta Meta
+	// Created is true when this call stored a new entry, false when an entry
+	// with identical bytes already existed (a no-op).
+	Created bool
+}
+
+// Usage is a snapshot of the store's size and counters.
+type Usage struct {
+	Entries           int64 `json:"entries"`
+	Blobs             int64 `json:"blobs"`
+	Bytes             int64 `json:"bytes"`     // logical bytes of unique blobs
+	MaxBytes          int64 `json:"max_bytes"` // 0 means unlimited
+	Evictions         int64 `json:"evictions"`
+	IntegrityFailures int64 `json:"integrity_failures"`
+}
+
+// Store is the executable store. Implementations are safe for concurrent use.
+type Store interface {
+	// Put streams r into the entry (ns, key). It reads r to EOF unless it fails
+	// first. Nothing is visible until every byte is committed; on any error,
+	// including ctx cancellation and a reader error, nothing is stored.
+	// An existing entry with the same bytes gives Created=false and no error;
+	// with different bytes, ErrConflict and the stored entry is untouched.
+	Put(ctx context.Context, ns string, key Key, r io.Reader, opts PutOptions) (PutResult, error)
+
+	// Get returns the entry's metadata and a reader over bytes [off, off+n) of
+	// its blob (n < 0 means to the end). The caller must Close the reader.
+	// The reader verifies every chunk it reads; on a mismatch it returns an
+	// error wrapping ErrCorrupt and the entry is quarantined. A miss returns
+	// ErrNotFound. Get counts as an access (hits, last access, batched).
+	Get(ctx context.Context, ns string, key Key, off, n int64) (Meta, io.ReadCloser, error)
+
+	// Stat returns the entry's metadata without counting an access.
+	Stat(ctx context.Context, ns string, key Key) (Meta, error)
+
+	// Delete removes the entry; its blob is freed when no other entry uses it.
+	// A miss returns ErrNotFound.
+	Delete(ctx context.Context, ns string, key Key) error
+
+	// Walk calls fn with the metadata of every entry in ns ("" for every
+	// namespace), in key order, until fn returns false or ctx ends. It does not
+	// count as an access. fn must not call back into the store.
+	Walk(ctx context.Context, ns string, fn func(Meta) bool) error
+
+	// Usage returns sizes and counters.
+	Usage() Usage
+
+	// Close flushes batched state and releases the store.
+	Close() error
+}
