@@ -1,0 +1,429 @@
+// Command loadgen drives HTTP load against cachesvc or a baseline static file
+// server (nginx with WebDAV PUT) and prints one JSON result per run.
+//
+// It is the measuring half of scripts/bench/run.sh: the same generator, the
+// same sizes and the same concurrency hit both servers in one run, so the
+// ratios in BENCHMARKS.md compare like with like on the same machine.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxSamples bounds the latency samples kept per run; past it, samples are
+// dropped (counts and throughput stay exact) so memory stays bounded.
+const maxSamples = 4 << 20
+
+// Result is one measured run, printed as a JSON line.
+type Result struct {
+	Name        string  `json:"name"`
+	Target      string  `json:"target"`
+	Mode        string  `json:"mode"`
+	Size        int64   `json:"size"`
+	Concurrency int     `json:"concurrency"`
+	Requests    int64   `json:"requests"`
+	Errors      int64   `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	RPS         float64 `json:"rps"`
+	MBps        float64 `json:"mb_per_s"`
+	P50ms       float64 `json:"p50_ms"`
+	P90ms       float64 `json:"p90_ms"`
+	P99ms       float64 `json:"p99_ms"`
+}
+
+type config struct {
+	target   string
+	base     string
+	ns       string
+	mode     string
+	name     string
+	size     int64
+	entries  int
+	conc     int
+	duration time.Duration
+	requests int64
+	sigFile  string
+	batch    int
+	seed     string
+}
+
+func main() {
+	var cfg config
+	fs := flag.NewFlagSet("loadgen", flag.ExitOnError)
+	fs.StringVar(&cfg.target, "target", "cachesvc", "server kind: cachesvc or nginx")
+	fs.StringVar(&cfg.base, "url", "http://127.0.0.1:8080", "server base URL")
+	fs.StringVar(&cfg.ns, "ns", "bench", "cachesvc namespace")
+	fs.StringVar(&cfg.mode, "mode", "get", "preload | get | put | lookup | batch | seq")
+	fs.StringVar(&cfg.name, "name", "", "label for the result (default: mode-size-c)")
+	fs.Int64Var(&cfg.size, "size", 4096, "entry size in bytes")
+	fs.IntVar(&cfg.entries, "entries", 100, "number of distinct entries (preload, get, batch, seq)")
+	fs.IntVar(&cfg.conc, "c", 1, "concurrent connections")
+	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to run (get, put, lookup)")
+	fs.Int64Var(&cfg.requests, "n", 0, "stop after this many requests (0: only the duration bounds the run)")
+	fs.StringVar(&cfg.sigFile, "signature", "", "lookup: JSON signature file to POST")
+	fs.IntVar(&cfg.batch, "batch", 1000, "batch: keys per batch request")
+	fs.StringVar(&cfg.seed, "seed", "bench", "seed that derives keys and contents")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nDrives one load run against cachesvc or nginx and prints a JSON result line.\n\n")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(os.Args[1:])
+	if cfg.target != "cachesvc" && cfg.target != "nginx" {
+		fatalf("-target must be cachesvc or nginx, got %q", cfg.target)
+	}
+	if cfg.conc < 1 || cfg.entries < 1 || cfg.size < 0 {
+		fatalf("-c and -entries must be at least 1 and -size not negative")
+	}
+	if cfg.name == "" {
+		cfg.name = fmt.Sprintf("%s-%d-c%d", cfg.mode, cfg.size, cfg.conc)
+	}
+	ctx := context.Background()
+	var (
+		res Result
+		err error
+	)
+	switch cfg.mode {
+	case "preload":
+		res, err = preload(ctx, cfg)
+	case "get":
+		res, err = runLoad(ctx, cfg, getOp)
+	case "put":
+		res, err = runLoad(ctx, cfg, putOp)
+	case "lookup":
+		res, err = runLoad(ctx, cfg, lookupOp)
+	case "batch":
+		res, err = batchOnce(ctx, cfg)
+	case "seq":
+		res, err = sequential(ctx, cfg)
+	default:
+		fatalf("unknown -mode %q", cfg.mode)
+	}
+	if err != nil {
+		fatalf("%s: %v", cfg.mode, err)
+	}
+	res.Name, res.Target, res.Mode, res.Size, res.Concurrency = cfg.name, cfg.target, cfg.mode, cfg.size, cfg.conc
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "loadgen: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+// key derives the i-th entry's key from the seed and size, so the preload and
+// the load runs agree without sharing state.
+func key(cfg config, i int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%d", cfg.seed, cfg.size, i)))
+	return hex.EncodeToString(sum[:])
+}
+
+func entryURL(cfg config, k string) string {
+	if cfg.target == "nginx" {
+		return cfg.base + "/blobs/" + k
+	}
+	return cfg.base + "/v1/" + cfg.ns + "/entries/" + k
+}
+
+// content is a deterministic, incompressible-enough body for entry i.
+type content struct {
+	block [4096]byte
+	left  int64
+	off   int
+}
+
+func newContent(cfg config, i int, size int64) *content {
+	c := &content{left: size}
+	seed := sha256.Sum256([]byte(fmt.Sprintf("content/%s/%d", key(cfg, i), size)))
+	for j := 0; j < len(c.block); j += len(seed) {
+		copy(c.block[j:], seed[:])
+		seed = sha256.Sum256(seed[:])
+	}
+	return c
+}
+
+func (c *content) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && c.left > 0 {
+		m := copy(p[n:], c.block[c.off:])
+		if int64(m) > c.left {
+			m = int(c.left)
+		}
+		n += m
+		c.left -= int64(m)
+		c.off = (c.off + m) % len(c.block)
+	}
+	return n, nil
+}
+
+func client(conc int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        conc * 2,
+		MaxIdleConnsPerHost: conc * 2,
+		MaxConnsPerHost:     conc,
+		DisableCompression:  true,
+		IdleConnTimeout:     time.Minute,
+	}}
+}
+
+func put(ctx context.Context, hc *http.Client, cfg config, i int) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, entryURL(cfg, key(cfg, i)), newContent(cfg, i, cfg.size))
+	if err != nil {
+		return 0, err
+	}
+	req.ContentLength = cfg.size
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	// 409 from cachesvc and 204 from nginx for an existing file both mean the
+	// bytes are there; for this benchmark an identical re-PUT is a success.
+	if resp.StatusCode/100 != 2 {
+		return 0, fmt.Errorf("PUT %s: %s", req.URL.Path, resp.Status)
+	}
+	return cfg.size, nil
+}
+
+func preload(ctx context.Context, cfg config) (Result, error) {
+	hc := client(cfg.conc)
+	var next atomic.Int64
+	g, errs := sync.WaitGroup{}, make(chan error, cfg.conc)
+	start := time.Now()
+	for w := 0; w < cfg.conc; w++ {
+		g.Add(1)
+		go func() {
+			defer g.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= cfg.entries {
+					return
+				}
+				if _, err := put(ctx, hc, cfg, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	g.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, err
+	}
+	secs := time.Since(start).Seconds()
+	return Result{Requests: int64(cfg.entries), Seconds: secs, RPS: float64(cfg.entries) / secs}, nil
+}
+
+// op performs request number n of worker w and returns the bytes moved.
+type op func(ctx context.Context, hc *http.Client, cfg config, w int, n int64, sig []byte) (int64, error)
+
+func getOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64, _ []byte) (int64, error) {
+	i := int((n*7919 + int64(w)) % int64(cfg.entries))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, entryURL(cfg, key(cfg, i)), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	got, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return got, err
+	}
+	if resp.StatusCode != http.StatusOK || got != cfg.size {
+		return got, fmt.Errorf("GET %s: %s with %d bytes, want 200 with %d", req.URL.Path, resp.Status, got, cfg.size)
+	}
+	return got, nil
+}
+
+// putOp writes fresh entries: each worker owns a disjoint key range so no
+// request is an identical re-upload.
+func putOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64, _ []byte) (int64, error) {
+	return put(ctx, hc, cfg, 1_000_000+w*10_000_000+int(n))
+}
+
+func lookupOp(ctx context.Context, hc *http.Client, cfg config, _ int, _ int64, sig []byte) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.base+"/v1/"+cfg.ns+"/lookup", bytes.NewReader(sig))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	got, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return got, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return got, fmt.Errorf("lookup: %s", resp.Status)
+	}
+	return got, nil
+}
+
+func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
+	var sig []byte
+	if cfg.mode == "lookup" {
+		if cfg.target != "cachesvc" {
+			return Result{}, errors.New("lookup runs only against cachesvc")
+		}
+		var err error
+		if sig, err = os.ReadFile(cfg.sigFile); err != nil {
+			return Result{}, fmt.Errorf("read -signature: %w", err)
+		}
+	}
+	hc := client(cfg.conc)
+	ctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	var (
+		reqs, errs, moved atomic.Int64
+		firstErr          atomic.Value
+		mu                sync.Mutex
+		samples           = make([]time.Duration, 0, 1<<16)
+		wg                sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < cfg.conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1024)
+			flush := func() {
+				mu.Lock()
+				if room := maxSamples - len(samples); room > 0 {
+					samples = append(samples, local[:min(room, len(local))]...)
+				}
+				mu.Unlock()
+				local = local[:0]
+			}
+			defer flush()
+			for n := int64(0); ctx.Err() == nil; n++ {
+				if cfg.requests > 0 && reqs.Load() >= cfg.requests {
+					return
+				}
+				t0 := time.Now()
+				b, err := do(ctx, hc, cfg, w, n, sig)
+				if ctx.Err() != nil && err != nil {
+					return // the run's deadline cut this request short
+				}
+				reqs.Add(1)
+				moved.Add(b)
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				local = append(local, time.Since(t0))
+				if len(local) == cap(local) {
+					flush()
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	res := Result{Requests: reqs.Load(), Errors: errs.Load(), Seconds: secs}
+	if v, ok := firstErr.Load().(string); ok {
+		res.FirstError = v
+	}
+	res.RPS = float64(res.Requests-res.Errors) / secs
+	res.MBps = float64(moved.Load()) / secs / 1e6
+	res.P50ms, res.P90ms, res.P99ms = percentiles(samples)
+	return res, nil
+}
+
+func percentiles(d []time.Duration) (p50, p90, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(q float64) float64 {
+		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
+	}
+	return at(0.50), at(0.90), at(0.99)
+}
+
+// batchOnce fetches cfg.entries keys in batch requests of cfg.batch keys and
+// checks that every member arrived.
+func batchOnce(ctx context.Context, cfg config) (Result, error) {
+	if cfg.target != "cachesvc" {
+		return Result{}, errors.New("batch runs only against cachesvc")
+	}
+	hc := client(1)
+	start := time.Now()
+	var moved int64
+	for lo := 0; lo < cfg.entries; lo += cfg.batch {
+		keys := make([]string, 0, cfg.batch)
+		for i := lo; i < min(lo+cfg.batch, cfg.entries); i++ {
+			keys = append(keys, key(cfg, i))
+		}
+		body, _ := json.Marshal(map[string]any{"keys": keys})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.base+"/v1/"+cfg.ns+"/batch", bytes.NewReader(body))
+		if err != nil {
+			return Result{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return Result{}, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return Result{}, fmt.Errorf("batch: %s, %v", resp.Status, err)
+		}
+		if want := int64(len(keys)) * cfg.size; n < want {
+			return Result{}, fmt.Errorf("batch returned %d bytes, want at least %d: entries missing", n, want)
+		}
+		moved += n
+	}
+	secs := time.Since(start).Seconds()
+	return Result{Requests: int64(cfg.entries), Seconds: secs, RPS: float64(cfg.entries) / secs, MBps: float64(moved) / secs / 1e6}, nil
+}
+
+// sequential fetches the same entries one GET at a time on one keep-alive
+// connection: the baseline a batch request replaces.
+func sequential(ctx context.Context, cfg config) (Result, error) {
+	hc := client(1)
+	var samples []time.Duration
+	start := time.Now()
+	var moved int64
+	// getOp's stride (7919) is prime to any entry count that is not one of its
+	// multiples, so n = 0..entries-1 visits every key exactly once.
+	for i := 0; i < cfg.entries; i++ {
+		t0 := time.Now()
+		n, err := getOp(ctx, hc, cfg, 0, int64(i), nil)
+		if err != nil {
+			return Result{}, err
+		}
+		moved += n
+		samples = append(samples, time.Since(t0))
+	}
+	secs := time.Since(start).Seconds()
+	res := Result{Requests: int64(cfg.entries), Seconds: secs, RPS: float64(cfg.entries) / secs, MBps: float64(moved) / secs / 1e6}
+	res.P50ms, res.P90ms, res.P99ms = percentiles(samples)
+	return res, nil
+}
