@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Benchmarks cachesvc against a baseline nginx (static files with sendfile,
+# WebDAV PUT) on loopback, in one run on one machine, and writes BENCHMARKS.md.
+#
+#   scripts/bench/run.sh [-d SECONDS] [-o BENCHMARKS.md] [--quick]
+#
+# Both servers get the same blobs, the same load generator and the same
+# concurrency; the report gives each figure for both and their ratio.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+
+dur=5
+out="$root/BENCHMARKS.md"
+quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -d) dur="$2"; shift 2 ;;
+    -o) out="$2"; shift 2 ;;
+    --quick) quick=1; dur=2; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v nginx >/dev/null 2>&1; then
+  echo "installing nginx (Debian package) for the baseline..." >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+  service nginx stop >/dev/null 2>&1 || true
+fi
+
+work=$(mktemp -d /tmp/cachesvc-bench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "building cachesvc and the load generator..." >&2
+go build -o "$work/cachesvc" ./cmd/cachesvc
+go build -o "$work/loadgen" ./scripts/bench/loadgen
+go build -o "$work/gensig" ./scripts/bench/gensig
+
+csport=$(free_port)
+ngport=$(free_port)
+cs="http://127.0.0.1:$csport"
+ng="http://127.0.0.1:$ngport"
+
+"$work/cachesvc" serve --addr "127.0.0.1:$csport" --data "$work/cachesvc-data" --log-format json >"$work/cachesvc.log" 2>&1 &
+pids+=($!)
+
+mkdir -p "$work/www/blobs" "$work/nginx-tmp"
+cat >"$work/nginx.conf" <<CONF
+user root;
+worker_processes $(nproc);
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  sendfile on;
+  tcp_nopush on;
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path $work/nginx-tmp;
+  server {
+    listen 127.0.0.1:$ngport;
+    root $work/www;
+    location /blobs/ {
+      dav_methods PUT;
+      create_full_put_path on;
+      client_max_body_size 0;
+    }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf"
+
+ready=0
+for _ in $(seq 100); do
+  if curl -fsS "$cs/readyz" >/dev/null 2>&1 && curl -s -o /dev/null "$ng/"; then ready=1; break; fi
+  sleep 0.1
+done
+[ "$ready" = 1 ] || { echo "servers did not start; logs in $work" >&2; cat "$work"/*.log >&2; exit 1; }
+
+results="$work/results.jsonl"
+lg() { "$work/loadgen" "$@" >>"$results"; tail -n1 "$results" >&2; }
+both() { # both MODE ARGS...: the same run against cachesvc and nginx
+  lg -target cachesvc -url "$cs" "$@"
+  lg -target nginx -url "$ng" "$@"
+}
+
+sizes="4096:1000 1048576:100 67108864:8"
+concs="1 16 64"
+[ "$quick" = 1 ] && sizes="4096:200 1048576:20 67108864:2" && concs="1 16"
+
+for se in $sizes; do
+  size=${se%%:*}; n=${se##*:}
+  both -mode preload -size "$size" -entries "$n" -c 4 -name "preload-$size" >/dev/null
+  for c in $concs; do
+    both -mode get -size "$size" -entries "$n" -c "$c" -d "${dur}s"
+  done
+  both -mode put -size "$size" -c 4 -d "${dur}s" -seed "put-$size"
+done
+
+# Canonical lookups (hit): the corpus' largest module and a generated 10 MiB one.
+corpus="$root/../shared/corpus"
+largest=$(ls -S "$corpus"/hlo/*.hlo "$corpus"/stablehlo/*.mlir 2>/dev/null | head -n1 || true)
+for spec in "corpus:$largest" "generated:10MiB"; do
+  kind=${spec%%:*}; arg=${spec#*:}
+  sig="$work/sig-$kind.json"
+  if [ "$kind" = corpus ]; then
+    [ -n "$arg" ] || { echo "no corpus beside the checkout; skipping the corpus lookup" >&2; continue; }
+    "$work/gensig" -module "$arg" -o "$sig"
+  else
+    "$work/gensig" -size "$arg" -o "$sig"
+  fi
+  k=$(curl -fsS -X POST -H 'Content-Type: application/json' --data-binary "@$sig" "$cs/v1/bench/keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  head -c 65536 /dev/urandom >"$work/exe.bin"
+  curl -fsS -o /dev/null -X PUT --data-binary "@$work/exe.bin" "$cs/v1/bench/entries/$k"
+  lg -target cachesvc -url "$cs" -mode lookup -signature "$sig" -size "$(stat -c %s "$sig")" -c 1 -d "${dur}s" -name "lookup-$kind"
+done
+
+# One batch request of 1,000 x 64 KiB against 1,000 sequential GETs.
+bn=1000; [ "$quick" = 1 ] && bn=200
+both -mode preload -size 65536 -entries "$bn" -c 4 -name preload-64k >/dev/null
+lg -target cachesvc -url "$cs" -mode batch -size 65536 -entries "$bn" -batch "$bn" -name batch-64k
+both -mode seq -size 65536 -entries "$bn" -name seq-64k
+
+python3 "$root/scripts/bench/report.py" "$results" "$out" "$work/cachesvc" 
+echo "wrote $out" >&2
