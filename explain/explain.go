@@ -1,0 +1,308 @@
+// Package explain says why a lookup missed: it compares the components of the
+// signature that missed (see keying) with those of the stored entries of the
+// same namespace and backend, and names the components that differ.
+//
+// The comparison is pure and deterministic; Index keeps a bounded, in-memory
+// set of recently written entries' components to compare against, so that
+// explaining a miss never walks the store.
+package explain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"time"
+)
+
+// MaxShortValue is the longest component value shown verbatim in a Diff;
+// longer values are shown as an abbreviated digest.
+const MaxShortValue = 96
+
+// Reason codes for a miss that has no differing components to name.
+const (
+	// ReasonNoEntries means the namespace holds no entry of this backend yet.
+	ReasonNoEntries = "no_entries"
+	// ReasonNoComponents means the signature carried no components to compare.
+	ReasonNoComponents = "no_components"
+	// ReasonIdentical means an entry with identical components exists under
+	// another key (for example a different plugin version produced it).
+	ReasonIdentical = "identical_components"
+)
+
+// Diff is one component that differs between the missed signature and a
+// stored entry. Want and Have are the values themselves when short, and an
+// abbreviated digest ("sha256:0123456789ab…") otherwise; an empty Have with
+// Missing set means the stored entry has no such component (and the reverse
+// for Extra).
+type Diff struct {
+	Component string `json:"component"`
+	Want      string `json:"want"`
+	Have      string `json:"have"`
+	// Short is true when Want and Have are the values, false when digests.
+	Short bool `json:"short"`
+	// Missing is true when the stored entry lacks the component.
+	Missing bool `json:"missing,omitempty"`
+	// Extra is true when the missed signature lacks the component.
+	Extra bool `json:"extra,omitempty"`
+}
+
+// Candidate is a stored entry the miss is compared against.
+type Candidate struct {
+	Key        string            `json:"key"`
+	Name       string            `json:"name,omitempty"`
+	Created    time.Time         `json:"created"`
+	Components map[string]string `json:"-"`
+}
+
+// Nearest is one stored entry close to the missed signature and how it
+// differs.
+type Nearest struct {
+	Key     string    `json:"key"`
+	Name    string    `json:"name,omitempty"`
+	Created time.Time `json:"created"`
+	Diffs   []Diff    `json:"diffs"`
+}
+
+// Explanation is why a lookup missed.
+type Explanation struct {
+	// Reason is a stable code for grouping misses: the sorted names of the
+	// components that differ from the nearest entry joined by "+" (for
+	// example "xla_flags" or "jaxlib_version+platform"), or one of the
+	// Reason* constants.
+	Reason string `json:"reason"`
+	// Summary is a human sentence, e.g. "XLA flags differ from the nearest
+	// entry (jit_f, 3 candidates compared)".
+	Summary string `json:"summary"`
+	// Compared is how many stored entries were compared.
+	Compared int `json:"compared"`
+	// Nearest lists up to MaxNearest closest entries, closest first.
+	Nearest []Nearest `json:"nearest,omitempty"`
+}
+
+// MaxNearest bounds Explanation.Nearest.
+const MaxNearest = 3
+
+// labels names well-known components for humans. The keys are the component
+// names the built-in plugins emit, and a few aliases.
+var labels = map[string]string{
+	"module":            "module",
+	"module_digest":     "module",
+	"jaxlib_version":    "jaxlib version",
+	"jaxlib":            "jaxlib version",
+	"jax_version":       "jax version",
+	"platform":          "platform",
+	"platform_version":  "platform version",
+	"xla_flags":         "XLA flags",
+	"flags":             "XLA flags",
+	"compile_options":   "compile options",
+	"topology":          "device topology",
+	"compression":       "compression",
+	"custom_hook":       "custom hook",
+	"backend_version":   "backend version",
+	"num_partitions":    "number of partitions",
+	"num_replicas":      "number of replicas",
+	"plugin":            "plugin version",
+	"passthrough_key":   "client key",
+	"device_assignment": "device assignment",
+}
+
+// Label returns the human name of a component ("xla_flags" → "XLA flags").
+// Unknown names are returned with underscores replaced by spaces.
+func Label(component string) string {
+	if l, ok := labels[component]; ok {
+		return l
+	}
+	return strings.ReplaceAll(component, "_", " ")
+}
+
+// ReasonLabel returns a human phrase for a Reason code, e.g. "XLA flags
+// differ" or "jaxlib version, platform differ".
+func ReasonLabel(reason string) string {
+	switch reason {
+	case ReasonNoEntries:
+		return "no entry of this backend in the namespace yet"
+	case ReasonNoComponents:
+		return "signature has no components to compare"
+	case ReasonIdentical:
+		return "an entry with identical components exists under another key"
+	case "":
+		return "unexplained"
+	}
+	parts := strings.Split(reason, "+")
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range parts {
+		l := Label(p)
+		if !seen[l] {
+			seen[l] = true
+			names = append(names, l)
+		}
+	}
+	verb := "differs"
+	if len(names) > 1 || strings.HasSuffix(names[0], "s") && !strings.HasSuffix(names[0], "ss") {
+		verb = "differ"
+	}
+	return strings.Join(names, ", ") + " " + verb
+}
+
+// Compare returns the components that differ between want (the missed
+// signature) and have (a stored entry), sorted by component name.
+func Compare(want, have map[string]string) []Diff {
+	var diffs []Diff
+	for name, w := range want {
+		h, ok := have[name]
+		if ok && h == w {
+			continue
+		}
+		diffs = append(diffs, makeDiff(name, w, h, !ok, false))
+	}
+	for name, h := range have {
+		if _, ok := want[name]; !ok {
+			diffs = append(diffs, makeDiff(name, "", h, false, true))
+		}
+	}
+	sort.Slice(diffs, func(i, j int) bool { return diffs[i].Component < diffs[j].Component })
+	return diffs
+}
+
+func makeDiff(name, want, have string, missing, extra bool) Diff {
+	d := Diff{Component: name, Missing: missing, Extra: extra}
+	if isShort(want) && isShort(have) {
+		d.Want, d.Have, d.Short = want, have, true
+		return d
+	}
+	d.Want, d.Have = abbrev(want), abbrev(have)
+	return d
+}
+
+// abbrev shortens a long value to a recognisable digest. A value that is
+// already a hex digest keeps its own first 12 characters.
+func abbrev(v string) string {
+	if v == "" {
+		return ""
+	}
+	if s, ok := strings.CutPrefix(v, "sha256:"); ok {
+		v = s
+	}
+	if len(v) >= 12 && isHex(v) {
+		return "sha256:" + v[:12] + "…"
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:6]) + "…"
+}
+
+// isShort reports whether v is shown verbatim: short, printable and not a
+// digest.
+func isShort(v string) bool {
+	if len(v) > MaxShortValue || !printable(v) || strings.HasPrefix(v, "sha256:") {
+		return false
+	}
+	return len(v) < 32 || !isHex(v)
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Explain compares want with every candidate and returns the explanation
+// built from the nearest ones: those differing in the fewest components,
+// newest first among equals.
+func Explain(want map[string]string, candidates []Candidate) Explanation {
+	if len(want) == 0 {
+		return Explanation{Reason: ReasonNoComponents, Summary: "The signature has no components to compare, so the miss cannot be explained.", Compared: len(candidates)}
+	}
+	if len(candidates) == 0 {
+		return Explanation{Reason: ReasonNoEntries, Summary: "No entry of this backend exists in the namespace yet: this is the first compile.", Compared: 0}
+	}
+	type scored struct {
+		c     Candidate
+		diffs []Diff
+	}
+	best := make([]scored, 0, MaxNearest+1)
+	for _, c := range candidates {
+		d := Compare(want, c.Components)
+		s := scored{c, d}
+		i := sort.Search(len(best), func(i int) bool {
+			if len(best[i].diffs) != len(d) {
+				return len(best[i].diffs) > len(d)
+			}
+			return best[i].c.Created.Before(c.Created)
+		})
+		if i >= MaxNearest {
+			continue
+		}
+		best = append(best, scored{})
+		copy(best[i+1:], best[i:])
+		best[i] = s
+		if len(best) > MaxNearest {
+			best = best[:MaxNearest]
+		}
+	}
+	ex := Explanation{Compared: len(candidates)}
+	for _, b := range best {
+		ex.Nearest = append(ex.Nearest, Nearest{Key: b.c.Key, Name: b.c.Name, Created: b.c.Created, Diffs: b.diffs})
+	}
+	top := best[0]
+	if len(top.diffs) == 0 {
+		ex.Reason = ReasonIdentical
+		ex.Summary = "An entry with identical components exists under key " + top.c.Key + "; the plugin version or backend may differ."
+		return ex
+	}
+	names := make([]string, len(top.diffs))
+	for i, d := range top.diffs {
+		names[i] = d.Component
+	}
+	ex.Reason = strings.Join(names, "+")
+	var b strings.Builder
+	b.WriteString(upperFirst(ReasonLabel(ex.Reason)))
+	b.WriteString(" from the nearest entry")
+	if top.c.Name != "" {
+		b.WriteString(" (" + top.c.Name + ")")
+	}
+	b.WriteString(": ")
+	for i, d := range top.diffs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(Label(d.Component))
+		switch {
+		case d.Missing:
+			b.WriteString(" is " + quote(d.Want) + " here, absent there")
+		case d.Extra:
+			b.WriteString(" is absent here, " + quote(d.Have) + " there")
+		default:
+			b.WriteString(" is " + quote(d.Want) + " here, " + quote(d.Have) + " there")
+		}
+	}
+	b.WriteString(".")
+	ex.Summary = b.String()
+	return ex
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	if s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
+}

@@ -1,0 +1,136 @@
+package explain
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func base() map[string]string {
+	return map[string]string{
+		"module":           "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		"jaxlib_version":   "0.4.38",
+		"platform":         "cpu",
+		"platform_version": "",
+		"xla_flags":        "--xla_cpu_enable_fast_math=false",
+		"compile_options":  "4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce",
+	}
+}
+
+func with(k, v string) map[string]string {
+	m := base()
+	m[k] = v
+	return m
+}
+
+func TestExplainNamesTheDifferingComponent(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	stored := []Candidate{
+		{Key: "aa", Name: "jit_f", Created: t0, Components: base()},
+		// An unrelated program: differs in module and flags.
+		{Key: "bb", Name: "jit_g", Created: t0.Add(time.Minute), Components: with("module", strings.Repeat("1", 64))},
+	}
+	stored[1].Components["xla_flags"] = "--xla_other=1"
+	tests := []struct {
+		name      string
+		want      map[string]string
+		reason    string
+		label     string
+		wantValue string
+		haveValue string
+		short     bool
+	}{
+		{"xla flags", with("xla_flags", "--xla_cpu_enable_fast_math=true"), "xla_flags", "XLA flags differ", "--xla_cpu_enable_fast_math=true", "--xla_cpu_enable_fast_math=false", true},
+		{"jaxlib version", with("jaxlib_version", "0.4.36"), "jaxlib_version", "jaxlib version differs", "0.4.36", "0.4.38", true},
+		{"platform", with("platform", "cuda"), "platform", "platform differs", "cuda", "cpu", true},
+		{"module", with("module", strings.Repeat("ab", 32)), "module", "module differs", "sha256:abababababab…", "sha256:9f86d081884c…", false},
+		{"long value as digest", with("xla_flags", strings.Repeat("--xla_x=1 ", 20)), "xla_flags", "XLA flags differ", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := Explain(tt.want, stored)
+			if ex.Reason != tt.reason {
+				t.Fatalf("reason = %q, want %q (summary %q)", ex.Reason, tt.reason, ex.Summary)
+			}
+			if got := ReasonLabel(ex.Reason); got != tt.label {
+				t.Errorf("label = %q, want %q", got, tt.label)
+			}
+			if ex.Compared != 2 || len(ex.Nearest) != 2 || ex.Nearest[0].Key != "aa" {
+				t.Fatalf("nearest = %+v", ex.Nearest)
+			}
+			d := ex.Nearest[0].Diffs
+			if len(d) != 1 || d[0].Component != tt.reason || d[0].Short != tt.short {
+				t.Fatalf("diffs = %+v", d)
+			}
+			if tt.wantValue != "" && (d[0].Want != tt.wantValue || d[0].Have != tt.haveValue) {
+				t.Errorf("diff values = %q/%q, want %q/%q", d[0].Want, d[0].Have, tt.wantValue, tt.haveValue)
+			}
+			if !tt.short && !strings.HasPrefix(d[0].Want, "sha256:") {
+				t.Errorf("long value not abbreviated: %q", d[0].Want)
+			}
+			if !strings.Contains(ex.Summary, tt.label[:4]) {
+				t.Errorf("summary %q does not name %q", ex.Summary, tt.label)
+			}
+		})
+	}
+}
+
+func TestExplainSpecialReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		want   map[string]string
+		cands  []Candidate
+		reason string
+	}{
+		{"empty namespace", base(), nil, ReasonNoEntries},
+		{"no components", nil, []Candidate{{Key: "aa", Components: base()}}, ReasonNoComponents},
+		{"identical", base(), []Candidate{{Key: "aa", Components: base()}}, ReasonIdentical},
+		{"two differ", func() map[string]string { m := with("platform", "tpu"); m["jaxlib_version"] = "0.5.0"; return m }(), []Candidate{{Key: "aa", Components: base()}}, "jaxlib_version+platform"},
+		{"missing component", func() map[string]string { m := base(); m["topology"] = "v4-8"; return m }(), []Candidate{{Key: "aa", Components: base()}}, "topology"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if ex := Explain(tt.want, tt.cands); ex.Reason != tt.reason {
+				t.Fatalf("reason = %q, want %q", ex.Reason, tt.reason)
+			}
+		})
+	}
+}
+
+func TestIndexIsBoundedAndNewestFirst(t *testing.T) {
+	x := NewIndex(IndexConfig{PerGroup: 4, MaxGroups: 2})
+	t0 := time.Now()
+	for i := 0; i < 10; i++ {
+		x.Add("ns", "xla", fmt.Sprint("k", i), "", t0.Add(time.Duration(i)*time.Second), with("jaxlib_version", fmt.Sprint("0.4.", i)))
+	}
+	if n := x.Len("ns", "xla"); n != 4 {
+		t.Fatalf("len = %d, want 4", n)
+	}
+	ex := x.Explain("ns", "xla", with("jaxlib_version", "0.4.99"))
+	if ex.Compared != 4 || ex.Nearest[0].Key != "k9" || ex.Reason != "jaxlib_version" {
+		t.Fatalf("explanation = %+v", ex)
+	}
+	x.Remove("ns", "xla", "k9")
+	if ex := x.Explain("ns", "xla", base()); ex.Compared != 3 {
+		t.Fatalf("compared after remove = %d", ex.Compared)
+	}
+	x.Add("a", "xla", "k", "", t0, base())
+	x.Add("b", "xla", "k", "", t0, base()) // third group: not indexed
+	if x.Len("b", "xla") != 0 || x.Len("a", "xla") != 1 {
+		t.Fatal("group bound not enforced")
+	}
+	if ex := x.Explain("other", "xla", base()); ex.Reason != ReasonNoEntries {
+		t.Fatalf("reason = %q", ex.Reason)
+	}
+}
+
+func ExampleExplain() {
+	stored := []Candidate{{Key: "aa", Name: "jit_f", Components: map[string]string{"platform": "cpu", "jaxlib_version": "0.4.38"}}}
+	ex := Explain(map[string]string{"platform": "cpu", "jaxlib_version": "0.4.36"}, stored)
+	fmt.Println(ex.Reason)
+	fmt.Println(ex.Summary)
+	// Output:
+	// jaxlib_version
+	// Jaxlib version differs from the nearest entry (jit_f): jaxlib version is "0.4.36" here, "0.4.38" there.
+}
