@@ -50,11 +50,12 @@ func canonicalize(ptr, n uint32) uint64 {
 		outBuf = AppendError(outBuf, "sdk: no canonicalize function registered")
 		return pack(outBuf)
 	}
-	if cap(inBuf) == 0 || uint32(uintptr(unsafe.Pointer(unsafe.SliceData(inBuf[:cap(inBuf)])))) != ptr || uint32(cap(inBuf)) < n {
+	in, ok := input(ptr, n)
+	if !ok {
 		outBuf = AppendError(outBuf, "sdk: canonicalize input is not the buffer returned by alloc")
 		return pack(outBuf)
 	}
-	res, err := handler(inBuf[:n])
+	res, err := handler(in)
 	if err != nil {
 		outBuf = AppendError(outBuf, err.Error())
 		return pack(outBuf)
@@ -66,6 +67,43 @@ func canonicalize(ptr, n uint32) uint64 {
 	}
 	outBuf = AppendResult(outBuf, res, p)
 	return pack(outBuf)
+}
+
+// normalize runs the registered normalize function (see ABI.md).
+//
+//go:wasmexport normalize
+func normalize(ptr, n uint32) uint64 {
+	canon = nil
+	outBuf = outBuf[:0]
+	if normalizer == nil {
+		outBuf = append(outBuf, `{"unsupported":true}`...)
+		return pack(outBuf)
+	}
+	in, ok := input(ptr, n)
+	if !ok {
+		outBuf = AppendError(outBuf, "sdk: normalize input is not the buffer returned by alloc")
+		return pack(outBuf)
+	}
+	norm, err := normalizer(in)
+	if err != nil {
+		outBuf = AppendError(outBuf, err.Error())
+		return pack(outBuf)
+	}
+	canon = norm
+	var p uint32
+	if len(norm) > 0 {
+		p = uint32(uintptr(unsafe.Pointer(unsafe.SliceData(norm))))
+	}
+	outBuf = AppendNormalized(outBuf, p, len(norm))
+	return pack(outBuf)
+}
+
+// input returns the n bytes at ptr if they lie in the buffer from alloc.
+func input(ptr, n uint32) ([]byte, bool) {
+	if cap(inBuf) == 0 || uint32(uintptr(unsafe.Pointer(unsafe.SliceData(inBuf[:cap(inBuf)])))) != ptr || uint32(cap(inBuf)) < n {
+		return nil, false
+	}
+	return inBuf[:n], true
 }
 
 func pack(b []byte) uint64 {

@@ -71,9 +71,16 @@ type Result struct {
 // except through Result.Canonical.
 type Func func(signature []byte) (Result, error)
 
+// NormalizeFunc rewrites a signature into its normal form: a signature JSON
+// of the same backend whose fields are already canonical, so that
+// canonicalizing it gives the same canonical bytes (see ABI.md, normalize).
+// The same ownership rule as for Func applies to its argument.
+type NormalizeFunc func(signature []byte) ([]byte, error)
+
 var (
 	registered Description
 	handler    Func
+	normalizer NormalizeFunc
 )
 
 // ErrNotRegistered is returned by Invoke when no function was registered.
@@ -85,6 +92,13 @@ var ErrNotRegistered = errors.New("no canonicalize function registered")
 func Register(d Description, fn Func) {
 	registered = d
 	handler = fn
+}
+
+// RegisterNormalize installs the optional normalize function that
+// `cachesvc plugin check` uses to verify idempotence. Plugins whose canonical
+// bytes are not themselves a signature should provide it.
+func RegisterNormalize(fn NormalizeFunc) {
+	normalizer = fn
 }
 
 // Describe returns the describe JSON of the registered plugin.
@@ -105,6 +119,15 @@ func AppendDescribe(dst []byte, d Description) []byte {
 	dst = append(dst, `,"reads":`...)
 	dst = appendStrings(dst, d.Reads)
 	return append(dst, '}')
+}
+
+// InvokeNormalize runs the registered normalize function natively; it
+// returns ErrNotRegistered when there is none.
+func InvokeNormalize(signature []byte) ([]byte, error) {
+	if normalizer == nil {
+		return nil, ErrNotRegistered
+	}
+	return normalizer(signature)
 }
 
 // Invoke runs the registered function on signature natively (no wasm) and
@@ -141,6 +164,16 @@ func AppendResult(dst []byte, r Result, canonPtr uint32) []byte {
 		dst = appendString(dst, r.Components[k])
 	}
 	return append(dst, "}}"...)
+}
+
+// AppendNormalized appends the normalize result JSON for a normalized
+// signature of length n at ptr to dst.
+func AppendNormalized(dst []byte, ptr uint32, n int) []byte {
+	dst = append(dst, `{"normalized_ptr":`...)
+	dst = strconv.AppendUint(dst, uint64(ptr), 10)
+	dst = append(dst, `,"normalized_len":`...)
+	dst = strconv.AppendUint(dst, uint64(n), 10)
+	return append(dst, '}')
 }
 
 // AppendError appends the canonicalize error JSON for msg to dst.
