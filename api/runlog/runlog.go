@@ -1,0 +1,355 @@
+// Package runlog records, per run, which keys the run looked up and wrote, so
+// that a later run (the next arm of a sweep) can warm its caches from the
+// first one's manifest.
+//
+// The recorder is bounded three ways: number of runs (least recently updated
+// run evicted first), keys per run (further keys set Truncated), and keys in
+// total (oldest other runs evicted first). Runs expire TTL after their last
+// update. It lives in memory; with Config.Path set it is loaded from and
+// saved to a JSON snapshot file (atomically: temp file, fsync, rename), so a
+// graceful restart keeps manifests and a crash loses at most the updates
+// since the last Save.
+package runlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnknownRun means no manifest is recorded for the run in the namespace
+	// (never seen, expired or evicted).
+	ErrUnknownRun = errors.New("unknown run")
+	// ErrInvalidRun means the run id does not match RunPattern.
+	ErrInvalidRun = errors.New("invalid run id")
+)
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultMaxRuns       = 1024
+	DefaultMaxKeysPerRun = 50_000
+	DefaultMaxTotalKeys  = 2_000_000
+	DefaultTTL           = 7 * 24 * time.Hour
+	// MaxNameLen bounds a recorded display name; longer names are cut.
+	MaxNameLen = 256
+)
+
+// RunPattern is what a run id must match.
+const RunPattern = `^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$`
+
+var runRE = regexp.MustCompile(RunPattern)
+
+// ValidateRun reports whether run is a valid run id.
+func ValidateRun(run string) error {
+	if !runRE.MatchString(run) {
+		return fmt.Errorf("%w %q: use 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':', '@', '+' or '-', starting with a letter or digit", ErrInvalidRun, run)
+	}
+	return nil
+}
+
+// Config configures a Recorder. The zero value means defaults, memory only.
+type Config struct {
+	MaxRuns       int           // DefaultMaxRuns when 0
+	MaxKeysPerRun int           // DefaultMaxKeysPerRun when 0
+	MaxTotalKeys  int           // DefaultMaxTotalKeys when 0
+	TTL           time.Duration // DefaultTTL when 0
+	// Path is the snapshot file; "" keeps manifests in memory only.
+	Path string
+	// Now returns the current time (time.Now when nil).
+	Now func() time.Time
+}
+
+// KeyRecord is one key of a manifest.
+type KeyRecord struct {
+	Key      string `json:"key"`
+	Name     string `json:"name,omitempty"`
+	LookedUp bool   `json:"looked_up"`
+	Written  bool   `json:"written"`
+}
+
+// Manifest is what a run used, in first-use order.
+type Manifest struct {
+	Run       string      `json:"run"`
+	Namespace string      `json:"namespace"`
+	Created   time.Time   `json:"created"`
+	Updated   time.Time   `json:"updated"`
+	Keys      []KeyRecord `json:"keys"`
+	// Truncated is true when keys were dropped because of a bound.
+	Truncated bool `json:"truncated"`
+}
+
+type runID struct{ ns, run string }
+
+type runRec struct {
+	created, updated time.Time
+	keys             []KeyRecord
+	index            map[store.Key]int
+	truncated        bool
+}
+
+// Recorder is the bounded run recorder. It is safe for concurrent use.
+type Recorder struct {
+	cfg   Config
+	mu    sync.Mutex
+	runs  map[runID]*runRec
+	total int
+	dirty bool
+}
+
+// New returns a recorder, loading cfg.Path when it exists.
+func New(cfg Config) (*Recorder, error) {
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.MaxKeysPerRun <= 0 {
+		cfg.MaxKeysPerRun = DefaultMaxKeysPerRun
+	}
+	if cfg.MaxTotalKeys <= 0 {
+		cfg.MaxTotalKeys = DefaultMaxTotalKeys
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Recorder{cfg: cfg, runs: make(map[runID]*runRec)}
+	if cfg.Path != "" {
+		if err := r.load(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// RecordLookup records that run looked up key in ns.
+func (r *Recorder) RecordLookup(ns, run string, key store.Key) { r.record(ns, run, key, "", false) }
+
+// RecordWrite records that run wrote key in ns, with its display name.
+func (r *Recorder) RecordWrite(ns, run string, key store.Key, name string) {
+	r.record(ns, run, key, name, true)
+}
+
+func (r *Recorder) record(ns, run string, key store.Key, name string, write bool) {
+	if len(name) > MaxNameLen {
+		name = name[:MaxNameLen]
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := runID{ns, run}
+	rr := r.runs[id]
+	if rr != nil && now.Sub(rr.updated) > r.cfg.TTL {
+		r.dropLocked(id)
+		rr = nil
+	}
+	if rr == nil {
+		for len(r.runs) >= r.cfg.MaxRuns {
+			r.evictOldestLocked(id)
+		}
+		rr = &runRec{created: now, index: make(map[store.Key]int)}
+		r.runs[id] = rr
+	}
+	rr.updated = now
+	r.dirty = true
+	i, ok := rr.index[key]
+	if !ok {
+		if len(rr.keys) >= r.cfg.MaxKeysPerRun {
+			rr.truncated = true
+			return
+		}
+		for r.total >= r.cfg.MaxTotalKeys {
+			if !r.evictOldestLocked(id) {
+				rr.truncated = true
+				return
+			}
+		}
+		rr.keys = append(rr.keys, KeyRecord{Key: key.String()})
+		i = len(rr.keys) - 1
+		rr.index[key] = i
+		r.total++
+	}
+	k := &rr.keys[i]
+	if write {
+		k.Written = true
+		if name != "" {
+			k.Name = name
+		}
+	} else {
+		k.LookedUp = true
+	}
+}
+
+// Manifest returns a copy of the run's manifest.
+//
+// # Errors
+//   - ErrUnknownRun when the run was never recorded in ns, or expired or was
+//     evicted.
+func (r *Recorder) Manifest(ns, run string) (Manifest, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rr := r.runs[runID{ns, run}]
+	if rr == nil || r.cfg.Now().Sub(rr.updated) > r.cfg.TTL {
+		return Manifest{}, fmt.Errorf("%w %q in namespace %q: no request carried it in the last %s, or it was evicted", ErrUnknownRun, run, ns, r.cfg.TTL)
+	}
+	return Manifest{
+		Run: run, Namespace: ns, Created: rr.created, Updated: rr.updated,
+		Keys: append([]KeyRecord(nil), rr.keys...), Truncated: rr.truncated,
+	}, nil
+}
+
+// Counts returns the number of runs and keys held, for metrics.
+func (r *Recorder) Counts() (runs, keys int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs), r.total
+}
+
+// evictOldestLocked drops the least recently updated run other than keep and
+// reports whether one was dropped.
+func (r *Recorder) evictOldestLocked(keep runID) bool {
+	var oldest runID
+	var found bool
+	var t time.Time
+	for id, rr := range r.runs {
+		if id == keep {
+			continue
+		}
+		if !found || rr.updated.Before(t) {
+			oldest, t, found = id, rr.updated, true
+		}
+	}
+	if found {
+		r.dropLocked(oldest)
+	}
+	return found
+}
+
+func (r *Recorder) dropLocked(id runID) {
+	if rr := r.runs[id]; rr != nil {
+		r.total -= len(rr.keys)
+		delete(r.runs, id)
+		r.dirty = true
+	}
+}
+
+// snapshot is the file format.
+type snapshot struct {
+	Version int        `json:"version"`
+	Runs    []Manifest `json:"runs"`
+}
+
+// Save writes the snapshot to Config.Path atomically when anything changed
+// since the last Save. It drops expired runs first. Without a Path it does
+// nothing.
+func (r *Recorder) Save() error {
+	if r.cfg.Path == "" {
+		return nil
+	}
+	r.mu.Lock()
+	now := r.cfg.Now()
+	for id, rr := range r.runs {
+		if now.Sub(rr.updated) > r.cfg.TTL {
+			r.dropLocked(id)
+		}
+	}
+	if !r.dirty {
+		r.mu.Unlock()
+		return nil
+	}
+	snap := snapshot{Version: 1}
+	for id, rr := range r.runs {
+		snap.Runs = append(snap.Runs, Manifest{
+			Run: id.run, Namespace: id.ns, Created: rr.created, Updated: rr.updated,
+			Keys: append([]KeyRecord(nil), rr.keys...), Truncated: rr.truncated,
+		})
+	}
+	r.dirty = false
+	r.mu.Unlock()
+	if err := writeFileAtomic(r.cfg.Path, func(f *os.File) error {
+		return json.NewEncoder(f).Encode(&snap)
+	}); err != nil {
+		r.mu.Lock()
+		r.dirty = true
+		r.mu.Unlock()
+		return fmt.Errorf("save run manifests: %w", err)
+	}
+	return nil
+}
+
+func (r *Recorder) load() error {
+	f, err := os.Open(r.cfg.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open run manifests: %w", err)
+	}
+	defer f.Close()
+	var snap snapshot
+	if err := json.NewDecoder(f).Decode(&snap); err != nil {
+		return fmt.Errorf("decode run manifests %s: %w", r.cfg.Path, err)
+	}
+	now := r.cfg.Now()
+	for _, m := range snap.Runs {
+		if now.Sub(m.Updated) > r.cfg.TTL || len(r.runs) >= r.cfg.MaxRuns {
+			continue
+		}
+		rr := &runRec{created: m.Created, updated: m.Updated, truncated: m.Truncated, index: make(map[store.Key]int)}
+		for _, k := range m.Keys {
+			key, err := store.ParseKey(k.Key)
+			if err != nil || len(rr.keys) >= r.cfg.MaxKeysPerRun || r.total >= r.cfg.MaxTotalKeys {
+				continue
+			}
+			if _, dup := rr.index[key]; dup {
+				continue
+			}
+			rr.index[key] = len(rr.keys)
+			rr.keys = append(rr.keys, k)
+			r.total++
+		}
+		r.runs[runID{m.Namespace, m.Run}] = rr
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a temp file in the same directory,
+// syncs it and renames it over path; the temp file is removed on error.
+func writeFileAtomic(path string, write func(*os.File) error) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create dir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", f.Name(), err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", f.Name(), err)
+	}
+	return nil
+}
