@@ -1,0 +1,15 @@
+"""cachesvc: client of the shared compile cache.
+
+Standard library only. ``cachesvc.Client`` talks to a server; the JAX
+integration lives in ``cachesvc.jax`` (imported on demand, it imports JAX)::
+
+    import cachesvc.jax; cachesvc.jax.install("http://cache:8080")
+"""
+
+from __future__ import annotations
+
+from .client import Client, EntryInfo, Error, KeyResult, LookupResult, PutResult
+
+__all__ = ["Client", "EntryInfo", "Error", "KeyResult", "LookupResult", "PutResult", "__version__"]
+
+__version__ = "0.1.0"

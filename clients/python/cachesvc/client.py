@@ -1,0 +1,693 @@
+"""HTTP client for a cachesvc server (standard library only).
+
+The client speaks the v1 REST API described in DESIGN.md:
+
+* ``GET``/``HEAD``/``PUT``/``DELETE /v1/{ns}/entries/{key}``
+* ``POST /v1/{ns}/keys`` and ``POST /v1/{ns}/lookup`` (signature -> key / value)
+
+A :class:`Client` is safe to use from many threads: it keeps a small pool of
+keep-alive ``http.client`` connections, each used by one request at a time.
+Connection errors and ``503 Service Unavailable`` are retried with exponential
+backoff and full jitter, a bounded number of times and within the call's time
+budget. Every other failure raises :class:`Error`, which carries the server's
+JSON error ``code`` and ``message``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import os
+import random
+import socket
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import IO, Any, BinaryIO, Callable, Mapping, Union
+
+__all__ = [
+    "Client",
+    "Error",
+    "EntryInfo",
+    "KeyResult",
+    "LookupResult",
+    "PutResult",
+]
+
+_CHUNK = 256 * 1024
+_USER_AGENT = "cachesvc-python/0.1"
+
+Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
+
+
+class Error(Exception):
+    """A failed cachesvc request.
+
+    Attributes:
+        status: the HTTP status (0 when no response was received: connection
+            failure or timeout).
+        code: the server's snake_case error code (``"not_found"``,
+            ``"digest_mismatch"`` ...), or a client-side code:
+            ``"connection_failed"``, ``"timeout"``, ``"circuit_open"``,
+            ``"bad_response"``, ``"http_<status>"`` when the body was not a
+            cachesvc error document.
+        message: a human sentence.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the failure is transient (connection trouble or 503)."""
+        return self.status == 503 or (
+            self.status == 0 and self.code in ("connection_failed", "timeout")
+        )
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """Metadata of a stored entry, from ``HEAD``/``GET`` response headers."""
+
+    key: str
+    size: int
+    sha256: str
+    compile_seconds: float | None = None
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """Outcome of :meth:`Client.put`.
+
+    ``created`` is True for ``201 Created`` and False when an identical entry
+    already existed (``200``).
+    """
+
+    key: str
+    created: bool
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class KeyResult:
+    """The server's answer to ``POST /v1/{ns}/keys``."""
+
+    key: str
+    backend: str = ""
+    plugin: str = ""
+    display_name: str = ""
+    components: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """The server's answer to ``POST /v1/{ns}/lookup``.
+
+    On a hit ``value`` holds the entry's bytes; on a miss it is None and
+    ``components``/``explanation`` say why (when the server explains).
+    """
+
+    key: str
+    value: bytes | None
+    components: dict[str, str] = field(default_factory=dict)
+    explanation: Any = None
+    compile_seconds: float | None = None
+
+    @property
+    def hit(self) -> bool:
+        """True when the value was found."""
+        return self.value is not None
+
+
+class _Deadline:
+    """A point in monotonic time after which a call gives up."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, budget: float | None) -> None:
+        self.end = None if budget is None else time.monotonic() + budget
+
+    def remaining(self) -> float | None:
+        if self.end is None:
+            return None
+        return self.end - time.monotonic()
+
+    def expired(self) -> bool:
+        r = self.remaining()
+        return r is not None and r <= 0
+
+
+class _Pool:
+    """A LIFO pool of idle keep-alive connections to one host.
+
+    A connection is owned by one request at a time; the pool only guards the
+    list of idle ones with a lock, so it is safe for concurrent use.
+    """
+
+    def __init__(self, scheme: str, host: str, port: int | None, max_idle: int) -> None:
+        self._scheme = scheme
+        self._host = host
+        self._port = port
+        self._max_idle = max_idle
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """Returns a connection and whether it was reused from the pool."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn, True
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=timeout, blocksize=_CHUNK)
+        return conn, False
+
+    def release(self, conn: http.client.HTTPConnection) -> None:
+        """Returns a connection whose last response was fully read."""
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Closes every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+
+class _Response:
+    """A response being read; returns its connection to the pool when done."""
+
+    def __init__(self, client: "Client", conn: http.client.HTTPConnection,
+                 resp: http.client.HTTPResponse, deadline: _Deadline) -> None:
+        self._client = client
+        self._conn = conn
+        self.resp = resp
+        self.status = resp.status
+        self._deadline = deadline
+        self._done = False
+
+    def header(self, name: str) -> str | None:
+        return self.resp.getheader(name)
+
+    def read_chunks(self):
+        """Yields the body in chunks, enforcing the call's time budget."""
+        try:
+            while True:
+                if self._deadline.expired():
+                    raise Error(0, "timeout", "the time budget ran out while reading the response")
+                chunk = self.resp.read(_CHUNK)
+                if not chunk:
+                    break
+                yield chunk
+        except Error:
+            self.abort()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            self.abort()
+            raise _transport_error(exc) from exc
+        self.finish()
+
+    def read_all(self, limit: int = 64 << 20) -> bytes:
+        """Reads a (small) body completely."""
+        buf = bytearray()
+        for chunk in self.read_chunks():
+            buf += chunk
+            if len(buf) > limit:
+                self.abort()
+                raise Error(self.status, "bad_response", "response body is larger than expected")
+        return bytes(buf)
+
+    def finish(self) -> None:
+        """Drains nothing; returns the connection if the body was consumed."""
+        if self._done:
+            return
+        self._done = True
+        if self.resp.isclosed() and not self.resp.will_close:
+            self._client._pool.release(self._conn)
+        else:
+            self._conn.close()
+
+    def abort(self) -> None:
+        """Closes the connection (the body was not consumed)."""
+        if self._done:
+            return
+        self._done = True
+        self._conn.close()
+
+
+def _transport_error(exc: BaseException) -> Error:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return Error(0, "timeout", f"request timed out: {exc}")
+    return Error(0, "connection_failed", f"{type(exc).__name__}: {exc}")
+
+
+def _error_from_body(status: int, body: bytes) -> Error:
+    code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            code = str(err.get("code") or code)
+            message = str(err.get("message") or message)
+    except (ValueError, UnicodeDecodeError):
+        text = body[:200].decode("utf-8", "replace").strip()
+        if text:
+            message = text
+    return Error(status, code, message)
+
+
+def _float_header(v: str | None) -> float | None:
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+class Client:
+    """A client of one cachesvc server and namespace.
+
+    Args:
+        url: the server's base URL, e.g. ``"http://cache:8080"``.
+        namespace: the namespace entries live in (``"default"`` exists).
+        token: a bearer token sent as ``Authorization: Bearer <token>``.
+        timeout: the time budget of one call in seconds, retries included;
+            also the socket timeout of each attempt. ``None`` waits forever.
+        retries: how many times a call is retried after a connection error or a
+            503 (so at most ``retries + 1`` attempts).
+        backoff: the first retry's maximum delay in seconds; it doubles with
+            every retry (capped at ``max_backoff``) and each delay is drawn
+            uniformly from ``[0, cap]`` (full jitter).
+        run: a run id sent as ``X-Cachesvc-Run`` with every request, so the
+            server can record the run's manifest.
+        max_idle: how many idle keep-alive connections are kept.
+        user_agent: the ``User-Agent`` header.
+
+    The client is safe for concurrent use by many threads. Close it with
+    :meth:`close` (or use it as a context manager) to drop idle connections.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = "default",
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        *,
+        retries: int = 3,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+        run: str | None = None,
+        max_idle: int = 8,
+        user_agent: str = _USER_AGENT,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"cachesvc: url must be http(s)://host[:port], got {url!r}")
+        self.url = url.rstrip("/")
+        self.namespace = namespace
+        self.token = token
+        self.timeout = timeout
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.run = run
+        self._prefix = parsed.path.rstrip("/")
+        self._pool = _Pool(parsed.scheme, parsed.hostname, parsed.port, max_idle)
+        self._user_agent = user_agent
+        self._rand = random.Random()
+
+    # ---- context management -------------------------------------------------
+
+    def close(self) -> None:
+        """Closes idle connections. The client stays usable."""
+        self._pool.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r}, namespace={self.namespace!r})"
+
+    # ---- paths ----------------------------------------------------------------
+
+    def _ns_path(self, *parts: str) -> str:
+        segs = [urllib.parse.quote(self.namespace, safe="")]
+        segs += [urllib.parse.quote(p, safe="") for p in parts]
+        return f"{self._prefix}/v1/" + "/".join(segs)
+
+    def _entry_path(self, key: str) -> str:
+        return self._ns_path("entries", key)
+
+    # ---- the request loop -----------------------------------------------------
+
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        h = {"User-Agent": self._user_agent}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        if self.run:
+            h["X-Cachesvc-Run"] = self.run
+        if extra:
+            h.update({k: v for k, v in extra.items() if v is not None})
+        return h
+
+    def _sleep_backoff(self, attempt: int, deadline: _Deadline, retry_after: float | None) -> bool:
+        """Sleeps before retry number ``attempt``; False if the budget is spent."""
+        cap = min(self.max_backoff, self.backoff * (2 ** attempt))
+        delay = self._rand.uniform(0, cap)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_backoff))
+        rem = deadline.remaining()
+        if rem is not None and rem <= delay:
+            return False
+        time.sleep(delay)
+        return True
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        body_file: IO[bytes] | None = None,
+        body_len: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        ok: tuple[int, ...] = (200,),
+        allow: tuple[int, ...] = (),
+    ) -> _Response:
+        """Sends a request with retries; returns a response whose status is
+        in ``ok`` or ``allow`` (body unread) or raises :class:`Error`.
+
+        ``body_file`` must be seekable if it is to be retried; it is rewound
+        to its starting position before each attempt.
+        """
+        budget = self.timeout if timeout is None else timeout
+        deadline = _Deadline(budget)
+        hdrs = self._headers(headers)
+        if body is not None:
+            hdrs["Content-Length"] = str(len(body))
+        elif body_file is not None:
+            hdrs["Content-Length"] = str(body_len)
+        start_pos = body_file.tell() if body_file is not None else None
+        attempt = 0
+        stale_retry_used = False
+        while True:
+            rem = deadline.remaining()
+            if rem is not None and rem <= 0:
+                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted")
+            sock_timeout = rem if rem is not None else None
+            conn, reused = self._pool.acquire(sock_timeout)  # type: ignore[arg-type]
+            retry_after: float | None = None
+            try:
+                if body_file is not None and start_pos is not None:
+                    body_file.seek(start_pos)
+                conn.request(method, path, body=body if body is not None else body_file, headers=hdrs)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                err = _transport_error(exc)
+                # A kept-alive connection the server closed meanwhile fails at
+                # once: retry that immediately, once, without counting it.
+                if reused and not stale_retry_used and err.code == "connection_failed":
+                    stale_retry_used = True
+                    continue
+                if attempt >= self.retries or (body_file is not None and not _seekable(body_file)):
+                    raise err from exc
+                if not self._sleep_backoff(attempt, deadline, None):
+                    raise err from exc
+                attempt += 1
+                continue
+            r = _Response(self, conn, resp, deadline)
+            if r.status in ok or r.status in allow:
+                return r
+            # An error: read the (small) JSON body.
+            try:
+                data = r.read_all(limit=1 << 20)
+            except Error:
+                data = b""
+            err = _error_from_body(r.status, data)
+            if r.status == 503 and attempt < self.retries and (body_file is None or _seekable(body_file)):
+                retry_after = _float_header(resp.getheader("Retry-After"))
+                if self._sleep_backoff(attempt, deadline, retry_after):
+                    attempt += 1
+                    continue
+            raise err
+
+    def _json(self, method: str, path: str, doc: Any, *, ok: tuple[int, ...] = (200,),
+              allow: tuple[int, ...] = (), timeout: float | None = None) -> _Response:
+        body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        return self._request(method, path, body=body, ok=ok, allow=allow, timeout=timeout,
+                             headers={"Content-Type": "application/json", "Accept": "application/json"})
+
+    # ---- entries ----------------------------------------------------------------
+
+    def get(self, key: str, *, timeout: float | None = None) -> bytes | None:
+        """Returns the entry's bytes, or None on a miss (404).
+
+        The body is verified against the ``X-Content-SHA256`` header.
+
+        Raises:
+            Error: on any other failure (bad key -> ``400``, auth, server errors
+                after retries, ``digest_mismatch`` when the bytes received do
+                not match the announced digest).
+        """
+        buf = io.BytesIO()
+        info = self.download(key, buf, timeout=timeout)
+        return None if info is None else buf.getvalue()
+
+    def download(self, key: str, out: IO[bytes], *, timeout: float | None = None) -> EntryInfo | None:
+        """Streams the entry into ``out`` (a writable binary file object).
+
+        Returns its :class:`EntryInfo`, or None on a miss. The bytes are
+        hashed while streaming and checked against ``X-Content-SHA256``; on a
+        mismatch :class:`Error` ``digest_mismatch`` is raised (``out`` then
+        holds the bad bytes: write to a temporary file and rename on success).
+        """
+        r = self._request("GET", self._entry_path(key), timeout=timeout, allow=(404,))
+        if r.status == 404:
+            r.read_all(limit=1 << 20)
+            return None
+        want = (r.header("X-Content-SHA256") or "").lower()
+        h = hashlib.sha256()
+        n = 0
+        for chunk in r.read_chunks():
+            h.update(chunk)
+            out.write(chunk)
+            n += len(chunk)
+        got = h.hexdigest()
+        if want and got != want:
+            raise Error(r.status, "digest_mismatch",
+                        f"entry {key}: received bytes hash to {got}, server announced {want}")
+        return EntryInfo(key=key, size=n, sha256=got,
+                         compile_seconds=_float_header(r.header("X-Compile-Seconds")),
+                         etag=r.header("ETag"))
+
+    def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
+        """Returns the entry's metadata without its body, or None on a miss."""
+        r = self._request("HEAD", self._entry_path(key), timeout=timeout, allow=(404,))
+        r.resp.read()
+        r.finish()
+        if r.status == 404:
+            return None
+        return EntryInfo(
+            key=key,
+            size=int(r.header("Content-Length") or 0),
+            sha256=(r.header("X-Content-SHA256") or "").lower(),
+            compile_seconds=_float_header(r.header("X-Compile-Seconds")),
+            etag=r.header("ETag"),
+        )
+
+    def put(
+        self,
+        key: str,
+        data: Body,
+        *,
+        compile_seconds: float | None = None,
+        backend: str | None = None,
+        name: str | None = None,
+        sha256: str | None = None,
+        size: int | None = None,
+        timeout: float | None = None,
+    ) -> PutResult:
+        """Stores an entry, streaming it from ``bytes`` or a binary file object.
+
+        A seekable file is read twice (once to hash it, once to send it) and
+        never held in memory; a non-seekable stream is spooled to a temporary
+        file first unless both ``sha256`` and ``size`` are given (it then
+        cannot be retried). Entries are immutable: re-uploading identical bytes
+        returns ``created=False``; different bytes raise :class:`Error`
+        ``409``.
+
+        Args:
+            key: 64 lowercase hex digits.
+            data: the bytes, or a binary file object positioned at the start.
+            compile_seconds: sent as ``X-Compile-Seconds`` (how long it took
+                to produce the value; the dashboard counts it as time saved on
+                every hit).
+            backend: sent as ``X-Cachesvc-Backend`` (e.g. ``"xla"``).
+            name: a display name sent as ``X-Cachesvc-Name``.
+            sha256: the hex digest if already known (skips hashing).
+            size: the byte count if already known.
+        """
+        spool: IO[bytes] | None = None
+        try:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                raw = bytes(data)
+                digest = sha256 or hashlib.sha256(raw).hexdigest()
+                body_bytes: bytes | None = raw
+                body_file: IO[bytes] | None = None
+                length = len(raw)
+            else:
+                body_bytes = None
+                f: IO[bytes] = data  # type: ignore[assignment]
+                if _seekable(f):
+                    start = f.tell()
+                    if sha256 is None or size is None:
+                        h = hashlib.sha256()
+                        n = 0
+                        while True:
+                            chunk = f.read(_CHUNK)
+                            if not chunk:
+                                break
+                            h.update(chunk)
+                            n += len(chunk)
+                        digest, length = h.hexdigest(), n
+                    else:
+                        digest, length = sha256, size
+                    f.seek(start)
+                    body_file = f
+                elif sha256 is not None and size is not None:
+                    digest, length, body_file = sha256, size, f
+                else:
+                    spool = tempfile.TemporaryFile()
+                    h = hashlib.sha256()
+                    n = 0
+                    while True:
+                        chunk = f.read(_CHUNK)
+                        if not chunk:
+                            break
+                        h.update(chunk)
+                        spool.write(chunk)
+                        n += len(chunk)
+                    spool.seek(0)
+                    digest, length, body_file = h.hexdigest(), n, spool
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "X-Content-SHA256": digest,
+                "X-Compile-Seconds": None if compile_seconds is None else f"{compile_seconds:.6f}",
+                "X-Cachesvc-Backend": backend,
+                "X-Cachesvc-Name": name,
+            }
+            r = self._request("PUT", self._entry_path(key), body=body_bytes, body_file=body_file,
+                              body_len=length, headers=headers, timeout=timeout, ok=(200, 201))
+            r.read_all(limit=1 << 20)
+            return PutResult(key=key, created=r.status == 201, size=length, sha256=digest)
+        finally:
+            if spool is not None:
+                spool.close()
+
+    def delete(self, key: str, *, timeout: float | None = None) -> bool:
+        """Deletes an entry (an admin operation). Returns False if it was absent."""
+        r = self._request("DELETE", self._entry_path(key), timeout=timeout, ok=(200, 202, 204), allow=(404,))
+        r.read_all(limit=1 << 20)
+        return r.status != 404
+
+    # ---- signatures -------------------------------------------------------------
+
+    def key(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> KeyResult:
+        """Asks the server's plugin for the key of a signature.
+
+        ``signature`` is a JSON object with a ``backend`` field (``"xla"``,
+        ``"passthrough"`` ...) and the backend's fields.
+        """
+        r = self._json("POST", self._ns_path("keys"), dict(signature), timeout=timeout)
+        doc = _json_body(r)
+        return KeyResult(
+            key=str(doc.get("key", "")),
+            backend=str(doc.get("backend", "")),
+            plugin=str(doc.get("plugin", "")),
+            display_name=str(doc.get("display_name", "")),
+            components=dict(doc.get("components") or {}),
+        )
+
+    def lookup(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> bytes | None:
+        """Returns the value stored under a signature's key, or None on a miss."""
+        return self.lookup_result(signature, timeout=timeout).value
+
+    def lookup_result(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> LookupResult:
+        """Like :meth:`lookup` but also returns the key (hit or miss) and, on a
+        miss, the server's components and explanation."""
+        r = self._json("POST", self._ns_path("lookup"), dict(signature), timeout=timeout, allow=(404,))
+        if r.status == 404:
+            doc = _json_body(r)
+            if "key" not in doc and isinstance(doc.get("error"), dict):
+                # A 404 that is an error (e.g. unknown namespace), not a miss.
+                err = doc["error"]
+                raise Error(404, str(err.get("code", "not_found")), str(err.get("message", "")))
+            return LookupResult(key=str(doc.get("key", "")), value=None,
+                                components=dict(doc.get("components") or {}),
+                                explanation=doc.get("explanation"))
+        key = (r.header("X-Cachesvc-Key") or "").lower()
+        want = (r.header("X-Content-SHA256") or "").lower()
+        buf = bytearray()
+        h = hashlib.sha256()
+        for chunk in r.read_chunks():
+            h.update(chunk)
+            buf += chunk
+        if want and h.hexdigest() != want:
+            raise Error(200, "digest_mismatch",
+                        f"lookup {key}: received bytes hash to {h.hexdigest()}, server announced {want}")
+        return LookupResult(key=key, value=bytes(buf),
+                            compile_seconds=_float_header(r.header("X-Compile-Seconds")))
+
+    # ---- health -------------------------------------------------------------------
+
+    def healthy(self, *, timeout: float | None = 2.0) -> bool:
+        """True if ``GET /healthz`` answers 200 within ``timeout``."""
+        try:
+            r = self._request("GET", f"{self._prefix}/healthz", timeout=timeout)
+            r.read_all(limit=1 << 20)
+            return True
+        except Error:
+            return False
+
+
+def _json_body(r: _Response) -> dict[str, Any]:
+    data = r.read_all(limit=64 << 20)
+    if not data:
+        return {}
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Error(r.status, "bad_response", f"response is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise Error(r.status, "bad_response", "response is not a JSON object")
+    return doc
+
+
+def _seekable(f: Any) -> bool:
+    try:
+        return bool(f.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
