@@ -1,0 +1,343 @@
+// Package client is a Go client for cachesvc's v1 HTTP API, used by the
+// `cachesvc warm` and `cachesvc agent` subcommands and by integration tests.
+//
+// Every method takes a context, streams bodies (nothing is buffered whole)
+// and returns an *Error for a JSON error response, so callers can match the
+// server's error code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures a Client. Only BaseURL is required.
+type Config struct {
+	// BaseURL is the server, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// HTTPClient sends requests; nil means a client with keep-alive
+	// connections and no overall timeout (bodies may be large; use contexts).
+	HTTPClient *http.Client
+	// Token, when set, is sent as "Authorization: Bearer <token>".
+	Token string
+	// Run, when set, is sent as X-Cachesvc-Run on every request so the server
+	// records this run's manifest.
+	Run string
+	// UserAgent overrides the default "cachesvc-go-client".
+	UserAgent string
+}
+
+// Client talks to one cachesvc server. It is safe for concurrent use.
+type Client struct {
+	base *url.URL
+	cfg  Config
+	hc   *http.Client
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("parse server url %q: %w", cfg.BaseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("server url %q must be http:// or https:// with a host", cfg.BaseURL)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "cachesvc-go-client"
+	}
+	return &Client{base: u, cfg: cfg, hc: hc}, nil
+}
+
+// Error is a JSON error response from the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// Body holds the whole decoded JSON body (for extra fields such as a
+	// lease holder).
+	Body map[string]any
+}
+
+// Error returns "status code: message".
+func (e *Error) Error() string {
+	return fmt.Sprintf("server said %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsNotFound reports whether err is a 404 from the server.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+func (c *Client) url(ns string, parts ...string) string {
+	p := "/v1/" + url.PathEscape(ns)
+	for _, s := range parts {
+		p += "/" + url.PathEscape(s)
+	}
+	return c.base.String() + p
+}
+
+func (c *Client) newRequest(ctx context.Context, method, u string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s %s: %w", method, u, err)
+	}
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	if c.cfg.Run != "" {
+		req.Header.Set("X-Cachesvc-Run", c.cfg.Run)
+	}
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	return req, nil
+}
+
+// do sends req; a status outside ok is turned into an *Error (body closed).
+func (c *Client) do(req *http.Request, ok ...int) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return resp, nil
+		}
+	}
+	defer resp.Body.Close()
+	return nil, decodeError(resp)
+}
+
+func decodeError(resp *http.Response) error {
+	e := &Error{Status: resp.StatusCode}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+		_ = json.Unmarshal(data, &e.Body)
+	} else {
+		e.Code = "http_" + strconv.Itoa(resp.StatusCode)
+		e.Message = strings.TrimSpace(string(data))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return e
+}
+
+// postJSON posts v and decodes the JSON answer into out.
+func (c *Client) postJSON(ctx context.Context, u string, v, out any, ok ...int) (int, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode request: %w", err)
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, u, bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.do(req, ok...)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s answer: %w", req.URL.Path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// KeyResult is the answer of POST /v1/{ns}/keys.
+type KeyResult struct {
+	Key         string            `json:"key"`
+	Backend     string            `json:"backend"`
+	Plugin      string            `json:"plugin"`
+	DisplayName string            `json:"display_name"`
+	Components  map[string]string `json:"components"`
+}
+
+// Keys turns a signature into its key.
+func (c *Client) Keys(ctx context.Context, ns string, signature any) (KeyResult, error) {
+	var kr KeyResult
+	_, err := c.postJSON(ctx, c.url(ns, "keys"), signature, &kr, http.StatusOK)
+	return kr, err
+}
+
+// JAXKeySignature is the passthrough signature under which a JAX cache key
+// (e.g. "jit_f-<64 hex>") is stored.
+func JAXKeySignature(jaxKey string) map[string]string {
+	return map[string]string{"backend": "passthrough", "kind": "jax", "key": jaxKey}
+}
+
+// PutOptions are the optional headers of a PUT.
+type PutOptions struct {
+	// Size is the body length, or -1 when unknown (chunked upload).
+	Size int64
+	// SHA256, when set, is sent as X-Content-SHA256 and verified by the server.
+	SHA256         []byte
+	CompileSeconds float64
+	Backend        string
+	Name           string
+}
+
+// Put stores r under (ns, key). created is false when identical bytes were
+// already stored.
+func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOptions) (created bool, err error) {
+	req, err := c.newRequest(ctx, http.MethodPut, c.url(ns, "entries", key), r)
+	if err != nil {
+		return false, err
+	}
+	req.ContentLength = o.Size
+	if o.Size == 0 {
+		req.Body = http.NoBody
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if o.SHA256 != nil {
+		req.Header.Set("X-Content-SHA256", hex.EncodeToString(o.SHA256))
+	}
+	if o.CompileSeconds > 0 {
+		req.Header.Set("X-Compile-Seconds", strconv.FormatFloat(o.CompileSeconds, 'f', -1, 64))
+	}
+	if o.Backend != "" {
+		req.Header.Set("X-Cachesvc-Backend", o.Backend)
+	}
+	if o.Name != "" {
+		req.Header.Set("X-Cachesvc-Name", o.Name)
+	}
+	resp, err := c.do(req, http.StatusCreated, http.StatusOK)
+	if err != nil {
+		return false, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusCreated, nil
+}
+
+// Get returns the entry's body; the caller must close it. wait > 0 long-polls
+// behind a compile lease (?wait=). A miss is an *Error with Status 404.
+func (c *Client) Get(ctx context.Context, ns, key string, wait time.Duration) (*http.Response, error) {
+	u := c.url(ns, "entries", key)
+	if wait > 0 {
+		u += "?wait=" + url.QueryEscape(wait.String())
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(req, http.StatusOK)
+}
+
+// Exists reports which keys are present.
+func (c *Client) Exists(ctx context.Context, ns string, keys []string) (present, missing []string, err error) {
+	var out struct {
+		Present []string `json:"present"`
+		Missing []string `json:"missing"`
+	}
+	_, err = c.postJSON(ctx, c.url(ns, "exists"), map[string]any{"keys": keys}, &out, http.StatusOK)
+	return out.Present, out.Missing, err
+}
+
+// KeyRecord is one key of a run manifest.
+type KeyRecord struct {
+	Key      string `json:"key"`
+	Name     string `json:"name,omitempty"`
+	LookedUp bool   `json:"looked_up"`
+	Written  bool   `json:"written"`
+}
+
+// Manifest is a run's manifest.
+type Manifest struct {
+	Run       string      `json:"run"`
+	Namespace string      `json:"namespace"`
+	Keys      []KeyRecord `json:"keys"`
+	Truncated bool        `json:"truncated"`
+}
+
+// Manifest fetches GET /v1/{ns}/runs/{run}/manifest.
+func (c *Client) Manifest(ctx context.Context, ns, run string) (Manifest, error) {
+	var m Manifest
+	req, err := c.newRequest(ctx, http.MethodGet, c.url(ns, "runs", run, "manifest"), nil)
+	if err != nil {
+		return m, err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return m, fmt.Errorf("decode manifest: %w", err)
+	}
+	return m, nil
+}
+
+// Lease is a compile lease as the server reports it.
+type Lease struct {
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+}
+
+// AcquireLease asks for the compile lease on key. granted is true (201) when
+// holder now owns it; false (409) when another holder does, which l names.
+func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
+	body := map[string]any{"holder": holder, "ttl_s": ttl.Seconds()}
+	data, _ := json.Marshal(body)
+	req, err := c.newRequest(ctx, http.MethodPost, c.url(ns, "leases", key), bytes.NewReader(data))
+	if err != nil {
+		return l, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return l, false, fmt.Errorf("acquire lease: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusCreated, http.StatusConflict:
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+			return l, false, fmt.Errorf("decode lease: %w", err)
+		}
+		return l, resp.StatusCode == http.StatusCreated, nil
+	default:
+		return l, false, decodeError(resp)
+	}
+}
+
+// ReleaseLease releases holder's lease on key without writing the entry.
+func (c *Client) ReleaseLease(ctx context.Context, ns, key, holder string) error {
+	req, err := c.newRequest(ctx, http.MethodDelete, c.url(ns, "leases", key)+"?holder="+url.QueryEscape(holder), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusOK, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
