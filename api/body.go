@@ -1,0 +1,150 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// errIncompleteBody means the client stopped sending before the body ended
+// (it disconnected, or sent fewer bytes than its Content-Length).
+var errIncompleteBody = errors.New("request body ended early")
+
+// bodyDoneKey marks, in fiber Locals, that the request body was read to its
+// end, so the connection can carry another request.
+const bodyDoneKey = "cachesvc.body_done"
+
+// prefetchBytes is how much of a streamed body fasthttp reads with the
+// headers; a body this small is always fully in memory.
+const prefetchBytes = 8 << 10
+
+// closeIfBodyUnread marks the connection to close after this response when
+// the handler left part of a streamed request body unread: the unread bytes
+// would otherwise be parsed as the next request.
+func closeIfBodyUnread(c *fiber.Ctx) {
+	req := c.Request()
+	if !req.IsBodyStream() {
+		return
+	}
+	if done, _ := c.Locals(bodyDoneKey).(bool); done {
+		return
+	}
+	if cl := req.Header.ContentLength(); cl >= 0 && cl <= prefetchBytes {
+		return
+	}
+	c.Response().Header.SetConnectionClose()
+}
+
+// bodyStream returns the request body as a reader that enforces the declared
+// Content-Length (ending early is errIncompleteBody, never a short io.EOF) and
+// limit (more bytes is store.ErrTooLarge; 0 means no limit), counts bytes with
+// count, and marks the body done at its end.
+func bodyStream(c *fiber.Ctx, limit int64, count func(int)) *bodyReader {
+	var r io.Reader = c.Context().RequestBodyStream()
+	if r == nil {
+		r = bytes.NewReader(c.Request().Body())
+	}
+	return &bodyReader{
+		r:     r,
+		want:  int64(c.Request().Header.ContentLength()),
+		limit: limit,
+		count: count,
+		done:  func() { c.Locals(bodyDoneKey, true) },
+	}
+}
+
+// bodyReader is the request body with its length and limit enforced.
+type bodyReader struct {
+	r     io.Reader
+	want  int64 // declared Content-Length; negative when unknown (chunked)
+	limit int64
+	n     int64
+	err   error // sticky
+	eof   bool
+	count func(int)
+	done  func()
+}
+
+// Read reads from the body; see bodyStream.
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.eof {
+		return 0, io.EOF
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if n > 0 && b.count != nil {
+		b.count(n)
+	}
+	switch {
+	case b.limit > 0 && b.n > b.limit:
+		b.err = fmt.Errorf("%w: the body is over the %d-byte limit", store.ErrTooLarge, b.limit)
+		return n, b.err
+	case errors.Is(err, io.EOF):
+		if b.want >= 0 && b.n < b.want {
+			b.err = fmt.Errorf("%w: got %d of the %d bytes in Content-Length", errIncompleteBody, b.n, b.want)
+			return n, b.err
+		}
+		b.eof = true
+		if b.done != nil {
+			b.done()
+		}
+		return n, io.EOF
+	case err != nil:
+		b.err = fmt.Errorf("%w after %d bytes: %w", errIncompleteBody, b.n, err)
+		return n, b.err
+	}
+	return n, nil
+}
+
+// Err returns the error that ended reading, if any.
+func (b *bodyReader) Err() error { return b.err }
+
+// readBody reads the whole request body, at most Config.MaxJSONBytes, for
+// handlers that need it in memory (JSON requests). A larger body is 413
+// body_too_large. Use it instead of c.Body(), which is unbounded when bodies
+// are streamed.
+func (s *Server) readBody(c *fiber.Ctx) ([]byte, error) {
+	limit := s.cfg.MaxJSONBytes
+	if cl := int64(c.Request().Header.ContentLength()); cl > limit {
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large",
+			"The request body is %d bytes; the limit for this endpoint is %d bytes.", cl, limit)
+	}
+	b, err := io.ReadAll(bodyStream(c, limit, nil))
+	if err != nil {
+		if errors.Is(err, store.ErrTooLarge) {
+			return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large",
+				"The request body is over the %d-byte limit for this endpoint.", limit)
+		}
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return b, nil
+}
+
+// decodeJSON reads the request body with readBody and decodes it into v,
+// rejecting unknown fields. Malformed JSON is 400 bad_json with the reason.
+func (s *Server) decodeJSON(c *fiber.Ctx, v any) error {
+	b, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_json",
+			Message: sentence("the request body is not valid JSON for this endpoint: " + err.Error()), Err: err}
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "bad_json", "The request body has data after the JSON value.")
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// Error is an HTTP error with a machine-readable code. Handlers return it (or
+// a sentinel from the table below) and errorHandler renders it as
+//
+//	{"error": {"code": "snake_case", "message": "human sentence", "details": ...}}
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is a stable snake_case identifier clients can match.
+	Code string
+	// Message is a human sentence saying what was wrong and, ideally, how to
+	// fix it.
+	Message string
+	// Details is optional extra JSON (for example a lease holder).
+	Details any
+	// Err is the cause, if any; it is logged, not shown.
+	Err error
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON shape of every error response.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details any    `json:"details,omitempty"`
+}
+
+// sentinels maps errors from the layers below to statuses and codes, checked
+// in order with errors.Is. Add one line per new sentinel.
+var sentinels = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{store.ErrNotFound, http.StatusNotFound, "not_found"},
+	{store.ErrConflict, http.StatusConflict, "conflict"},
+	{store.ErrDigestMismatch, http.StatusBadRequest, "digest_mismatch"},
+	{store.ErrTooLarge, http.StatusRequestEntityTooLarge, "entry_too_large"},
+	{store.ErrFull, http.StatusInsufficientStorage, "store_full"},
+	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
+	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
+	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
+	{context.Canceled, http.StatusServiceUnavailable, "shutting_down"},
+}
+
+// toError translates err to an *Error.
+func toError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return &Error{Status: s.status, Code: s.code, Message: sentence(err.Error()), Err: err}
+		}
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		code := strings.ToLower(strings.ReplaceAll(http.StatusText(fe.Code), " ", "_"))
+		if fe.Code == http.StatusNotFound {
+			code = "route_not_found"
+		}
+		if code == "" {
+			code = "http_error"
+		}
+		return &Error{Status: fe.Code, Code: code, Message: sentence(fe.Message), Err: err}
+	}
+	return &Error{
+		Status:  http.StatusInternalServerError,
+		Code:    "internal_error",
+		Message: "Internal server error; the server log has the details.",
+		Err:     err,
+	}
+}
+
+// sentence capitalizes msg and ends it with a period.
+func sentence(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	if c := msg[0]; c >= 'a' && c <= 'z' {
+		msg = string(c-'a'+'A') + msg[1:]
+	}
+	if !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	return msg
+}
+
+// errorHandler is the app's single error handler: it writes err as the JSON
+// error body with its status. Server errors are logged with their cause.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	e := toError(err)
+	if e.Status >= 500 {
+		s.log.Error("request failed", "method", c.Method(), "path", c.Path(),
+			"namespace", c.Params("ns"), "key", c.Params("key"), "status", e.Status, "code", e.Code, "err", err)
+	}
+	// A body we did not read to the end cannot be followed by another
+	// request on this connection.
+	closeIfBodyUnread(c)
+	c.Response().ResetBody()
+	c.Response().Header.Del("ETag")
+	c.Response().Header.Del("X-Content-SHA256")
+	return c.Status(e.Status).JSON(errorBody{Error: errorObject{Code: e.Code, Message: e.Message, Details: e.Details}})
+}

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// metrics holds the server's Prometheus instruments.
+type metrics struct {
+	requests *prometheus.CounterVec   // route, method, status
+	duration *prometheus.HistogramVec // route, method
+	lookups  *prometheus.CounterVec   // result: hit, miss
+	puts     *prometheus.CounterVec   // result: created, exists, conflict, error...
+	bytesIn  prometheus.Counter
+	bytesOut prometheus.Counter
+	handler  fiber.Handler
+}
+
+// newMetrics registers the server's metrics and a collector of the store's
+// usage on reg.
+func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cachesvc_http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern and method, including streaming the body.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"route", "method"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_lookups_total",
+			Help: "Entry lookups (GET of an entry) by result: hit or miss.",
+		}, []string{"result"}),
+		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_puts_total",
+			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, error.",
+		}, []string{"result"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachesvc_bytes_in_total",
+			Help: "Entry bytes received in PUT bodies.",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachesvc_bytes_out_total",
+			Help: "Entry bytes sent in GET bodies.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.requests, m.duration, m.lookups, m.puts, m.bytesIn, m.bytesOut,
+		&usageCollector{st: st},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.lookups.WithLabelValues("hit")
+	m.lookups.WithLabelValues("miss")
+	m.handler = adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return m, nil
+}
+
+// handleMetrics serves GET /metrics in the Prometheus text format.
+func (s *Server) handleMetrics(c *fiber.Ctx) error { return s.metrics.handler(c) }
+
+// usageCollector exports the store's Usage at scrape time.
+type usageCollector struct{ st store.Store }
+
+var (
+	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
+	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
+	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
+	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
+	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries evicted to make room.", nil, nil)
+	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
+)
+
+// Describe sends the store metrics' descriptors.
+func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity} {
+		ch <- d
+	}
+}
+
+// Collect reads the store's Usage once and sends every metric.
+func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
+	us := u.st.Usage()
+	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(us.Bytes))
+	ch <- prometheus.MustNewConstMetric(descStoreMax, prometheus.GaugeValue, float64(us.MaxBytes))
+	ch <- prometheus.MustNewConstMetric(descStoreEntries, prometheus.GaugeValue, float64(us.Entries))
+	ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))
+	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(us.Evictions))
+	ch <- prometheus.MustNewConstMetric(descIntegrity, prometheus.CounterValue, float64(us.IntegrityFailures))
+}
+
+// middleware wraps every request: it gives the handler a context that
+// Shutdown can cancel, renders handler errors through errorHandler (so the
+// status is known here), records metrics and logs the request.
+func (s *Server) middleware(c *fiber.Ctx) error {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	start := time.Now()
+	c.SetUserContext(s.baseCtx)
+	s.totals.requests.Add(1)
+
+	err := c.Next()
+	if err != nil {
+		if herr := s.errorHandler(c, err); herr != nil {
+			return herr
+		}
+	}
+	closeIfBodyUnread(c)
+
+	route := "unmatched"
+	if r := c.Route(); r != nil && len(r.Handlers) > 0 && !(r.Method == "USE" && r.Path == "/") {
+		route = r.Path
+	}
+	status := c.Response().StatusCode()
+	method := c.Method()
+	elapsed := time.Since(start)
+	s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	s.metrics.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+
+	level := slog.LevelInfo
+	switch {
+	case status >= 500:
+		level = slog.LevelError
+	case route == "/metrics" || route == "/healthz" || route == "/readyz":
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
+		slog.String("method", method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Duration("duration", elapsed),
+	}
+	if ns := c.Params("ns"); ns != "" {
+		attrs = append(attrs, slog.String("namespace", ns))
+	}
+	if key := c.Params("key"); key != "" {
+		attrs = append(attrs, slog.String("key", key))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
+	return nil
+}

@@ -1,0 +1,120 @@
+// Command cachesvc is the shared compile cache: its server and its tools.
+//
+// Usage:
+//
+//	cachesvc <command> [flags]
+//
+// Run `cachesvc --help` for the list of commands and `cachesvc <command> --help`
+// for a command's flags. Every flag can also be set from the environment as
+// CACHESVC_<FLAG_NAME> (for example --max-entry-size from
+// CACHESVC_MAX_ENTRY_SIZE); a flag given on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: its name, a one-line help and the function that
+// runs it. run returns nil on success; a usageError exits 2, any other error 1.
+type command struct {
+	name string
+	help string
+	run  func(ctx context.Context, args []string, sio stdio) error
+}
+
+// commands is the subcommand table. Each subcommand lives in its own file;
+// add it here with one line.
+var commands = []command{
+	{"version", "print the version and exit", runVersion},
+}
+
+// stdio bundles a command's standard streams and its environment, so that
+// tests can run commands in-process.
+type stdio struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv looks up environment variables; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// getenv looks up key through s.Getenv, or os.Getenv when it is nil.
+func (s stdio) getenv(key string) string {
+	if s.Getenv == nil {
+		return os.Getenv(key)
+	}
+	return s.Getenv(key)
+}
+
+// usageError is a bad command line; run prints it with the usage hint and
+// exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches args to a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	sio := stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		printUsage(stdout)
+		return 0
+	case "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, args[1:], sio)
+		var ue *usageError
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "cachesvc %s: %s\nRun 'cachesvc %s --help' for usage.\n", c.name, ue.msg, c.name)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "cachesvc %s: %s\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "cachesvc: unknown command %q\n\n", name)
+	printUsage(stderr)
+	return 2
+}
+
+// printUsage writes the command list to w.
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "cachesvc is a shared, persistent compile cache for ML compilers.\n\n")
+	fmt.Fprintf(w, "Usage:\n  cachesvc <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
+	}
+	fmt.Fprintf(w, "\nRun 'cachesvc <command> --help' for a command's flags.\n")
+	fmt.Fprintf(w, "Every flag can also be set as CACHESVC_<FLAG_NAME>, e.g. CACHESVC_MAX_SIZE=10GiB.\n")
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// version is the release version, set at build time with
+// -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// versionString returns the version, the VCS revision when the binary was
+// built from a checkout, and the Go version.
+func versionString() string {
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return fmt.Sprintf("cachesvc %s%s %s", version, rev, runtime.Version())
+}
+
+// runVersion prints the version.
+func runVersion(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("version", "Print the version and exit.", sio)
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	fmt.Fprintln(sio.Stdout, versionString())
+	return nil
+}

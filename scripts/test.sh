@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# scripts/test.sh: install what the tests need (idempotently) and run every
+# test suite. Usage: scripts/test.sh   (from anywhere; exits non-zero on failure)
+#
+# Each suite is a clearly delimited section owned by one engineer. Add yours as
+# a function `suite_<name>` and one `run_suite` line at the bottom. Suites run
+# even when an earlier one failed; the script fails at the end if any did.
+#
+# Environment:
+#   CACHESVC_BIG_TESTS=1   also run the large tests (2 GiB memory test, ...)
+#   CACHESVC_SKIP=a,b      skip suites by name (e.g. CACHESVC_SKIP=browser)
+#   GO_TEST_FLAGS          extra flags for go test (e.g. -run TestFoo -v)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export GOFLAGS="${GOFLAGS:-}"
+FAILED=()
+PASSED=()
+
+log() { printf '\n\033[1m=== %s ===\033[0m\n' "$*"; }
+
+# run_suite NAME: runs suite_NAME, records the result, never exits.
+run_suite() {
+	local name="$1"
+	if [[ ",${CACHESVC_SKIP:-}," == *",$name,"* ]]; then
+		log "suite $name: skipped (CACHESVC_SKIP)"
+		return 0
+	fi
+	log "suite $name"
+	local start=$SECONDS
+	# Not inside `if`: errexit must stay active within the suite's subshell.
+	local rc=0
+	set +e
+	(
+		set -euo pipefail
+		"suite_$name"
+	)
+	rc=$?
+	set -e
+	if ((rc == 0)); then
+		PASSED+=("$name ($((SECONDS - start))s)")
+	else
+		FAILED+=("$name ($((SECONDS - start))s)")
+	fi
+}
+
+# ---------------------------------------------------------------------------
+# setup: toolchains and system packages (idempotent)
+# ---------------------------------------------------------------------------
+setup() {
+	if ! command -v go >/dev/null 2>&1; then
+		echo "go is not installed: install Go 1.26 or newer (https://go.dev/dl/)" >&2
+		exit 1
+	fi
+	go version
+	# apt packages the suites need; add yours to the list.
+	local apt_pkgs=()
+	local missing=()
+	for p in "${apt_pkgs[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		log "apt-get install ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+	fi
+	go mod download
+}
+
+# ---------------------------------------------------------------------------
+# suite go: vet + race tests for every Go package (owner: api engineer)
+# ---------------------------------------------------------------------------
+suite_go() {
+	log "go vet ./..."
+	go vet ./...
+	log "go test -race ./..."
+	# shellcheck disable=SC2086
+	go test -race -timeout 25m ${GO_TEST_FLAGS:-} ./...
+}
+
+# ---------------------------------------------------------------------------
+# suite python: clients/python with real JAX CPU in .venv (owner: python client)
+# ---------------------------------------------------------------------------
+suite_python() {
+	echo "(no python suite yet)"
+}
+
+# ---------------------------------------------------------------------------
+# suite browser: dashboard tests in real Chromium (owner: stats/dashboard)
+# ---------------------------------------------------------------------------
+suite_browser() {
+	echo "(no browser suite yet)"
+}
+
+# ---------------------------------------------------------------------------
+# suite fuzz: short bounded fuzz runs (owner: hardening)
+# ---------------------------------------------------------------------------
+suite_fuzz() {
+	echo "(no fuzz suite yet)"
+}
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+START=$SECONDS
+log "setup"
+setup
+run_suite python
+run_suite browser
+run_suite fuzz
+run_suite go
+
+log "summary ($((SECONDS - START))s)"
+for s in "${PASSED[@]}"; do echo "PASS  $s"; done
+for s in "${FAILED[@]}"; do echo "FAIL  $s"; done
+if ((${#FAILED[@]})); then
+	echo "FAIL: ${#FAILED[@]} suite(s) failed"
+	exit 1
+fi
+echo "PASS: all suites passed"
