@@ -36,6 +36,12 @@ var (
 	ErrCorrupt = errors.New("stored entry is corrupt")
 	// ErrClosed means the store has been closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrSizeMismatch means the body was longer or shorter than the size the
+	// writer declared; nothing was stored.
+	ErrSizeMismatch = errors.New("content length does not match the declared size")
+	// ErrInvalid means an argument is malformed (namespace, labels, offset);
+	// nothing was read or stored.
+	ErrInvalid = errors.New("invalid argument")
 )
 
 // KeySize is the length of a key in bytes.

@@ -1,0 +1,708 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// Default tuning values, used when the matching Config field is zero.
+const (
+	DefaultChunkSize        = 1 << 20
+	DefaultFlushInterval    = 5 * time.Second
+	DefaultGCInterval       = time.Minute
+	DefaultGCDiscardRatio   = 0.5
+	DefaultMemTableSize     = 16 << 20
+	DefaultValueLogFileSize = 256 << 20
+	DefaultBlockCacheSize   = 16 << 20
+	DefaultValueThreshold   = 1 << 10
+)
+
+// Config configures a Badger store. The zero value of every field except Dir
+// means its default.
+type Config struct {
+	// Dir is the Badger directory; it is created if missing. Required.
+	Dir string
+	// MaxBytes bounds the logical bytes of unique blobs; 0 means unlimited.
+	// Least recently accessed entries are evicted to make room; a Put that
+	// cannot fit even after evicting everything fails with ErrFull.
+	MaxBytes int64
+	// MaxEntryBytes bounds one entry's size; 0 means unlimited. Larger Puts
+	// fail with ErrTooLarge.
+	MaxEntryBytes int64
+	// Logger receives the store's logs (and Badger's, at debug level for its
+	// info messages). nil means slog.Default().
+	Logger *slog.Logger
+
+	// SyncWrites makes every acknowledged Put durable against power loss and
+	// OS crashes: the store fsyncs the value log and the write-ahead log after
+	// a Put's chunks are written and again after its metadata commits, before
+	// Put returns.
+	//
+	// Without it (the default) an acknowledged Put survives a crash or kill of
+	// the process — Badger's files are memory-mapped, so committed writes are
+	// in the kernel's page cache the moment Put returns — but an OS crash or
+	// power loss may lose recently acknowledged entries. Even then nothing
+	// damaged is served: chunk checksums catch torn data and the entry is
+	// quarantined.
+	SyncWrites bool
+
+	// ChunkSize is the size of the checksummed chunks blobs are stored in.
+	// Default 1 MiB. Changing it affects only new blobs.
+	ChunkSize int
+	// FlushInterval is how often batched access times and hit counts are
+	// written to the metadata. Default 5s. Close flushes too.
+	FlushInterval time.Duration
+	// GCInterval is how often Badger's value-log garbage collection runs so
+	// that deleted and evicted bytes return to the disk. Default 1m; negative
+	// disables it.
+	GCInterval time.Duration
+	// GCDiscardRatio is the fraction of a value-log file that must be garbage
+	// before GC rewrites it. Default 0.5.
+	GCDiscardRatio float64
+	// MemTableSize is Badger's memtable size. Default 16 MiB: chunks live in
+	// the value log, so memtables hold only keys, pointers and metadata.
+	MemTableSize int64
+	// ValueLogFileSize is the size of one Badger value-log file. Default
+	// 256 MiB, small enough that GC can reclaim space in useful steps.
+	ValueLogFileSize int64
+	// BlockCacheSize is Badger's block cache size. Default 16 MiB.
+	BlockCacheSize int64
+	// ValueThreshold is the value size from which Badger stores values in the
+	// value log rather than the LSM tree. Default 1 KiB, which sends every
+	// chunk but the tiniest to the value log.
+	ValueThreshold int64
+	// BadgerDefaults ignores the tuning above and opens Badger with its own
+	// defaults; it exists to measure the tuning.
+	BadgerDefaults bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = DefaultChunkSize
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.GCDiscardRatio <= 0 || c.GCDiscardRatio >= 1 {
+		c.GCDiscardRatio = DefaultGCDiscardRatio
+	}
+	if c.MemTableSize <= 0 {
+		c.MemTableSize = DefaultMemTableSize
+	}
+	if c.ValueLogFileSize <= 0 {
+		c.ValueLogFileSize = DefaultValueLogFileSize
+	}
+	if c.BlockCacheSize <= 0 {
+		c.BlockCacheSize = DefaultBlockCacheSize
+	}
+	if c.ValueThreshold <= 0 {
+		c.ValueThreshold = DefaultValueThreshold
+	}
+	return c
+}
+
+func (c Config) badgerOptions() badger.Options {
+	opts := badger.DefaultOptions(c.Dir).
+		WithLogger(badgerLogger{c.Logger}).
+		WithSyncWrites(false) // the store syncs explicitly, see Config.SyncWrites
+	if c.BadgerDefaults {
+		return opts
+	}
+	return opts.
+		WithValueThreshold(c.ValueThreshold).
+		WithMemTableSize(c.MemTableSize).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithNumCompactors(2).
+		WithValueLogFileSize(c.ValueLogFileSize).
+		WithBlockCacheSize(c.BlockCacheSize).
+		WithCompression(options.None).
+		WithMetricsEnabled(false).
+		WithNumGoroutines(2)
+}
+
+// Badger is a Store backed by a Badger directory. It is safe for concurrent
+// use. Create one with Open.
+type Badger struct {
+	cfg Config
+	db  *badger.DB
+	log *slog.Logger
+
+	// closeMu is held shared by every short operation on db and exclusively
+	// by Close, so that the database never closes under an operation.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// wmu serializes metadata writes (commits, deletes, evictions,
+	// quarantines, access flushes) so that accounting and disk agree.
+	wmu sync.Mutex
+	// mu guards acct. Lock order: wmu, then mu.
+	mu   sync.Mutex
+	acct *accounting
+
+	// bufs holds chunk buffers of 4+ChunkSize bytes.
+	bufs sync.Pool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// orphanChunks counts chunks collected at Open (for tests and logs).
+	orphanChunks int
+}
+
+var _ Store = (*Badger)(nil)
+
+// Open opens (creating if needed) the store in cfg.Dir, collects chunks left
+// behind by uploads that never committed, loads the accounting and starts the
+// background access flusher and value-log GC.
+func Open(cfg Config) (*Badger, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("open store: Config.Dir is empty")
+	}
+	cfg = cfg.withDefaults()
+	db, err := badger.Open(cfg.badgerOptions())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	s := &Badger{
+		cfg:  cfg,
+		db:   db,
+		log:  cfg.Logger.With("component", "store"),
+		acct: newAccounting(cfg.MaxBytes),
+		stop: make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	u := s.Usage()
+	s.log.Info("store opened", "dir", cfg.Dir, "entries", u.Entries, "blobs", u.Blobs,
+		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
+	s.wg.Add(1)
+	go s.flushLoop()
+	if cfg.GCInterval > 0 {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// recover loads blobs and entries, drops entries whose blob is missing, blobs
+// no entry uses, and chunks no blob names.
+func (s *Badger) recover() error {
+	blobs := make(map[[32]byte]uploadID)
+	var loaded []loadedEntry
+	var broken [][]byte
+	used := make(map[[32]byte]bool)
+	sizes := make(map[[32]byte]int64)
+
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixBlob), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			var sha [32]byte
+			copy(sha[:], item.Key()[len(prefixBlob):])
+			var rec blobRecord
+			if err := item.Value(func(v []byte) error {
+				var err error
+				rec, err = decodeBlob(v)
+				return err
+			}); err != nil {
+				return err
+			}
+			u, err := rec.uploadID()
+			if err != nil {
+				return err
+			}
+			blobs[sha] = u
+			sizes[sha] = rec.Size
+		}
+		it.Close()
+
+		mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
+		defer mit.Close()
+		for mit.Rewind(); mit.Valid(); mit.Next() {
+			item := mit.Item()
+			ref, ok := parseEntryKey(item.Key())
+			if !ok {
+				broken = append(broken, item.KeyCopy(nil))
+				continue
+			}
+			var m Meta
+			if err := item.Value(func(v []byte) error {
+				var err error
+				m, err = decodeMeta(ref, v)
+				return err
+			}); err != nil {
+				s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+				broken = append(broken, item.KeyCopy(nil))
+				continue
+			}
+			if _, ok := blobs[m.SHA256]; !ok {
+				s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
+				broken = append(broken, item.KeyCopy(nil))
+				continue
+			}
+			used[m.SHA256] = true
+			atime := m.LastAccess
+			if atime.IsZero() {
+				atime = m.Created
+			}
+			loaded = append(loaded, loadedEntry{ref: ref, blob: m.SHA256, size: sizes[m.SHA256], atime: atime})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan entries: %w", err)
+	}
+	for sha := range blobs {
+		if !used[sha] {
+			broken = append(broken, blobKey(sha))
+			delete(blobs, sha)
+		}
+	}
+	if err := s.deleteKeys(broken); err != nil {
+		return fmt.Errorf("drop broken records: %w", err)
+	}
+	live := make(map[uploadID]bool, len(blobs))
+	for _, u := range blobs {
+		live[u] = true
+	}
+	var orphans [][]byte
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixChunk), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			u, ok := parseChunkKey(it.Item().Key())
+			if !ok || !live[u] {
+				orphans = append(orphans, it.Item().KeyCopy(nil))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan chunks: %w", err)
+	}
+	if err := s.deleteKeys(orphans); err != nil {
+		return fmt.Errorf("collect orphan chunks: %w", err)
+	}
+	s.orphanChunks = len(orphans)
+	s.acct.load(loaded)
+	return nil
+}
+
+// deleteKeys deletes keys in batches.
+func (s *Badger) deleteKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return fmt.Errorf("delete key: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("flush deletes: %w", err)
+	}
+	return nil
+}
+
+// purgeChunks deletes the chunks of an upload that no blob names (any more).
+// Failures are logged: whatever is left is collected at the next Open.
+func (s *Badger) purgeChunks(u uploadID, n uint32) {
+	if n == 0 {
+		return
+	}
+	if s.enter() != nil {
+		return // collected at the next Open
+	}
+	defer s.leave()
+	keys := make([][]byte, 0, min(n, 4096))
+	flush := func() {
+		if err := s.deleteKeys(keys); err != nil {
+			s.log.Warn("delete chunks failed; they will be collected at the next open", "upload", u.String(), "err", err)
+		}
+		keys = keys[:0]
+	}
+	for i := uint32(0); i < n; i++ {
+		keys = append(keys, chunkKey(u, i))
+		if len(keys) == cap(keys) {
+			flush()
+		}
+	}
+	flush()
+}
+
+// enter starts a short operation on the database; leave ends it.
+func (s *Badger) enter() error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Badger) leave() { s.closeMu.RUnlock() }
+
+// Stat returns the entry's metadata without counting an access.
+func (s *Badger) Stat(ctx context.Context, ns string, key Key) (Meta, error) {
+	if err := checkNamespace("stat entry", ns); err != nil {
+		return Meta{}, err
+	}
+	if err := s.enter(); err != nil {
+		return Meta{}, err
+	}
+	defer s.leave()
+	ref := entryRef{ns, key}
+	var m Meta
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		m, err = s.readMeta(txn, ref)
+		return err
+	})
+	if err != nil {
+		return Meta{}, err
+	}
+	return s.overlay(m), nil
+}
+
+// readMeta reads an entry's stored metadata; a miss returns ErrNotFound.
+func (s *Badger) readMeta(txn *badger.Txn, ref entryRef) (Meta, error) {
+	item, err := txn.Get(metaKey(ref.ns, ref.key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Meta{}, ErrNotFound
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("read metadata of %s/%s: %w", ref.ns, ref.key, err)
+	}
+	var m Meta
+	err = item.Value(func(v []byte) error {
+		m, err = decodeMeta(ref, v)
+		return err
+	})
+	return m, err
+}
+
+// overlay adds batched, not yet written access state to stored metadata.
+func (s *Badger) overlay(m Meta) Meta {
+	s.mu.Lock()
+	atime, hits, ok := s.acct.access(entryRef{m.Namespace, m.Key})
+	s.mu.Unlock()
+	if ok {
+		if atime.After(m.LastAccess) {
+			m.LastAccess = atime
+		}
+		m.Hits += hits
+	}
+	return m
+}
+
+// Delete removes the entry; its blob is freed when no other entry uses it.
+func (s *Badger) Delete(ctx context.Context, ns string, key Key) error {
+	if err := checkNamespace("delete entry", ns); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	purge, err := s.deleteLocked(entryRef{ns, key}, "")
+	s.wmu.Unlock()
+	s.leave()
+	if err != nil {
+		return err
+	}
+	purge()
+	return nil
+}
+
+// deleteLocked removes an entry (moving its metadata under the quarantine
+// prefix when reason is set) and its blob if this was the last reference. The
+// caller holds wmu and must call the returned purge after releasing it.
+func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err error) {
+	nop := func() {}
+	s.mu.Lock()
+	sha, lastRef, ok := s.acct.lookup(ref)
+	s.mu.Unlock()
+	if !ok {
+		return nop, ErrNotFound
+	}
+	var blob blobRecord
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	mk := metaKey(ref.ns, ref.key)
+	if reason != "" {
+		if item, err := txn.Get(mk); err == nil {
+			v, err := item.ValueCopy(nil)
+			if err == nil {
+				m, derr := decodeMeta(ref, v)
+				if derr == nil {
+					rec := metaRecord{Meta: m, SHA256: hex.EncodeToString(m.SHA256[:]), Reason: reason}
+					if b, err := json.Marshal(rec); err == nil {
+						_ = txn.Set(entryKey(prefixQuarantine, ref.ns, ref.key), b)
+					}
+				}
+			}
+		}
+	}
+	if err := txn.Delete(mk); err != nil {
+		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	if lastRef {
+		item, err := txn.Get(blobKey(sha))
+		if err == nil {
+			err = item.Value(func(v []byte) error {
+				blob, err = decodeBlob(v)
+				return err
+			})
+		}
+		if err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
+			return nop, fmt.Errorf("delete entry %s/%s: read blob: %w", ref.ns, ref.key, err)
+		}
+		if err := txn.Delete(blobKey(sha)); err != nil {
+			return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	s.mu.Lock()
+	s.acct.remove(ref)
+	s.mu.Unlock()
+	if !lastRef || blob.ChunkSize == 0 {
+		return nop, nil
+	}
+	u, err := blob.uploadID()
+	if err != nil {
+		return nop, nil
+	}
+	n := blob.chunks()
+	return func() { s.purgeChunks(u, n) }, nil
+}
+
+// Walk calls fn with the metadata of every entry in ns ("" for every
+// namespace) in key order until fn returns false or ctx ends. It does not
+// count as an access. fn must not call back into the store.
+func (s *Badger) Walk(ctx context.Context, ns string, fn func(Meta) bool) error {
+	if ns != "" {
+		if err := checkNamespace("walk entries", ns); err != nil {
+			return err
+		}
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: metaPrefix(ns), PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("walk entries: %w", err)
+			}
+			item := it.Item()
+			ref, ok := parseEntryKey(item.Key())
+			if !ok {
+				continue
+			}
+			var m Meta
+			if err := item.Value(func(v []byte) error {
+				var err error
+				m, err = decodeMeta(ref, v)
+				return err
+			}); err != nil {
+				s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+				continue
+			}
+			if !fn(s.overlay(m)) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Usage returns sizes and counters.
+func (s *Badger) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acct.usage()
+}
+
+// Close flushes batched access state, stops background work and closes
+// Badger. Operations after Close return ErrClosed; readers still open fail.
+func (s *Badger) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	ferr := s.flushAccess()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	if ferr != nil {
+		return fmt.Errorf("close store: %w", ferr)
+	}
+	s.log.Info("store closed", "dir", s.cfg.Dir)
+	return nil
+}
+
+func (s *Badger) flushLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.flushAccess(); err != nil {
+				s.log.Warn("flush access times failed", "err", err)
+			}
+		}
+	}
+}
+
+// flushAccess writes batched access times and hit counts to the metadata.
+func (s *Badger) flushAccess() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	ups := s.acct.dirtyAccesses()
+	s.mu.Unlock()
+	if len(ups) == 0 {
+		return nil
+	}
+	txn := s.db.NewTransaction(true)
+	var done []accessUpdate
+	commit := func() error {
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("flush access times: %w", err)
+		}
+		s.mu.Lock()
+		for _, u := range done {
+			s.acct.flushed(u)
+		}
+		s.mu.Unlock()
+		done = done[:0]
+		txn = s.db.NewTransaction(true)
+		return nil
+	}
+	defer func() { txn.Discard() }()
+	for _, u := range ups {
+		m, err := s.readMeta(txn, u.ref)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if u.atime.After(m.LastAccess) {
+			m.LastAccess = u.atime
+		}
+		m.Hits += u.hits
+		b, err := encodeMeta(m)
+		if err != nil {
+			return err
+		}
+		err = txn.Set(metaKey(u.ref.ns, u.ref.key), b)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err := commit(); err != nil {
+				return err
+			}
+			err = txn.Set(metaKey(u.ref.ns, u.ref.key), b)
+		}
+		if err != nil {
+			return fmt.Errorf("flush access times: %w", err)
+		}
+		done = append(done, u)
+	}
+	return commit()
+}
+
+func (s *Badger) gcLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.runGC()
+		}
+	}
+}
+
+// runGC runs value-log GC until it finds nothing more to rewrite.
+func (s *Badger) runGC() int {
+	n := 0
+	for {
+		if s.enter() != nil {
+			return n
+		}
+		err := s.db.RunValueLogGC(s.cfg.GCDiscardRatio)
+		s.leave()
+		if err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				s.log.Warn("value log gc failed", "err", err)
+			}
+			return n
+		}
+		n++
+	}
+}
+
+// CollectGarbage runs Badger's value-log GC now (it also runs every
+// Config.GCInterval) and returns how many value-log files it rewrote.
+func (s *Badger) CollectGarbage() int { return s.runGC() }
+
+// badgerLogger sends Badger's logs to slog; Badger's chatty info messages go
+// to debug level.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) msg(f string, a []any) string {
+	return strings.TrimSpace(fmt.Sprintf(f, a...))
+}
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(b.msg(f, a), "component", "badger")
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(b.msg(f, a), "component", "badger")
+}
+
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Debug(b.msg(f, a), "component", "badger")
+}
+
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Debug(b.msg(f, a), "component", "badger")
+}

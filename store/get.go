@@ -1,0 +1,264 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Get returns the entry's metadata and a reader over bytes [off, off+n) of
+// its blob; n < 0 means to the end. off past the end gives an empty reader;
+// a negative off is ErrInvalid. The caller must Close the reader.
+//
+// The reader reads from a snapshot taken by Get, so a Delete or eviction
+// while it is open does not cut it short. It starts at the chunk holding off
+// and verifies each chunk's checksum; on a mismatch (or a missing chunk) it
+// quarantines every entry using the blob, counts an integrity failure and
+// returns an error wrapping ErrCorrupt. Get counts as an access: the last
+// access time and hit count are updated in memory and written in batches.
+func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Meta, io.ReadCloser, error) {
+	if err := checkNamespace("get entry", ns); err != nil {
+		return Meta{}, nil, err
+	}
+	if off < 0 {
+		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w: negative offset %d", ns, key, ErrInvalid, off)
+	}
+	if err := ctx.Err(); err != nil {
+		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
+	}
+	if err := s.enter(); err != nil {
+		return Meta{}, nil, err
+	}
+	defer s.leave()
+	ref := entryRef{ns, key}
+	txn := s.db.NewTransaction(false)
+	keep := false
+	defer func() {
+		if !keep {
+			txn.Discard()
+		}
+	}()
+	m, err := s.readMeta(txn, ref)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	item, err := txn.Get(blobKey(m.SHA256))
+	if err != nil {
+		return Meta{}, nil, fmt.Errorf("get entry %s/%s: read blob record: %w", ns, key, err)
+	}
+	var blob blobRecord
+	if err := item.Value(func(v []byte) error {
+		var err error
+		blob, err = decodeBlob(v)
+		return err
+	}); err != nil {
+		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
+	}
+	u, err := blob.uploadID()
+	if err != nil {
+		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
+	}
+
+	now := time.Now().UTC()
+	s.mu.Lock()
+	atime, _, _ := s.acct.access(ref)
+	hits, _ := s.acct.touch(ref, now)
+	s.mu.Unlock()
+	if atime.After(m.LastAccess) {
+		m.LastAccess = atime
+	}
+	m.Hits += hits
+
+	if off > blob.Size {
+		off = blob.Size
+	}
+	if n < 0 || n > blob.Size-off {
+		n = blob.Size - off
+	}
+	r := &blobReader{
+		s:         s,
+		ref:       ref,
+		sha:       m.SHA256,
+		upload:    u,
+		size:      blob.Size,
+		chunkSize: blob.ChunkSize,
+		idx:       uint32(off / blob.ChunkSize),
+		skip:      off % blob.ChunkSize,
+		remaining: n,
+		txn:       txn,
+	}
+	if n > 0 {
+		r.it = txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(u), PrefetchValues: false})
+	}
+	keep = true
+	return m, r, nil
+}
+
+// blobReader streams a blob's chunks from a read transaction.
+type blobReader struct {
+	s         *Badger
+	ref       entryRef
+	sha       [32]byte
+	upload    uploadID
+	size      int64
+	chunkSize int64
+
+	txn *badger.Txn
+	it  *badger.Iterator
+
+	idx       uint32 // next chunk to load
+	skip      int64  // bytes to skip in the next chunk
+	remaining int64  // bytes still to return
+	buf       []byte // chunk value buffer
+	cur       []byte // unread data of the current chunk
+	err       error
+	closed    bool
+}
+
+// Read implements io.Reader.
+func (r *blobReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.closed {
+		return 0, errors.New("read entry: reader is closed")
+	}
+	if r.remaining == 0 {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(r.cur) == 0 {
+		if err := r.load(); err != nil {
+			r.err = err
+			return 0, err
+		}
+	}
+	want := min(int64(len(p)), r.remaining)
+	n := copy(p[:want], r.cur)
+	r.cur = r.cur[n:]
+	r.remaining -= int64(n)
+	return n, nil
+}
+
+// load reads and verifies chunk r.idx.
+func (r *blobReader) load() error {
+	corrupt, err := r.loadChunk()
+	if corrupt != "" {
+		r.s.quarantine(r.sha, r.upload, corrupt)
+		return fmt.Errorf("read entry %s/%s: chunk %d: %s: %w", r.ref.ns, r.ref.key, r.idx, corrupt, ErrCorrupt)
+	}
+	return err
+}
+
+func (r *blobReader) loadChunk() (corrupt string, err error) {
+	if err := r.s.enter(); err != nil {
+		return "", fmt.Errorf("read entry %s/%s: %w", r.ref.ns, r.ref.key, err)
+	}
+	defer r.s.leave()
+	if r.buf == nil {
+		if r.size-int64(r.idx)*r.chunkSize >= r.chunkSize && r.chunkSize == int64(r.s.cfg.ChunkSize) {
+			r.buf = r.s.getBuf()
+		} else {
+			r.buf = make([]byte, 4+min(r.chunkSize, r.size))
+		}
+	}
+	key := chunkKey(r.upload, r.idx)
+	r.it.Seek(key)
+	if !r.it.Valid() || !bytes.Equal(r.it.Item().Key(), key) {
+		return "chunk missing", nil
+	}
+	val, err := r.it.Item().ValueCopy(r.buf[:0])
+	if err != nil {
+		return "", fmt.Errorf("read entry %s/%s: chunk %d: %w", r.ref.ns, r.ref.key, r.idx, err)
+	}
+	if cap(val) > cap(r.buf) {
+		r.buf = val[:cap(val)]
+	}
+	want := min(r.chunkSize, r.size-int64(r.idx)*r.chunkSize)
+	if int64(len(val)) != 4+want {
+		return fmt.Sprintf("chunk is %d bytes, want %d", len(val)-4, want), nil
+	}
+	data := val[4:]
+	if binary.BigEndian.Uint32(val[:4]) != chunkSum(r.upload, r.idx, data) {
+		return "checksum mismatch", nil
+	}
+	r.cur = data[r.skip:]
+	r.skip = 0
+	r.idx++
+	return "", nil
+}
+
+// Close releases the reader's snapshot.
+func (r *blobReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.cur = nil
+	if r.s.enter() == nil {
+		if r.it != nil {
+			r.it.Close()
+		}
+		r.txn.Discard()
+		r.s.leave()
+	}
+	if r.buf != nil {
+		r.s.putBuf(r.buf)
+		r.buf = nil
+	}
+	return nil
+}
+
+// quarantine removes every entry using the blob sha (moving their metadata
+// under the quarantine prefix) and frees the blob, provided the blob is still
+// the one stored under upload u. It counts one integrity failure.
+func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
+	var purges []func()
+	defer func() {
+		for _, p := range purges {
+			p()
+		}
+	}()
+	if s.enter() != nil {
+		return
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var current blobRecord
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(blobKey(sha))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			current, err = decodeBlob(v)
+			return err
+		})
+	})
+	if err != nil || current.Upload != u.String() {
+		return // already quarantined or replaced
+	}
+	s.mu.Lock()
+	refs := s.acct.refsTo(sha)
+	s.acct.integrityFailures++
+	s.mu.Unlock()
+	for _, ref := range refs {
+		purge, err := s.deleteLocked(ref, reason)
+		if err != nil {
+			s.log.Error("quarantine entry failed", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+			continue
+		}
+		s.log.Error("entry quarantined: stored bytes failed their checksum", "namespace", ref.ns,
+			"key", ref.key.String(), "reason", reason)
+		purges = append(purges, purge)
+	}
+}

@@ -1,0 +1,344 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// checkNamespace validates ns for operation op.
+func checkNamespace(op, ns string) error {
+	if err := ValidateNamespace(ns); err != nil {
+		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
+	}
+	return nil
+}
+
+// checkLabels enforces MaxLabels and MaxLabelLen on a label-like map.
+func checkLabels(what string, m map[string]string) error {
+	if len(m) > MaxLabels {
+		return fmt.Errorf("%w: %d %s, at most %d allowed", ErrInvalid, len(m), what, MaxLabels)
+	}
+	for k, v := range m {
+		if len(k) > MaxLabelLen || len(v) > MaxLabelLen {
+			return fmt.Errorf("%w: %s %q longer than %d bytes", ErrInvalid, what, k, MaxLabelLen)
+		}
+	}
+	return nil
+}
+
+// Put streams r into the entry (ns, key) in checksummed chunks.
+//
+// The chunks are staged under a fresh upload id while SHA-256 is computed;
+// the metadata (and, for a new blob, the blob record naming the upload) is
+// committed last, in one transaction, under the store's write lock. So an
+// entry is visible only once all its bytes are, two concurrent Puts of one key
+// store it once (the loser sees the winner's entry and returns Created=false
+// or ErrConflict), and a blob already stored under another key is shared
+// (dedup) and the staged copy dropped.
+//
+// # Errors
+//
+//   - ErrInvalid: bad namespace, too many or too long labels.
+//   - ErrTooLarge: opts.Size, or the bytes read, exceed Config.MaxEntryBytes.
+//   - ErrFull: the bytes cannot fit under Config.MaxBytes even after evicting
+//     every entry (checked up front for a declared size, and while streaming).
+//   - ErrSizeMismatch: opts.Size > 0 and the body has another length.
+//   - ErrDigestMismatch: opts.SHA256 differs from the body's SHA-256.
+//   - ErrConflict: the entry exists with different bytes; it is untouched.
+//   - ctx errors and r's errors, wrapped.
+//
+// On any error nothing is stored and staged chunks are deleted (or collected
+// at the next Open if the process dies first).
+func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts PutOptions) (res PutResult, err error) {
+	ref := entryRef{ns, key}
+	if err := checkNamespace("put entry", ns); err != nil {
+		return res, err
+	}
+	if err := checkLabels("labels", opts.Labels); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+	if err := checkLabels("components", opts.Components); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+	declared := opts.Size > 0
+	if max := s.cfg.MaxEntryBytes; max > 0 && opts.Size > max {
+		return res, fmt.Errorf("put entry %s/%s: declared size %d over the %d byte limit: %w", ns, key, opts.Size, max, ErrTooLarge)
+	}
+	if max := s.cfg.MaxBytes; max > 0 && opts.Size > max {
+		return res, fmt.Errorf("put entry %s/%s: declared size %d over the store's %d bytes: %w", ns, key, opts.Size, max, ErrFull)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+
+	var reserved int64
+	defer func() {
+		if reserved > 0 {
+			s.mu.Lock()
+			s.acct.release(reserved)
+			s.mu.Unlock()
+		}
+	}()
+	if declared {
+		if err := s.reserve(opts.Size); err != nil {
+			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		if s.cfg.MaxBytes > 0 {
+			reserved = opts.Size
+		}
+	}
+
+	u := newUploadID()
+	var written uint32
+	keepChunks := false
+	defer func() {
+		if !keepChunks {
+			s.purgeChunks(u, written+1)
+		}
+	}()
+
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	h := sha256.New()
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		n, rerr := io.ReadFull(r, buf[4:])
+		if n > 0 {
+			data := buf[4 : 4+n]
+			total += int64(n)
+			if max := s.cfg.MaxEntryBytes; max > 0 && total > max {
+				return res, fmt.Errorf("put entry %s/%s: more than %d bytes: %w", ns, key, max, ErrTooLarge)
+			}
+			if declared && total > opts.Size {
+				return res, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
+			}
+			if !declared && s.cfg.MaxBytes > 0 {
+				if err := s.reserve(int64(n)); err != nil {
+					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+				}
+				reserved += int64(n)
+			}
+			h.Write(data)
+			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, written, data))
+			if err := s.writeChunk(chunkKey(u, written), buf[:4+n]); err != nil {
+				return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, written, err)
+			}
+			written++
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return res, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
+		}
+	}
+	if declared && total != opts.Size {
+		return res, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total, opts.Size, ErrSizeMismatch)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	if opts.SHA256 != nil && *opts.SHA256 != sum {
+		return res, fmt.Errorf("put entry %s/%s: body sha256 %s, declared %s: %w", ns, key,
+			hex.EncodeToString(sum[:]), hex.EncodeToString(opts.SHA256[:]), ErrDigestMismatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+	if s.cfg.SyncWrites && written > 0 {
+		if err := s.sync(); err != nil {
+			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+	}
+
+	now := time.Now().UTC()
+	m := Meta{
+		Namespace:      ns,
+		Key:            key,
+		Size:           total,
+		SHA256:         sum,
+		Created:        now,
+		LastAccess:     now,
+		Backend:        opts.Backend,
+		Name:           opts.Name,
+		CompileSeconds: opts.CompileSeconds,
+		Writer:         opts.Writer,
+		Run:            opts.Run,
+		Labels:         copyMap(opts.Labels),
+		Components:     copyMap(opts.Components),
+	}
+	blob := blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
+	res, keepChunks, err = s.commit(ref, m, blob, reserved)
+	if err != nil {
+		return res, err
+	}
+	reserved = 0 // commit released it
+	if res.Created {
+		s.log.Debug("entry stored", "namespace", ns, "key", key.String(), "size", total, "new_blob", keepChunks)
+	}
+	return res, nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// commit makes the entry visible: under wmu, in one transaction, it checks
+// for an existing entry, writes the blob record when the blob is new, and the
+// metadata. keepChunks says whether the staged chunks now belong to a blob.
+func (s *Badger) commit(ref entryRef, m Meta, blob blobRecord, reserved int64) (res PutResult, keepChunks bool, err error) {
+	if err := s.enter(); err != nil {
+		return res, false, err
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	existing, err := s.readMeta(txn, ref)
+	switch {
+	case err == nil && existing.SHA256 == m.SHA256:
+		return PutResult{Meta: s.overlay(existing)}, false, nil
+	case err == nil:
+		return res, false, fmt.Errorf("put entry %s/%s: stored sha256 %s: %w", ref.ns, ref.key,
+			hex.EncodeToString(existing.SHA256[:]), ErrConflict)
+	case !errors.Is(err, ErrNotFound):
+		return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	s.mu.Lock()
+	newBlob := !s.acct.hasBlob(m.SHA256)
+	s.mu.Unlock()
+	if newBlob {
+		b, err := encodeBlob(blob)
+		if err != nil {
+			return res, false, err
+		}
+		if err := txn.Set(blobKey(m.SHA256), b); err != nil {
+			return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+		}
+	}
+	b, err := encodeMeta(m)
+	if err != nil {
+		return res, false, err
+	}
+	if err := txn.Set(metaKey(ref.ns, ref.key), b); err != nil {
+		return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	if err := txn.Commit(); err != nil {
+		return res, false, fmt.Errorf("put entry %s/%s: commit: %w", ref.ns, ref.key, err)
+	}
+	s.mu.Lock()
+	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
+	s.acct.release(reserved)
+	s.mu.Unlock()
+	if s.cfg.SyncWrites {
+		if err := s.db.Sync(); err != nil {
+			// The entry is committed; only its durability is in doubt.
+			s.log.Warn("sync after commit failed", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+		}
+	}
+	return PutResult{Meta: m, Created: true}, newBlob, nil
+}
+
+// reserve promises n bytes to an upload, evicting least recently used
+// entries until they fit. It fails with ErrFull when n cannot fit even with
+// the store empty (other uploads' reservations count).
+func (s *Badger) reserve(n int64) error {
+	if s.cfg.MaxBytes <= 0 {
+		return nil
+	}
+	var purges []func()
+	defer func() {
+		for _, p := range purges {
+			p()
+		}
+	}()
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for {
+		s.mu.Lock()
+		if !s.acct.possible(n) {
+			max, inFlight := s.acct.max, s.acct.reserved
+			s.mu.Unlock()
+			return fmt.Errorf("reserve %d bytes (max %d, %d reserved by uploads in flight): %w", n, max, inFlight, ErrFull)
+		}
+		if s.acct.fits(n) {
+			s.acct.reserve(n)
+			s.mu.Unlock()
+			return nil
+		}
+		ref, ok := s.acct.oldest()
+		s.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
+		}
+		purge, err := s.deleteLocked(ref, "")
+		if err != nil {
+			return fmt.Errorf("evict %s/%s: %w", ref.ns, ref.key, err)
+		}
+		s.mu.Lock()
+		s.acct.evictions++
+		s.mu.Unlock()
+		s.log.Info("entry evicted", "namespace", ref.ns, "key", ref.key.String())
+		purges = append(purges, purge)
+	}
+}
+
+// writeChunk commits one chunk in its own transaction.
+func (s *Badger) writeChunk(key, val []byte) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := txn.Set(key, val); err != nil {
+		return err
+	}
+	return txn.Commit()
+}
+
+func (s *Badger) sync() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
+
+func (s *Badger) getBuf() []byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 4+s.cfg.ChunkSize)
+}
+
+func (s *Badger) putBuf(b []byte) {
+	if cap(b) != 4+s.cfg.ChunkSize {
+		return
+	}
+	b = b[:cap(b)]
+	s.bufs.Put(&b)
+}
