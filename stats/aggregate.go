@@ -1,0 +1,225 @@
+package stats
+
+import (
+	"encoding/hex"
+	"sort"
+	"sync"
+	"time"
+)
+
+// nsBackend identifies a namespace × backend series.
+type nsBackend struct{ ns, backend string }
+
+// Run is what one run id (X-Cachesvc-Run) did.
+type Run struct {
+	Run        string    `json:"run"`
+	Namespaces []string  `json:"namespaces"`
+	FirstSeen  time.Time `json:"first_seen"`
+	LastSeen   time.Time `json:"last_seen"`
+	Counters   Counters  `json:"counters"`
+}
+
+// maxRunNamespaces bounds Run.Namespaces.
+const maxRunNamespaces = 8
+
+// Entry is one entry's hits and the compile time they saved.
+type Entry struct {
+	Namespace      string    `json:"namespace"`
+	Key            string    `json:"key"`
+	Name           string    `json:"name,omitempty"`
+	Backend        string    `json:"backend"`
+	CompileSeconds float64   `json:"compile_seconds"`
+	Hits           int64     `json:"hits"`
+	SavedMicros    int64     `json:"saved_us"`
+	LastHit        time.Time `json:"last_hit"`
+}
+
+// Usage is the part of the store's usage that stats samples; it mirrors
+// store.Usage so that this package does not depend on the store.
+type Usage struct {
+	Entries           int64
+	Bytes             int64
+	MaxBytes          int64
+	Evictions         int64
+	IntegrityFailures int64
+}
+
+// Global are store-wide counters sampled from Config.Usage: evictions and
+// integrity failures are additive, the sizes are the last sample.
+type Global struct {
+	Evictions         int64 `json:"evictions"`
+	IntegrityFailures int64 `json:"integrity_failures"`
+	StoreBytes        int64 `json:"store_bytes"`
+	StoreEntries      int64 `json:"store_entries"`
+	MaxBytes          int64 `json:"max_bytes"`
+}
+
+// aggregate is the merged, in-memory state between flushes. Everything the
+// totals endpoints report is here; the time series are in Badger plus the
+// unflushed deltas in minutes.
+type aggregate struct {
+	mu           sync.Mutex
+	started      time.Time
+	totals       map[nsBackend]*Counters
+	dirtyTotals  map[nsBackend]bool
+	minutes      map[seriesKey]*Counters // deltas since the last flush
+	runs         map[string]*Run
+	dirtyRuns    map[string]bool
+	deadRuns     []string
+	entries      map[entryKey]*Entry
+	dirtyEntries map[entryKey]bool
+	deadEntries  []entryKey
+
+	global        Global            // all-time evictions, failures; last sizes
+	globalMinutes map[int64]*Global // deltas since the last flush
+	lastUsage     Usage             // last sample, for deltas
+	haveUsage     bool
+	dirtyGlobal   bool
+
+	misses      map[string]*missRing
+	reasons     map[string]map[string]int64 // ns → reason → count
+	dirtyMisses map[string]bool
+}
+
+func (a *aggregate) init() {
+	a.totals = make(map[nsBackend]*Counters)
+	a.dirtyTotals = make(map[nsBackend]bool)
+	a.minutes = make(map[seriesKey]*Counters)
+	a.runs = make(map[string]*Run)
+	a.dirtyRuns = make(map[string]bool)
+	a.entries = make(map[entryKey]*Entry)
+	a.dirtyEntries = make(map[entryKey]bool)
+	a.globalMinutes = make(map[int64]*Global)
+	a.misses = make(map[string]*missRing)
+	a.reasons = make(map[string]map[string]int64)
+	a.dirtyMisses = make(map[string]bool)
+}
+
+// collect merges every shard into the aggregate and samples the store's
+// usage. It does no I/O (Config.Usage is expected to be cheap).
+func (s *Stats) collect() {
+	now := s.cfg.Now()
+	var us Usage
+	if s.cfg.Usage != nil {
+		us = s.cfg.Usage()
+	}
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range s.shards {
+		se, ru, en := s.shards[i].take()
+		for k, c := range se {
+			nb := nsBackend{k.ns, k.backend}
+			t := a.totals[nb]
+			if t == nil {
+				t = new(Counters)
+				a.totals[nb] = t
+			}
+			t.add(c)
+			a.dirtyTotals[nb] = true
+			m := a.minutes[k]
+			if m == nil {
+				m = new(Counters)
+				a.minutes[k] = m
+			}
+			m.add(c)
+		}
+		for id, d := range ru {
+			r := a.runs[id]
+			if r == nil {
+				r = &Run{Run: id, FirstSeen: d.first}
+				a.runs[id] = r
+			}
+			if d.last.After(r.LastSeen) {
+				r.LastSeen = d.last
+			}
+			if !contains(r.Namespaces, d.ns) && len(r.Namespaces) < maxRunNamespaces {
+				r.Namespaces = append(r.Namespaces, d.ns)
+				sort.Strings(r.Namespaces)
+			}
+			r.Counters.add(&d.c)
+			a.dirtyRuns[id] = true
+		}
+		for k, d := range en {
+			e := a.entries[k]
+			if e == nil {
+				e = &Entry{Namespace: k.ns, Key: hex.EncodeToString(k.key[:]), Name: d.name, Backend: d.backend, CompileSeconds: d.compileSeconds}
+				a.entries[k] = e
+			}
+			e.Hits += d.hits
+			e.SavedMicros += d.savedMicros
+			e.LastHit = now
+			a.dirtyEntries[k] = true
+		}
+	}
+	// Bound the tracked entries: drop the least saving quarter.
+	if len(a.entries) > s.cfg.MaxEntries {
+		all := make([]entryKey, 0, len(a.entries))
+		for k := range a.entries {
+			all = append(all, k)
+		}
+		sort.Slice(all, func(i, j int) bool { return a.entries[all[i]].SavedMicros < a.entries[all[j]].SavedMicros })
+		drop := len(all) - s.cfg.MaxEntries*3/4
+		for _, k := range all[:drop] {
+			delete(a.entries, k)
+			delete(a.dirtyEntries, k)
+			a.deadEntries = append(a.deadEntries, k)
+		}
+	}
+	// Forget runs idle for longer than RunTTL.
+	for id, r := range a.runs {
+		if now.Sub(r.LastSeen) > s.cfg.RunTTL {
+			delete(a.runs, id)
+			delete(a.dirtyRuns, id)
+			a.deadRuns = append(a.deadRuns, id)
+			s.runs.forget(id)
+		}
+	}
+	if s.cfg.Usage != nil {
+		var dEv, dInt int64
+		if a.haveUsage {
+			dEv = delta(us.Evictions, a.lastUsage.Evictions)
+			dInt = delta(us.IntegrityFailures, a.lastUsage.IntegrityFailures)
+		} else {
+			// First sample since Open: the store's counters may have
+			// restarted with the process; count only what is new since
+			// the last persisted sample.
+			dEv = delta(us.Evictions, a.lastUsage.Evictions)
+			dInt = delta(us.IntegrityFailures, a.lastUsage.IntegrityFailures)
+			a.haveUsage = true
+		}
+		if dEv != 0 || dInt != 0 || us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes {
+			a.global.Evictions += dEv
+			a.global.IntegrityFailures += dInt
+			a.global.StoreBytes, a.global.StoreEntries, a.global.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			minute := now.Unix() / 60
+			g := a.globalMinutes[minute]
+			if g == nil {
+				g = new(Global)
+				a.globalMinutes[minute] = g
+			}
+			g.Evictions += dEv
+			g.IntegrityFailures += dInt
+			g.StoreBytes, g.StoreEntries, g.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			a.dirtyGlobal = true
+		}
+		a.lastUsage = us
+	}
+}
+
+// delta is cur-prev for a counter that may have restarted from zero.
+func delta(cur, prev int64) int64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

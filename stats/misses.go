@@ -1,0 +1,139 @@
+package stats
+
+import (
+	"sort"
+	"time"
+
+	"github.com/cachesvc/cachesvc/explain"
+)
+
+// Miss is one explained lookup miss.
+type Miss struct {
+	Time        time.Time           `json:"time"`
+	Namespace   string              `json:"namespace"`
+	Backend     string              `json:"backend"`
+	Key         string              `json:"key"`
+	DisplayName string              `json:"display_name,omitempty"`
+	Run         string              `json:"run,omitempty"`
+	Explanation explain.Explanation `json:"explanation"`
+}
+
+// ReasonCount is how many misses had one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	// Label is the human phrase, e.g. "XLA flags differ".
+	Label string `json:"label"`
+	Count int64  `json:"count"`
+}
+
+// maxReasonsPerNamespace bounds the distinct reasons counted per namespace.
+const maxReasonsPerNamespace = 64
+
+// missRing is a fixed-capacity ring of the most recent misses.
+type missRing struct {
+	items []Miss
+	next  int
+}
+
+func (r *missRing) push(m Miss, capacity int) {
+	if len(r.items) < capacity {
+		r.items = append(r.items, m)
+		return
+	}
+	r.items[r.next] = m
+	r.next = (r.next + 1) % len(r.items)
+}
+
+// newestFirst returns up to n misses, newest first.
+func (r *missRing) newestFirst(n int) []Miss {
+	out := make([]Miss, 0, min(n, len(r.items)))
+	for i := 0; i < len(r.items) && len(out) < n; i++ {
+		j := (r.next - 1 - i + 2*len(r.items)) % len(r.items)
+		out = append(out, r.items[j])
+	}
+	return out
+}
+
+// Explain explains a miss of a signature with components want in (ns,
+// backend) against the indexed entries.
+func (s *Stats) Explain(ns, backend string, want map[string]string) explain.Explanation {
+	return s.index.Explain(ns, backendOrUnknown(backend), want)
+}
+
+// RecordMiss keeps m among the namespace's recent misses and counts its
+// reason. The lookup itself is counted by RecordLookup. It does no I/O.
+func (s *Stats) RecordMiss(m Miss) {
+	if s.closed.Load() {
+		return
+	}
+	if m.Time.IsZero() {
+		m.Time = s.cfg.Now()
+	}
+	m.Backend = backendOrUnknown(m.Backend)
+	ns := s.namespaces.admit(m.Namespace)
+	reason := m.Explanation.Reason
+	if reason == "" {
+		reason = "unexplained"
+	}
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.misses[ns]
+	if r == nil {
+		r = &missRing{}
+		a.misses[ns] = r
+	}
+	r.push(m, s.cfg.MissesPerNamespace)
+	rc := a.reasons[ns]
+	if rc == nil {
+		rc = make(map[string]int64)
+		a.reasons[ns] = rc
+	}
+	if _, ok := rc[reason]; !ok && len(rc) >= maxReasonsPerNamespace {
+		reason = Other
+	}
+	rc[reason]++
+	a.dirtyMisses[ns] = true
+}
+
+// MissReport is the recent misses of a namespace and their counts by reason.
+type MissReport struct {
+	Namespace string        `json:"namespace"`
+	Total     int64         `json:"total"`
+	ByReason  []ReasonCount `json:"by_reason"`
+	Recent    []Miss        `json:"recent"`
+}
+
+// Misses returns up to limit recent misses of ns, newest first, and the
+// namespace's miss counts by reason.
+func (s *Stats) Misses(ns string, limit int) MissReport {
+	if limit <= 0 {
+		limit = s.cfg.MissesPerNamespace
+	}
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rep := MissReport{Namespace: ns, ByReason: reasonCounts(a.reasons[ns]), Recent: []Miss{}}
+	for _, rc := range rep.ByReason {
+		rep.Total += rc.Count
+	}
+	if r := a.misses[ns]; r != nil {
+		rep.Recent = r.newestFirst(limit)
+	}
+	return rep
+}
+
+// reasonCounts sorts a reason map by count, descending.
+func reasonCounts(m map[string]int64) []ReasonCount {
+	out := make([]ReasonCount, 0, len(m))
+	for r, n := range m {
+		out = append(out, ReasonCount{Reason: r, Label: explain.ReasonLabel(r), Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Reason < out[j].Reason
+	})
+	return out
+}

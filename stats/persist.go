@@ -1,0 +1,372 @@
+package stats
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Key layout of the stats database:
+//
+//	t/<ns>\x00<backend>           Counters, all time
+//	m/<minute BE64><ns>\x00<be>   Counters of one minute (TTL MinuteRetention)
+//	h/<hour BE64><ns>\x00<be>     Counters of one hour (TTL HourRetention)
+//	r/<run>                       Run (TTL RunTTL)
+//	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
+//	x/<ns>                        persistedMisses
+//	g/t                           Global, all time
+//	g/u                           Usage, last sample
+//	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
+//	g/h/<hour BE64>               Global of one hour (TTL HourRetention)
+const (
+	pTotals  = "t/"
+	pMinute  = "m/"
+	pHour    = "h/"
+	pRun     = "r/"
+	pEntry   = "e/"
+	pMisses  = "x/"
+	kGlobal  = "g/t"
+	kUsage   = "g/u"
+	pGMinute = "g/m/"
+	pGHour   = "g/h/"
+)
+
+type persistedMisses struct {
+	Recent  []Miss           `json:"recent"` // oldest first
+	Reasons map[string]int64 `json:"reasons"`
+}
+
+func bucketKey(prefix string, bucket int64, ns, backend string) []byte {
+	k := make([]byte, 0, len(prefix)+8+len(ns)+1+len(backend))
+	k = append(k, prefix...)
+	k = binary.BigEndian.AppendUint64(k, uint64(bucket))
+	if ns != "" || backend != "" {
+		k = append(k, ns...)
+		k = append(k, 0)
+		k = append(k, backend...)
+	}
+	return k
+}
+
+// parseBucketKey splits a bucket key after its prefix.
+func parseBucketKey(k []byte, prefix string) (bucket int64, ns, backend string, ok bool) {
+	rest := k[len(prefix):]
+	if len(rest) < 8 {
+		return 0, "", "", false
+	}
+	bucket = int64(binary.BigEndian.Uint64(rest[:8]))
+	ns, backend, ok = strings.Cut(string(rest[8:]), "\x00")
+	return bucket, ns, backend, ok
+}
+
+// Flush merges what was recorded and writes it to the database. The flush
+// loop calls it every FlushInterval; queries of time series call it first so
+// that they are exact.
+func (s *Stats) Flush() error {
+	return s.flush()
+}
+
+func (s *Stats) flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.collect()
+
+	// Take the dirty state under the lock, write it without.
+	a := &s.agg
+	a.mu.Lock()
+	minutes := a.minutes
+	a.minutes = make(map[seriesKey]*Counters)
+	totals := make(map[nsBackend]Counters, len(a.dirtyTotals))
+	for nb := range a.dirtyTotals {
+		totals[nb] = *a.totals[nb]
+	}
+	clear(a.dirtyTotals)
+	runs := make([]Run, 0, len(a.dirtyRuns))
+	for id := range a.dirtyRuns {
+		r := *a.runs[id]
+		r.Namespaces = append([]string(nil), r.Namespaces...)
+		runs = append(runs, r)
+	}
+	clear(a.dirtyRuns)
+	deadRuns := a.deadRuns
+	a.deadRuns = nil
+	entries := make([]Entry, 0, len(a.dirtyEntries))
+	for k := range a.dirtyEntries {
+		entries = append(entries, *a.entries[k])
+	}
+	clear(a.dirtyEntries)
+	deadEntries := a.deadEntries
+	a.deadEntries = nil
+	var global *Global
+	var usage Usage
+	gmin := a.globalMinutes
+	if a.dirtyGlobal {
+		g := a.global
+		global = &g
+		usage = a.lastUsage
+		a.globalMinutes = make(map[int64]*Global)
+		a.dirtyGlobal = false
+	}
+	misses := make(map[string]persistedMisses, len(a.dirtyMisses))
+	for ns := range a.dirtyMisses {
+		pm := persistedMisses{Reasons: make(map[string]int64, len(a.reasons[ns]))}
+		for r, n := range a.reasons[ns] {
+			pm.Reasons[r] = n
+		}
+		if r := a.misses[ns]; r != nil {
+			recent := r.newestFirst(len(r.items))
+			for i, j := 0, len(recent)-1; i < j; i, j = i+1, j-1 {
+				recent[i], recent[j] = recent[j], recent[i]
+			}
+			pm.Recent = recent
+		}
+		misses[ns] = pm
+	}
+	clear(a.dirtyMisses)
+	a.mu.Unlock()
+
+	w := newBatch(s.db)
+	// Minute and hour buckets are read-modify-write: a bucket may be flushed
+	// several times, and may predate a restart.
+	hours := make(map[seriesKey]*Counters)
+	for k, c := range minutes {
+		hk := seriesKey{minute: k.minute / 60, ns: k.ns, backend: k.backend}
+		h := hours[hk]
+		if h == nil {
+			h = new(Counters)
+			hours[hk] = h
+		}
+		h.add(c)
+		w.addCounters(bucketKey(pMinute, k.minute, k.ns, k.backend), c, s.cfg.MinuteRetention)
+	}
+	for k, c := range hours {
+		w.addCounters(bucketKey(pHour, k.minute, k.ns, k.backend), c, s.cfg.HourRetention)
+	}
+	for nb, c := range totals {
+		w.setJSON([]byte(pTotals+nb.ns+"\x00"+nb.backend), c, 0)
+	}
+	for _, r := range runs {
+		w.setJSON([]byte(pRun+r.Run), r, s.cfg.RunTTL)
+	}
+	for _, id := range deadRuns {
+		w.del([]byte(pRun + id))
+	}
+	for _, e := range entries {
+		w.setJSON([]byte(pEntry+e.Namespace+"\x00"+e.Key), e, s.cfg.HourRetention)
+	}
+	for _, k := range deadEntries {
+		w.del([]byte(pEntry + k.ns + "\x00" + hex.EncodeToString(k.key[:])))
+	}
+	if global != nil {
+		w.setJSON([]byte(kGlobal), global, 0)
+		w.setJSON([]byte(kUsage), usage, 0)
+		ghours := make(map[int64]*Global)
+		for m, g := range gmin {
+			w.addGlobal(bucketKey(pGMinute, m, "", ""), g, s.cfg.MinuteRetention)
+			h := ghours[m/60]
+			if h == nil {
+				h = new(Global)
+				ghours[m/60] = h
+			}
+			h.Evictions += g.Evictions
+			h.IntegrityFailures += g.IntegrityFailures
+			h.StoreBytes, h.StoreEntries, h.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+		}
+		for hr, g := range ghours {
+			w.addGlobal(bucketKey(pGHour, hr, "", ""), g, s.cfg.HourRetention)
+		}
+	}
+	for ns, pm := range misses {
+		w.setJSON([]byte(pMisses+ns), pm, 0)
+	}
+	if err := w.finish(); err != nil {
+		return fmt.Errorf("flush stats: %w", err)
+	}
+	return nil
+}
+
+// batch writes in as many transactions as Badger's size limits need.
+type batch struct {
+	db  *badger.DB
+	txn *badger.Txn
+	err error
+}
+
+func newBatch(db *badger.DB) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
+
+// apply runs fn in the current transaction, committing and retrying in a
+// fresh one when the transaction is full.
+func (b *batch) apply(fn func(*badger.Txn) error) {
+	if b.err != nil {
+		return
+	}
+	err := fn(b.txn)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		if b.err = b.txn.Commit(); b.err != nil {
+			return
+		}
+		b.txn = b.db.NewTransaction(true)
+		err = fn(b.txn)
+	}
+	b.err = err
+}
+
+func entry(k, v []byte, ttl time.Duration) *badger.Entry {
+	e := badger.NewEntry(k, v)
+	if ttl > 0 {
+		e = e.WithTTL(ttl)
+	}
+	return e
+}
+
+func (b *batch) setJSON(k []byte, v any, ttl time.Duration) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		b.err = fmt.Errorf("encode %q: %w", k, err)
+		return
+	}
+	b.apply(func(txn *badger.Txn) error { return txn.SetEntry(entry(k, data, ttl)) })
+}
+
+func (b *batch) del(k []byte) {
+	b.apply(func(txn *badger.Txn) error { return txn.Delete(k) })
+}
+
+// readJSON decodes the value under k into v; a missing key leaves v alone.
+func readJSON(txn *badger.Txn, k []byte, v any) error {
+	it, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return it.Value(func(val []byte) error { return json.Unmarshal(val, v) })
+}
+
+func (b *batch) addCounters(k []byte, d *Counters, ttl time.Duration) {
+	b.apply(func(txn *badger.Txn) error {
+		var c Counters
+		if err := readJSON(txn, k, &c); err != nil {
+			return fmt.Errorf("read %q: %w", k, err)
+		}
+		c.add(d)
+		data, _ := json.Marshal(c)
+		return txn.SetEntry(entry(k, data, ttl))
+	})
+}
+
+func (b *batch) addGlobal(k []byte, d *Global, ttl time.Duration) {
+	b.apply(func(txn *badger.Txn) error {
+		var g Global
+		if err := readJSON(txn, k, &g); err != nil {
+			return fmt.Errorf("read %q: %w", k, err)
+		}
+		g.Evictions += d.Evictions
+		g.IntegrityFailures += d.IntegrityFailures
+		g.StoreBytes, g.StoreEntries, g.MaxBytes = d.StoreBytes, d.StoreEntries, d.MaxBytes
+		data, _ := json.Marshal(g)
+		return txn.SetEntry(entry(k, data, ttl))
+	})
+}
+
+func (b *batch) finish() error {
+	if b.err != nil {
+		b.txn.Discard()
+		return b.err
+	}
+	return b.txn.Commit()
+}
+
+// load reads the persisted totals, runs, entries, misses and global counters
+// into the aggregate and admits their names into the limiters.
+func (s *Stats) load() error {
+	a := &s.agg
+	a.started = s.cfg.Now()
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		each := func(prefix string, fn func(k string, val []byte) error) error {
+			p := []byte(prefix)
+			for it.Seek(p); it.ValidForPrefix(p); it.Next() {
+				item := it.Item()
+				k := string(item.Key()[len(p):])
+				if err := item.Value(func(val []byte) error { return fn(k, val) }); err != nil {
+					return fmt.Errorf("load %s%s: %w", prefix, k, err)
+				}
+			}
+			return nil
+		}
+		if err := each(pTotals, func(k string, val []byte) error {
+			ns, be, _ := strings.Cut(k, "\x00")
+			var c Counters
+			if err := json.Unmarshal(val, &c); err != nil {
+				return err
+			}
+			s.namespaces.admit(ns)
+			s.backends.admit(be)
+			a.totals[nsBackend{ns, be}] = &c
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := each(pRun, func(k string, val []byte) error {
+			var r Run
+			if err := json.Unmarshal(val, &r); err != nil {
+				return err
+			}
+			s.runs.admit(r.Run)
+			a.runs[r.Run] = &r
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := each(pEntry, func(k string, val []byte) error {
+			var e Entry
+			if err := json.Unmarshal(val, &e); err != nil {
+				return err
+			}
+			var key [32]byte
+			if n, err := hex.Decode(key[:], []byte(e.Key)); err != nil || n != len(key) {
+				return fmt.Errorf("bad entry key %q", e.Key)
+			}
+			a.entries[entryKey{e.Namespace, key}] = &e
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := each(pMisses, func(ns string, val []byte) error {
+			var pm persistedMisses
+			if err := json.Unmarshal(val, &pm); err != nil {
+				return err
+			}
+			r := &missRing{}
+			for _, m := range pm.Recent {
+				r.push(m, s.cfg.MissesPerNamespace)
+			}
+			a.misses[ns] = r
+			if pm.Reasons == nil {
+				pm.Reasons = map[string]int64{}
+			}
+			a.reasons[ns] = pm.Reasons
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := readJSON(txn, []byte(kGlobal), &a.global); err != nil {
+			return fmt.Errorf("load global: %w", err)
+		}
+		if err := readJSON(txn, []byte(kUsage), &a.lastUsage); err != nil {
+			return fmt.Errorf("load usage: %w", err)
+		}
+		return nil
+	})
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

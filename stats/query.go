@@ -1,0 +1,350 @@
+package stats
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// BackendTotals are the totals of one backend.
+type BackendTotals struct {
+	Backend string `json:"backend"`
+	Totals
+}
+
+// NamespaceTotals are the totals of one namespace, overall and per backend.
+type NamespaceTotals struct {
+	Namespace string `json:"namespace"`
+	Totals
+	Backends []BackendTotals `json:"backends"`
+}
+
+// RunTotals is one run's row in the runs table.
+type RunTotals struct {
+	Run        string    `json:"run"`
+	Namespaces []string  `json:"namespaces"`
+	FirstSeen  time.Time `json:"first_seen"`
+	LastSeen   time.Time `json:"last_seen"`
+	Totals
+}
+
+// TopEntry is one entry in "top entries by time saved".
+type TopEntry struct {
+	Namespace      string    `json:"namespace"`
+	Key            string    `json:"key"`
+	Name           string    `json:"name,omitempty"`
+	Backend        string    `json:"backend"`
+	CompileSeconds float64   `json:"compile_seconds"`
+	Hits           int64     `json:"hits"`
+	SecondsSaved   float64   `json:"seconds_saved"`
+	LastHit        time.Time `json:"last_hit"`
+}
+
+// Snapshot is everything GET /v1/stats reports that stats knows.
+type Snapshot struct {
+	GeneratedAt time.Time         `json:"generated_at"`
+	Totals      Totals            `json:"totals"`
+	Namespaces  []NamespaceTotals `json:"namespaces"`
+	Backends    []BackendTotals   `json:"backends"`
+	Runs        []RunTotals       `json:"runs"`
+	TopEntries  []TopEntry        `json:"top_entries"`
+	MissReasons []ReasonCount     `json:"miss_reasons"`
+	// Store holds the store-wide evictions and integrity failures counted
+	// since the stats began, and the last sampled sizes.
+	Store Global `json:"store"`
+}
+
+// SnapshotOptions narrow a Snapshot. The zero value means everything.
+type SnapshotOptions struct {
+	// Namespace, when set, limits the snapshot to one namespace.
+	Namespace string
+	// MaxRuns and MaxTopEntries bound the lists; defaults 100 and 20.
+	MaxRuns       int
+	MaxTopEntries int
+}
+
+// Snapshot merges what was recorded and returns the totals. It does no I/O.
+func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
+	if opt.MaxRuns <= 0 {
+		opt.MaxRuns = 100
+	}
+	if opt.MaxTopEntries <= 0 {
+		opt.MaxTopEntries = 20
+	}
+	s.collect()
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	snap := Snapshot{
+		GeneratedAt: s.cfg.Now().UTC(),
+		Namespaces:  []NamespaceTotals{},
+		Backends:    []BackendTotals{},
+		Runs:        []RunTotals{},
+		TopEntries:  []TopEntry{},
+		Store:       a.global,
+	}
+	var all Counters
+	perNS := map[string]*Counters{}
+	perNSBackend := map[string][]BackendTotals{}
+	perBackend := map[string]*Counters{}
+	for nb, c := range a.totals {
+		if opt.Namespace != "" && nb.ns != opt.Namespace {
+			continue
+		}
+		all.add(c)
+		if perNS[nb.ns] == nil {
+			perNS[nb.ns] = new(Counters)
+		}
+		perNS[nb.ns].add(c)
+		if perBackend[nb.backend] == nil {
+			perBackend[nb.backend] = new(Counters)
+		}
+		perBackend[nb.backend].add(c)
+		perNSBackend[nb.ns] = append(perNSBackend[nb.ns], BackendTotals{Backend: nb.backend, Totals: c.totals()})
+	}
+	snap.Totals = all.totals()
+	for ns, c := range perNS {
+		bs := perNSBackend[ns]
+		sort.Slice(bs, func(i, j int) bool { return bs[i].Backend < bs[j].Backend })
+		snap.Namespaces = append(snap.Namespaces, NamespaceTotals{Namespace: ns, Totals: c.totals(), Backends: bs})
+	}
+	sort.Slice(snap.Namespaces, func(i, j int) bool { return snap.Namespaces[i].Namespace < snap.Namespaces[j].Namespace })
+	for be, c := range perBackend {
+		snap.Backends = append(snap.Backends, BackendTotals{Backend: be, Totals: c.totals()})
+	}
+	sort.Slice(snap.Backends, func(i, j int) bool { return snap.Backends[i].Backend < snap.Backends[j].Backend })
+	for _, r := range a.runs {
+		if opt.Namespace != "" && !contains(r.Namespaces, opt.Namespace) {
+			continue
+		}
+		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.totals()})
+	}
+	sort.Slice(snap.Runs, func(i, j int) bool {
+		if !snap.Runs[i].LastSeen.Equal(snap.Runs[j].LastSeen) {
+			return snap.Runs[i].LastSeen.After(snap.Runs[j].LastSeen)
+		}
+		return snap.Runs[i].Run < snap.Runs[j].Run
+	})
+	if len(snap.Runs) > opt.MaxRuns {
+		snap.Runs = snap.Runs[:opt.MaxRuns]
+	}
+	for _, e := range a.entries {
+		if opt.Namespace != "" && e.Namespace != opt.Namespace {
+			continue
+		}
+		snap.TopEntries = append(snap.TopEntries, TopEntry{Namespace: e.Namespace, Key: e.Key, Name: e.Name, Backend: e.Backend, CompileSeconds: e.CompileSeconds, Hits: e.Hits, SecondsSaved: float64(e.SavedMicros) / 1e6, LastHit: e.LastHit})
+	}
+	sort.Slice(snap.TopEntries, func(i, j int) bool {
+		if snap.TopEntries[i].SecondsSaved != snap.TopEntries[j].SecondsSaved {
+			return snap.TopEntries[i].SecondsSaved > snap.TopEntries[j].SecondsSaved
+		}
+		return snap.TopEntries[i].Key < snap.TopEntries[j].Key
+	})
+	if len(snap.TopEntries) > opt.MaxTopEntries {
+		snap.TopEntries = snap.TopEntries[:opt.MaxTopEntries]
+	}
+	reasons := map[string]int64{}
+	for ns, rc := range a.reasons {
+		if opt.Namespace != "" && ns != opt.Namespace {
+			continue
+		}
+		for r, n := range rc {
+			reasons[r] += n
+		}
+	}
+	snap.MissReasons = reasonCounts(reasons)
+	return snap
+}
+
+// Points are one series' values, one per time in Series.Time. HitRate is
+// null where there were no lookups.
+type Points struct {
+	Lookups      []int64    `json:"lookups"`
+	Hits         []int64    `json:"hits"`
+	Misses       []int64    `json:"misses"`
+	HitRate      []*float64 `json:"hit_rate"`
+	BytesIn      []int64    `json:"bytes_in"`
+	BytesOut     []int64    `json:"bytes_out"`
+	Writes       []int64    `json:"writes"`
+	Evictions    []int64    `json:"evictions"`
+	SecondsSaved []float64  `json:"seconds_saved"`
+}
+
+// Series are time series in columns, ready for a chart: Time holds the
+// start of each step in Unix seconds.
+type Series struct {
+	Namespace  string            `json:"namespace,omitempty"`
+	Since      time.Time         `json:"since"`
+	Until      time.Time         `json:"until"`
+	Step       int64             `json:"step_seconds"`
+	Resolution string            `json:"resolution"`
+	Time       []int64           `json:"t"`
+	Total      Points            `json:"total"`
+	Namespaces map[string]Points `json:"namespaces,omitempty"`
+	Backends   map[string]Points `json:"backends"`
+	// StoreBytes is the last sampled store size in each step (0 before any
+	// sample); Evictions and IntegrityFailures are store-wide.
+	StoreBytes        []int64 `json:"store_bytes"`
+	StoreEvictions    []int64 `json:"store_evictions"`
+	IntegrityFailures []int64 `json:"integrity_failures"`
+}
+
+// MaxPoints bounds the points of a series; a longer range gets a coarser
+// step.
+const MaxPoints = 1440
+
+// maxSeriesGroups bounds the per-namespace series returned (the busiest).
+const maxSeriesGroups = 8
+
+// ErrBadRange is returned for a series query whose since is not before now.
+var ErrBadRange = errors.New("since must be before now")
+
+// Series returns the time series of ns ("" for all namespaces, with a series
+// per namespace) from since to now in steps of step (rounded to whole
+// minutes, or hours when since is older than the minute retention). It
+// flushes first so that the series include everything recorded.
+func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, error) {
+	if err := s.flush(); err != nil {
+		return Series{}, err
+	}
+	now := s.cfg.Now()
+	if !since.Before(now) {
+		return Series{}, ErrBadRange
+	}
+	res, unit, prefix, gprefix := "minute", int64(60), pMinute, pGMinute
+	if now.Sub(since) > s.cfg.MinuteRetention || step >= time.Hour {
+		res, unit, prefix, gprefix = "hour", 3600, pHour, pGHour
+	}
+	st := int64(step / time.Second)
+	if st < unit {
+		st = unit
+	}
+	st = (st + unit - 1) / unit * unit
+	from := since.Unix() / st * st
+	to := now.Unix()
+	if n := (to-from)/st + 1; n > MaxPoints {
+		st = ((to-from)/(MaxPoints-1) + unit - 1) / unit * unit
+		from = since.Unix() / st * st
+	}
+	npts := int((to-from)/st + 1)
+	out := Series{Namespace: ns, Since: time.Unix(from, 0).UTC(), Until: now.UTC(), Step: st, Resolution: res,
+		Time: make([]int64, npts), Backends: map[string]Points{},
+		StoreBytes: make([]int64, npts), StoreEvictions: make([]int64, npts), IntegrityFailures: make([]int64, npts)}
+	for i := range out.Time {
+		out.Time[i] = from + int64(i)*st
+	}
+	total := make([]Counters, npts)
+	perNS := map[string][]Counters{}
+	perBE := map[string][]Counters{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		p := []byte(prefix)
+		for it.Seek(bucketKey(prefix, from/unit, "", "")); it.ValidForPrefix(p); it.Next() {
+			b, bns, be, ok := parseBucketKey(it.Item().Key(), prefix)
+			if !ok || (ns != "" && bns != ns) {
+				continue
+			}
+			i := int((b*unit - from) / st)
+			if i < 0 || i >= npts {
+				continue
+			}
+			var c Counters
+			if err := it.Item().Value(func(v []byte) error { return jsonUnmarshal(v, &c) }); err != nil {
+				return fmt.Errorf("read series bucket: %w", err)
+			}
+			total[i].add(&c)
+			if ns == "" {
+				if perNS[bns] == nil {
+					perNS[bns] = make([]Counters, npts)
+				}
+				perNS[bns][i].add(&c)
+			}
+			if perBE[be] == nil {
+				perBE[be] = make([]Counters, npts)
+			}
+			perBE[be][i].add(&c)
+		}
+		gp := []byte(gprefix)
+		for it.Seek(bucketKey(gprefix, from/unit, "", "")); it.ValidForPrefix(gp); it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(gp)+8 {
+				continue
+			}
+			b := int64(binary.BigEndian.Uint64(k[len(gp):]))
+			i := int((b*unit - from) / st)
+			if i < 0 || i >= npts {
+				continue
+			}
+			var g Global
+			if err := it.Item().Value(func(v []byte) error { return jsonUnmarshal(v, &g) }); err != nil {
+				return fmt.Errorf("read store series bucket: %w", err)
+			}
+			out.StoreBytes[i] = g.StoreBytes
+			out.StoreEvictions[i] += g.Evictions
+			out.IntegrityFailures[i] += g.IntegrityFailures
+		}
+		return nil
+	})
+	if err != nil {
+		return Series{}, fmt.Errorf("read series: %w", err)
+	}
+	out.Total = points(total)
+	if ns == "" {
+		out.Namespaces = map[string]Points{}
+		for _, k := range busiest(perNS, maxSeriesGroups) {
+			out.Namespaces[k] = points(perNS[k])
+		}
+	}
+	for _, k := range busiest(perBE, maxSeriesGroups) {
+		out.Backends[k] = points(perBE[k])
+	}
+	return out, nil
+}
+
+// busiest returns up to n keys of m with the most lookups.
+func busiest(m map[string][]Counters, n int) []string {
+	type kv struct {
+		k string
+		n int64
+	}
+	var all []kv
+	for k, cs := range m {
+		var sum int64
+		for _, c := range cs {
+			sum += c.Lookups + c.Writes
+		}
+		all = append(all, kv{k, sum})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].n != all[j].n {
+			return all[i].n > all[j].n
+		}
+		return all[i].k < all[j].k
+	})
+	var out []string
+	for i := 0; i < len(all) && i < n; i++ {
+		out = append(out, all[i].k)
+	}
+	return out
+}
+
+func points(cs []Counters) Points {
+	n := len(cs)
+	p := Points{Lookups: make([]int64, n), Hits: make([]int64, n), Misses: make([]int64, n), HitRate: make([]*float64, n),
+		BytesIn: make([]int64, n), BytesOut: make([]int64, n), Writes: make([]int64, n), Evictions: make([]int64, n), SecondsSaved: make([]float64, n)}
+	for i, c := range cs {
+		p.Lookups[i], p.Hits[i], p.Misses[i] = c.Lookups, c.Hits, c.Misses
+		p.BytesIn[i], p.BytesOut[i], p.Writes[i], p.Evictions[i] = c.BytesIn, c.BytesOut, c.Writes, c.Evictions
+		p.SecondsSaved[i] = float64(c.SavedMicros) / 1e6
+		if c.Lookups > 0 {
+			r := float64(c.Hits) / float64(c.Lookups)
+			p.HitRate[i] = &r
+		}
+	}
+	return p
+}

@@ -1,0 +1,461 @@
+// Package stats counts what the cache does — lookups, hits, misses, bytes,
+// writes, evictions and compile seconds saved — per namespace × backend ×
+// minute and per run, keeps the recent misses with their explanations, and
+// persists all of it in its own small Badger database so that it survives
+// restarts.
+//
+// Recording never blocks on I/O: events go to sharded in-memory maps under a
+// short lock; a background loop merges them into the in-memory aggregate and
+// flushes that to Badger every FlushInterval and on Close. Cardinality is
+// bounded: namespaces, backends and runs beyond their caps are folded into
+// "_other", top entries and recent misses are capped.
+package stats
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cachesvc/cachesvc/explain"
+)
+
+// Other is the label that namespaces, backends and runs beyond their caps are
+// folded into.
+const Other = "_other"
+
+// UnknownBackend labels lookups whose backend is not known (a GET miss by
+// key carries none).
+const UnknownBackend = "unknown"
+
+// ErrClosed is returned by methods called after Close.
+var ErrClosed = errors.New("stats closed")
+
+// Config configures Stats. The zero value of every field means its default.
+type Config struct {
+	// Dir is the Badger directory for the persisted stats, typically
+	// <data>/stats. Empty keeps everything in memory (nothing survives a
+	// restart); tests and benchmarks use that.
+	Dir string
+	// FlushInterval is how often the aggregate is written to Badger.
+	// Default 10s.
+	FlushInterval time.Duration
+	// MaxNamespaces, MaxBackends and MaxRuns cap the distinct values tracked;
+	// the rest are counted under Other. Defaults 64, 16 and 500.
+	MaxNamespaces int
+	MaxBackends   int
+	MaxRuns       int
+	// RunTTL forgets a run this long after its last activity. Default 30 days.
+	RunTTL time.Duration
+	// MaxEntries caps the entries tracked for "top entries by time saved".
+	// Default 2000.
+	MaxEntries int
+	// MissesPerNamespace caps the recent misses kept per namespace.
+	// Default 100.
+	MissesPerNamespace int
+	// MinuteRetention and HourRetention bound the minute and hourly time
+	// series. Defaults 48h and 90 days.
+	MinuteRetention time.Duration
+	HourRetention   time.Duration
+	// Usage, when set, is sampled at each flush for the store's evictions,
+	// integrity failures and size, which are kept as a global time series.
+	Usage func() Usage
+	// Index bounds the in-memory index of entry components used to explain
+	// misses.
+	Index explain.IndexConfig
+	// Logger receives flush errors. Nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. For tests.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 10 * time.Second
+	}
+	if c.MaxNamespaces <= 0 {
+		c.MaxNamespaces = 64
+	}
+	if c.MaxBackends <= 0 {
+		c.MaxBackends = 16
+	}
+	if c.MaxRuns <= 0 {
+		c.MaxRuns = 500
+	}
+	if c.RunTTL <= 0 {
+		c.RunTTL = 30 * 24 * time.Hour
+	}
+	if c.MaxEntries <= 0 {
+		c.MaxEntries = 2000
+	}
+	if c.MissesPerNamespace <= 0 {
+		c.MissesPerNamespace = 100
+	}
+	if c.MinuteRetention <= 0 {
+		c.MinuteRetention = 48 * time.Hour
+	}
+	if c.HourRetention <= 0 {
+		c.HourRetention = 90 * 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+const numShards = 16
+
+// Stats records and reports cache statistics. It is safe for concurrent use.
+type Stats struct {
+	cfg   Config
+	db    *badger.DB
+	index *explain.Index
+
+	namespaces limiter
+	backends   limiter
+	runs       limiter
+
+	shards [numShards]shard
+	rr     atomic.Uint32
+
+	agg aggregate // merged state; see aggregate.go
+
+	flushMu sync.Mutex // serializes flushes
+	closed  atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Open opens (or creates) the stats database in cfg.Dir, loads the persisted
+// totals, runs, top entries and recent misses, and starts the flush loop.
+func Open(cfg Config) (*Stats, error) {
+	cfg.defaults()
+	opts := badger.DefaultOptions(cfg.Dir).
+		WithLogger(nil).
+		WithMemTableSize(4 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithValueLogFileSize(16 << 20).
+		WithBlockCacheSize(4 << 20).
+		WithIndexCacheSize(2 << 20).
+		WithNumCompactors(2).
+		WithValueThreshold(1 << 10)
+	if cfg.Dir == "" {
+		opts = opts.WithInMemory(true)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open stats db %s: %w", cfg.Dir, err)
+	}
+	s := &Stats{
+		cfg:        cfg,
+		db:         db,
+		index:      explain.NewIndex(cfg.Index),
+		namespaces: newLimiter(cfg.MaxNamespaces),
+		backends:   newLimiter(cfg.MaxBackends),
+		runs:       newLimiter(cfg.MaxRuns),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	for i := range s.shards {
+		s.shards[i].reset()
+	}
+	s.agg.init()
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("load stats from %s: %w", cfg.Dir, err)
+	}
+	go s.loop()
+	return s, nil
+}
+
+// Close flushes everything recorded and closes the database. Recording after
+// Close is ignored.
+func (s *Stats) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	<-s.done
+	ferr := s.Flush()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close stats db: %w", err)
+	}
+	return ferr
+}
+
+func (s *Stats) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.flush(); err != nil {
+				s.cfg.Logger.Error("flush stats", "err", err)
+			}
+		}
+	}
+}
+
+// Index returns the in-memory index of entry components that explains
+// misses. Callers seed it at startup (from store.Walk) and RecordWrite keeps
+// it current.
+func (s *Stats) Index() *explain.Index { return s.index }
+
+// Lookup is one lookup of an entry, by key or by signature.
+type Lookup struct {
+	Namespace string
+	// Backend is the entry's or the signature's backend; empty means
+	// UnknownBackend.
+	Backend string
+	// Run is the client's run id (X-Cachesvc-Run); empty for none.
+	Run string
+	// Key and Name identify the entry for "top entries"; a zero Key skips
+	// that.
+	Key  [32]byte
+	Name string
+	Hit  bool
+	// Bytes is how many entry bytes were sent.
+	Bytes int64
+	// CompileSeconds is the entry's compile time, credited as saved on a hit.
+	CompileSeconds float64
+}
+
+// RecordLookup counts one lookup. It never blocks on I/O.
+func (s *Stats) RecordLookup(l Lookup) {
+	if s.closed.Load() {
+		return
+	}
+	ns := s.namespaces.admit(l.Namespace)
+	be := s.backends.admit(backendOrUnknown(l.Backend))
+	run := s.runs.admit(l.Run)
+	var c Counters
+	c.Lookups = 1
+	if l.Hit {
+		c.Hits = 1
+		c.BytesOut = l.Bytes
+		c.SavedMicros = micros(l.CompileSeconds)
+	} else {
+		c.Misses = 1
+	}
+	now := s.cfg.Now()
+	sh := s.shard(l.Namespace, l.Key)
+	sh.mu.Lock()
+	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
+	if run != "" {
+		sh.addRun(run, ns, now, &c)
+	}
+	if l.Hit && l.Key != ([32]byte{}) {
+		sh.addEntry(entryKey{ns: ns, key: l.Key}, l.Name, be, l.CompileSeconds, c.SavedMicros)
+	}
+	sh.mu.Unlock()
+}
+
+// Write is one upload that stored a new entry.
+type Write struct {
+	Namespace      string
+	Backend        string
+	Run            string
+	Key            [32]byte
+	Name           string
+	Bytes          int64
+	CompileSeconds float64
+	// Components of the signature that produced the key, for explaining
+	// later misses; nil for none.
+	Components map[string]string
+}
+
+// RecordWrite counts one stored entry and indexes its components. It never
+// blocks on I/O.
+func (s *Stats) RecordWrite(w Write) {
+	if s.closed.Load() {
+		return
+	}
+	ns := s.namespaces.admit(w.Namespace)
+	be := s.backends.admit(backendOrUnknown(w.Backend))
+	run := s.runs.admit(w.Run)
+	c := Counters{Writes: 1, BytesIn: w.Bytes}
+	now := s.cfg.Now()
+	sh := s.shard(w.Namespace, w.Key)
+	sh.mu.Lock()
+	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
+	if run != "" {
+		sh.addRun(run, ns, now, &c)
+	}
+	sh.mu.Unlock()
+	if len(w.Components) > 0 {
+		s.index.Add(w.Namespace, backendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), w.Name, now, w.Components)
+	}
+}
+
+// RecordEvictions counts n entries of (ns, backend) evicted. Use it when the
+// evicting code knows the entries; store-wide evictions sampled through
+// Config.Usage are counted separately.
+func (s *Stats) RecordEvictions(ns, backend string, n int64) {
+	if s.closed.Load() || n <= 0 {
+		return
+	}
+	c := Counters{Evictions: n}
+	sh := s.shard(ns, [32]byte{})
+	sh.mu.Lock()
+	sh.addSeries(seriesKey{minute: s.cfg.Now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(backendOrUnknown(backend))}, &c)
+	sh.mu.Unlock()
+}
+
+func backendOrUnknown(b string) string {
+	if b == "" {
+		return UnknownBackend
+	}
+	return b
+}
+
+// shard picks a shard: by key when there is one, otherwise round robin.
+func (s *Stats) shard(ns string, key [32]byte) *shard {
+	var i uint32
+	if key != ([32]byte{}) {
+		i = uint32(key[0]) ^ uint32(key[7])<<3
+	} else {
+		i = s.rr.Add(1)
+	}
+	return &s.shards[i%numShards]
+}
+
+// limiter admits up to max distinct values; the rest become Other. Admitted
+// values are read lock-free.
+type limiter struct {
+	known sync.Map // string → struct{}
+	mu    sync.Mutex
+	n     int
+	max   int
+}
+
+func newLimiter(max int) limiter { return limiter{max: max} }
+
+// admit returns v if it is (or can become) tracked, Other otherwise. The
+// empty string stays empty.
+func (l *limiter) admit(v string) string {
+	if v == "" {
+		return ""
+	}
+	if _, ok := l.known.Load(v); ok {
+		return v
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.known.Load(v); ok {
+		return v
+	}
+	if v == Other || l.n >= l.max {
+		return Other
+	}
+	l.known.Store(v, struct{}{})
+	l.n++
+	return v
+}
+
+// forget frees v's slot.
+func (l *limiter) forget(v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.known.LoadAndDelete(v); ok {
+		l.n--
+	}
+}
+
+// shard holds events recorded since the last merge.
+type shard struct {
+	mu      sync.Mutex
+	series  map[seriesKey]*Counters
+	runs    map[string]*runDelta
+	entries map[entryKey]*entryDelta
+	_       [64]byte // keep shards' locks on separate cache lines
+}
+
+type seriesKey struct {
+	minute      int64
+	ns, backend string
+}
+
+type runDelta struct {
+	ns          string
+	first, last time.Time
+	c           Counters
+}
+
+type entryKey struct {
+	ns  string
+	key [32]byte
+}
+
+type entryDelta struct {
+	name, backend  string
+	compileSeconds float64
+	hits           int64
+	savedMicros    int64
+}
+
+// maxShardEntries bounds the entries a shard accumulates between merges;
+// hits on further entries still count everywhere but in "top entries".
+const maxShardEntries = 1024
+
+func (sh *shard) reset() {
+	sh.series = make(map[seriesKey]*Counters)
+	sh.runs = make(map[string]*runDelta)
+	sh.entries = make(map[entryKey]*entryDelta)
+}
+
+func (sh *shard) addSeries(k seriesKey, c *Counters) {
+	p := sh.series[k]
+	if p == nil {
+		p = new(Counters)
+		sh.series[k] = p
+	}
+	p.add(c)
+}
+
+func (sh *shard) addRun(run, ns string, now time.Time, c *Counters) {
+	r := sh.runs[run]
+	if r == nil {
+		r = &runDelta{ns: ns, first: now}
+		sh.runs[run] = r
+	}
+	r.last = now
+	r.c.add(c)
+}
+
+func (sh *shard) addEntry(k entryKey, name, backend string, compileSeconds float64, saved int64) {
+	e := sh.entries[k]
+	if e == nil {
+		if len(sh.entries) >= maxShardEntries {
+			return
+		}
+		e = &entryDelta{name: name, backend: backend, compileSeconds: compileSeconds}
+		sh.entries[k] = e
+	}
+	e.hits++
+	e.savedMicros += saved
+}
+
+// take swaps out the shard's maps.
+func (sh *shard) take() (map[seriesKey]*Counters, map[string]*runDelta, map[entryKey]*entryDelta) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.series) == 0 && len(sh.runs) == 0 && len(sh.entries) == 0 {
+		return nil, nil, nil
+	}
+	se, ru, en := sh.series, sh.runs, sh.entries
+	sh.reset()
+	return se, ru, en
+}
