@@ -83,7 +83,18 @@ suite_go() {
 # suite python: clients/python with real JAX CPU in .venv (owner: python client)
 # ---------------------------------------------------------------------------
 suite_python() {
-	echo "(no python suite yet)"
+	# Venv with the pinned jax[cpu] + pytest; reinstalled only when the pins change.
+	local venv="$ROOT/.venv" req="$ROOT/clients/python/requirements-test.txt"
+	[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+	local stamp="$venv/.cachesvc-requirements.sha256" want
+	want="$(sha256sum "$req" | cut -d' ' -f1)"
+	if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]]; then
+		"$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+		echo "$want" >"$stamp"
+	fi
+	# The tests build ./cmd/cachesvc once and start real servers on free ports.
+	cd "$ROOT/clients/python"
+	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
 }
 
 # ---------------------------------------------------------------------------

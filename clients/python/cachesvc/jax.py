@@ -174,7 +174,7 @@ def install(
     min_compile_time_secs: float = 0.0,
     min_entry_size_bytes: int = -1,
     timeout: float = 10.0,
-    put_timeout: float = 60.0,
+    put_timeout: float | None = None,
     retries: int = 2,
     warn_interval: float = 60.0,
     breaker_threshold: int = 3,
@@ -199,7 +199,8 @@ def install(
         min_entry_size_bytes: sets ``jax_persistent_cache_min_entry_size_bytes``
             (-1: no size limit).
         timeout: time budget in seconds of one lookup, retries included.
-        put_timeout: time budget of one write.
+        put_timeout: time budget of one write; default ``timeout`` plus one
+            second per 20 MB of value.
         retries: retries after a connection error or a 503, within the budget.
         warn_interval: at most one warning per this many seconds.
         breaker_threshold: consecutive failures that open the circuit breaker.
@@ -324,7 +325,7 @@ def _backend_class(base: type) -> type:
 
         _MAX_PENDING = 512  # bounded per-key bookkeeping between key, get and put
 
-        def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float,
+        def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
                      warn_interval: float, breaker: _Breaker,
                      decompress: Callable[[bytes], bytes] | None) -> None:
             self._path = f"cachesvc:{client.url}/{client.namespace}"
@@ -473,7 +474,8 @@ def _backend_class(base: type) -> type:
                     compile_seconds=compile_seconds,
                     backend="xla" if sig is not None or self.mode == "canonical" else "passthrough",
                     name=name,
-                    timeout=self.put_timeout,
+                    timeout=self.put_timeout if self.put_timeout is not None
+                    else self.timeout + len(value) / 20e6,
                 )
             except Error as exc:
                 if exc.status == 409:  # first writer wins; ours differs: fine

@@ -1,0 +1,188 @@
+"""cachesvc.jax with real JAX on CPU, in separate processes, against a real server.
+
+Compile counting (see jaxprog.py): in jax 0.10.2 the duration event
+/jax/core/compile/backend_compile_duration also fires on persistent-cache hits,
+so "real XLA compiles" = backend_compile events - cache_hits events; the
+program also counts compiler.backend_compile_and_load calls directly, and the
+tests assert both are zero on the warm run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PY_DIR, run_py
+
+PROG = Path(__file__).with_name("jaxprog.py")
+EIGHT = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+
+
+def env_for(server, run: str, **extra: str) -> dict[str, str]:
+    e = {"CACHESVC_URL": server.url, "CACHESVC_NAMESPACE": "default", "CACHESVC_RUN": run}
+    e.update(extra)
+    return e
+
+
+@pytest.mark.parametrize("mode", ["canonical", "jax-key"])
+def test_second_process_compiles_nothing(server, mode):
+    cold, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(server, "cold"))
+    assert cold["real_compiles"] > 0 and cold["xla_compiles"] == cold["real_compiles"]
+    st = cold["stats"]
+    assert st["errors"] == 0 and st["put_errors"] == 0, st
+    assert st["puts"] == cold["xla_compiles"], st  # every compile was written
+    assert st["canonical_fallbacks"] == 0 or mode == "jax-key", st
+
+    warm, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(server, "warm"))
+    assert warm["real_compiles"] == 0, warm
+    assert warm["xla_compiles"] == 0, warm
+    assert warm["cache_hits"] == warm["backend_compile_events"] == cold["backend_compile_events"]
+    assert warm["stats"]["hits"] == warm["cache_hits"] and warm["stats"]["puts"] == 0
+    assert warm["digest"] == cold["digest"] and warm["losses"] == cold["losses"]
+
+
+def test_canonical_mode_shares_one_entry(server):
+    """f, a renamed copy g and an equivalent lambda share one entry; another
+    dtype or shape misses. JAX's own key (jax-key mode) cannot do that."""
+    r, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(server, "canon"))
+    assert r["compiles_per_call"] == {"f": 1, "g": 0, "lambda": 0, "f_float16": 1, "f_shape": 1}, r
+    assert r["same_result"]
+    assert r["stats"]["puts"] == 3 and r["stats"]["hits"] == 2, r["stats"]
+
+    # A second process hits every one of them.
+    r2, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(server, "canon2"))
+    assert r2["real_compiles"] == 0 and r2["digest"] == r["digest"]
+
+    # jax-key mode on a fresh namespace keys by function name: g and the lambda compile.
+    r3, _ = run_py(PROG, ["canonical", "--mode", "jax-key"], env_for(server, "jk", CACHESVC_NAMESPACE="jaxkey"))
+    assert r3["compiles_per_call"] == {"f": 1, "g": 1, "lambda": 1, "f_float16": 1, "f_shape": 1}, r3
+    assert r3["digest"] == r["digest"]
+
+
+def test_sharded_eight_devices_hit_across_processes(server):
+    cold, _ = run_py(PROG, ["sharded"], env_for(server, "s1", **EIGHT))
+    assert cold["real_compiles"] > 0 and cold["stats"]["puts"] == cold["real_compiles"]
+    assert cold["shardings"] == "P(None, 'model')"
+    warm, _ = run_py(PROG, ["sharded"], env_for(server, "s2", **EIGHT))
+    assert warm["real_compiles"] == 0 and warm["xla_compiles"] == 0, warm
+    assert warm["stats"]["hits"] == cold["backend_compile_events"]
+    assert warm["digest"] == cold["digest"] and warm["losses"] == cold["losses"]
+
+
+def test_server_killed_mid_run(server, tmp_path):
+    """Training finishes with one warning and the same results as without a cache."""
+    ref, _ = run_py(PROG, ["outage", "--no-cache"],
+                    {"CACHESVC_TEST_READY_FILE": str(tmp_path / "r0"), "CACHESVC_TEST_GO_FILE": str(tmp_path / "r0")})
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    env = dict(os.environ)
+    env.update(env_for(server, "outage"))
+    env.update({"PYTHONPATH": str(PY_DIR), "JAX_PLATFORMS": "cpu",
+                "CACHESVC_TEST_READY_FILE": str(ready), "CACHESVC_TEST_GO_FILE": str(go)})
+    p = subprocess.Popen([sys.executable, str(PROG), "outage", "--timeout", "5"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "phase 1 never finished"
+            time.sleep(0.05)
+        server.kill()
+        go.write_text("go")
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    import json
+    rep = json.loads(out.strip().splitlines()[-1])
+    assert rep["digest"] == ref["digest"] and rep["losses"] == ref["losses"]
+    st = rep["stats"]
+    assert st["puts"] >= 1, st  # phase 1 wrote
+    assert st["errors"] + st["put_errors"] >= 1, st
+    warnings = [line for line in err.splitlines() if "cachesvc:" in line and "failed" in line]
+    assert len(warnings) == 1, err  # rate-limited: one warning
+
+
+def test_silent_server_is_a_miss_within_budget(tmp_path):
+    """A server that accepts connections and never answers: every call ends at
+    its budget, the breaker opens, and the program still completes correctly."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        ls.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(ls.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        ref, _ = run_py(PROG, ["canonical", "--no-cache"])
+        t0 = time.monotonic()
+        r, err = run_py(PROG, ["canonical", "--timeout", "0.5"],
+                        {"CACHESVC_URL": f"http://127.0.0.1:{ls.getsockname()[1]}"})
+        elapsed = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join()
+        for s in held:
+            s.close()
+        ls.close()
+    assert r["digest"] == ref["digest"]
+    st = r["stats"]
+    assert st["skipped"] >= 1 and st["hits"] == 0, st  # the breaker opened
+    assert "cachesvc:" in err
+    assert elapsed < 120  # generous: three 0.5 s budgets, then the breaker
+
+
+def test_install_without_url_or_hooks_does_nothing(monkeypatch, caplog):
+    import cachesvc.jax as cj
+    from jax._src import cache_key as ck
+    from jax._src import compilation_cache as cc
+
+    monkeypatch.delenv("CACHESVC_URL", raising=False)
+    with caplog.at_level(logging.WARNING, logger="cachesvc.jax"):
+        assert cj.install() is None
+    assert "no server URL" in caplog.text
+
+    orig_get = ck.get
+    monkeypatch.delattr(cc, "reset_cache")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cachesvc.jax"):
+        assert cj.install("http://127.0.0.1:9") is None
+    assert "lacks compilation_cache.reset_cache" in caplog.text
+    assert ck.get is orig_get and cj.installed() is None
+
+
+def test_install_and_uninstall_restore_jax(monkeypatch):
+    import jax
+    import cachesvc.jax as cj
+    from jax._src import cache_key as ck
+    from jax._src import compilation_cache as cc
+
+    orig_get = ck.get
+    b = cj.install("http://127.0.0.1:9", mode="canonical")
+    try:
+        assert cc._cache is b and cj.installed() is b
+        assert getattr(ck.get, "__wrapped__", None) is orig_get
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+        with pytest.raises(ValueError):
+            cj.install("http://127.0.0.1:9", mode="nope")
+    finally:
+        cj.uninstall()
+    assert ck.get is orig_get and cc._cache is None and cj.installed() is None
