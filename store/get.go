@@ -67,12 +67,9 @@ func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Met
 
 	now := time.Now().UTC()
 	s.mu.Lock()
-	atime, _, _ := s.acct.access(ref)
 	hits, _ := s.acct.touch(ref, now)
 	s.mu.Unlock()
-	if atime.After(m.LastAccess) {
-		m.LastAccess = atime
-	}
+	m.LastAccess = now
 	m.Hits += hits
 
 	if off > blob.Size {
