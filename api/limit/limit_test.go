@@ -1,0 +1,232 @@
+package limit
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pacePair returns a PaceConn server side and the plain client side of a
+// loopback TCP connection.
+func pacePair(t *testing.T, minRate int64) (*PaceConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pl := PaceListener(ln, 0, minRate)
+	var srv net.Conn
+	var aerr error
+	done := make(chan struct{})
+	go func() { srv, aerr = pl.Accept(); close(done) }()
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	t.Cleanup(func() { srv.Close(); cli.Close() })
+	return srv.(*PaceConn), cli
+}
+
+func TestPaceConnRead(t *testing.T) {
+	const base = 300 * time.Millisecond
+	tests := []struct {
+		name     string
+		chunk    int
+		every    time.Duration
+		total    time.Duration
+		wantFail bool
+	}{
+		// 10 KiB every 10 ms is ~1 MiB/s, 100x the minimum: never cut,
+		// though the transfer lasts five times the base timeout.
+		{"fast", 10 << 10, 10 * time.Millisecond, 5 * base, false},
+		// 1 byte every 50 ms is a slow-loris: cut soon after base.
+		{"slowloris", 1, 50 * time.Millisecond, 20 * base, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := pacePair(t, 10<<10)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, tc.chunk)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(tc.every):
+					}
+					if _, err := cli.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			srv.SetReadDeadline(time.Now().Add(base))
+			start := time.Now()
+			buf := make([]byte, 64<<10)
+			var err error
+			for time.Since(start) < tc.total {
+				if _, err = srv.Read(buf); err != nil {
+					break
+				}
+			}
+			close(stop)
+			cli.Close()
+			wg.Wait()
+			if tc.wantFail {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("slow client not cut off: err = %v after %v", err, time.Since(start))
+				}
+			} else if err != nil {
+				t.Fatalf("fast client cut off after %v: %v", time.Since(start), err)
+			}
+		})
+	}
+}
+
+func TestPaceConnWriteSlowReader(t *testing.T) {
+	srv, cli := pacePair(t, 1<<20)
+	// Small socket buffers, so that what the kernel absorbs from a client
+	// that never reads earns little time.
+	srv.NetConn().(*net.TCPConn).SetWriteBuffer(32 << 10)
+	cli.(*net.TCPConn).SetReadBuffer(32 << 10)
+	srv.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	buf := make([]byte, 16<<10)
+	var err error
+	start := time.Now()
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = srv.Write(buf)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("writes to a client that never reads: err = %v after %v", err, time.Since(start))
+	}
+}
+
+func TestPaceConnWriteFastReader(t *testing.T) {
+	srv, cli := pacePair(t, 1<<20)
+	go io.Copy(io.Discard, cli)
+	srv.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	buf := make([]byte, 256<<10)
+	start := time.Now()
+	// 64 MiB: far more than 200 ms at the 1 MiB/s minimum would allow
+	// without pacing; loopback moves it at hundreds of MiB/s.
+	for i := 0; i < 256; i++ {
+		if _, err := srv.Write(buf); err != nil {
+			t.Fatalf("write %d after %v: %v", i, time.Since(start), err)
+		}
+	}
+}
+
+func TestPaceConnClear(t *testing.T) {
+	srv, cli := pacePair(t, 1<<20)
+	srv.SetReadDeadline(time.Now().Add(time.Millisecond))
+	srv.SetReadDeadline(time.Time{})
+	go func() { time.Sleep(50 * time.Millisecond); cli.Write([]byte("x")) }()
+	if _, err := srv.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read after clearing the deadline: %v", err)
+	}
+	if srv.NetConn() == nil {
+		t.Fatal("NetConn is nil")
+	}
+}
+
+func TestRates(t *testing.T) {
+	r := NewRates(1, 3, 2)
+	for i := 0; i < 3; i++ {
+		if ok, _ := r.Allow("a"); !ok {
+			t.Fatalf("request %d within the burst refused", i)
+		}
+	}
+	ok, wait := r.Allow("a")
+	if ok || wait <= 0 || wait > time.Second {
+		t.Fatalf("4th request: ok=%v wait=%v; want refused with wait in (0, 1s]", ok, wait)
+	}
+	if ok, _ := r.Allow("b"); !ok {
+		t.Fatal("other key limited")
+	}
+	// Full of non-idle buckets: a third key is refused rather than growing
+	// the map.
+	r.Allow("b")
+	if ok, _ := r.Allow("c"); ok {
+		t.Fatal("third key admitted past maxKeys with no idle bucket")
+	}
+	if ok, _ := NewRates(0, 0, 0).Allow("x"); !ok {
+		t.Fatal("unlimited rates refused")
+	}
+	var nilRates *Rates
+	if ok, _ := nilRates.Allow("x"); !ok {
+		t.Fatal("nil rates refused")
+	}
+}
+
+func TestRatesEvictIdle(t *testing.T) {
+	r := NewRates(1000, 1, 1)
+	r.Allow("a")
+	time.Sleep(20 * time.Millisecond) // "a" refills (1 token at 1000/s)
+	if ok, _ := r.Allow("b"); !ok {
+		t.Fatal("idle bucket not evicted for a new key")
+	}
+}
+
+func TestGate(t *testing.T) {
+	g := NewGate(2)
+	if !g.TryEnter() || !g.TryEnter() {
+		t.Fatal("gate refused within capacity")
+	}
+	if g.TryEnter() {
+		t.Fatal("gate admitted past capacity")
+	}
+	if g.InUse() != 2 {
+		t.Fatalf("InUse = %d", g.InUse())
+	}
+	g.Leave()
+	if !g.TryEnter() {
+		t.Fatal("gate refused after Leave")
+	}
+	for _, open := range []*Gate{nil, NewGate(0)} {
+		if !open.TryEnter() {
+			t.Fatal("unlimited gate refused")
+		}
+		open.Leave()
+	}
+}
+
+func TestGateConcurrent(t *testing.T) {
+	g := NewGate(4)
+	var mu sync.Mutex
+	in, peak := 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				if !g.TryEnter() {
+					continue
+				}
+				mu.Lock()
+				in++
+				peak = max(peak, in)
+				mu.Unlock()
+				mu.Lock()
+				in--
+				mu.Unlock()
+				g.Leave()
+			}
+		}()
+	}
+	wg.Wait()
+	if peak > 4 || g.InUse() != 0 {
+		t.Fatalf("peak %d, in use %d", peak, g.InUse())
+	}
+}

@@ -1,0 +1,118 @@
+package limit
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Rates is a set of token buckets, one per identity (a token name, or a
+// client address for anonymous requests). It holds at most MaxKeys buckets;
+// when full, an idle bucket (one that has refilled completely) is dropped to
+// make room, else the request is refused as if limited. Safe for concurrent
+// use.
+type Rates struct {
+	limit   rate.Limit
+	burst   int
+	maxKeys int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+// NewRates returns buckets refilling at perSecond requests per second with
+// room for burst. perSecond <= 0 means no limit: Allow always succeeds.
+func NewRates(perSecond float64, burst, maxKeys int) *Rates {
+	if burst < 1 {
+		burst = 1
+	}
+	if maxKeys < 1 {
+		maxKeys = 10000
+	}
+	return &Rates{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys, buckets: map[string]*rate.Limiter{}}
+}
+
+// Allow takes one request from key's bucket. When the bucket is empty it
+// takes nothing and returns false with how long until a request would be
+// allowed.
+func (r *Rates) Allow(key string) (bool, time.Duration) {
+	if r == nil || r.limit <= 0 {
+		return true, 0
+	}
+	now := time.Now()
+	r.mu.Lock()
+	b, ok := r.buckets[key]
+	if !ok {
+		if len(r.buckets) >= r.maxKeys && !r.evictIdle(now) {
+			r.mu.Unlock()
+			return false, time.Second
+		}
+		b = rate.NewLimiter(r.limit, r.burst)
+		r.buckets[key] = b
+	}
+	r.mu.Unlock()
+	res := b.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// evictIdle drops buckets that are full again (their owner has been idle
+// long enough that forgetting them changes nothing). Called with mu held.
+func (r *Rates) evictIdle(now time.Time) bool {
+	dropped := false
+	for k, b := range r.buckets {
+		if b.TokensAt(now) >= float64(r.burst) {
+			delete(r.buckets, k)
+			dropped = true
+		}
+	}
+	return dropped
+}
+
+// Gate bounds how many operations run at once. The zero value and a nil
+// *Gate admit everything. Safe for concurrent use.
+type Gate struct {
+	slots chan struct{}
+}
+
+// NewGate returns a gate admitting n at once; n <= 0 means no limit.
+func NewGate(n int) *Gate {
+	if n <= 0 {
+		return &Gate{}
+	}
+	return &Gate{slots: make(chan struct{}, n)}
+}
+
+// TryEnter takes a slot without waiting. It returns false when every slot
+// is taken; on true the caller must call Leave.
+func (g *Gate) TryEnter() bool {
+	if g == nil || g.slots == nil {
+		return true
+	}
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Leave returns a slot taken by TryEnter.
+func (g *Gate) Leave() {
+	if g == nil || g.slots == nil {
+		return
+	}
+	<-g.slots
+}
+
+// InUse returns how many slots are taken.
+func (g *Gate) InUse() int {
+	if g == nil || g.slots == nil {
+		return 0
+	}
+	return len(g.slots)
+}
