@@ -15,8 +15,17 @@ func (s *Server) routes() {
 
 	// Entries by key (entries.go).
 	// HEAD before GET: fiber's Get also registers HEAD, first match wins.
-	a.Head("/v1/:ns/entries/:key", s.handleHeadEntry)
-	a.Get("/v1/:ns/entries/:key", s.handleGetEntry)
-	a.Put("/v1/:ns/entries/:key", s.handlePutEntry)
+	// entryHooks (leases.go): run manifests, lease release on PUT, GET ?wait=.
+	a.Head("/v1/:ns/entries/:key", s.entryHooks, s.handleHeadEntry)
+	a.Get("/v1/:ns/entries/:key", s.entryHooks, s.handleGetEntry)
+	a.Put("/v1/:ns/entries/:key", s.entryHooks, s.handlePutEntry)
 	a.Delete("/v1/:ns/entries/:key", s.handleDeleteEntry)
+
+	// Batch fetch and existence (batch.go), compile leases (leases.go), run
+	// manifests (runs.go).
+	a.Post("/v1/:ns/batch", s.handleBatch)
+	a.Post("/v1/:ns/exists", s.handleExists)
+	a.Post("/v1/:ns/leases/:key", s.handleAcquireLease)
+	a.Delete("/v1/:ns/leases/:key", s.handleReleaseLease)
+	a.Get("/v1/:ns/runs/:run/manifest", s.handleRunManifest)
 }

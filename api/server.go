@@ -20,6 +20,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachesvc/cachesvc/api/lease"
+	"github.com/cachesvc/cachesvc/api/runlog"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -51,6 +53,13 @@ type Config struct {
 
 	// Version is reported by /healthz. Empty means "dev".
 	Version string
+
+	// Leases bounds the compile lease table (leases.go). Zero means defaults.
+	Leases lease.Config
+
+	// Runs configures run manifests (runs.go): bounds, expiry and snapshot
+	// file. Zero means defaults, kept in memory only.
+	Runs runlog.Config
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -71,6 +80,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
+
+	leases *lease.Table     // compile leases (leases.go)
+	runs   *runlog.Recorder // run manifests (runs.go)
 }
 
 // New returns a Server for cfg with every route registered. It fails if
@@ -106,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new api server: %w", err)
 	}
 	s.metrics = m
+	if err := s.initLeasesAndRuns(); err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "cachesvc",
 		DisableStartupMessage: true,
@@ -155,6 +170,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // handler touches the store, so the caller may close it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	defer s.saveRunsLogged()
 	err := s.app.ShutdownWithContext(ctx)
 	if err == nil && s.inflight.Load() == 0 {
 		s.cancel()
