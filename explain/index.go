@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -46,17 +47,18 @@ func NewIndex(cfg IndexConfig) *Index {
 }
 
 // Add records the components of entry key in (ns, backend). Entries without
-// components are ignored. The map is copied.
+// components are ignored. Every string is copied, so callers may pass
+// strings backed by reused buffers.
 func (x *Index) Add(ns, backend, key, name string, created time.Time, components map[string]string) {
 	if len(components) == 0 {
 		return
 	}
 	comps := make(map[string]string, len(components))
 	for k, v := range components {
-		comps[k] = v
+		comps[strings.Clone(k)] = strings.Clone(v)
 	}
-	c := Candidate{Key: key, Name: name, Created: created, Components: comps}
-	gk := groupKey{ns, backend}
+	c := Candidate{Key: strings.Clone(key), Name: strings.Clone(name), Created: created, Components: comps}
+	gk := groupKey{strings.Clone(ns), strings.Clone(backend)}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r := x.groups[gk]

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cachesvc/cachesvc/explain"
@@ -69,7 +70,8 @@ func (s *Stats) RecordMiss(m Miss) {
 	if m.Time.IsZero() {
 		m.Time = s.cfg.Now()
 	}
-	m.Backend = backendOrUnknown(m.Backend)
+	m.Backend = strings.Clone(backendOrUnknown(m.Backend))
+	m.Namespace, m.Key, m.DisplayName, m.Run = strings.Clone(m.Namespace), strings.Clone(m.Key), strings.Clone(m.DisplayName), strings.Clone(m.Run)
 	ns := s.namespaces.admit(m.Namespace)
 	reason := m.Explanation.Reason
 	if reason == "" {

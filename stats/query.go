@@ -55,7 +55,7 @@ type Snapshot struct {
 	MissReasons []ReasonCount     `json:"miss_reasons"`
 	// Store holds the store-wide evictions and integrity failures counted
 	// since the stats began, and the last sampled sizes.
-	Store Global `json:"store"`
+	StoreCounters Global `json:"store_counters"`
 }
 
 // SnapshotOptions narrow a Snapshot. The zero value means everything.
@@ -80,12 +80,12 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	snap := Snapshot{
-		GeneratedAt: s.cfg.Now().UTC(),
-		Namespaces:  []NamespaceTotals{},
-		Backends:    []BackendTotals{},
-		Runs:        []RunTotals{},
-		TopEntries:  []TopEntry{},
-		Store:       a.global,
+		GeneratedAt:   s.cfg.Now().UTC(),
+		Namespaces:    []NamespaceTotals{},
+		Backends:      []BackendTotals{},
+		Runs:          []RunTotals{},
+		TopEntries:    []TopEntry{},
+		StoreCounters: a.global,
 	}
 	var all Counters
 	perNS := map[string]*Counters{}

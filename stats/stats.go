@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -335,7 +336,7 @@ func (s *Stats) shard(ns string, key [32]byte) *shard {
 // limiter admits up to max distinct values; the rest become Other. Admitted
 // values are read lock-free.
 type limiter struct {
-	known sync.Map // string → struct{}
+	known sync.Map // string → the same string, cloned
 	mu    sync.Mutex
 	n     int
 	max   int
@@ -343,26 +344,28 @@ type limiter struct {
 
 func newLimiter(max int) limiter { return limiter{max: max} }
 
-// admit returns v if it is (or can become) tracked, Other otherwise. The
-// empty string stays empty.
+// admit returns the tracked copy of v if v is (or can become) tracked, and
+// Other otherwise. The empty string stays empty. The returned string never
+// aliases v, so callers may pass strings backed by reused buffers.
 func (l *limiter) admit(v string) string {
 	if v == "" {
 		return ""
 	}
-	if _, ok := l.known.Load(v); ok {
-		return v
+	if c, ok := l.known.Load(v); ok {
+		return c.(string)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.known.Load(v); ok {
-		return v
+	if c, ok := l.known.Load(v); ok {
+		return c.(string)
 	}
 	if v == Other || l.n >= l.max {
 		return Other
 	}
-	l.known.Store(v, struct{}{})
+	c := strings.Clone(v)
+	l.known.Store(c, c)
 	l.n++
-	return v
+	return c
 }
 
 // forget frees v's slot.
@@ -441,7 +444,7 @@ func (sh *shard) addEntry(k entryKey, name, backend string, compileSeconds float
 		if len(sh.entries) >= maxShardEntries {
 			return
 		}
-		e = &entryDelta{name: name, backend: backend, compileSeconds: compileSeconds}
+		e = &entryDelta{name: strings.Clone(name), backend: backend, compileSeconds: compileSeconds}
 		sh.entries[k] = e
 	}
 	e.hits++

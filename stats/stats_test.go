@@ -217,7 +217,7 @@ func TestStoreUsageSampling(t *testing.T) {
 	mu.Lock()
 	u.Evictions, u.IntegrityFailures, u.Bytes = 3, 1, 900
 	mu.Unlock()
-	g := s.Snapshot(SnapshotOptions{}).Store
+	g := s.Snapshot(SnapshotOptions{}).StoreCounters
 	if g.Evictions != 3 || g.IntegrityFailures != 1 || g.StoreBytes != 900 || g.MaxBytes != 1000 {
 		t.Fatalf("store = %+v", g)
 	}
