@@ -8,8 +8,8 @@ integration lives in ``cachesvc.jax`` (imported on demand, it imports JAX)::
 
 from __future__ import annotations
 
-from .client import Client, EntryInfo, Error, KeyResult, LookupResult, PutResult
+from .client import BatchMember, Client, EntryInfo, Error, KeyResult, Lease, LookupResult, PutResult
 
-__all__ = ["Client", "EntryInfo", "Error", "KeyResult", "LookupResult", "PutResult", "__version__"]
+__all__ = ["BatchMember", "Client", "Lease", "EntryInfo", "Error", "KeyResult", "LookupResult", "PutResult", "__version__"]
 
 __version__ = "0.1.0"

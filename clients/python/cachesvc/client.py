@@ -22,15 +22,18 @@ import json
 import os
 import random
 import socket
+import tarfile
 import tempfile
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import IO, Any, BinaryIO, Callable, Mapping, Union
+from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Union
 
 __all__ = [
+    "BatchMember",
     "Client",
+    "Lease",
     "Error",
     "EntryInfo",
     "KeyResult",
@@ -462,10 +465,14 @@ class Client:
 
     # ---- entries ----------------------------------------------------------------
 
-    def get(self, key: str, *, timeout: float | None = None) -> bytes | None:
+    def get(self, key: str, *, timeout: float | None = None, wait: float | None = None) -> bytes | None:
         """Returns the entry's bytes, or None on a miss (404).
 
-        The body is verified against the ``X-Content-SHA256`` header.
+        The body is verified against the ``X-Content-SHA256`` header. With
+        ``wait`` (seconds), a miss behind a compile lease long-polls
+        (``?wait=``) until the holder writes the entry (bytes) or the lease
+        ends without it or the wait runs out (None); the call's budget is
+        ``timeout + wait``.
 
         Raises:
             Error: on any other failure (bad key -> ``400``, auth, server errors
@@ -473,10 +480,11 @@ class Client:
                 not match the announced digest).
         """
         buf = io.BytesIO()
-        info = self.download(key, buf, timeout=timeout)
+        info = self.download(key, buf, timeout=timeout, wait=wait)
         return None if info is None else buf.getvalue()
 
-    def download(self, key: str, out: IO[bytes], *, timeout: float | None = None) -> EntryInfo | None:
+    def download(self, key: str, out: IO[bytes], *, timeout: float | None = None,
+                 wait: float | None = None) -> EntryInfo | None:
         """Streams the entry into ``out`` (a writable binary file object).
 
         Returns its :class:`EntryInfo`, or None on a miss. The bytes are
@@ -484,7 +492,12 @@ class Client:
         mismatch :class:`Error` ``digest_mismatch`` is raised (``out`` then
         holds the bad bytes: write to a temporary file and rename on success).
         """
-        r = self._request("GET", self._entry_path(key), timeout=timeout, allow=(404,))
+        path = self._entry_path(key)
+        if wait is not None and wait > 0:
+            path += f"?wait={wait:.3f}s"
+            budget = self.timeout if timeout is None else timeout
+            timeout = None if budget is None else budget + wait
+        r = self._request("GET", path, timeout=timeout, allow=(404,))
         if r.status == 404:
             r.read_all(limit=1 << 20)
             return None
@@ -661,6 +674,110 @@ class Client:
         return LookupResult(key=key, value=bytes(buf),
                             compile_seconds=_float_header(r.header("X-Compile-Seconds")))
 
+    # ---- batch, exists, runs, leases --------------------------------------------
+
+    MAX_BATCH_KEYS = 10_000
+    """The server's limit of keys per batch/exists request; longer lists are split."""
+
+    def exists(self, keys: Iterable[str], *, timeout: float | None = None) -> set[str]:
+        """Returns the subset of ``keys`` the server holds (``POST /exists``),
+        without transferring any value. Long lists are split into requests
+        of :attr:`MAX_BATCH_KEYS`."""
+        present: set[str] = set()
+        for chunk in _chunks(list(dict.fromkeys(keys)), self.MAX_BATCH_KEYS):
+            r = self._json("POST", self._ns_path("exists"), {"keys": chunk}, timeout=timeout)
+            doc = _json_body(r)
+            present.update(str(k) for k in doc.get("present") or [])
+        return present
+
+    def batch(self, keys: Iterable[str], handle: Callable[["BatchMember", IO[bytes]], None], *,
+              timeout: float | None = None) -> list[str]:
+        """Fetches many entries in one streamed request per :attr:`MAX_BATCH_KEYS` keys.
+
+        ``handle(member, reader)`` is called for each entry found, in stream
+        order; ``reader`` is valid only during the call (whatever ``handle``
+        leaves unread is skipped). Each member is verified against its
+        SHA-256 PAX record before the next one is read; a mismatch or a stream
+        that ends before its ``missing.json`` raises :class:`Error`
+        (``digest_mismatch`` / ``broken_stream``): then entries already
+        handled are good, but absent ones must not be trusted as missing.
+
+        Returns the keys the server did not have. Memory stays bounded: the
+        stream is never held whole.
+        """
+        missing: list[str] = []
+        for chunk in _chunks(list(dict.fromkeys(keys)), self.MAX_BATCH_KEYS):
+            missing += self._batch_one(chunk, handle, timeout)
+        return missing
+
+    def _batch_one(self, keys: list[str], handle: Callable[["BatchMember", IO[bytes]], None],
+                   timeout: float | None) -> list[str]:
+        r = self._json("POST", self._ns_path("batch"), {"keys": keys}, timeout=timeout)
+        stream = _ResponseReader(r)
+        try:
+            try:
+                tf = tarfile.open(fileobj=stream, mode="r|")  # type: ignore[call-overload]
+                for ti in tf:
+                    if ti.name == "missing.json":
+                        f = tf.extractfile(ti)
+                        doc = json.loads(f.read(64 << 20).decode("utf-8")) if f else {}
+                        _drain(stream)
+                        return [str(k) for k in doc.get("missing") or []]
+                    pax = ti.pax_headers or {}
+                    member = BatchMember(
+                        key=ti.name, size=ti.size,
+                        sha256=str(pax.get("CACHESVC.sha256", "")).lower(),
+                        compile_seconds=_float_header(pax.get("CACHESVC.compile_seconds")),
+                        name=str(pax.get("CACHESVC.name", "")),
+                        backend=str(pax.get("CACHESVC.backend", "")),
+                    )
+                    f = tf.extractfile(ti)
+                    hr = _HashingReader(f if f is not None else io.BytesIO())
+                    handle(member, hr)  # type: ignore[arg-type]
+                    hr.drain()
+                    if member.sha256 and hr.hexdigest() != member.sha256:
+                        raise Error(r.status, "digest_mismatch",
+                                    f"batch member {member.key} hashes to {hr.hexdigest()}, header says {member.sha256}")
+            except (tarfile.TarError, EOFError, ValueError) as exc:
+                raise Error(r.status, "broken_stream", f"batch stream is incomplete: {exc}") from exc
+            raise Error(r.status, "broken_stream", "batch stream ended without its missing.json member")
+        finally:
+            r.abort()  # no-op once finished
+
+    def batch_get(self, keys: Iterable[str], *, timeout: float | None = None) -> dict[str, bytes]:
+        """Fetches many entries into memory with :meth:`batch`; returns
+        ``{key: bytes}`` for the keys found (absent keys are simply missing)."""
+        out: dict[str, bytes] = {}
+
+        def keep(m: BatchMember, f: IO[bytes]) -> None:
+            out[m.key] = f.read()
+
+        self.batch(keys, keep, timeout=timeout)
+        return out
+
+    def manifest(self, run: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """Returns a run's manifest (``GET /v1/{ns}/runs/{run}/manifest``):
+        ``{"run", "namespace", "keys": [{"key", "name", "looked_up", "written"}], "truncated"}``."""
+        r = self._request("GET", self._ns_path("runs", run, "manifest"), timeout=timeout,
+                          headers={"Accept": "application/json"})
+        return _json_body(r)
+
+    def lease(self, key: str, *, holder: str | None = None, ttl: float = 60.0,
+              renew: bool = True) -> "Lease":
+        """A compile lease on ``key``, as a context manager::
+
+            with client.lease(key, ttl=120) as lease:
+                if lease.granted:              # we compile
+                    client.put(key, compile())  # the PUT releases the lease
+                else:                          # someone else compiles (or it exists)
+                    value = lease.wait(60)     # bytes, or None: compile yourself
+
+        On exit a granted lease that was not released by a PUT is released
+        (``DELETE``). With ``renew`` a background thread renews it every
+        ``ttl/3`` seconds while the block runs, so long compiles keep it.
+        """
+        return Lease(self, key, holder or default_holder(), ttl, renew)
+
     # ---- health -------------------------------------------------------------------
 
     def healthy(self, *, timeout: float | None = 2.0) -> bool:
@@ -691,3 +808,163 @@ def _seekable(f: Any) -> bool:
         return bool(f.seekable())
     except (AttributeError, OSError, ValueError):
         return False
+
+
+@dataclass(frozen=True)
+class BatchMember:
+    """One entry of a batch stream (from its tar header and PAX records)."""
+
+    key: str
+    size: int
+    sha256: str
+    compile_seconds: float | None = None
+    name: str = ""
+    backend: str = ""
+
+
+def default_holder() -> str:
+    """A lease holder id naming this process: ``<host>:<pid>``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Lease:
+    """A compile lease (see :meth:`Client.lease`).
+
+    Attributes:
+        key: the entry key.
+        holder: our holder id.
+        granted: True when we hold the lease (we compile).
+        current_holder: who holds it when not granted ("" when the entry
+            already exists: fetch it).
+        expires: the lease expiry as the server reported it (RFC 3339).
+        code: the server's code when not granted (``lease_held`` /
+            ``entry_exists``).
+    """
+
+    def __init__(self, client: Client, key: str, holder: str, ttl: float, renew: bool) -> None:
+        self.client = client
+        self.key = key
+        self.holder = holder
+        self.ttl = ttl
+        self.renew_in_background = renew
+        self.granted = False
+        self.current_holder = ""
+        self.expires = ""
+        self.code = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> bool:
+        """Asks for (or renews) the lease; returns :attr:`granted`."""
+        r = self.client._json("POST", self.client._ns_path("leases", self.key),
+                              {"holder": self.holder, "ttl_s": self.ttl}, ok=(201,), allow=(409,))
+        doc = _json_body(r)
+        self.granted = r.status == 201
+        self.current_holder = str(doc.get("holder", ""))
+        self.expires = str(doc.get("expires", ""))
+        err = doc.get("error")
+        self.code = str(err.get("code", "")) if isinstance(err, dict) else ""
+        return self.granted
+
+    def wait(self, timeout: float = 60.0) -> bytes | None:
+        """Long-polls for the entry another holder is compiling: its bytes, or
+        None when the lease ended without it or ``timeout`` ran out (then
+        compile yourself)."""
+        try:
+            return self.client.get(self.key, wait=timeout)
+        except Error as e:
+            if e.status == 503:  # too many waiters: compile yourself
+                return None
+            raise
+
+    def release(self) -> None:
+        """Releases the lease without writing (no-op if not held)."""
+        self._stop.set()
+        if not self.granted:
+            return
+        self.granted = False
+        path = self.client._ns_path("leases", self.key) + "?holder=" + urllib.parse.quote(self.holder, safe="")
+        r = self.client._request("DELETE", path, ok=(200, 204), allow=(404, 409))
+        r.read_all(limit=1 << 20)
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(max(0.5, self.ttl / 3)):
+            try:
+                if not self.acquire():
+                    return
+            except Error:
+                pass  # the next attempt, or expiry, decides
+
+    def __enter__(self) -> "Lease":
+        if self.acquire() and self.renew_in_background:
+            self._thread = threading.Thread(target=self._renew_loop, name=f"cachesvc-lease-{self.key[:8]}",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.release()
+        except Error:
+            pass  # it expires by itself
+
+
+class _ResponseReader(io.RawIOBase):
+    """A file-like view of a response body (for tarfile), within its budget."""
+
+    def __init__(self, r: _Response) -> None:
+        self._r = r
+        self._it: Iterator[bytes] = r.read_chunks()
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            return self._buf + b"".join(self._it)
+        while len(self._buf) < n:
+            try:
+                self._buf += next(self._it)
+            except StopIteration:
+                break
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def _drain(stream: _ResponseReader) -> bool:
+    """Reads what remains (tar padding); True when the body ended cleanly."""
+    try:
+        while stream.read(_CHUNK):
+            pass
+        return True
+    except Error:
+        return False
+
+
+class _HashingReader:
+    """Wraps a member reader, hashing what is read."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
+        self._h = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        b = self._f.read(n)
+        self._h.update(b)
+        return b
+
+    def drain(self) -> None:
+        while self.read(_CHUNK):
+            pass
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def _chunks(xs: list[str], n: int) -> Iterator[list[str]]:
+    for i in range(0, len(xs), n):
+        yield xs[i:i + n]
