@@ -45,6 +45,7 @@ programs. We measure instead the time from the miss (our ``get``) to the write
 
 from __future__ import annotations
 
+import atexit
 import collections
 import hashlib
 import logging
@@ -60,7 +61,7 @@ from typing import Any, Callable
 
 from .client import Client, Error
 
-__all__ = ["install", "uninstall", "installed", "stats", "CacheStats"]
+__all__ = ["install", "uninstall", "installed", "stats", "prefetch", "CacheStats"]
 
 log = logging.getLogger("cachesvc.jax")
 
@@ -69,6 +70,13 @@ MODES = ("canonical", "jax-key")
 _lock = threading.Lock()
 _installed: Any = None  # the installed backend (a CacheInterface subclass instance)
 _orig_cache_key_get: Callable[..., str] | None = None
+_atexit_registered = False
+
+
+def _release_at_exit() -> None:
+    b = _installed
+    if b is not None:
+        b.release_leases()
 
 
 @dataclass
@@ -91,6 +99,11 @@ class CacheStats:
     put_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     canonical_fallbacks: int = 0  # keys sent as passthrough because the signature failed
+    leases_granted: int = 0  # misses this process compiled under a lease
+    lease_waits: int = 0  # misses that waited for another holder's compile
+    lease_wait_hits: int = 0  # ... and received its entry
+    prefetched: int = 0  # entries loaded by prefetch()
+    prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
 
 
 class _Breaker:
@@ -179,6 +192,9 @@ def install(
     warn_interval: float = 60.0,
     breaker_threshold: int = 3,
     breaker_cooldown: float = 30.0,
+    leases: bool | None = None,
+    lease_ttl: float = 120.0,
+    lease_wait: float = 60.0,
     client: Client | None = None,
 ) -> Any:
     """Installs cachesvc as JAX's persistent compilation cache.
@@ -205,6 +221,16 @@ def install(
         warn_interval: at most one warning per this many seconds.
         breaker_threshold: consecutive failures that open the circuit breaker.
         breaker_cooldown: seconds the breaker stays open.
+        leases: on a miss, take the server's compile lease before compiling,
+            so that only one process in a fleet compiles a program while the
+            others wait for its entry (default ``$CACHESVC_LEASES`` or off).
+            Only a process that writes (JAX process 0) takes leases; the others
+            only wait. A holder that never writes (e.g. a program with host
+            callbacks, which JAX does not cache) blocks waiters until
+            ``lease_ttl`` or ``lease_wait`` runs out.
+        lease_ttl: seconds a lease lasts (longer compiles: raise it).
+        lease_wait: how long a miss waits for another holder's entry before
+            compiling itself.
         client: use this :class:`cachesvc.Client` instead of building one.
 
     Returns:
@@ -218,6 +244,8 @@ def install(
     token = token or _env("CACHESVC_TOKEN")
     mode = mode or _env("CACHESVC_MODE", "canonical")
     run = run or _env("CACHESVC_RUN") or _default_run_id()
+    if leases is None:
+        leases = (_env("CACHESVC_LEASES", "") or "").lower() in ("1", "true", "yes", "on")
     if mode not in MODES:
         raise ValueError(f"cachesvc.jax.install: mode must be one of {MODES}, got {mode!r}")
     if client is None and not url:
@@ -259,6 +287,9 @@ def install(
         warn_interval=warn_interval,
         breaker=_Breaker(breaker_threshold, breaker_cooldown),
         decompress=getattr(cc, "decompress_executable", None),
+        leases=bool(leases),
+        lease_ttl=lease_ttl,
+        lease_wait=lease_wait,
     )
 
     with _lock:
@@ -281,8 +312,12 @@ def install(
             get_with_signature.__cachesvc__ = True  # type: ignore[attr-defined]
             ck.get = get_with_signature
         _installed = backend
-    log.info("cachesvc: JAX compilation cache -> %s namespace=%s mode=%s run=%s",
-             client.url, client.namespace, mode, run)
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(_release_at_exit)
+        _atexit_registered = True
+    log.info("cachesvc: JAX compilation cache -> %s namespace=%s mode=%s run=%s leases=%s",
+             client.url, client.namespace, mode, run, bool(leases))
     return backend
 
 
@@ -297,6 +332,7 @@ def _uninstall_locked() -> None:
     _orig_cache_key_get = None
     if cc._cache is _installed:
         cc.reset_cache()
+    _installed.release_leases()
     _installed = None
 
 
@@ -317,6 +353,45 @@ def stats() -> dict[str, Any]:
     return b.stats() if b is not None else {}
 
 
+def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> int:
+    """Warms the installed backend's in-process view from a run's manifest.
+
+    Fetches every key the run wrote or looked up (``GET runs/{run}/manifest``)
+    with one streamed batch request and keeps the values in memory (at most
+    ``max_bytes``), so later lookups of those entries need no value transfer:
+    in ``jax-key`` mode no request at all (the passthrough key is computed
+    locally once verified against the server), in ``canonical`` mode one small
+    ``POST /keys``. Returns the number of entries loaded; 0 (with a warning)
+    if nothing is installed or the server fails.
+    """
+    b = _installed
+    if b is None:
+        log.warning("cachesvc: prefetch(%r) without install(): nothing to warm", run)
+        return 0
+    try:
+        return b.prefetch(run, max_bytes=max_bytes, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - warming is best effort
+        b._warn(f"prefetch of run {run!r}", exc)
+        return 0
+
+
+def _passthrough_key(plugin: str, kind: str, key: str) -> str:
+    """The server's key of a passthrough signature:
+    hex(sha256(plugin ‖ 0 ‖ "passthrough" ‖ 0 ‖ kind ‖ 0 ‖ key))."""
+    h = hashlib.sha256()
+    h.update(plugin.encode() + b"\0passthrough\0" + kind.encode() + b"\0" + key.encode())
+    return h.hexdigest()
+
+
+def _is_writer() -> bool:
+    """True in the process JAX lets write cache entries (process 0)."""
+    try:
+        from jax._src import distributed
+        return int(getattr(distributed.global_state, "process_id", 0) or 0) == 0
+    except Exception:  # noqa: BLE001
+        return True
+
+
 def _backend_class(base: type) -> type:
     """Builds the backend class on JAX's ``CacheInterface`` (imported lazily)."""
 
@@ -327,7 +402,8 @@ def _backend_class(base: type) -> type:
 
         def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
                      warn_interval: float, breaker: _Breaker,
-                     decompress: Callable[[bytes], bytes] | None) -> None:
+                     decompress: Callable[[bytes], bytes] | None, leases: bool = False,
+                     lease_ttl: float = 120.0, lease_wait: float = 60.0) -> None:
             self._path = f"cachesvc:{client.url}/{client.namespace}"
             self.client = client
             self.mode = mode
@@ -342,6 +418,14 @@ def _backend_class(base: type) -> type:
             # jax key -> signature (canonical mode), server key, miss time
             self._signatures: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
             self._server_keys: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+            self.leases = leases
+            self.lease_ttl = lease_ttl
+            self.lease_wait = lease_wait
+            self.holder = f"{socket.gethostname()}:{os.getpid()}"
+            self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
+            self._prefetched: dict[str, bytes] = {}  # server key -> value
+            self._prefetched_bytes = 0
+            self._passthrough_plugin: str | None = None  # verified plugin id for local keys
 
         # ---- bookkeeping -------------------------------------------------------
 
@@ -415,7 +499,7 @@ def _backend_class(base: type) -> type:
             sig = self._signature(key)
             t0 = time.monotonic()
             try:
-                res = self.client.lookup_result(sig, timeout=self.timeout)
+                value, server_key, secs = self._fetch(key, sig)
             except Exception as exc:  # noqa: BLE001 - a failure is a miss
                 with self._lock:
                     self._stats.errors += 1
@@ -427,17 +511,102 @@ def _backend_class(base: type) -> type:
             with self._lock:
                 self._stats.lookups += 1
                 self._stats.lookup_seconds += now - t0
-            if res.value is None:
+            if value is None:
                 with self._lock:
                     self._stats.misses += 1
-                if res.key:
-                    self._remember(self._server_keys, key, (res.key, now))
+                if server_key:
+                    self._remember(self._server_keys, key, (server_key, now))
                 return None
             with self._lock:
                 self._stats.hits += 1
-                self._stats.hit_bytes += len(res.value)
-                self._stats.compile_seconds_saved += res.compile_seconds or 0.0
-            return res.value
+                self._stats.hit_bytes += len(value)
+                self._stats.compile_seconds_saved += secs or 0.0
+            return value
+
+        def _fetch(self, key: str, sig: dict[str, Any]) -> tuple[bytes | None, str, float | None]:
+            """(value or None, server key or "", compile seconds) for one get."""
+            if self._prefetched:
+                skey = self._local_key(sig) or self.client.key(sig, timeout=self.timeout).key
+                with self._lock:
+                    v = self._prefetched.get(skey)
+                    if v is not None:
+                        self._stats.prefetch_hits += 1
+                if v is not None:
+                    return v, skey, None
+            res = self.client.lookup_result(sig, timeout=self.timeout)
+            if res.value is not None:
+                return res.value, res.key, res.compile_seconds
+            if self.leases and res.key:
+                return self._lease_or_wait(key, res.key), res.key, None
+            return None, res.key, None
+
+        def _local_key(self, sig: dict[str, Any]) -> str | None:
+            plugin = self._passthrough_plugin
+            if plugin and sig.get("backend") == "passthrough":
+                return _passthrough_key(plugin, str(sig["kind"]), str(sig["key"]))
+            return None
+
+        def _lease_or_wait(self, key: str, skey: str) -> bytes | None:
+            """On a miss: take the compile lease (None: we compile) or wait for
+            the holder's entry (bytes, or None when it never came)."""
+            if _is_writer():
+                lease = self.client.lease(skey, holder=self.holder, ttl=self.lease_ttl, renew=False)
+                if lease.acquire():
+                    with self._lock:
+                        self._held[key] = lease
+                        self._stats.leases_granted += 1
+                    return None
+                if lease.code == "entry_exists":  # written since our lookup
+                    return self.client.get(skey, timeout=self.timeout)
+            with self._lock:
+                self._stats.lease_waits += 1
+            try:
+                v = self.client.get(skey, wait=self.lease_wait, timeout=self.timeout)
+            except Error as exc:
+                if exc.status == 503:  # too many waiters: compile ourselves
+                    return None
+                raise
+            if v is not None:
+                with self._lock:
+                    self._stats.lease_wait_hits += 1
+            return v
+
+        def release_leases(self) -> None:
+            """Releases every lease this backend still holds (best effort)."""
+            with self._lock:
+                held, self._held = self._held, {}
+            for lease in held.values():
+                try:
+                    lease.release()
+                except Exception:  # noqa: BLE001 - it expires by itself
+                    pass
+
+        def prefetch(self, run: str, *, max_bytes: int, timeout: float) -> int:
+            """See :func:`cachesvc.jax.prefetch`."""
+            m = self.client.manifest(run, timeout=timeout)
+            keys = [str(e["key"]) for e in m.get("keys") or [] if e.get("key")]
+            if self.mode == "jax-key" and self._passthrough_plugin is None:
+                probe = {"backend": "passthrough", "kind": "jax", "key": "jit_probe-0"}
+                kr = self.client.key(probe, timeout=self.timeout)
+                if kr.plugin and _passthrough_key(kr.plugin, "jax", probe["key"]) == kr.key:
+                    self._passthrough_plugin = kr.plugin
+            loaded = 0
+
+            def keep(member: Any, f: Any) -> None:
+                nonlocal loaded
+                if self._prefetched_bytes + member.size > max_bytes:
+                    return
+                v = f.read()
+                with self._lock:
+                    if member.key not in self._prefetched:
+                        self._prefetched[member.key] = v
+                        self._prefetched_bytes += len(v)
+                        self._stats.prefetched += 1
+                        loaded += 1
+
+            if keys:
+                self.client.batch(keys, keep, timeout=timeout)
+            return loaded
 
         def put(self, key: str, value: bytes) -> None:
             """Stores JAX's value; never raises."""
@@ -447,6 +616,14 @@ def _backend_class(base: type) -> type:
                 with self._lock:
                     self._stats.put_errors += 1
                 self._failed(f"write of {key.split('-')[0]}", exc)
+            finally:
+                with self._lock:
+                    lease = self._held.pop(key, None)
+                if lease is not None:  # a successful PUT released it already
+                    try:
+                        lease.release()
+                    except Exception:  # noqa: BLE001 - it expires by itself
+                        pass
 
         def _put(self, key: str, value: bytes) -> None:
             if not self.breaker.allow():
@@ -489,6 +666,9 @@ def _backend_class(base: type) -> type:
                     self._stats.put_seconds += time.monotonic() - t0
             self.breaker.success()
             with self._lock:
+                lease = self._held.pop(key, None)
+                if lease is not None:
+                    lease.granted = False  # the PUT released it on the server
                 self._stats.puts += 1
                 self._stats.put_bytes += len(value)
                 if res.created:

@@ -216,12 +216,17 @@ def main() -> None:
     ap.add_argument("--mode", default=None)
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--leases", action="store_true", help="compile under leases (one compile per fleet)")
+    ap.add_argument("--prefetch", metavar="RUN", help="warm the in-process view from RUN's manifest first")
     args = ap.parse_args()
     backend = None
+    report: dict = {"program": args.program}
     if not args.no_cache:
         import cachesvc.jax
-        backend = cachesvc.jax.install(mode=args.mode, timeout=args.timeout, breaker_cooldown=5.0)
-    report: dict = {"program": args.program}
+        backend = cachesvc.jax.install(mode=args.mode, timeout=args.timeout, breaker_cooldown=5.0,
+                                       leases=args.leases or None)
+        if args.prefetch:
+            report["prefetched"] = cachesvc.jax.prefetch(args.prefetch)
     t0 = time.perf_counter()
     PROGRAMS[args.program](report)
     report["wall_secs"] = time.perf_counter() - t0

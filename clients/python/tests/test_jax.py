@@ -9,6 +9,7 @@ tests assert both are zero on the warm run.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -102,7 +103,6 @@ def test_server_killed_mid_run(server, tmp_path):
             p.kill()
             p.wait()
     assert p.returncode == 0, err
-    import json
     rep = json.loads(out.strip().splitlines()[-1])
     assert rep["digest"] == ref["digest"] and rep["losses"] == ref["losses"]
     st = rep["stats"]
@@ -186,3 +186,34 @@ def test_install_and_uninstall_restore_jax(monkeypatch):
     finally:
         cj.uninstall()
     assert ck.get is orig_get and cc._cache is None and cj.installed() is None
+
+
+def test_four_processes_with_leases_compile_once(server):
+    """Four processes started together on an empty cache, with leases: each
+    program is compiled once in total (summed over the processes)."""
+    base = dict(os.environ, PYTHONPATH=str(PY_DIR), JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([sys.executable, str(PROG), "mlp", "--leases"],
+                              env=dict(base, **env_for(server, f"lease{i}")),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    programs = reports[0]["backend_compile_events"]
+    assert all(r["backend_compile_events"] == programs for r in reports)
+    assert sum(r["real_compiles"] for r in reports) == programs, [
+        (r["real_compiles"], r["stats"]) for r in reports]
+    assert sum(r["stats"]["leases_granted"] for r in reports) == programs
+    assert len({r["digest"] for r in reports}) == 1
+
+
+def test_prefetch_serves_hits_from_memory(server):
+    """jax-key mode: a run's manifest warms the process; every hit is served
+    from the prefetched view (the passthrough key is computed locally)."""
+    cold, _ = run_py(PROG, ["mlp", "--mode", "jax-key"], env_for(server, "pf-cold"))
+    warm, _ = run_py(PROG, ["mlp", "--mode", "jax-key", "--prefetch", "pf-cold"], env_for(server, "pf-warm"))
+    assert warm["prefetched"] == cold["stats"]["puts"]
+    assert warm["real_compiles"] == 0 and warm["digest"] == cold["digest"]
+    assert warm["stats"]["prefetch_hits"] == warm["stats"]["hits"] == warm["cache_hits"]
