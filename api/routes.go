@@ -10,8 +10,12 @@ func (s *Server) routes() {
 	a.Get("/readyz", s.handleReadyz)
 	a.Get("/metrics", s.handleMetrics)
 
-	// Totals for the dashboard (stats.go).
+	// Statistics and explained misses (stats.go); the dashboard (dashboard.go).
 	a.Get("/v1/stats", s.handleStats)
+	a.Get("/v1/:ns/stats", s.handleNamespaceStats)
+	a.Get("/v1/:ns/misses", s.handleMisses)
+	a.Get("/", s.handleDashboard)
+	a.Get("/assets/*", s.handleAsset)
 
 	// Entries by key (entries.go).
 	// HEAD before GET: fiber's Get also registers HEAD, first match wins.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api/lease"
 	"github.com/cachesvc/cachesvc/api/runlog"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -60,6 +61,12 @@ type Config struct {
 	// Runs configures run manifests (runs.go): bounds, expiry and snapshot
 	// file. Zero means defaults, kept in memory only.
 	Runs runlog.Config
+
+	// Stats, when set, counts every lookup and write, explains misses and
+	// backs GET /v1/stats, /v1/{ns}/stats, /v1/{ns}/misses and the persisted
+	// /metrics counters (stats.go). Nil keeps process-lifetime totals only.
+	// The server does not close it.
+	Stats *stats.Stats
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -119,6 +126,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	if err := s.initLeasesAndRuns(); err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	if err := s.initStats(); err != nil {
 		return nil, fmt.Errorf("new api server: %w", err)
 	}
 	s.app = fiber.New(fiber.Config{

@@ -43,8 +43,8 @@ type Totals struct {
 	CompileSecondsSaved float64 `json:"compile_seconds_saved"`
 }
 
-// totals converts c for reporting.
-func (c Counters) totals() Totals {
+// Totals converts c for reporting.
+func (c Counters) Totals() Totals {
 	t := Totals{
 		Lookups: c.Lookups, Hits: c.Hits, Misses: c.Misses,
 		BytesIn: c.BytesIn, BytesOut: c.BytesOut, Writes: c.Writes, Evictions: c.Evictions,

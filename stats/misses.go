@@ -58,7 +58,7 @@ func (r *missRing) newestFirst(n int) []Miss {
 // Explain explains a miss of a signature with components want in (ns,
 // backend) against the indexed entries.
 func (s *Stats) Explain(ns, backend string, want map[string]string) explain.Explanation {
-	return s.index.Explain(ns, backendOrUnknown(backend), want)
+	return s.index.Explain(ns, BackendOrUnknown(backend), want)
 }
 
 // RecordMiss keeps m among the namespace's recent misses and counts its
@@ -70,7 +70,7 @@ func (s *Stats) RecordMiss(m Miss) {
 	if m.Time.IsZero() {
 		m.Time = s.cfg.Now()
 	}
-	m.Backend = strings.Clone(backendOrUnknown(m.Backend))
+	m.Backend = strings.Clone(BackendOrUnknown(m.Backend))
 	m.Namespace, m.Key, m.DisplayName, m.Run = strings.Clone(m.Namespace), strings.Clone(m.Key), strings.Clone(m.DisplayName), strings.Clone(m.Run)
 	ns := s.namespaces.admit(m.Namespace)
 	reason := m.Explanation.Reason

@@ -104,24 +104,24 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 			perBackend[nb.backend] = new(Counters)
 		}
 		perBackend[nb.backend].add(c)
-		perNSBackend[nb.ns] = append(perNSBackend[nb.ns], BackendTotals{Backend: nb.backend, Totals: c.totals()})
+		perNSBackend[nb.ns] = append(perNSBackend[nb.ns], BackendTotals{Backend: nb.backend, Totals: c.Totals()})
 	}
-	snap.Totals = all.totals()
+	snap.Totals = all.Totals()
 	for ns, c := range perNS {
 		bs := perNSBackend[ns]
 		sort.Slice(bs, func(i, j int) bool { return bs[i].Backend < bs[j].Backend })
-		snap.Namespaces = append(snap.Namespaces, NamespaceTotals{Namespace: ns, Totals: c.totals(), Backends: bs})
+		snap.Namespaces = append(snap.Namespaces, NamespaceTotals{Namespace: ns, Totals: c.Totals(), Backends: bs})
 	}
 	sort.Slice(snap.Namespaces, func(i, j int) bool { return snap.Namespaces[i].Namespace < snap.Namespaces[j].Namespace })
 	for be, c := range perBackend {
-		snap.Backends = append(snap.Backends, BackendTotals{Backend: be, Totals: c.totals()})
+		snap.Backends = append(snap.Backends, BackendTotals{Backend: be, Totals: c.Totals()})
 	}
 	sort.Slice(snap.Backends, func(i, j int) bool { return snap.Backends[i].Backend < snap.Backends[j].Backend })
 	for _, r := range a.runs {
 		if opt.Namespace != "" && !contains(r.Namespaces, opt.Namespace) {
 			continue
 		}
-		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.totals()})
+		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.Totals()})
 	}
 	sort.Slice(snap.Runs, func(i, j int) bool {
 		if !snap.Runs[i].LastSeen.Equal(snap.Runs[j].LastSeen) {

@@ -240,7 +240,7 @@ func (s *Stats) RecordLookup(l Lookup) {
 		return
 	}
 	ns := s.namespaces.admit(l.Namespace)
-	be := s.backends.admit(backendOrUnknown(l.Backend))
+	be := s.backends.admit(BackendOrUnknown(l.Backend))
 	run := s.runs.admit(l.Run)
 	var c Counters
 	c.Lookups = 1
@@ -285,7 +285,7 @@ func (s *Stats) RecordWrite(w Write) {
 		return
 	}
 	ns := s.namespaces.admit(w.Namespace)
-	be := s.backends.admit(backendOrUnknown(w.Backend))
+	be := s.backends.admit(BackendOrUnknown(w.Backend))
 	run := s.runs.admit(w.Run)
 	c := Counters{Writes: 1, BytesIn: w.Bytes}
 	now := s.cfg.Now()
@@ -297,7 +297,7 @@ func (s *Stats) RecordWrite(w Write) {
 	}
 	sh.mu.Unlock()
 	if len(w.Components) > 0 {
-		s.index.Add(w.Namespace, backendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), w.Name, now, w.Components)
+		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), w.Name, now, w.Components)
 	}
 }
 
@@ -311,11 +311,12 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(seriesKey{minute: s.cfg.Now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(backendOrUnknown(backend))}, &c)
+	sh.addSeries(seriesKey{minute: s.cfg.Now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(BackendOrUnknown(backend))}, &c)
 	sh.mu.Unlock()
 }
 
-func backendOrUnknown(b string) string {
+// BackendOrUnknown returns b, or UnknownBackend when b is empty.
+func BackendOrUnknown(b string) string {
 	if b == "" {
 		return UnknownBackend
 	}

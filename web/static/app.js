@@ -1,0 +1,306 @@
+// cachesvc dashboard: polls /v1/stats (or /v1/{ns}/stats) and draws it with
+// uPlot. Plain JS, no build step; every string from the server is escaped.
+(function () {
+  "use strict";
+
+  var REFRESH_MS = 3000;
+  var STEPS = { "1h": "1m", "6h": "5m", "24h": "15m", "48h": "30m", "168h": "3h", "720h": "12h", "2160h": "24h" };
+  var PALETTE = ["#4cc2ff", "#3fcf8e", "#f5b942", "#c38bff", "#ff8a65", "#4dd0c8", "#ff6b9a", "#a3d95b", "#9aa7ff", "#e0c36a"];
+  var nf = new Intl.NumberFormat("en-US");
+  var state = { ns: "", range: "6h", charts: {}, timer: null, lastOK: 0, inflight: false };
+
+  function $(id) { return document.getElementById(id); }
+  function esc(s) {
+    return String(s == null ? "" : s).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+  function num(n) { return nf.format(n || 0); }
+  function pct(r) { return (100 * (r || 0)).toFixed(1) + "%"; }
+  function bytes(n) {
+    n = n || 0;
+    var u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? n.toFixed(0) : n.toFixed(n >= 100 ? 0 : 1)) + " " + u[i];
+  }
+  function dur(sec) {
+    sec = sec || 0;
+    if (sec < 120) return (Math.round(sec * 10) / 10) + " s";
+    if (sec < 2 * 3600) return (sec / 60).toFixed(1) + " min";
+    if (sec < 3 * 86400) return (sec / 3600).toFixed(1) + " h";
+    return (sec / 86400).toFixed(1) + " days";
+  }
+  function hours(sec) { return (sec / 3600).toFixed(sec >= 36000 ? 0 : 2) + " h"; }
+  function ago(iso) {
+    if (!iso) return "";
+    var s = (Date.now() - Date.parse(iso)) / 1000;
+    if (s < 5) return "just now";
+    if (s < 90) return Math.round(s) + " s ago";
+    if (s < 5400) return Math.round(s / 60) + " min ago";
+    if (s < 2 * 86400) return Math.round(s / 3600) + " h ago";
+    return Math.round(s / 86400) + " days ago";
+  }
+  function rateCell(r, lookups) {
+    if (!lookups) return '<span class="rate none">–</span>';
+    var cls = r >= 0.7 ? "" : r >= 0.3 ? " mid" : " low";
+    return '<span class="rate' + cls + '"><span class="bar"><i style="width:' + (100 * r).toFixed(1) + '%"></i></span>' + pct(r) + "</span>";
+  }
+
+  // ---- data ---------------------------------------------------------------
+
+  function statsURL() {
+    var q = "?since=" + state.range + "&step=" + STEPS[state.range];
+    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q : "/v1/stats" + q;
+  }
+
+  function refresh() {
+    if (state.inflight) return;
+    state.inflight = true;
+    fetch(statsURL(), { headers: { Accept: "application/json" }, cache: "no-store" })
+      .then(function (r) {
+        return r.json().then(function (body) {
+          if (!r.ok) throw new Error((body && body.error && body.error.message) || ("HTTP " + r.status));
+          return body;
+        });
+      })
+      .then(function (d) {
+        state.lastOK = Date.now();
+        $("error-banner").hidden = true;
+        render(d);
+        setLive(true, "live · updated " + new Date().toLocaleTimeString());
+      })
+      .catch(function (e) {
+        $("error-banner").hidden = false;
+        $("error-banner").textContent = "Cannot read " + statsURL() + ": " + e.message + ". Retrying every " + REFRESH_MS / 1000 + " s.";
+        setLive(false, "disconnected");
+      })
+      .then(function () { state.inflight = false; });
+  }
+
+  function setLive(ok, text) {
+    var el = $("live");
+    el.className = "live " + (ok ? "ok" : "err");
+    $("live-text").textContent = text;
+  }
+
+  // ---- render -------------------------------------------------------------
+
+  function render(d) {
+    var t = d.totals || {};
+    var st = d.store || {};
+    var empty = !t.lookups && !t.writes && !st.entries;
+    $("empty-state").hidden = !empty;
+    document.body.classList.toggle("is-empty", empty);
+
+    $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" : "no lookups yet";
+    $("kpi-lookups").textContent = num(t.lookups);
+    $("kpi-hits").textContent = num(t.hits);
+    $("kpi-misses").textContent = num(t.misses);
+    $("kpi-saved").textContent = hours(t.compile_seconds_saved || 0);
+    $("kpi-saved-sub").textContent = num(Math.round((t.compile_seconds_saved || 0) * 1000) / 1000) + " s of compiling avoided";
+    $("kpi-bytes-out").textContent = bytes(t.bytes_out);
+    $("kpi-bytes-in").textContent = bytes(t.bytes_in);
+    $("kpi-writes").textContent = num(t.writes);
+
+    var max = st.max_bytes || 0;
+    $("kpi-store").textContent = bytes(st.bytes) + (max ? " / " + bytes(max) : "");
+    var frac = max ? Math.min(1, (st.bytes || 0) / max) : 0;
+    var bar = $("kpi-store-bar");
+    bar.style.width = (max ? 100 * frac : 0).toFixed(1) + "%";
+    bar.className = frac > 0.95 ? "full" : frac > 0.8 ? "high" : "";
+    $("kpi-store-sub").textContent = num(st.entries) + " entries" + (max ? " · " + (100 * frac).toFixed(0) + "% of limit" : " · no size limit");
+    $("kpi-evictions").textContent = num(st.evictions);
+    $("kpi-integrity").textContent = num(st.integrity_failures);
+    $("kpi-integrity").parentNode.classList.toggle("alert", (st.integrity_failures || 0) > 0);
+    var le = d.leases || {};
+    $("kpi-leases").textContent = num(le.held);
+    $("kpi-waiting").textContent = num(le.waiting);
+    if (d.server && d.server.version) $("footer-version").textContent = "cachesvc " + d.server.version;
+
+    updateNamespaces(d);
+    renderNSTable(d);
+    renderRuns(d.runs || []);
+    renderTop(d.top_entries || []);
+    renderReasons(d.miss_reasons || []);
+    renderMisses(d.recent_misses || []);
+    if (d.series) renderCharts(d.series, st);
+  }
+
+  function updateNamespaces(d) {
+    if (state.ns) return; // the filtered view lists only one namespace
+    var sel = $("ns-select");
+    var have = {};
+    for (var i = 1; i < sel.options.length; i++) have[sel.options[i].value] = true;
+    (d.namespaces || []).forEach(function (n) {
+      if (!have[n.namespace] && n.namespace.charAt(0) !== "_") {
+        var o = document.createElement("option");
+        o.value = o.textContent = n.namespace;
+        sel.appendChild(o);
+      }
+    });
+  }
+
+  function renderNSTable(d) {
+    var rows = [];
+    (d.namespaces || []).forEach(function (n) {
+      var bs = n.backends || [];
+      rows.push('<tr class="ns-row" data-ns="' + esc(n.namespace) + '"><td>' + esc(n.namespace) + "</td><td>" +
+        (bs.length === 1 ? esc(bs[0].backend) : "all (" + bs.length + ")") + "</td>" + cells(n) + "</tr>");
+      if (bs.length > 1) bs.forEach(function (b) {
+        rows.push('<tr class="sub" data-ns="' + esc(n.namespace) + '" data-backend="' + esc(b.backend) + '"><td></td><td>' + esc(b.backend) + "</td>" + cells(b) + "</tr>");
+      });
+    });
+    $("ns-table").tBodies[0].innerHTML = rows.length ? rows.join("") :
+      '<tr><td colspan="9" class="none">No lookups yet.</td></tr>';
+  }
+  function cells(c) {
+    return '<td class="num">' + num(c.lookups) + '</td><td class="num">' + num(c.hits) + '</td><td class="num">' + num(c.misses) +
+      "</td><td>" + rateCell(c.hit_rate, c.lookups) + '</td><td class="num">' + dur(c.compile_seconds_saved) +
+      '</td><td class="num">' + bytes(c.bytes_out) + '</td><td class="num">' + num(c.writes) + "</td>";
+  }
+
+  function renderRuns(runs) {
+    $("runs-table").tBodies[0].innerHTML = runs.length ? runs.map(function (r) {
+      return '<tr data-run="' + esc(r.run) + '"><td>' + esc(r.run) + "</td><td>" + esc((r.namespaces || []).join(", ")) +
+        '</td><td class="num">' + num(r.lookups) + '</td><td class="num">' + num(r.hits) + "</td><td>" + rateCell(r.hit_rate, r.lookups) +
+        '</td><td class="num" title="' + esc(r.compile_seconds_saved) + ' s">' + dur(r.compile_seconds_saved) + "</td><td>" + esc(ago(r.last_seen)) + "</td></tr>";
+    }).join("") : '<tr><td colspan="7" class="none">No run ids seen yet. Set CACHESVC_RUN (or the X-Cachesvc-Run header) to compare the runs of a sweep.</td></tr>';
+  }
+
+  function renderTop(es) {
+    $("top-table").tBodies[0].innerHTML = es.length ? es.map(function (e) {
+      return '<tr data-key="' + esc(e.key) + '"><td class="name" title="' + esc(e.key) + '">' + (e.name ? esc(e.name) + " " : "") +
+        '<span class="mono">' + esc(e.key.slice(0, 12)) + "…</span></td><td>" + esc(e.namespace) + '</td><td class="num">' + dur(e.compile_seconds) +
+        '</td><td class="num">' + num(e.hits) + '</td><td class="num">' + dur(e.seconds_saved) + "</td></tr>";
+    }).join("") : '<tr><td colspan="5" class="none">No hits yet.</td></tr>';
+  }
+
+  function renderReasons(rs) {
+    var total = rs.reduce(function (a, r) { return a + r.count; }, 0);
+    $("reasons").innerHTML = rs.length ? rs.map(function (r) {
+      return '<div class="reason" data-reason="' + esc(r.reason) + '"><span class="label" title="' + esc(r.reason) + '">' + esc(r.label) +
+        '</span><span class="bar"><i style="width:' + (100 * r.count / total).toFixed(1) + '%"></i></span><span class="count">' + num(r.count) + "</span></div>";
+    }).join("") : '<div class="none">No explained misses yet. Lookups by signature (POST /v1/{ns}/lookup) explain every miss.</div>';
+  }
+
+  function renderMisses(ms) {
+    $("recent-misses").innerHTML = ms.length ? ms.slice(0, 30).map(function (m) {
+      var ex = m.explanation || {};
+      var near = (ex.nearest && ex.nearest[0]) || null;
+      var diffs = near ? near.diffs.slice(0, 4).map(function (df) {
+        return "<div><b>" + esc(df.component) + "</b>: " + esc(df.want || "∅") + " → stored " + esc(df.have || "∅") + "</div>";
+      }).join("") : "";
+      return '<div class="miss" data-reason="' + esc(ex.reason) + '"><div class="head"><span class="tag">' + esc(labelOf(ex.reason)) + "</span><span>" +
+        esc(m.display_name || m.key.slice(0, 16)) + '</span><span class="mono">' + esc(m.namespace) + " · " + esc(m.backend) + '</span><span class="when">' + esc(ago(m.time)) +
+        '</span></div><div class="summary">' + esc(ex.summary || "") + '</div><div class="diffs">' + diffs + "</div></div>";
+    }).join("") : '<div class="none">No misses recorded.</div>';
+  }
+  function labelOf(reason) {
+    if (!reason) return "unexplained";
+    return reason.split("+").join(", ").replace(/_/g, " ");
+  }
+
+  // ---- charts -------------------------------------------------------------
+
+  var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
+
+  function chartSize(el) {
+    return { width: Math.max(200, el.clientWidth), height: Math.max(120, el.clientHeight - 34) };
+  }
+
+  // draw creates or updates the chart in element id; it recreates it when
+  // the set of series changes.
+  function draw(id, names, data, fmt, opts) {
+    var el = $(id);
+    var sig = names.join("|");
+    var c = state.charts[id];
+    if (c && c.sig === sig) { c.u.setData(data); return; }
+    if (c) { c.u.destroy(); }
+    el.innerHTML = "";
+    var series = [{}].concat(names.map(function (n, i) {
+      var s = { label: n, stroke: (opts && opts.colors && opts.colors[i]) || PALETTE[i % PALETTE.length], width: i === 0 ? 2.2 : 1.4,
+        spanGaps: true, points: { size: 4 }, value: function (u, v) { return v == null ? "–" : fmt(v); } };
+      if (opts && opts.dash && opts.dash[i]) s.dash = [6, 4];
+      if (opts && opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
+      return s;
+    }));
+    var size = chartSize(el);
+    var u = new uPlot({
+      width: size.width, height: size.height, series: series,
+      cursor: { points: { size: 6 } },
+      scales: { x: { time: true }, y: (opts && opts.y) || { auto: true } },
+      axes: [Object.assign({}, AXIS), Object.assign({ size: 64, values: function (u, vs) { return vs.map(fmt); } }, AXIS)],
+      legend: { live: true },
+    }, data, el);
+    state.charts[id] = { u: u, sig: sig };
+  }
+
+  function renderCharts(s, store) {
+    var t = s.t;
+    // Hit rate: overall, then per namespace (unfiltered view), then per backend.
+    var names = ["overall"], data = [t, s.total.hit_rate], dash = [false];
+    Object.keys(s.namespaces || {}).sort().forEach(function (ns) { names.push("ns " + ns); data.push(s.namespaces[ns].hit_rate); dash.push(false); });
+    var bks = Object.keys(s.backends || {}).sort();
+    if (bks.length > 1 || state.ns) bks.forEach(function (b) { names.push("backend " + b); data.push(s.backends[b].hit_rate); dash.push(true); });
+    draw("chart-hit-rate", names, data, function (v) { return (100 * v).toFixed(0) + "%"; }, { y: { range: [0, 1] }, dash: dash });
+
+    draw("chart-lookups", ["lookups", "hits", "misses"], [t, s.total.lookups, s.total.hits, s.total.misses], function (v) { return num(Math.round(v)); },
+      { colors: ["#4cc2ff", "#3fcf8e", "#ff6b6b"], fill: true });
+
+    var cum = [], acc = 0;
+    s.total.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
+    draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; }, { colors: ["#3fcf8e"], fill: true });
+
+    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"] });
+
+    // Store size: carry the last sample forward; the limit is a flat line.
+    var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
+    var ev = s.store_evictions;
+    var limit = t.map(function () { return store.max_bytes || null; });
+    if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
+    draw("chart-store", ["store size", "limit"], [t, size, limit], bytes, { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true });
+    void ev;
+  }
+
+  function resizeCharts() {
+    Object.keys(state.charts).forEach(function (id) {
+      state.charts[id].u.setSize(chartSize($(id)));
+    });
+  }
+
+  // ---- wiring -------------------------------------------------------------
+
+  function restart() {
+    if (state.timer) clearInterval(state.timer);
+    refresh();
+    state.timer = setInterval(refresh, REFRESH_MS);
+  }
+
+  function init() {
+    var params = new URLSearchParams(location.search);
+    if (params.get("ns")) {
+      state.ns = params.get("ns");
+      var o = document.createElement("option");
+      o.value = o.textContent = state.ns;
+      $("ns-select").appendChild(o);
+      $("ns-select").value = state.ns;
+    }
+    if (params.get("range") && STEPS[params.get("range")]) { state.range = params.get("range"); $("range-select").value = state.range; }
+    Array.prototype.forEach.call(document.querySelectorAll(".server-url"), function (e) { e.textContent = location.origin; });
+    $("ns-select").addEventListener("change", function (e) { state.ns = e.target.value; syncURL(); restart(); });
+    $("range-select").addEventListener("change", function (e) { state.range = e.target.value; syncURL(); restart(); });
+    var pending = null;
+    window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(resizeCharts, 100); });
+    restart();
+  }
+  function syncURL() {
+    var p = new URLSearchParams();
+    if (state.ns) p.set("ns", state.ns);
+    if (state.range !== "6h") p.set("range", state.range);
+    history.replaceState(null, "", location.pathname + (p.toString() ? "?" + p : ""));
+  }
+
+  window.cachesvcDashboard = { refresh: refresh, state: state };
+  init();
+})();
