@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cachesvc/cachesvc/jaxcache"
+	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
+)
+
+const agentSummary = `Watch a JAX cache directory written by stock JAX (jax_compilation_cache_dir)
+and upload each new entry once it is complete, under JAX's own key (passthrough
+backend, the JAX key as the entry's name). With --warm-run, first fill the
+directory from that run's manifest. Restart-safe: what was uploaded is kept
+in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM.`
+
+func runAgent(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("agent", agentSummary, sio)
+	var cf clientFlags
+	cf.register(fs)
+	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
+	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
+	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")
+	interval := fs.Duration("interval", time.Second, "poll `interval`")
+	state := fs.String("state-file", "", "`path` of the state file (default <dir>/.cachesvc-agent.json)")
+	once := fs.Bool("once", false, "poll twice (one interval apart), upload what is complete, and exit")
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	if *dir == "" {
+		return usagef("--jax-cache-dir is required")
+	}
+	if *interval < 10*time.Millisecond {
+		return usagef("--interval must be at least 10ms, got %s", *interval)
+	}
+	cl, err := cf.client(*run)
+	if err != nil {
+		return err
+	}
+	d, err := jaxcache.Open(*dir)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(sio.Stderr, nil))
+	a, err := jaxsync.NewAgent(jaxsync.AgentConfig{Client: cl, Namespace: cf.NS, Dir: d, StatePath: *state, Interval: *interval, Logger: log})
+	if err != nil {
+		return err
+	}
+	if *warmRun != "" {
+		wcl, err := cf.client("")
+		if err != nil {
+			return err
+		}
+		res, err := warmDir(ctx, wcl, cf.NS, d, *warmRun, "", jaxsync.DefaultChunkSize, sio, log)
+		if err != nil {
+			return fmt.Errorf("pre-warm: %w", err)
+		}
+		fmt.Fprintln(sio.Stdout, res)
+		if err := a.MarkPresent(); err != nil {
+			return fmt.Errorf("pre-warm: %w", err)
+		}
+	}
+	log.Info("agent watching", "dir", d.Path(), "namespace", cf.NS, "server", cf.Server, "run", *run, "already_uploaded", a.Uploaded())
+	if *once {
+		var total jaxsync.AgentStats
+		for i := 0; i < 2; i++ {
+			if i > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(*interval):
+				}
+			}
+			st, err := a.Poll(ctx)
+			if err != nil {
+				return err
+			}
+			total.Uploaded += st.Uploaded
+			total.Failed = st.Failed
+			total.Pending = st.Pending
+		}
+		fmt.Fprintf(sio.Stdout, "agent: %d uploaded, %d pending, %d failed\n", total.Uploaded, total.Pending, total.Failed)
+		if total.Failed > 0 {
+			return fmt.Errorf("%d uploads failed", total.Failed)
+		}
+		return nil
+	}
+	return a.Run(ctx)
+}

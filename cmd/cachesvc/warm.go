@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/jaxcache"
+	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
+)
+
+const warmSummary = `Fetch the entries a run used (from the server's run manifest, or from a
+manifest file) with batch requests, and write them into a JAX cache directory
+in JAX's own layout (<jax key>-cache and -atime), atomically, skipping entries
+already there. Stock JAX pointed at the directory (jax_compilation_cache_dir)
+then hits with no client code. Only entries whose name is a JAX cache key
+(uploaded by 'cachesvc agent' or a client in jax-key mode) can be written.`
+
+// clientFlags are the flags shared by the commands that talk to a server.
+type clientFlags struct {
+	Server string
+	NS     string
+	Token  string
+}
+
+func (c *clientFlags) register(fsSet interface {
+	StringVar(*string, string, string, string)
+}) {
+	fsSet.StringVar(&c.Server, "server", "", "cachesvc server `URL`, e.g. http://cache:8080 (required)")
+	fsSet.StringVar(&c.NS, "ns", "default", "`namespace`")
+	fsSet.StringVar(&c.Token, "token", "", "bearer `token` for the server, if it requires one")
+}
+
+func (c *clientFlags) client(run string) (*client.Client, error) {
+	if c.Server == "" {
+		return nil, usagef("--server is required")
+	}
+	cl, err := client.New(client.Config{BaseURL: c.Server, Token: c.Token, Run: run})
+	if err != nil {
+		return nil, usagef("%s", err)
+	}
+	return cl, nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func runWarm(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("warm", warmSummary, sio)
+	var cf clientFlags
+	cf.register(fs)
+	run := fs.String("run", "", "warm from this `run`'s manifest on the server")
+	manifest := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
+	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
+	chunk := fs.Int("chunk-size", jaxsync.DefaultChunkSize, "keys per batch request (at most 10000)")
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	if (*run == "") == (*manifest == "") {
+		return usagef("give exactly one of --run or --manifest")
+	}
+	if *dir == "" {
+		return usagef("--jax-cache-dir is required")
+	}
+	if *chunk <= 0 || *chunk > jaxsync.MaxChunkSize {
+		return usagef("--chunk-size must be 1 to %d, got %d", jaxsync.MaxChunkSize, *chunk)
+	}
+	cl, err := cf.client("")
+	if err != nil {
+		return err
+	}
+	d, err := jaxcache.Open(*dir)
+	if err != nil {
+		return err
+	}
+	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifest, *chunk, sio, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(sio.Stdout, res)
+	return nil
+}
+
+// warmDir loads the entries to warm and runs jaxsync.Warm with a progress
+// bar when stderr is a terminal.
+func warmDir(ctx context.Context, cl *client.Client, ns string, d *jaxcache.Dir, run, manifestFile string, chunk int, sio stdio, log *slog.Logger) (jaxsync.WarmResult, error) {
+	var wants []jaxsync.Want
+	if manifestFile != "" {
+		w, err := jaxsync.ReadManifestFile(manifestFile)
+		if err != nil {
+			return jaxsync.WarmResult{}, err
+		}
+		wants = w
+	} else {
+		m, err := cl.Manifest(ctx, ns, run)
+		if err != nil {
+			return jaxsync.WarmResult{}, fmt.Errorf("fetch manifest of run %q: %w", run, err)
+		}
+		if m.Truncated {
+			fmt.Fprintf(sio.Stderr, "cachesvc warm: run %q's manifest was truncated by the server's bounds; warming the %d keys it kept\n", run, len(m.Keys))
+		}
+		wants = jaxsync.FromManifest(m)
+	}
+	cfg := jaxsync.WarmConfig{Client: cl, Namespace: ns, Dir: d, Entries: wants, ChunkSize: chunk, Logger: log}
+	var bar *progressbar.ProgressBar
+	if isTerminal(sio.Stderr) {
+		bar = progressbar.NewOptions(len(wants),
+			progressbar.OptionSetWriter(sio.Stderr),
+			progressbar.OptionSetDescription("warming "+d.Path()),
+			progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		cfg.Progress = func(done, total int, _ int64) {
+			bar.ChangeMax(total)
+			_ = bar.Set(done)
+		}
+	}
+	res, err := jaxsync.Warm(ctx, cfg)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return res, err
+}

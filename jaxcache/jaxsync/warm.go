@@ -1,0 +1,232 @@
+// Package jaxsync moves entries between a cachesvc server and a local JAX
+// cache directory: Warm fills the directory from a run manifest with batch
+// requests; Agent watches a directory written by stock JAX and uploads each
+// complete new entry.
+//
+// # Naming
+//
+// Entries that stock JAX can use are stored under JAX's own cache key through
+// the passthrough backend: the server key is the key of the signature
+// {"backend": "passthrough", "kind": "jax", "key": "<JAX key>"}, which is a
+// hash and cannot be turned back into the JAX key. JAX needs the file name
+// "<JAX key>-cache", so the JAX key travels as the entry's display name
+// (X-Cachesvc-Name, stored in the entry's metadata): the agent sets it on
+// upload, the batch stream returns it in each member's CACHESVC.name PAX
+// record, and run manifests list it. Warm writes only members whose name is
+// a JAX cache key ("<module>-<64 hex>"); others (entries stored through the
+// xla backend, or written without the name) are counted as unnamed and
+// skipped.
+package jaxsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/jaxcache"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// Batch sizes for Warm.
+const (
+	DefaultChunkSize = 500
+	// MaxChunkSize is the server's per-request key limit.
+	MaxChunkSize = 10_000
+)
+
+// ErrBadManifest means a manifest file is not usable.
+var ErrBadManifest = errors.New("bad manifest")
+
+// Want is one entry to warm: a server key, and its JAX key when known.
+type Want struct {
+	Key  string `json:"key"`
+	Name string `json:"name,omitempty"`
+}
+
+// WarmConfig configures Warm.
+type WarmConfig struct {
+	Client    *client.Client
+	Namespace string
+	Dir       *jaxcache.Dir
+	Entries   []Want
+	// ChunkSize is the number of keys per batch request (DefaultChunkSize
+	// when 0, at most MaxChunkSize).
+	ChunkSize int
+	// Progress, when set, is called after each entry is handled, with the
+	// number handled so far, the total, and the bytes written so far.
+	Progress func(done, total int, bytes int64)
+	Logger   *slog.Logger
+}
+
+// WarmResult counts what Warm did.
+type WarmResult struct {
+	Requested int   `json:"requested"`
+	Written   int   `json:"written"`
+	Present   int   `json:"present"`
+	Missing   int   `json:"missing"`
+	Unnamed   int   `json:"unnamed"`
+	Bytes     int64 `json:"bytes"`
+	// Seconds is the wall time of the whole warm.
+	Seconds float64 `json:"seconds"`
+}
+
+// String is the one-line summary printed when no progress bar is shown.
+func (r WarmResult) String() string {
+	return fmt.Sprintf("warm: %d requested, %d written (%d bytes), %d already present, %d missing on the server, %d without a JAX key name, in %.2fs",
+		r.Requested, r.Written, r.Bytes, r.Present, r.Missing, r.Unnamed, r.Seconds)
+}
+
+// Warm fetches cfg.Entries with batch requests and writes them into cfg.Dir
+// in JAX's layout, atomically, skipping entries already present (by name
+// before fetching when the name is known, by the member's name otherwise).
+// Each member's SHA-256 is checked before its file becomes visible.
+//
+// # Errors
+// A failed or broken batch stream ends the warm with an error; what was
+// written before stays (every file is whole).
+func Warm(ctx context.Context, cfg WarmConfig) (WarmResult, error) {
+	start := time.Now()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	chunk := cfg.ChunkSize
+	if chunk <= 0 {
+		chunk = DefaultChunkSize
+	}
+	chunk = min(chunk, MaxChunkSize)
+	var res WarmResult
+	seen := make(map[string]bool, len(cfg.Entries))
+	var keys []string
+	done := 0
+	progress := func() {
+		done++
+		if cfg.Progress != nil {
+			cfg.Progress(done, res.Requested, res.Bytes)
+		}
+	}
+	for _, w := range cfg.Entries {
+		if seen[w.Key] {
+			continue
+		}
+		seen[w.Key] = true
+		res.Requested++
+		if w.Name != "" && jaxcache.ValidateName(w.Name) == nil && cfg.Dir.Has(w.Name) {
+			res.Present++
+			continue
+		}
+		keys = append(keys, w.Key)
+	}
+	done = res.Present
+	if cfg.Progress != nil {
+		cfg.Progress(done, res.Requested, 0)
+	}
+	for i := 0; i < len(keys); i += chunk {
+		part := keys[i:min(i+chunk, len(keys))]
+		missing, err := cfg.Client.Batch(ctx, cfg.Namespace, part, func(m client.Member, r io.Reader) error {
+			defer progress()
+			if jaxcache.ValidateName(m.Name) != nil {
+				res.Unnamed++
+				log.Debug("warm: skipping entry without a JAX key name", "namespace", cfg.Namespace, "key", m.Key, "name", m.Name)
+				return nil
+			}
+			written, err := cfg.Dir.Write(m.Name, r, m.SHA256, time.Now())
+			if err != nil {
+				return fmt.Errorf("write %s: %w", m.Name, err)
+			}
+			if written {
+				res.Written++
+				res.Bytes += m.Size
+			} else {
+				res.Present++
+			}
+			return nil
+		})
+		if err != nil {
+			res.Seconds = time.Since(start).Seconds()
+			return res, fmt.Errorf("warm batch of %d keys: %w", len(part), err)
+		}
+		res.Missing += len(missing)
+		for range missing {
+			progress()
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	log.Info("warm done", "namespace", cfg.Namespace, "dir", cfg.Dir.Path(), "requested", res.Requested,
+		"written", res.Written, "present", res.Present, "missing", res.Missing, "unnamed", res.Unnamed, "bytes", res.Bytes)
+	return res, nil
+}
+
+// FromManifest turns a server manifest into the entries to warm.
+func FromManifest(m client.Manifest) []Want {
+	out := make([]Want, 0, len(m.Keys))
+	for _, k := range m.Keys {
+		out = append(out, Want{Key: k.Key, Name: k.Name})
+	}
+	return out
+}
+
+// ReadManifestFile reads a manifest file: the JSON of GET
+// /v1/{ns}/runs/{run}/manifest ({"keys": [{"key", "name"}, ...]}), or
+// {"keys": ["<key>", ...]}, or a bare JSON array of either form.
+//
+// # Errors
+//   - ErrBadManifest (wrapped, naming the file and the bad element) for
+//     unreadable JSON, no keys, or a key that is not 64 lowercase hex.
+func ReadManifestFile(path string) ([]Want, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	var raw json.RawMessage = data
+	var obj struct {
+		Keys json.RawMessage `json:"keys"`
+	}
+	if len(data) > 0 && firstNonSpace(data) == '{' {
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return nil, fmt.Errorf("%w %s: not valid JSON: %w", ErrBadManifest, path, err)
+		}
+		if obj.Keys == nil {
+			return nil, fmt.Errorf(`%w %s: no "keys" field; expected the output of GET /v1/{ns}/runs/{run}/manifest or {"keys": [...]}`, ErrBadManifest, path)
+		}
+		raw = obj.Keys
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, fmt.Errorf(`%w %s: "keys" must be a JSON array of keys or of {"key", "name"} objects: %w`, ErrBadManifest, path, err)
+	}
+	if len(elems) == 0 {
+		return nil, fmt.Errorf("%w %s: the manifest lists no keys", ErrBadManifest, path)
+	}
+	out := make([]Want, 0, len(elems))
+	for i, e := range elems {
+		var w Want
+		if firstNonSpace(e) == '"' {
+			if err := json.Unmarshal(e, &w.Key); err != nil {
+				return nil, fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
+			}
+		} else if err := json.Unmarshal(e, &w); err != nil {
+			return nil, fmt.Errorf(`%w %s: keys[%d] must be a key string or a {"key", "name"} object: %w`, ErrBadManifest, path, i, err)
+		}
+		if _, err := store.ParseKey(w.Key); err != nil {
+			return nil, fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func firstNonSpace(b []byte) byte {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
