@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -128,7 +129,10 @@ func (c Config) badgerOptions() badger.Options {
 		WithValueThreshold(c.ValueThreshold).
 		WithMemTableSize(c.MemTableSize).
 		WithNumMemtables(2).
-		WithNumLevelZeroTables(2).
+		// One L0 table is enough to trigger compaction into the lower
+		// levels, which is where Badger learns which value-log bytes are
+		// garbage (see maintain).
+		WithNumLevelZeroTables(1).
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
 		WithValueLogFileSize(c.ValueLogFileSize).
@@ -165,6 +169,8 @@ type Badger struct {
 
 	// orphanChunks counts chunks collected at Open (for tests and logs).
 	orphanChunks int
+	// garbageChunks counts chunks deleted since the last maintenance pass.
+	garbageChunks atomic.Int64
 }
 
 var _ Store = (*Badger)(nil)
@@ -305,6 +311,7 @@ func (s *Badger) recover() error {
 		return fmt.Errorf("collect orphan chunks: %w", err)
 	}
 	s.orphanChunks = len(orphans)
+	s.garbageChunks.Add(int64(len(orphans)))
 	s.acct.load(loaded)
 	return nil
 }
@@ -344,6 +351,7 @@ func (s *Badger) purgeChunks(u uploadID, n uint32) {
 		}
 		keys = keys[:0]
 	}
+	s.garbageChunks.Add(int64(n))
 	for i := uint32(0); i < n; i++ {
 		keys = append(keys, chunkKey(u, i))
 		if len(keys) == cap(keys) {
@@ -582,7 +590,12 @@ func (s *Badger) flushLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.flushAccess(); err != nil {
+			if s.enter() != nil {
+				return
+			}
+			err := s.flushAccess()
+			s.leave()
+			if err != nil {
 				s.log.Warn("flush access times failed", "err", err)
 			}
 		}
@@ -590,6 +603,7 @@ func (s *Badger) flushLoop() {
 }
 
 // flushAccess writes batched access times and hit counts to the metadata.
+// The caller holds closeMu shared, or is Close after every operation ended.
 func (s *Badger) flushAccess() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -655,7 +669,7 @@ func (s *Badger) gcLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.runGC()
+			s.maintain()
 		}
 	}
 }
@@ -679,9 +693,77 @@ func (s *Badger) runGC() int {
 	}
 }
 
-// CollectGarbage runs Badger's value-log GC now (it also runs every
-// Config.GCInterval) and returns how many value-log files it rewrote.
-func (s *Badger) CollectGarbage() int { return s.runGC() }
+// CollectGarbage returns the disk space of deleted and evicted blobs now
+// (it also runs every Config.GCInterval) and reports how many value-log files
+// it rewrote.
+func (s *Badger) CollectGarbage() int { return s.maintain() }
+
+// maintain makes deleted chunks' value-log space reclaimable and reclaims it.
+//
+// Badger's value-log GC only rewrites files that its discard statistics say
+// are mostly garbage, and it learns that only when compaction drops the old
+// versions of deleted keys. Chunk keys are tiny (their values live in the
+// value log), so the memtable holding their tombstones could take hundreds of
+// gigabytes of writes to fill and flush. So when chunks were deleted since
+// the last pass, maintain pauses operations for a moment (closeMu), flushes
+// the memtables (DropPrefix of a marker key does exactly that), lets the
+// compactors push the new L0 table down (one L0 table triggers it), then runs
+// value-log GC until nothing is left to rewrite.
+func (s *Badger) maintain() int {
+	if s.garbageChunks.Swap(0) > 0 {
+		if err := s.flushMemtables(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return 0
+			}
+			s.log.Warn("flush memtables for gc failed", "err", err)
+		}
+		s.waitL0Compacted(10 * time.Second)
+	}
+	return s.runGC()
+}
+
+// flushKey is written and dropped to make Badger flush its memtables.
+var flushKey = []byte("x/flush")
+
+func (s *Badger) flushMemtables() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, nil) }); err != nil {
+		return fmt.Errorf("write flush marker: %w", err)
+	}
+	if err := s.db.DropPrefix(flushKey); err != nil {
+		return fmt.Errorf("flush memtables: %w", err)
+	}
+	return nil
+}
+
+// waitL0Compacted waits until level 0 is empty or the timeout passes.
+func (s *Badger) waitL0Compacted(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if s.enter() != nil {
+			return
+		}
+		l0 := 0
+		for _, l := range s.db.Levels() {
+			if l.Level == 0 {
+				l0 = l.NumTables
+			}
+		}
+		s.leave()
+		if l0 == 0 {
+			return
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // badgerLogger sends Badger's logs to slog; Badger's chatty info messages go
 // to debug level.

@@ -361,3 +361,8 @@ func TestAccessFlushedInBatches(t *testing.T) {
 		t.Fatalf("Stat after flush: hits %d, want 5 (not double-counted)", st.Hits)
 	}
 }
+
+func readAllCloser(rc io.ReadCloser) ([]byte, error) {
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
