@@ -1,0 +1,211 @@
+package xlacanon
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// hloTables are the module-level debug tables of newer HLO text; each is a
+// keyword line followed by numbered rows, and the whole block is removed.
+var hloTables = [...]string{"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+
+// canonHLO appends the canonical form of the HLO text src to dst and returns
+// it with the HloModule name (the display name).
+func canonHLO(dst, src []byte) ([]byte, string, error) {
+	e := emitter{src: src, out: dst}
+	base := len(dst)
+	var name string
+	pats := [...]lazyPattern{{pat: "metadata="}, {pat: "stack_frame_id="}, {pat: "HloModule"}}
+	const (
+		pMeta = iota
+		pFrame
+		pHeader
+	)
+	n := len(src)
+	lim := 0
+	refresh := func(i int) {
+		lim = n
+		for k := range pats {
+			pats[k].refresh(src, i)
+			if pats[k].next < lim {
+				lim = pats[k].next
+			}
+		}
+	}
+	refresh(0)
+	i := 0
+	for i < n {
+		for i < lim {
+			c := src[i]
+			if hloClass[c] == cPlain {
+				i++
+				continue
+			}
+			if c == ' ' && i > e.start && i+1 < n && spaceBeforeOK[src[i+1]] && spaceAfterOK[src[i-1]] {
+				i++
+				continue
+			}
+			break
+		}
+		if i >= n {
+			break
+		}
+		if i == lim {
+			switch {
+			case pats[pMeta].next == i:
+				body := i + len("metadata=")
+				if !tokenStart(src, i) || body >= n || src[body] != '{' {
+					i++
+					break
+				}
+				end := skipBalanced(src, body, '{', '}')
+				if end < 0 {
+					return nil, "", fmt.Errorf("%w: unbalanced metadata={ at byte %d", ErrModule, i)
+				}
+				e.drop(i, end, true)
+				i = end
+			case pats[pFrame].next == i:
+				j := i + len("stack_frame_id=")
+				k := j
+				for k < n && isDigit(src[k]) {
+					k++
+				}
+				if !tokenStart(src, i) || k == j || !tokenEnd(src, k) {
+					i++
+					break
+				}
+				e.drop(i, k, true)
+				i = k
+			case pats[pHeader].next == i:
+				j := i + len("HloModule")
+				if !tokenStart(src, i) || j >= n || !isSpace(src[j]) {
+					i++
+					break
+				}
+				pats[pHeader].off = true
+				e.flush(i)
+				if hasByte(e.out[base:], '{') {
+					i = j
+					break
+				}
+				k := skipSpace(src, j)
+				m := k
+				for m < n && identChar[src[m]] {
+					m++
+				}
+				if m == k {
+					i = j
+					break
+				}
+				name = string(src[k:m])
+				if name == anonHLO {
+					name = ""
+				}
+				e.flush(j)
+				e.pending = true
+				e.emit(anonHLO)
+				e.start = m
+				i = m
+			default:
+				i++
+			}
+			refresh(i)
+			continue
+		}
+		switch hloClass[src[i]] {
+		case cSpace:
+			e.flush(i)
+			e.pending = true
+			j := skipSpace(src, i)
+			if hasByte(src[i:j], '\n') {
+				// A new line: the debug tables start only here.
+				j = tablesEnd(src, j)
+			}
+			i = j
+			e.start = i
+		case cQuote:
+			end := skipString(src, i)
+			if end < 0 {
+				return nil, "", fmt.Errorf("%w: unterminated string at byte %d", ErrModule, i)
+			}
+			i = end
+		case cSlash:
+			switch {
+			case i+1 < n && src[i+1] == '/':
+				end := lineEnd(src, i)
+				e.drop(i, end, false)
+				i = end
+			case i+1 < n && src[i+1] == '*':
+				k := bytes.Index(src[i+2:], []byte("*/"))
+				if k < 0 {
+					return nil, "", fmt.Errorf("%w: unterminated /* comment at byte %d", ErrModule, i)
+				}
+				end := i + 2 + k + 2
+				e.drop(i, end, false)
+				i = end
+			default:
+				i++
+			}
+		default:
+			i++
+		}
+		if i > lim {
+			refresh(i)
+		}
+	}
+	e.flush(n)
+	e.trimSpace()
+	return e.out, name, nil
+}
+
+// anonHLO replaces the HloModule name in canonical text (HLO requires one).
+const anonHLO = "_"
+
+// tablesEnd returns the end of a block of HLO debug tables starting at
+// src[i] (FileNames, FunctionNames, FileLocations, StackFrames, each followed
+// by rows that start with a number), or i if none starts there.
+func tablesEnd(src []byte, i int) int {
+	end := i
+	for {
+		j := skipSpace(src, end)
+		if !isTableKeyword(src, j) {
+			return end
+		}
+		end = lineEndStrings(src, j)
+		for {
+			k := skipSpace(src, end)
+			if k >= len(src) || !isDigit(src[k]) {
+				break
+			}
+			end = lineEndStrings(src, k)
+		}
+	}
+}
+
+func isTableKeyword(src []byte, j int) bool {
+	for _, kw := range hloTables {
+		if hasPrefixAt(src, j, kw) {
+			k := j + len(kw)
+			return k == len(src) || isSpace(src[k])
+		}
+	}
+	return false
+}
+
+// lineEndStrings returns the index of the newline ending the line at i,
+// skipping string literals (which may contain escaped quotes), or len(src).
+func lineEndStrings(src []byte, i int) int {
+	for j := i; j < len(src); j++ {
+		switch src[j] {
+		case '\n':
+			return j
+		case '"':
+			k := skipString(src, j)
+			if k < 0 {
+				return len(src)
+			}
+			j = k - 1
+		}
+	}
+	return len(src)
+}

@@ -1,0 +1,212 @@
+package xlacanon
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jreader is a minimal JSON reader for the signature's top-level object. It
+// decodes strings in bulk (bytes.IndexByte to the next quote or backslash),
+// because the module string dominates the input and encoding/json's
+// byte-at-a-time scanner is ten times slower under wasm.
+type jreader struct {
+	b []byte
+	i int
+}
+
+func (r *jreader) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s (at byte %d)", ErrSignature, fmt.Sprintf(format, args...), r.i)
+}
+
+func (r *jreader) ws() {
+	for r.i < len(r.b) && isSpace(r.b[r.i]) {
+		r.i++
+	}
+}
+
+func (r *jreader) peek() byte {
+	if r.i < len(r.b) {
+		return r.b[r.i]
+	}
+	return 0
+}
+
+// null consumes a JSON null if one is next.
+func (r *jreader) null() bool {
+	if hasPrefixAt(r.b, r.i, "null") {
+		r.i += 4
+		return true
+	}
+	return false
+}
+
+// str decodes the JSON string at the reader into dst (appended).
+func (r *jreader) str(dst []byte) ([]byte, error) {
+	if r.peek() != '"' {
+		return dst, r.errorf("expected a JSON string")
+	}
+	b := r.b
+	i := r.i + 1
+	q := -1
+	for {
+		if q < i {
+			k := bytes.IndexByte(b[i:], '"')
+			if k < 0 {
+				return dst, r.errorf("unterminated JSON string")
+			}
+			q = i + k
+		}
+		bs := bytes.IndexByte(b[i:q], '\\')
+		if bs < 0 {
+			dst = append(dst, b[i:q]...)
+			r.i = q + 1
+			return dst, nil
+		}
+		dst = append(dst, b[i:i+bs]...)
+		i += bs
+		if i+1 >= len(b) {
+			return dst, r.errorf("unterminated JSON string")
+		}
+		switch c := b[i+1]; c {
+		case '"', '\\', '/':
+			dst = append(dst, c)
+			i += 2
+		case 'b':
+			dst = append(dst, '\b')
+			i += 2
+		case 'f':
+			dst = append(dst, '\f')
+			i += 2
+		case 'n':
+			dst = append(dst, '\n')
+			i += 2
+		case 'r':
+			dst = append(dst, '\r')
+			i += 2
+		case 't':
+			dst = append(dst, '\t')
+			i += 2
+		case 'u':
+			v, ok := hex4(b, i+2)
+			if !ok {
+				r.i = i
+				return dst, r.errorf("bad \\u escape in JSON string")
+			}
+			i += 6
+			if utf16.IsSurrogate(rune(v)) {
+				w, ok := -1, false
+				if hasPrefixAt(b, i, `\u`) {
+					w, ok = hex4(b, i+2)
+				}
+				rr := utf16.DecodeRune(rune(v), rune(w))
+				if !ok || rr == utf8.RuneError {
+					r.i = i
+					return dst, r.errorf("unpaired surrogate in JSON string")
+				}
+				i += 6
+				dst = utf8.AppendRune(dst, rr)
+			} else {
+				dst = utf8.AppendRune(dst, rune(v))
+			}
+		default:
+			r.i = i
+			return dst, r.errorf("bad escape \\%c in JSON string", c)
+		}
+	}
+}
+
+func hex4(b []byte, i int) (int, bool) {
+	if len(b)-i < 4 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | int(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | int(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// raw returns the bytes of the JSON value at the reader without validating
+// its contents (callers validate with json.Compact).
+func (r *jreader) raw() ([]byte, error) {
+	start := r.i
+	switch r.peek() {
+	case '{', '[':
+		depth := 0
+		for r.i < len(r.b) {
+			switch r.b[r.i] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					r.i++
+					return r.b[start:r.i], nil
+				}
+			case '"':
+				end := skipString(r.b, r.i)
+				if end < 0 {
+					return nil, r.errorf("unterminated JSON string")
+				}
+				r.i = end - 1
+			}
+			r.i++
+		}
+		return nil, r.errorf("unterminated JSON value")
+	case '"':
+		end := skipString(r.b, r.i)
+		if end < 0 {
+			return nil, r.errorf("unterminated JSON string")
+		}
+		r.i = end
+		return r.b[start:end], nil
+	case 0:
+		return nil, r.errorf("expected a JSON value")
+	}
+	for r.i < len(r.b) && !isSpace(r.b[r.i]) && r.b[r.i] != ',' && r.b[r.i] != '}' && r.b[r.i] != ']' {
+		r.i++
+	}
+	return r.b[start:r.i], nil
+}
+
+// appendJSONString appends s as a JSON string literal. s must be valid UTF-8;
+// only '"', '\\' and control bytes are escaped, so the encoding is canonical.
+func appendJSONString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"

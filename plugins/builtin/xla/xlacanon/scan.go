@@ -1,0 +1,251 @@
+package xlacanon
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// Byte classes of the module scanners. Class 0 bytes are copied in bulk;
+// any other class stops the fast loop.
+const (
+	cPlain   = iota
+	cSpace   // ' ', '\t', '\n', '\r'
+	cQuote   // '"'
+	cSlash   // '/' (a comment may start)
+	cPercent // '%' (MLIR SSA value name)
+	cHash    // '#' (MLIR alias definition)
+	cParen   // '(' (MLIR: may end "loc(")
+)
+
+var (
+	mlirClass [256]uint8
+	hloClass  [256]uint8
+	identChar [256]bool // [A-Za-z0-9_$.-]: bytes that continue a name
+	wordChar  [256]bool // identChar plus sigils that glue to a name
+)
+
+func init() {
+	for _, c := range []byte(" \t\n\r") {
+		mlirClass[c] = cSpace
+		hloClass[c] = cSpace
+	}
+	mlirClass['"'] = cQuote
+	hloClass['"'] = cQuote
+	mlirClass['/'] = cSlash
+	hloClass['/'] = cSlash
+	mlirClass['%'] = cPercent
+	mlirClass['#'] = cHash
+	mlirClass['('] = cParen
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		if b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '$' || b == '.' || b == '-' {
+			identChar[c] = true
+			wordChar[c] = true
+		}
+	}
+	for _, c := range []byte("%@#^!") {
+		wordChar[c] = true
+	}
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		spaceBeforeOK[c] = !isSpace(b) && !noSpaceBefore(b)
+		spaceAfterOK[c] = !isSpace(b) && !noSpaceAfter(b)
+	}
+}
+
+// spaceBeforeOK[c] / spaceAfterOK[c]: a single space before / after byte c is
+// already canonical (c is not whitespace and not a bracket that absorbs it).
+var spaceBeforeOK, spaceAfterOK [256]bool
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// noSpaceAfter and noSpaceBefore say where a separator is never needed: the
+// lexers of MLIR and HLO ignore whitespace next to these brackets, so
+// re-wrapped text (a line broken after "(" or before ")") canonicalizes like
+// the original.
+func noSpaceAfter(c byte) bool  { return c == '(' || c == '[' || c == '{' }
+func noSpaceBefore(c byte) bool { return c == ')' || c == ']' || c == '}' || c == ',' }
+
+// skipString returns the index just past the string literal whose opening
+// quote is at s[i], or -1 if it is not terminated. A quote preceded by an odd
+// number of backslashes is escaped.
+func skipString(s []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(s[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		b := 0
+		for p := j - 1; p > i && s[p] == '\\'; p-- {
+			b++
+		}
+		if b%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// skipBalanced returns the index just past the bracket closing the one at
+// s[i] (open), counting only open/close outside string literals, or -1 if it
+// is not closed.
+func skipBalanced(s []byte, i int, open, close byte) int {
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch s[j] {
+		case open:
+			depth++
+		case close:
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		case '"':
+			k := skipString(s, j)
+			if k < 0 {
+				return -1
+			}
+			j = k - 1
+		}
+	}
+	return -1
+}
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(s []byte, i int) int {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i
+}
+
+// hasPrefixAt reports whether s[i:] starts with p.
+func hasPrefixAt(s []byte, i int, p string) bool {
+	return len(s)-i >= len(p) && string(s[i:i+len(p)]) == p
+}
+
+// tokenStart reports whether position i of s begins a token (the previous
+// byte cannot be part of the same name).
+func tokenStart(s []byte, i int) bool { return i == 0 || !wordChar[s[i-1]] }
+
+// tokenEnd reports whether position i of s ends a name.
+func tokenEnd(s []byte, i int) bool { return i >= len(s) || !identChar[s[i]] }
+
+// lazyPattern tracks the next occurrence of a literal in the source, so that
+// rare keywords are found with bytes.Index (vectorized) instead of by
+// inspecting every byte.
+type lazyPattern struct {
+	pat  string
+	next int  // index of the next occurrence at or after the last refresh; len(src) if none
+	off  bool // no more occurrences (or no longer wanted)
+	init bool // next has been computed once
+}
+
+func (p *lazyPattern) refresh(src []byte, i int) {
+	if p.off {
+		p.next = len(src)
+		return
+	}
+	if p.init && p.next >= i {
+		return
+	}
+	p.init = true
+	k := bytes.Index(src[i:], []byte(p.pat))
+	if k < 0 {
+		p.next = len(src)
+		p.off = true
+		return
+	}
+	p.next = i + k
+}
+
+// emitter builds the canonical text: it copies runs of unchanged source bytes
+// in bulk and collapses every run of insignificant whitespace (and every
+// removed construct) into at most one space.
+type emitter struct {
+	src     []byte
+	out     []byte
+	start   int  // start of the verbatim run not yet copied
+	pending bool // a separator is owed before the next output byte
+}
+
+// flush copies src[start:i] to the output and moves start to i.
+func (e *emitter) flush(i int) {
+	if i > e.start {
+		if e.pending {
+			e.sep(e.src[e.start])
+		}
+		e.out = append(e.out, e.src[e.start:i]...)
+	}
+	e.start = i
+}
+
+// sep settles a pending separator before an output byte c.
+func (e *emitter) sep(c byte) {
+	e.pending = false
+	if len(e.out) == 0 {
+		return
+	}
+	last := e.out[len(e.out)-1]
+	if last == ' ' || noSpaceAfter(last) || noSpaceBefore(c) {
+		return
+	}
+	e.out = append(e.out, ' ')
+}
+
+// emit appends a rewritten token.
+func (e *emitter) emit(s string) {
+	if e.pending {
+		e.sep(s[0])
+	}
+	e.out = append(e.out, s...)
+}
+
+// emitSSA appends "%" and the decimal n.
+func (e *emitter) emitSSA(n int) {
+	if e.pending {
+		e.sep('%')
+	}
+	e.out = append(e.out, '%')
+	e.out = strconv.AppendInt(e.out, int64(n), 10)
+}
+
+// trimSpace drops trailing separators from the output.
+func (e *emitter) trimSpace() {
+	for len(e.out) > 0 && e.out[len(e.out)-1] == ' ' {
+		e.out = e.out[:len(e.out)-1]
+	}
+}
+
+// lastNonSpace returns the last non-space byte the output would hold after
+// flushing up to i, or 0.
+func (e *emitter) lastNonSpace(i int) byte {
+	for p := i - 1; p >= e.start; p-- {
+		if !isSpace(e.src[p]) {
+			return e.src[p]
+		}
+	}
+	for p := len(e.out) - 1; p >= 0; p-- {
+		if e.out[p] != ' ' {
+			return e.out[p]
+		}
+	}
+	return 0
+}
+
+// drop removes src[p:end] together with the whitespace around it, leaving a
+// pending separator; if withComma, a preceding ',' (list separator of the
+// removed item) is dropped too.
+func (e *emitter) drop(p, end int, withComma bool) {
+	e.flush(p)
+	e.trimSpace()
+	if withComma && len(e.out) > 0 && e.out[len(e.out)-1] == ',' {
+		e.out = e.out[:len(e.out)-1]
+		e.trimSpace()
+	}
+	e.pending = true
+	e.start = end
+}

@@ -1,0 +1,132 @@
+package xlacanon
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestCanonMLIRUnits(t *testing.T) {
+	tests := []struct {
+		name, in, want, display string
+	}{
+		{"loc inside string kept", `module { %0 = "x.op"() {s = "loc(#loc1) // not a comment"} : () -> () loc(#loc1) }`,
+			`module {%0 = "x.op"() {s = "loc(#loc1) // not a comment"} : () -> ()}`, ""},
+		{"escaped quote in loc", `module { %a = x.y %b : t loc("a\"b)c"(#loc2)) }`, `module {%0 = x.y %1 : t}`, ""},
+		{"nested parens in loc", `module { return loc(callsite(fused["a", "b"] at loc("f":1:2 to :5))) }`, `module {return}`, ""},
+		{"loc alias lines", "#loc = loc(unknown)\n#loc12 = loc(\"x.py\":3:4)\nmodule @jit_f {\n} loc(#loc)\n#loc3 = loc(\"f\"(#loc12))\n",
+			`module {}`, "jit_f"},
+		{"loc-prefixed name is not a loc", `module { %0 = my.loc(%1) : t }`, `module {%0 = my.loc(%1) : t}`, ""},
+		{"comment removed", "// RUN: opt %s\nmodule @m { // trailing\n  %0 = a.b // c\n}\n", `module {%0 = a.b}`, "m"},
+		{"whitespace inside string kept", "module {  %0 = a.b  {s = \"a  \\t b\"}\r\n}", `module {%0 = a.b {s = "a  \t b"}}`, ""},
+		{"crlf and rewrapping", "module @x {\r\n  func.func @f(\r\n    %arg0: t,\r\n    %arg1: t\r\n  ) {\r\n  }\r\n}\r\n",
+			`module {func.func @f(%0: t, %1: t) {}}`, "x"},
+		{"result_info first", `func.func @m() -> (t {jax.result_info = "r", mhlo.sharding = "{replicated}"})`,
+			`func.func @m() -> (t {mhlo.sharding = "{replicated}"})`, ""},
+		{"result_info last", `func.func @m() -> (t {mhlo.sharding = "{replicated}", jax.result_info = "r"})`,
+			`func.func @m() -> (t {mhlo.sharding = "{replicated}"})`, ""},
+		{"result_info alone drops dict", `func.func @m(%arg0: t {jax.arg_info = "a"} loc("x"), %arg1: t) -> (t {jax.result_info = ""}) {`,
+			`func.func @m(%0: t, %1: t) -> (t) {`, ""},
+		{"result_info middle", `{a = 1, jax.result_info = "x", b = 2}`, `{a = 1, b = 2}`, ""},
+		{"result_info needs string value", `{jax.result_info = 3}`, `{jax.result_info = 3}`, ""},
+		{"result_info outside dict kept", `x jax.result_info = "a"`, `x jax.result_info = "a"`, ""},
+		{"layout_mode default dropped", `(%arg0: t {mhlo.layout_mode = "default"}, %arg1: t {mhlo.layout_mode = "{1,0}"})`,
+			`(%0: t, %1: t {mhlo.layout_mode = "{1,0}"})`, ""},
+		{"ssa renaming first appearance", `%cst = c %arg0, %arg1 %0 = add %cst, %arg0 %5:2 = f %0 return %5#1`,
+			`%0 = c %1, %2 %3 = add %0, %1 %4:2 = f %3 return %4#1`, ""},
+		{"ssa leading zero distinct", `%0 = a %00`, `%0 = a %1`, ""},
+		{"quoted module name", `module @"my mod" attributes {a = 1} {}`, `module attributes {a = 1} {}`, "my mod"},
+		{"only first top-level module renamed", `module @a { module @b {} }`, `module {module @b {}}`, "a"},
+		{"escaped backslash before quote", `module { x = "a\\" loc("b") }`, `module {x = "a\\"}`, ""},
+		{"brackets drop spaces", "f( a , b ) [ 1 ] { c }", `f(a, b) [1] {c}`, ""},
+		{"dialect resources kept", "module {}\n{-#\n  dialect_resources: {\n    builtin: { r: \"0x01\" }\n  }\n#-}\n",
+			`module {} {-# dialect_resources: {builtin: {r: "0x01"}} #-}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, name, _, err := CanonicalModule([]byte(tt.in), FormatStableHLO)
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("canonical\n got %q\nwant %q", got, tt.want)
+			}
+			if name != tt.display {
+				t.Errorf("display name %q, want %q", name, tt.display)
+			}
+			again, _, _, err := CanonicalModule(got, FormatStableHLO)
+			if err != nil || string(again) != string(got) {
+				t.Errorf("not idempotent: %q (%v)", again, err)
+			}
+		})
+	}
+}
+
+func TestCanonHLOUnits(t *testing.T) {
+	tests := []struct {
+		name, in, want, display string
+	}{
+		{"metadata with brace in string", `HloModule jit_f, entry_computation_layout={()->f32[]}
+ENTRY %main.1 () -> f32[] {
+  ROOT %c = f32[] constant(1), metadata={op_name="a}b{" source_file="x.py" source_line=3}
+}`, `HloModule _, entry_computation_layout={()->f32[]} ENTRY %main.1 () -> f32[] {ROOT %c = f32[] constant(1)}`, "jit_f"},
+		{"metadata escaped quotes", `HloModule m
+ENTRY e { ROOT c = f32[] constant(1), metadata={op_name="x[axis_names=(\'x\',) s=\"}\"]"}, sharding={replicated} }`,
+			`HloModule _ ENTRY e {ROOT c = f32[] constant(1), sharding={replicated}}`, "m"},
+		{"metadata multi-line op_name", "HloModule m\nENTRY e {\n  c = s64[] constant(0), metadata={op_type=\"r\" op_name=\"a[ b\\n      c]\"}\n}",
+			`HloModule _ ENTRY e {c = s64[] constant(0)}`, "m"},
+		{"comma separated metadata", `HloModule m ENTRY e { c = f32[] add(a, b), metadata={op_type="Add" op_name="x", source_file="s.txt", source_line=17} }`,
+			`HloModule _ ENTRY e {c = f32[] add(a, b)}`, "m"},
+		{"stack frame id outside metadata", `HloModule m ENTRY e { c = f32[] add(a, b), stack_frame_id=4 }`,
+			`HloModule _ ENTRY e {c = f32[] add(a, b)}`, "m"},
+		{"comments and index annotations", "/* license */\n// generated\nHloModule m\nENTRY e {\n  t = (f32[], f32[]) tuple(a, /*index=1*/b)\n}\n",
+			`HloModule _ ENTRY e {t = (f32[], f32[]) tuple(a, b)}`, "m"},
+		{"metadata inside string kept", `HloModule m ENTRY e { c = f32[] custom-call(), backend_config="metadata={x}" }`,
+			`HloModule _ ENTRY e {c = f32[] custom-call(), backend_config="metadata={x}"}`, "m"},
+		{"stack frame tables", "HloModule m, entry_computation_layout={()->pred[]}\n\nFileNames\n1 \"a.py\"\n\nFunctionNames\n1 \"main\"\n\nFileLocations\n1 {file_name_id=1 function_name_id=1 line=1 end_line=1 column=2 end_column=3}\n\nStackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n\nENTRY %c () -> pred[] {\n  ROOT %c = pred[] constant(true), metadata={op_type=\"const\" stack_frame_id=1}\n}\n",
+			`HloModule _, entry_computation_layout={()->pred[]} ENTRY %c () -> pred[] {ROOT %c = pred[] constant(true)}`, "m"},
+		{"header attributes kept", "HloModule jit_f.10, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs=\"d7\"}\n",
+			`HloModule _, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs="d7"}`, "jit_f.10"},
+		{"crlf", "HloModule m\r\n\r\nENTRY e {\r\n  ROOT c = f32[] constant(1)\r\n}\r\n", `HloModule _ ENTRY e {ROOT c = f32[] constant(1)}`, "m"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, name, format, err := CanonicalModule([]byte(tt.in), "")
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if format != FormatHLO {
+				t.Fatalf("format %q, want hlo", format)
+			}
+			if string(got) != tt.want {
+				t.Errorf("canonical\n got %q\nwant %q", got, tt.want)
+			}
+			if name != tt.display {
+				t.Errorf("display name %q, want %q", name, tt.display)
+			}
+			again, _, _, err := CanonicalModule(got, FormatHLO)
+			if err != nil || string(again) != string(got) {
+				t.Errorf("not idempotent: %q (%v)", again, err)
+			}
+		})
+	}
+}
+
+func TestCanonModuleErrors(t *testing.T) {
+	tests := []struct {
+		name, format, in string
+	}{
+		{"unterminated string", FormatStableHLO, `module { x = "abc }`},
+		{"unbalanced loc", FormatStableHLO, `module { x loc("a"(#loc1) }`},
+		{"unbalanced alias loc", FormatStableHLO, "#loc1 = loc(\"x\"\nmodule {}"},
+		{"unbalanced metadata", FormatHLO, `HloModule m ENTRY e { c = f32[] constant(1), metadata={op_name="x"`},
+		{"unterminated block comment", FormatHLO, "/* x\nHloModule m"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, _, err := CanonicalModule([]byte(tt.in), tt.format)
+			if !errors.Is(err, ErrModule) {
+				t.Fatalf("err = %v, want ErrModule", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,575 @@
+package xlacanon
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Module formats accepted in the module_format field.
+const (
+	FormatStableHLO    = "stablehlo"     // StableHLO/MHLO/MLIR text
+	FormatHLO          = "hlo"           // HLO text
+	FormatMLIRBytecode = "mlir_bytecode" // MLIR bytecode (module_b64 only), kept verbatim
+)
+
+// Backend is the signature backend this package canonicalizes.
+const Backend = "xla"
+
+// canonicalMagic starts every canonical record; bump it (and the plugin
+// version) whenever the canonical bytes for some input change.
+const canonicalMagic = "cachesvc-xla-canonical/1\n"
+
+// Sentinel errors; every error returned by this package wraps one of them.
+var (
+	// ErrSignature reports a malformed signature (JSON, field names or types).
+	ErrSignature = errors.New("invalid xla signature")
+	// ErrModule reports module text that cannot be canonicalized.
+	ErrModule = errors.New("invalid module text")
+)
+
+// shortValue is the longest field value copied verbatim into a component;
+// longer values are replaced by their digest.
+const shortValue = 128
+
+// Result is one canonicalized signature.
+type Result struct {
+	// Canonical is the framed canonical record (see SCHEMA.md); the cache
+	// key is a digest of it. It is owned by the Canonicalizer and valid until
+	// its next call.
+	Canonical []byte
+	// Module is the canonical module text (a sub-slice of Canonical).
+	Module []byte
+	// Components holds digests or short values of each part of the
+	// signature, so that a miss can name the part that differs.
+	Components map[string]string
+	// DisplayName is the module name (for example "jit_f"); not in the key.
+	DisplayName string
+}
+
+// signature is a parsed signature; the module bytes live in the
+// Canonicalizer's buffer.
+type signature struct {
+	module          []byte
+	format          string
+	platform        string
+	platformVersion string
+	jaxlibVersion   string
+	compileOptions  string
+	codec           string
+	topology        []byte // canonical JSON (string or array of strings), nil if absent
+	extra           []byte // compact JSON, nil if absent
+	flags           []string
+}
+
+// Canonicalizer canonicalizes signatures, reusing its buffers from call to
+// call. It is not safe for concurrent use; the zero value is ready.
+type Canonicalizer struct {
+	ssa  ssaNames
+	mod  []byte // decoded module
+	out  []byte // canonical record
+	norm []byte // normalized signature
+	key  []byte // scratch for field names
+}
+
+// Canonicalize is a convenience wrapper around a fresh Canonicalizer; its
+// result does not alias sig.
+func Canonicalize(sig []byte) (Result, error) {
+	var c Canonicalizer
+	return c.Canonicalize(sig)
+}
+
+// Canonicalize parses the signature JSON sig and returns its canonical
+// record, components and display name. The result aliases c's buffers and is
+// valid until the next call on c.
+//
+// # Errors
+//
+// Errors wrap ErrSignature (malformed JSON, unknown or duplicate fields,
+// wrong types, missing backend/module/platform, a bad module_format or
+// base64, invalid UTF-8, a flag that is not a flag) or ErrModule (an
+// unterminated string, loc( or metadata={ in the module text).
+func (c *Canonicalizer) Canonicalize(sig []byte) (Result, error) {
+	s, err := c.parse(sig)
+	if err != nil {
+		return Result{}, err
+	}
+	out := c.out[:0]
+	if need := len(s.module) + 1024; cap(out) < need {
+		out = make([]byte, 0, need+need/8)
+	}
+	out = append(out, canonicalMagic...)
+	out = appendSection(out, "module_format", s.format)
+	out = appendSection(out, "platform", s.platform)
+	out = appendSection(out, "platform_version", s.platformVersion)
+	out = appendSection(out, "jaxlib_version", s.jaxlibVersion)
+	out = appendSection(out, "compile_options", s.compileOptions)
+	out = appendSection(out, "topology", string(s.topology))
+	out = appendSection(out, "codec", s.codec)
+	out = appendSection(out, "extra", string(s.extra))
+	out = append(out, "xla_flags "...)
+	out = strconv.AppendInt(out, int64(len(s.flags)), 10)
+	out = append(out, '\n')
+	for _, f := range s.flags {
+		out = strconv.AppendInt(out, int64(len(f)), 10)
+		out = append(out, '\n')
+		out = append(out, f...)
+		out = append(out, '\n')
+	}
+	// The module goes last, behind a fixed-width length patched afterwards,
+	// so that it is written straight into the record.
+	out = append(out, "module "...)
+	lenAt := len(out)
+	out = append(out, "00000000000000000000\n"...)
+	modAt := len(out)
+	var name string
+	switch s.format {
+	case FormatStableHLO:
+		out, name, err = c.canonMLIR(out, s.module)
+	case FormatHLO:
+		out, name, err = canonHLO(out, s.module)
+	default:
+		out = append(out, s.module...)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	modLen := len(out) - modAt
+	digits := strconv.AppendInt(c.key[:0], int64(modLen), 10)
+	copy(out[lenAt+20-len(digits):lenAt+20], digits)
+	out = append(out, '\n')
+	c.out = out
+	module := out[modAt : modAt+modLen]
+
+	comp := make(map[string]string, 12)
+	comp["module"] = digest(module)
+	comp["module_format"] = s.format
+	comp["module_bytes"] = strconv.Itoa(modLen)
+	comp["platform"] = short([]byte(s.platform))
+	comp["platform_version"] = short([]byte(s.platformVersion))
+	comp["jaxlib_version"] = short([]byte(s.jaxlibVersion))
+	comp["compile_options"] = short([]byte(s.compileOptions))
+	comp["topology"] = short(s.topology)
+	comp["codec"] = short([]byte(s.codec))
+	comp["extra"] = short(s.extra)
+	var fl []byte
+	for i, f := range s.flags {
+		if i > 0 {
+			fl = append(fl, ' ')
+		}
+		fl = append(fl, f...)
+	}
+	comp["xla_flags"] = short(fl)
+	return Result{Canonical: out, Module: module, Components: comp, DisplayName: name}, nil
+}
+
+// Normalize returns the signature in normal form: a signature JSON whose
+// module is the canonical module text, whose flags are filtered and sorted
+// and whose fields are in a fixed order. Canonicalizing it gives the same
+// canonical record as canonicalizing sig, and normalizing it again gives the
+// same bytes (the plugin check's idempotence test). The result is owned by c
+// and valid until its next call.
+func (c *Canonicalizer) Normalize(sig []byte) ([]byte, error) {
+	res, err := c.Canonicalize(sig)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.parse(sig) // fields again (the record holds them framed)
+	if err != nil {
+		return nil, err
+	}
+	b := c.norm[:0]
+	b = append(b, `{"backend":"xla","module_format":`...)
+	b = appendJSONString(b, []byte(s.format))
+	if s.format == FormatMLIRBytecode {
+		b = append(b, `,"module_b64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, res.Module)
+		b = append(b, '"')
+	} else {
+		b = append(b, `,"module":`...)
+		b = appendJSONString(b, res.Module)
+	}
+	for _, f := range [...]struct{ k, v string }{
+		{"platform", s.platform}, {"platform_version", s.platformVersion},
+		{"jaxlib_version", s.jaxlibVersion}, {"compile_options", s.compileOptions},
+		{"codec", s.codec},
+	} {
+		if f.v != "" {
+			b = append(b, ',', '"')
+			b = append(b, f.k...)
+			b = append(b, '"', ':')
+			b = appendJSONString(b, []byte(f.v))
+		}
+	}
+	if len(s.flags) > 0 {
+		b = append(b, `,"xla_flags":[`...)
+		for i, f := range s.flags {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, []byte(f))
+		}
+		b = append(b, ']')
+	}
+	if s.topology != nil {
+		b = append(b, `,"topology":`...)
+		b = append(b, s.topology...)
+	}
+	if s.extra != nil {
+		b = append(b, `,"extra":`...)
+		b = append(b, s.extra...)
+	}
+	b = append(b, '}')
+	c.norm = b
+	return b, nil
+}
+
+func appendSection(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(value)), 10)
+	dst = append(dst, '\n')
+	dst = append(dst, value...)
+	return append(dst, '\n')
+}
+
+// digest labels the SHA-256 of b.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// short returns b itself when it is short printable text, else its digest.
+func short(b []byte) string {
+	if len(b) <= shortValue && !bytes.ContainsAny(b, "\x00\n\r") {
+		return string(b)
+	}
+	return digest(b)
+}
+
+// Field bits, to reject duplicates.
+const (
+	fBackend = 1 << iota
+	fModule
+	fModuleB64
+	fFormat
+	fPlatform
+	fPlatformVersion
+	fJaxlibVersion
+	fFlags
+	fCompileOptions
+	fTopology
+	fCodec
+	fExtra
+)
+
+var fieldBits = map[string]int{
+	"backend": fBackend, "module": fModule, "module_b64": fModuleB64,
+	"module_format": fFormat, "platform": fPlatform,
+	"platform_version": fPlatformVersion, "jaxlib_version": fJaxlibVersion,
+	"xla_flags": fFlags, "compile_options": fCompileOptions,
+	"topology": fTopology, "codec": fCodec, "extra": fExtra,
+}
+
+// parse reads the signature JSON into a signature; the module is decoded
+// into c.mod.
+func (c *Canonicalizer) parse(sig []byte) (signature, error) {
+	var s signature
+	r := jreader{b: sig}
+	r.ws()
+	if r.peek() != '{' {
+		return s, r.errorf("a signature must be a JSON object")
+	}
+	r.i++
+	seen := 0
+	var backend string
+	var err error
+	r.ws()
+	if r.peek() == '}' {
+		r.i++
+	} else {
+		for {
+			r.ws()
+			c.key, err = r.str(c.key[:0])
+			if err != nil {
+				return s, err
+			}
+			bit, ok := fieldBits[string(c.key)]
+			if !ok {
+				return s, fmt.Errorf("%w: unknown field %q (known: backend, module, module_b64, module_format, platform, platform_version, jaxlib_version, xla_flags, compile_options, topology, codec, extra)", ErrSignature, c.key)
+			}
+			if seen&bit != 0 {
+				return s, fmt.Errorf("%w: duplicate field %q", ErrSignature, c.key)
+			}
+			seen |= bit
+			field := string(c.key)
+			r.ws()
+			if r.peek() != ':' {
+				return s, r.errorf("expected ':' after field %q", field)
+			}
+			r.i++
+			r.ws()
+			if err := c.field(&r, &s, bit, field, &backend); err != nil {
+				return s, err
+			}
+			r.ws()
+			if r.peek() == ',' {
+				r.i++
+				continue
+			}
+			if r.peek() == '}' {
+				r.i++
+				break
+			}
+			return s, r.errorf("expected ',' or '}' after field %q", field)
+		}
+	}
+	r.ws()
+	if r.i != len(sig) {
+		return s, r.errorf("unexpected data after the signature object")
+	}
+	switch {
+	case seen&fBackend == 0:
+		return s, fmt.Errorf("%w: missing field \"backend\"", ErrSignature)
+	case backend != Backend:
+		return s, fmt.Errorf("%w: backend is %q, this plugin handles %q", ErrSignature, backend, Backend)
+	case seen&(fModule|fModuleB64) == 0:
+		return s, fmt.Errorf("%w: missing field \"module\" (or \"module_b64\")", ErrSignature)
+	case seen&fModule != 0 && seen&fModuleB64 != 0:
+		return s, fmt.Errorf("%w: give either \"module\" or \"module_b64\", not both", ErrSignature)
+	case s.platform == "":
+		return s, fmt.Errorf("%w: missing field \"platform\" (cpu, cuda, rocm, tpu …): it is part of the key", ErrSignature)
+	case len(c.mod) == 0:
+		return s, fmt.Errorf("%w: module is empty", ErrSignature)
+	}
+	s.module = c.mod
+	detected := detectFormat(s.module)
+	if detected != FormatMLIRBytecode && !utf8.Valid(s.module) {
+		return s, fmt.Errorf("%w: module is not valid UTF-8", ErrSignature)
+	}
+	switch {
+	case s.format == "" && detected == "":
+		return s, fmt.Errorf("%w: cannot tell the module format (expected StableHLO text starting with \"module\" or HLO text starting with \"HloModule\"); set module_format", ErrSignature)
+	case s.format == "":
+		s.format = detected
+	case detected != "" && detected != s.format:
+		return s, fmt.Errorf("%w: module_format is %q but the module looks like %s", ErrSignature, s.format, detected)
+	}
+	if s.format == FormatMLIRBytecode && seen&fModuleB64 == 0 {
+		return s, fmt.Errorf("%w: MLIR bytecode must be sent as module_b64", ErrSignature)
+	}
+	return s, nil
+}
+
+// field parses the value of one field.
+func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, backend *string) error {
+	var err error
+	optional := func(dst *string) error {
+		if r.null() {
+			return nil
+		}
+		var v []byte
+		v, err = r.str(nil)
+		if err != nil {
+			return err
+		}
+		if !utf8.Valid(v) {
+			return fmt.Errorf("%w: field %q is not valid UTF-8", ErrSignature, name)
+		}
+		*dst = string(v)
+		return nil
+	}
+	switch bit {
+	case fBackend:
+		return optional(backend)
+	case fModule:
+		c.mod, err = r.str(c.mod[:0])
+		return err
+	case fModuleB64:
+		var tmp []byte
+		tmp, err = r.str(c.key[:0])
+		c.key = tmp
+		if err != nil {
+			return err
+		}
+		c.mod = c.mod[:0]
+		c.mod, err = base64.StdEncoding.AppendDecode(c.mod, tmp)
+		if err != nil {
+			return fmt.Errorf("%w: module_b64 is not standard base64: %w", ErrSignature, err)
+		}
+		return nil
+	case fFormat:
+		if err := optional(&s.format); err != nil {
+			return err
+		}
+		switch s.format {
+		case "", FormatStableHLO, FormatHLO, FormatMLIRBytecode:
+			return nil
+		}
+		return fmt.Errorf("%w: module_format %q is not one of %q, %q, %q", ErrSignature, s.format, FormatStableHLO, FormatHLO, FormatMLIRBytecode)
+	case fPlatform:
+		return optional(&s.platform)
+	case fPlatformVersion:
+		return optional(&s.platformVersion)
+	case fJaxlibVersion:
+		return optional(&s.jaxlibVersion)
+	case fCompileOptions:
+		return optional(&s.compileOptions)
+	case fCodec:
+		return optional(&s.codec)
+	case fFlags:
+		if r.null() {
+			return nil
+		}
+		list, err := r.strings(name)
+		if err != nil {
+			return err
+		}
+		s.flags, err = normalizeFlags(list)
+		return err
+	case fTopology:
+		if r.null() {
+			return nil
+		}
+		if r.peek() == '"' {
+			var v string
+			if err := optional(&v); err != nil {
+				return err
+			}
+			s.topology = appendJSONString(nil, []byte(v))
+			return nil
+		}
+		list, err := r.strings(name)
+		if err != nil {
+			return err
+		}
+		t := []byte{'['}
+		for i, v := range list {
+			if i > 0 {
+				t = append(t, ',')
+			}
+			t = appendJSONString(t, []byte(v))
+		}
+		s.topology = append(t, ']')
+		return nil
+	case fExtra:
+		if r.null() {
+			return nil
+		}
+		raw, err := r.raw()
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return fmt.Errorf("%w: field \"extra\" is not valid JSON: %w", ErrSignature, err)
+		}
+		if !utf8.Valid(buf.Bytes()) {
+			return fmt.Errorf("%w: field \"extra\" is not valid UTF-8", ErrSignature)
+		}
+		s.extra = buf.Bytes()
+		return nil
+	}
+	return nil
+}
+
+// strings reads a JSON array of strings.
+func (r *jreader) strings(name string) ([]string, error) {
+	if r.peek() != '[' {
+		return nil, r.errorf("field %q must be a list of strings", name)
+	}
+	r.i++
+	var out []string
+	r.ws()
+	if r.peek() == ']' {
+		r.i++
+		return out, nil
+	}
+	for {
+		r.ws()
+		if r.peek() != '"' {
+			return nil, r.errorf("field %q must be a list of strings", name)
+		}
+		v, err := r.str(nil)
+		if err != nil {
+			return nil, err
+		}
+		if !utf8.Valid(v) {
+			return nil, fmt.Errorf("%w: field %q is not valid UTF-8", ErrSignature, name)
+		}
+		out = append(out, string(v))
+		r.ws()
+		switch r.peek() {
+		case ',':
+			r.i++
+		case ']':
+			r.i++
+			return out, nil
+		default:
+			return nil, r.errorf("expected ',' or ']' in field %q", name)
+		}
+	}
+}
+
+// detectFormat tells StableHLO/MLIR text, HLO text and MLIR bytecode apart
+// by their first token; it returns "" when unsure.
+func detectFormat(m []byte) string {
+	if bytes.HasPrefix(m, []byte("ML\xefR")) {
+		return FormatMLIRBytecode
+	}
+	i := 0
+	for {
+		i = skipSpace(m, i)
+		switch {
+		case hasPrefixAt(m, i, "//"):
+			i = lineEnd(m, i)
+			continue
+		case hasPrefixAt(m, i, "/*"):
+			k := bytes.Index(m[i+2:], []byte("*/"))
+			if k < 0 {
+				return ""
+			}
+			i += 2 + k + 2
+			continue
+		}
+		break
+	}
+	if hasPrefixAt(m, i, "HloModule") {
+		return FormatHLO
+	}
+	for _, p := range []string{"module", "#", "!", "func.func", "builtin.module", `"builtin.module"`, `"func.func"`} {
+		if hasPrefixAt(m, i, p) {
+			return FormatStableHLO
+		}
+	}
+	return ""
+}
+
+// CanonicalModule canonicalizes module text alone (format "" = detect) and
+// returns the canonical text, the display name and the format used.
+func CanonicalModule(module []byte, format string) ([]byte, string, string, error) {
+	if format == "" {
+		format = detectFormat(module)
+	}
+	var c Canonicalizer
+	var out []byte
+	var name string
+	var err error
+	switch format {
+	case FormatStableHLO:
+		out, name, err = c.canonMLIR(nil, module)
+	case FormatHLO:
+		out, name, err = canonHLO(nil, module)
+	case FormatMLIRBytecode:
+		out = append([]byte(nil), module...)
+	default:
+		return nil, "", "", fmt.Errorf("%w: cannot tell the module format", ErrSignature)
+	}
+	return out, name, format, err
+}
