@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/lease"
 	"github.com/cachesvc/cachesvc/api/runlog"
 	"github.com/cachesvc/cachesvc/stats"
@@ -55,6 +57,21 @@ type Config struct {
 	// Version is reported by /healthz. Empty means "dev".
 	Version string
 
+	// Auth checks bearer tokens against the tokens file (auth.go). Nil
+	// means no authentication: every request is allowed.
+	Auth *auth.Guard
+
+	// Signer, when set, signs every entry response (X-Cachesvc-Signature,
+	// provenance.go).
+	Signer *auth.Signer
+
+	// TLS, when set, serves HTTPS (and mutual TLS if it requires client
+	// certificates).
+	TLS *tls.Config
+
+	// Limits are timeouts, rates and bounds (limits.go).
+	Limits Limits
+
 	// Leases bounds the compile lease table (leases.go). Zero means defaults.
 	Leases lease.Config
 
@@ -88,6 +105,8 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
 
+	sec *security // auth and limits state (limits.go)
+
 	leases *lease.Table     // compile leases (leases.go)
 	runs   *runlog.Recorder // run manifests (runs.go)
 }
@@ -113,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -138,13 +158,20 @@ func New(cfg Config) (*Server, error) {
 		// With StreamRequestBody the limit only decides how much of a body
 		// fasthttp prefetches (at most 8 KiB); larger bodies are streamed
 		// and limited by the handlers (MaxEntryBytes, MaxJSONBytes).
-		BodyLimit:    64 << 10,
-		IdleTimeout:  cfg.IdleTimeout,
-		ErrorHandler: s.errorHandler,
+		BodyLimit:   64 << 10,
+		IdleTimeout: cfg.IdleTimeout,
+		// Timeouts are paced by bytes moved (limits.go, secureListener).
+		ReadTimeout:    cfg.Limits.ReadTimeout,
+		WriteTimeout:   cfg.Limits.WriteTimeout,
+		ReadBufferSize: cfg.Limits.MaxHeaderBytes,
+		ErrorHandler:   s.errorHandler,
 		// Params and headers are copied where they outlive the handler.
 		Immutable: false,
 	})
-	s.app.Use(s.middleware)
+	if s.sec, err = newSecurity(cfg); err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	s.app.Use(s.middleware, s.authorize, s.limitRequests)
 	s.routes()
 	return s, nil
 }
@@ -167,7 +194,7 @@ func (s *Server) Listen(addr string) error {
 
 // Serve serves on ln until Shutdown. It closes ln.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.app.Listener(&trackingListener{Listener: ln, s: s}); err != nil {
+	if err := s.app.Listener(&trackingListener{Listener: s.secureListener(ln), s: s}); err != nil {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
 	return nil

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"crypto/tls"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachesvc/cachesvc/api/limit"
+)
+
+// Limits are the server's protective limits. The zero value of each field
+// means its default; a negative value turns the limit off where noted.
+// None of them buffers a body.
+type Limits struct {
+	// ReadTimeout bounds reading a request's headers (and a TLS handshake);
+	// it is also the slack a request body gets on top of MinTransferRate.
+	// Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout is the slack a response gets on top of MinTransferRate.
+	// Default 30s.
+	WriteTimeout time.Duration
+	// MinTransferRate, in bytes per second, stretches ReadTimeout and
+	// WriteTimeout by the bytes moved: a body of n bytes may take the
+	// timeout plus n/MinTransferRate, and a client slower than this for
+	// longer than the timeout is cut off. Default 64 KiB/s; negative means
+	// the timeouts are fixed, whole-request limits.
+	MinTransferRate int64
+	// MaxHeaderBytes bounds a request's header block (431 past it).
+	// Default 16 KiB.
+	MaxHeaderBytes int
+	// MaxConcurrentUploads bounds PUTs of entries in progress at once; one
+	// more gets 503 with Retry-After. Default 64; negative means no bound.
+	MaxConcurrentUploads int
+	// RequestsPerSecond is each identity's sustained request rate (a token
+	// name, or the client address for anonymous requests and when the
+	// server runs without authentication); past it, 429 with Retry-After.
+	// 0 means no rate limit.
+	RequestsPerSecond float64
+	// Burst is how many requests an identity may make at once above the
+	// rate. Default max(1, 2×RequestsPerSecond).
+	Burst int
+}
+
+// withDefaults fills in the zero fields.
+func (l Limits) withDefaults() Limits {
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = 30 * time.Second
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = 30 * time.Second
+	}
+	if l.MinTransferRate == 0 {
+		l.MinTransferRate = 64 << 10
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 16 << 10
+	}
+	if l.MaxConcurrentUploads == 0 {
+		l.MaxConcurrentUploads = 64
+	}
+	if l.Burst <= 0 {
+		l.Burst = max(1, int(math.Ceil(2*l.RequestsPerSecond)))
+	}
+	return l
+}
+
+// security is the server's auth and limits state (auth.go, limits.go,
+// provenance.go).
+type security struct {
+	rates        *limit.Rates
+	uploads      *limit.Gate
+	authFailures *prometheus.CounterVec
+	rejected     *prometheus.CounterVec
+}
+
+// newSecurity builds the limiters and registers their metrics. No metric
+// carries a token or a token name.
+func newSecurity(cfg Config) (*security, error) {
+	sec := &security{
+		rates:   limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
+		uploads: limit.NewGate(cfg.Limits.MaxConcurrentUploads),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_auth_failures_total",
+			Help: "Requests refused by authentication (unauthenticated: 401) or authorization (forbidden: 403).",
+		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_limited_total",
+			Help: "Requests refused by a limit: rate (429) or uploads (503, too many concurrent uploads).",
+		}, []string{"limit"}),
+	}
+	uploads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cachesvc_uploads_in_progress",
+		Help: "Entry uploads in progress (bounded by --max-concurrent-uploads).",
+	}, func() float64 { return float64(sec.uploads.InUse()) })
+	for _, c := range []prometheus.Collector{sec.authFailures, sec.rejected, uploads} {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("register security metrics: %w", err)
+		}
+	}
+	return sec, nil
+}
+
+// limitRequests applies the per-identity rate (429) to every /v1 request
+// and the concurrent-upload bound (503) to entry PUTs. Both answer before
+// any of the body is read and carry Retry-After.
+func (s *Server) limitRequests(c *fiber.Ctx) error {
+	path := strings.ToLower(c.Path()) // as the router sees it
+	if !strings.HasPrefix(path, "/v1/") {
+		return c.Next()
+	}
+	who := "addr:" + c.IP()
+	if id, ok := requestIdentity(c); ok && !id.Anonymous {
+		who = "token:" + id.Name
+	}
+	if ok, wait := s.sec.rates.Allow(who); !ok {
+		s.sec.rejected.WithLabelValues("rate").Inc()
+		c.Set(fiber.HeaderRetryAfter, retryAfter(wait))
+		return Errorf(http.StatusTooManyRequests, "rate_limited",
+			"Too many requests: the limit is %g per second with bursts of %d; retry after %s seconds.",
+			s.cfg.Limits.RequestsPerSecond, s.cfg.Limits.Burst, retryAfter(wait))
+	}
+	if c.Method() == http.MethodPut && strings.Contains(path, "/entries/") {
+		if !s.sec.uploads.TryEnter() {
+			s.sec.rejected.WithLabelValues("uploads").Inc()
+			c.Set(fiber.HeaderRetryAfter, "1")
+			return Errorf(http.StatusServiceUnavailable, "too_many_uploads",
+				"The server is receiving %d uploads, its limit; retry in a second.", s.cfg.Limits.MaxConcurrentUploads)
+		}
+		defer s.sec.uploads.Leave()
+	}
+	return c.Next()
+}
+
+// retryAfter renders a wait as whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// secureListener wraps ln with the minimum-transfer-rate deadlines and, when
+// configured, TLS.
+func (s *Server) secureListener(ln net.Listener) net.Listener {
+	l := s.cfg.Limits
+	if l.MinTransferRate > 0 {
+		ln = limit.PaceListener(ln, l.ReadTimeout, l.MinTransferRate)
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	return ln
+}
