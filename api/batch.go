@@ -177,14 +177,14 @@ func (s *Server) writeBatch(ctx context.Context, w io.Writer, ns, run string, ke
 		}
 		m, rc, err := s.cfg.Store.Get(ctx, ns, k, 0, -1)
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt) {
-			s.recordLookup(false)
+			s.countLookup(ns, run, "", k, nil, 0)
 			missing.Missing = append(missing.Missing, k.String())
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("get %s/%s: %w", ns, k, err)
 		}
-		s.recordLookup(true)
+		s.countLookup(ns, run, "", k, &m, m.Size)
 		err = writeMember(tw, k, m, rc, buf)
 		rc.Close()
 		if err != nil {

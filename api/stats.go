@@ -255,27 +255,47 @@ func (s *Server) recordLookup(hit bool) {
 	s.metrics.lookups.WithLabelValues("miss").Inc()
 }
 
-// recordEntryLookup counts a lookup of entry (ns, key): a hit when m is not
-// nil (size bytes served), a miss otherwise. The run id comes from the
-// X-Cachesvc-Run header and, on a miss, the backend from X-Cachesvc-Backend.
+// recordEntryLookup counts a lookup of entry (ns, key) by a request: a hit
+// when m is not nil (size bytes served), a miss otherwise. The run id comes
+// from the X-Cachesvc-Run header and, on a miss, the backend from
+// X-Cachesvc-Backend.
 func (s *Server) recordEntryLookup(c *fiber.Ctx, ns string, key store.Key, m *store.Meta, size int64) {
+	backend := ""
+	if m == nil {
+		backend = c.Get(HeaderBackend)
+	}
+	s.countLookup(ns, c.Get(HeaderRun), backend, key, m, size)
+}
+
+// countLookup counts a lookup of entry (ns, key) for run: a hit when m is
+// not nil (size bytes served), a miss otherwise; backend names the miss's
+// backend when known. It never blocks on I/O.
+func (s *Server) countLookup(ns, run, backend string, key store.Key, m *store.Meta, size int64) {
 	s.recordLookup(m != nil)
 	st := s.cfg.Stats
 	if st == nil {
 		return
 	}
-	l := stats.Lookup{Namespace: ns, Key: key, Run: c.Get(HeaderRun), Hit: m != nil}
+	l := stats.Lookup{Namespace: ns, Key: key, Run: run, Backend: backend, Hit: m != nil}
 	if m != nil {
 		l.Backend, l.Name, l.CompileSeconds, l.Bytes = m.Backend, m.Name, m.CompileSeconds, size
-	} else {
-		l.Backend = c.Get(HeaderBackend)
 	}
 	st.RecordLookup(l)
 }
 
-// recordEntryWrite counts a stored entry and indexes its components for
-// explaining misses. Call it only when the PUT created the entry.
-func (s *Server) recordEntryWrite(c *fiber.Ctx, m store.Meta) {
+// servedBytes is how many bytes a GET of [off, off+n) of an entry of size
+// bytes sends (n < 0: to the end).
+func servedBytes(size, off, n int64) int64 {
+	if n >= 0 {
+		return n
+	}
+	return size - off
+}
+
+// recordEntryWrite counts a stored entry (ns, key) and indexes its
+// components for explaining misses. Call it only when the PUT created the
+// entry.
+func (s *Server) recordEntryWrite(c *fiber.Ctx, ns string, key store.Key, m store.Meta) {
 	st := s.cfg.Stats
 	if st == nil {
 		return
@@ -284,7 +304,7 @@ func (s *Server) recordEntryWrite(c *fiber.Ctx, m store.Meta) {
 	if run == "" {
 		run = c.Get(HeaderRun)
 	}
-	st.RecordWrite(stats.Write{Namespace: m.Namespace, Backend: m.Backend, Run: run, Key: m.Key,
+	st.RecordWrite(stats.Write{Namespace: ns, Backend: m.Backend, Run: run, Key: key,
 		Name: m.Name, Bytes: m.Size, CompileSeconds: m.CompileSeconds, Components: m.Components})
 }
 
