@@ -399,6 +399,8 @@ def _backend_class(base: type) -> type:
         """JAX ``CacheInterface`` storing values in a cachesvc server."""
 
         _MAX_PENDING = 512  # bounded per-key bookkeeping between key, get and put
+        _MAX_SIGNATURE_BYTES = 128 << 20  # module texts kept between key and put
+        _MAX_MODULE_BYTES = 32 << 20  # larger modules use JAX's key (passthrough)
 
         def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
                      warn_interval: float, breaker: _Breaker,
@@ -417,15 +419,16 @@ def _backend_class(base: type) -> type:
             self._last_warn = -1e18
             # jax key -> signature (canonical mode), server key, miss time
             self._signatures: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
-            self._server_keys: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+            self._server_keys: collections.OrderedDict[str, tuple[str, float, str]] = collections.OrderedDict()
             self.leases = leases
             self.lease_ttl = lease_ttl
             self.lease_wait = lease_wait
             self.holder = f"{socket.gethostname()}:{os.getpid()}"
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
-            self._prefetched: dict[str, bytes] = {}  # server key -> value
+            self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
+            self._sig_bytes = 0  # module bytes held in _signatures
 
         # ---- bookkeeping -------------------------------------------------------
 
@@ -476,7 +479,20 @@ def _backend_class(base: type) -> type:
                     self._stats.canonical_fallbacks += 1
                 log.debug("cachesvc: cannot build xla signature for %s: %s", jax_key, exc)
                 return
-            self._remember(self._signatures, jax_key, sig)
+            if len(sig["module"]) > self._MAX_MODULE_BYTES:
+                with self._lock:
+                    self._stats.canonical_fallbacks += 1
+                log.debug("cachesvc: module of %s is %d bytes; using JAX's key", jax_key, len(sig["module"]))
+                return
+            with self._lock:
+                old = self._signatures.pop(jax_key, None)
+                if old is not None:
+                    self._sig_bytes -= len(old["module"])
+                self._signatures[jax_key] = sig
+                self._sig_bytes += len(sig["module"])
+                while self._sig_bytes > self._MAX_SIGNATURE_BYTES and len(self._signatures) > 1:
+                    _, dropped = self._signatures.popitem(last=False)
+                    self._sig_bytes -= len(dropped["module"])
 
         def _signature(self, jax_key: str) -> dict[str, Any]:
             if self.mode == "canonical":
@@ -499,7 +515,7 @@ def _backend_class(base: type) -> type:
             sig = self._signature(key)
             t0 = time.monotonic()
             try:
-                value, server_key, secs = self._fetch(key, sig)
+                value, server_key, secs, used = self._fetch(key, sig)
             except Exception as exc:  # noqa: BLE001 - a failure is a miss
                 with self._lock:
                     self._stats.errors += 1
@@ -515,7 +531,7 @@ def _backend_class(base: type) -> type:
                 with self._lock:
                     self._stats.misses += 1
                 if server_key:
-                    self._remember(self._server_keys, key, (server_key, now))
+                    self._remember(self._server_keys, key, (server_key, now, used))
                 return None
             with self._lock:
                 self._stats.hits += 1
@@ -523,22 +539,38 @@ def _backend_class(base: type) -> type:
                 self._stats.compile_seconds_saved += secs or 0.0
             return value
 
-        def _fetch(self, key: str, sig: dict[str, Any]) -> tuple[bytes | None, str, float | None]:
-            """(value or None, server key or "", compile seconds) for one get."""
+        def _fetch(self, key: str, sig: dict[str, Any]) -> tuple[bytes | None, str, float | None, str]:
+            """(value or None, server key or "", compile seconds, signature
+            backend used) for one get."""
             if self._prefetched:
                 skey = self._local_key(sig) or self.client.key(sig, timeout=self.timeout).key
                 with self._lock:
-                    v = self._prefetched.get(skey)
-                    if v is not None:
+                    got = self._prefetched.get(skey)
+                    if got is not None:
                         self._stats.prefetch_hits += 1
-                if v is not None:
-                    return v, skey, None
-            res = self.client.lookup_result(sig, timeout=self.timeout)
+                if got is not None:
+                    return got[0], skey, got[1], str(sig["backend"])
+            try:
+                res = self.client.lookup_result(sig, timeout=self.timeout)
+            except Error as exc:
+                if sig.get("backend") != "xla" or not 400 <= exc.status < 500 or exc.status in (401, 403, 429):
+                    raise
+                # The server refused the xla signature (too large, a module it
+                # cannot parse ...): cache this program under JAX's own key.
+                log.debug("cachesvc: xla signature of %s refused (%s); using JAX's key", key, exc)
+                with self._lock:
+                    dropped = self._signatures.pop(key, None)
+                    if dropped is not None:
+                        self._sig_bytes -= len(dropped["module"])
+                    self._stats.canonical_fallbacks += 1
+                sig = {"backend": "passthrough", "kind": "jax", "key": key}
+                res = self.client.lookup_result(sig, timeout=self.timeout)
+            used = str(sig["backend"])
             if res.value is not None:
-                return res.value, res.key, res.compile_seconds
+                return res.value, res.key, res.compile_seconds, used
             if self.leases and res.key:
-                return self._lease_or_wait(key, res.key), res.key, None
-            return None, res.key, None
+                return self._lease_or_wait(key, res.key), res.key, None, used
+            return None, res.key, None, used
 
         def _local_key(self, sig: dict[str, Any]) -> str | None:
             plugin = self._passthrough_plugin
@@ -599,7 +631,7 @@ def _backend_class(base: type) -> type:
                 v = f.read()
                 with self._lock:
                     if member.key not in self._prefetched:
-                        self._prefetched[member.key] = v
+                        self._prefetched[member.key] = (v, member.compile_seconds)
                         self._prefetched_bytes += len(v)
                         self._stats.prefetched += 1
                         loaded += 1
@@ -633,13 +665,16 @@ def _backend_class(base: type) -> type:
             with self._lock:
                 known = self._server_keys.pop(key, None)
                 sig = self._signatures.pop(key, None) if self.mode == "canonical" else None
+                if sig is not None:
+                    self._sig_bytes -= len(sig["module"])
             compile_seconds: float | None = None
             if known is not None:
-                server_key, missed_at = known
+                server_key, missed_at, backend = known
                 compile_seconds = time.monotonic() - missed_at
             else:
                 if sig is None:
                     sig = self._signature(key)
+                backend = str(sig["backend"])
                 server_key = self.client.key(sig, timeout=self.timeout).key
             if compile_seconds is None:
                 compile_seconds = _compile_seconds_from_value(value, self._decompress)
@@ -649,7 +684,7 @@ def _backend_class(base: type) -> type:
                 res = self.client.put(
                     server_key, value,
                     compile_seconds=compile_seconds,
-                    backend="xla" if sig is not None or self.mode == "canonical" else "passthrough",
+                    backend=backend,
                     name=name,
                     timeout=self.put_timeout if self.put_timeout is not None
                     else self.timeout + len(value) / 20e6,
