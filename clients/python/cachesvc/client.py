@@ -163,10 +163,13 @@ class _Pool:
         self._max_idle = max_idle
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def acquire(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """Returns a connection and whether it was reused from the pool."""
         with self._lock:
+            if self._pid != os.getpid():  # forked: never share the parent's sockets
+                self._idle, self._pid = [], os.getpid()
             conn = self._idle.pop() if self._idle else None
         if conn is not None:
             conn.timeout = timeout

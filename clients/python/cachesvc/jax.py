@@ -583,7 +583,15 @@ def _backend_class(base: type) -> type:
             the holder's entry (bytes, or None when it never came)."""
             if _is_writer():
                 lease = self.client.lease(skey, holder=self.holder, ttl=self.lease_ttl, renew=False)
-                if lease.acquire():
+                try:
+                    granted = lease.acquire()
+                except Error as exc:
+                    if exc.status == 0:
+                        raise
+                    # e.g. 503 lease_table_full: compile without a lease.
+                    log.debug("cachesvc: no lease on %s: %s", skey, exc)
+                    return None
+                if granted:
                     with self._lock:
                         self._held[key] = lease
                         self._stats.leases_granted += 1
