@@ -98,6 +98,12 @@ func WriteKeyPair(privPath string) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
+// EncodePublicKey returns pub as base64 of its 32 raw bytes, the form the
+// Python client's verify key takes.
+func EncodePublicKey(pub ed25519.PublicKey) string {
+	return base64.StdEncoding.EncodeToString(pub)
+}
+
 // ParsePublicKey accepts an Ed25519 public key as PEM PKIX ("PUBLIC KEY")
 // or as base64 of the 32 raw bytes.
 func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {

@@ -32,6 +32,8 @@ type command struct {
 // commands is the subcommand table. Each subcommand lives in its own file;
 // add it here with one line.
 var commands = []command{
+	{"token", "make a bearer token and its tokens-file line", runToken},
+	{"signkey", "make an Ed25519 key pair for signing entries", runSignKey},
 	{"version", "print the version and exit", runVersion},
 }
 

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/auth"
+)
+
+// securityOptions are serve's flags for authentication, TLS, signing and
+// limits.
+type securityOptions struct {
+	Tokens         string
+	InsecureNoAuth bool
+	TLS            auth.TLSFiles
+	SigningKey     string
+
+	ReadTimeout          time.Duration
+	WriteTimeout         time.Duration
+	MinTransferRate      int64
+	MaxHeaderSize        int64
+	MaxConcurrentUploads int
+	RateLimit            float64
+	RateBurst            int
+}
+
+// register defines the flags on fs.
+func (o *securityOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.Tokens, "tokens", "", "tokens `file` (name, sha256 of the token, namespace:scope list per line; see `cachesvc token new`); reloaded on SIGHUP. Without it the server does no authentication")
+	fs.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", false, "allow serving without --tokens on a non-loopback address")
+	fs.StringVar(&o.TLS.Cert, "tls-cert", "", "TLS certificate chain `file` (PEM); serves HTTPS")
+	fs.StringVar(&o.TLS.Key, "tls-key", "", "TLS private key `file` (PEM)")
+	fs.StringVar(&o.TLS.ClientCA, "tls-client-ca", "", "CA bundle `file` (PEM): require client certificates signed by it (mutual TLS)")
+	fs.StringVar(&o.SigningKey, "signing-key", "", "Ed25519 private key `file` (from `cachesvc signkey new`): sign every entry response (X-Cachesvc-Signature)")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", 30*time.Second, "time to send request headers; also the slack a request body gets beyond --min-transfer-rate")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", 30*time.Second, "slack a response gets beyond --min-transfer-rate")
+	sizeVar(fs, &o.MinTransferRate, "min-transfer-rate", 64<<10, "slowest body transfer tolerated, bytes per second (a slower client is cut off after the timeout's slack)")
+	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request header block (431 past it)")
+	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")
+	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous); more get 429 with Retry-After (0 = unlimited)")
+	fs.IntVar(&o.RateBurst, "rate-burst", 0, "requests a token may make at once above --rate-limit (0 = twice the rate)")
+}
+
+// apply loads the tokens file, TLS files and signing key into cfg and
+// checks that addr is not exposed without authentication. It runs before
+// the store is opened, so a bad file stops serve at once with a message
+// naming it (and, for the tokens file, the line).
+func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger) error {
+	if err := auth.CheckExposure(addr, o.Tokens != "", o.InsecureNoAuth); err != nil {
+		return err
+	}
+	if o.Tokens != "" {
+		g, err := auth.NewGuard(o.Tokens, logger)
+		if err != nil {
+			return fmt.Errorf("load tokens: %w", err)
+		}
+		cfg.Auth = g
+		logger.Info("authentication on", "tokens_file", o.Tokens, "tokens", g.Tokens().Len())
+	} else {
+		logger.Warn("authentication off: every request is allowed", "addr", addr)
+	}
+	if o.TLS.Enabled() {
+		tc, err := o.TLS.Config()
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tc
+	}
+	if o.SigningKey != "" {
+		s, err := auth.LoadSigner(o.SigningKey)
+		if err != nil {
+			return err
+		}
+		cfg.Signer = s
+	}
+	cfg.Limits = api.Limits{
+		ReadTimeout:          o.ReadTimeout,
+		WriteTimeout:         o.WriteTimeout,
+		MinTransferRate:      o.MinTransferRate,
+		MaxHeaderBytes:       int(o.MaxHeaderSize),
+		MaxConcurrentUploads: o.MaxConcurrentUploads,
+		RequestsPerSecond:    o.RateLimit,
+		Burst:                o.RateBurst,
+	}
+	return nil
+}
+
+// reloadOnSIGHUP reloads g's tokens file on every SIGHUP until ctx ends. A
+// bad file keeps the tokens in force (the guard logs why).
+func reloadOnSIGHUP(ctx context.Context, g *auth.Guard) {
+	if g == nil {
+		return
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(ch)
+		g.ReloadOn(ctx, ch, nil)
+	}()
+}
+
+// tokenSource is the --token and --token-file flags of client subcommands:
+// a token given directly (or as CACHESVC_TOKEN), or read from a file (or
+// CACHESVC_TOKEN_FILE).
+type tokenSource struct {
+	token, file string
+}
+
+// addTokenFlags defines --token and --token-file on fs.
+func addTokenFlags(fs *flag.FlagSet) *tokenSource {
+	ts := &tokenSource{}
+	fs.StringVar(&ts.token, "token", "", "bearer `token` for the server (prefer --token-file: flags show in ps)")
+	fs.StringVar(&ts.file, "token-file", "", "`file` holding the bearer token (first line)")
+	return ts
+}
+
+// resolve returns the token: --token, else the first line of --token-file,
+// else "".
+func (ts *tokenSource) resolve() (string, error) {
+	if ts.token != "" {
+		if ts.file != "" {
+			return "", usagef("give --token or --token-file, not both")
+		}
+		return ts.token, nil
+	}
+	if ts.file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(ts.file)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok, _, _ := strings.Cut(string(b), "\n")
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", fmt.Errorf("read token file %s: it is empty", ts.file)
+	}
+	return tok, nil
+}
+
+// runToken is `cachesvc token new --name N [--scopes LIST]`.
+func runToken(ctx context.Context, args []string, sio stdio) error {
+	if len(args) == 0 || args[0] != "new" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(sio.Stdout, "Usage: cachesvc token new --name NAME [--scopes NS:SCOPE,...]")
+			return nil
+		}
+		return usagef("want `cachesvc token new --name NAME [--scopes NS:SCOPE,...]`")
+	}
+	var name, scopes string
+	fs := newFlagSet("token new", "Make a fresh random bearer token. Prints the token (shown once: keep it secret) and the line to add to the server's tokens file; then send the server SIGHUP.", sio)
+	fs.StringVar(&name, "name", "", "token `name`, recorded as the writer of entries it stores (required)")
+	fs.StringVar(&scopes, "scopes", "default:read", "comma-separated `namespace:scope` grants; scope is read, write or admin; namespace * means all")
+	if err := parseFlags(fs, args[1:], sio); err != nil {
+		return err
+	}
+	if name == "" {
+		return usagef("--name is required")
+	}
+	sc, err := auth.ParseScopes(scopes)
+	if err != nil {
+		return usagef("--scopes: %s", err)
+	}
+	tok, err := auth.NewToken()
+	if err != nil {
+		return err
+	}
+	line, err := auth.FormatRule(name, auth.HashToken(tok), sc)
+	if err != nil {
+		return usagef("%s", err)
+	}
+	fmt.Fprintf(sio.Stdout, "token: %s\nline: %s\n", tok, line)
+	fmt.Fprintf(sio.Stderr, "Add the line to the tokens file and send the server SIGHUP. The token is not stored anywhere: keep it now.\n")
+	return nil
+}
+
+// runSignKey is `cachesvc signkey new --out FILE`.
+func runSignKey(ctx context.Context, args []string, sio stdio) error {
+	if len(args) == 0 || args[0] != "new" {
+		return usagef("want `cachesvc signkey new --out FILE`")
+	}
+	var out string
+	fs := newFlagSet("signkey new", "Make an Ed25519 key pair for signing entries: FILE (private, mode 0600) for serve --signing-key, FILE.pub for clients.", sio)
+	fs.StringVar(&out, "out", "", "private key `file` to create (the public key goes to FILE.pub)")
+	if err := parseFlags(fs, args[1:], sio); err != nil {
+		return err
+	}
+	if out == "" {
+		return usagef("--out is required")
+	}
+	pub, err := auth.WriteKeyPair(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(sio.Stdout, "private key: %s\npublic key: %s.pub\npublic key (base64): %s\n", out, out, auth.EncodePublicKey(pub))
+	return nil
+}
