@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cachesvc/cachesvc/explain"
 	"github.com/cachesvc/cachesvc/stats"
@@ -344,11 +347,27 @@ func (s *Server) initStats() error {
 	if st == nil {
 		return nil
 	}
-	reg := s.cfg.Registry
-	reg.Unregister(s.metrics.lookups)
-	if err := reg.Register(&statsCollector{st: st, leases: s.leaseCounts}); err != nil {
+	// The persisted counters replace the process-lifetime
+	// cachesvc_lookups_total{result}: /metrics gathers the server's registry
+	// without that family, plus a registry of the stats collector. (A
+	// Prometheus registry cannot re-register a name with other labels, even
+	// after Unregister.)
+	statsReg := prometheus.NewRegistry()
+	if err := statsReg.Register(&statsCollector{st: st}); err != nil {
 		return fmt.Errorf("register stats metrics: %w", err)
 	}
+	base := s.cfg.Registry
+	withoutLookups := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := base.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if mf.GetName() != "cachesvc_lookups_total" {
+				out = append(out, mf)
+			}
+		}
+		return out, err
+	})
+	s.metrics.handler = adaptor.HTTPHandler(promhttp.HandlerFor(prometheus.Gatherers{withoutLookups, statsReg}, promhttp.HandlerOpts{}))
 	go s.seedExplainIndex(st)
 	return nil
 }
@@ -380,8 +399,7 @@ const maxMetricNamespaces = 20
 // counters continue across restarts. Namespace labels are admitted first
 // come, up to maxMetricNamespaces, so a series never moves between labels.
 type statsCollector struct {
-	st     *stats.Stats
-	leases func() LeaseCounts
+	st *stats.Stats
 
 	mu       sync.Mutex
 	admitted map[string]bool
@@ -403,13 +421,11 @@ var (
 	descReasons = prometheus.NewDesc("cachesvc_miss_explanations_total",
 		"Explained misses by reason: the components that differ from the nearest stored entry, e.g. xla_flags.",
 		[]string{"reason"}, nil)
-	descLeasesHeld    = prometheus.NewDesc("cachesvc_leases_held", "Compile leases currently held.", nil, nil)
-	descLeasesWaiting = prometheus.NewDesc("cachesvc_lease_waiters", "Requests waiting for a compile lease's entry (GET ?wait=).", nil, nil)
 )
 
 // Describe sends the descriptors.
 func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons, descLeasesHeld, descLeasesWaiting} {
+	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons} {
 		ch <- d
 	}
 }
@@ -462,7 +478,4 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range snap.MissReasons {
 		ch <- prometheus.MustNewConstMetric(descReasons, prometheus.CounterValue, float64(r.Count), r.Reason)
 	}
-	lc := sc.leases()
-	ch <- prometheus.MustNewConstMetric(descLeasesHeld, prometheus.GaugeValue, float64(lc.Held))
-	ch <- prometheus.MustNewConstMetric(descLeasesWaiting, prometheus.GaugeValue, float64(lc.Waiting))
 }

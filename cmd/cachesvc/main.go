@@ -34,6 +34,7 @@ type command struct {
 var commands = []command{
 	{"token", "make a bearer token and its tokens-file line", runToken},
 	{"signkey", "make an Ed25519 key pair for signing entries", runSignKey},
+	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
 	{"version", "print the version and exit", runVersion},
 }
 

@@ -1,0 +1,268 @@
+// Package report fetches a server's statistics (GET /v1/stats or
+// /v1/{ns}/stats) and renders them as terminal tables; `cachesvc stats`
+// is a thin wrapper around it.
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api"
+)
+
+// Fetch reads the statistics of server (a base URL such as
+// http://cache:8080), for namespace ns or for all namespaces when ns is
+// empty. token, when set, is sent as a bearer token.
+func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*api.StatsResponse, error) {
+	base, err := url.Parse(strings.TrimRight(server, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("server %q is not an http(s) URL such as http://cache:8080", server)
+	}
+	u := base.String() + "/v1/stats"
+	if ns != "" {
+		u = base.String() + "/v1/" + url.PathEscape(ns) + "/stats"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, 64<<20)
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.NewDecoder(body).Decode(&e) == nil && e.Error.Message != "" {
+			return nil, fmt.Errorf("get %s: %s (%s, HTTP %d)", u, e.Error.Message, e.Error.Code, resp.StatusCode)
+		}
+		return nil, fmt.Errorf("get %s: HTTP %d", u, resp.StatusCode)
+	}
+	var r api.StatsResponse
+	if err := json.NewDecoder(body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", u, err)
+	}
+	return &r, nil
+}
+
+// Options tune Render. The zero value prints everything.
+type Options struct {
+	// Server is shown in the heading.
+	Server string
+	// Namespace is shown in the heading; empty means all.
+	Namespace string
+	// Now is the clock for "last seen"; zero means time.Now.
+	Now time.Time
+}
+
+// Render writes r as a summary and tables to w.
+func Render(w io.Writer, r *api.StatsResponse, o Options) error {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	scope := "all namespaces"
+	if o.Namespace != "" {
+		scope = "namespace " + o.Namespace
+	}
+	t := r.Totals
+	p := &printer{w: w}
+	p.f("cachesvc stats · %s · %s\n", o.Server, scope)
+	if !r.Server.StatsEnabled {
+		p.f("(the server keeps no persisted statistics: these are its process totals)\n")
+	}
+	p.f("\n")
+	p.f("Lookups     %s  (hits %s, misses %s)\n", Num(t.Lookups), Num(t.Hits), Num(t.Misses))
+	p.f("Hit rate    %s\n", Rate(t.HitRate, t.Lookups))
+	p.f("Time saved  %s of compiling (%s s)\n", Duration(t.CompileSecondsSaved), Float(t.CompileSecondsSaved))
+	p.f("Bytes       %s served, %s stored in %s writes\n", Bytes(t.BytesOut), Bytes(t.BytesIn), Num(t.Writes))
+	limit := "no limit"
+	if r.Store.MaxBytes > 0 {
+		limit = fmt.Sprintf("limit %s, %.0f%% used", Bytes(r.Store.MaxBytes), 100*float64(r.Store.Bytes)/float64(r.Store.MaxBytes))
+	}
+	p.f("Store       %s in %s entries (%s); %s evictions, %s integrity failures\n",
+		Bytes(r.Store.Bytes), Num(r.Store.Entries), limit, Num(r.Store.Evictions), Num(r.Store.IntegrityFailures))
+	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
+	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 {
+		p.f("\nThe cache is empty. Connect a trainer:\n")
+		p.f("  import cachesvc.jax; cachesvc.jax.install(%q)\n", o.Server)
+		p.f("or set CACHESVC_URL=%s and CACHESVC_RUN=<run id> and call cachesvc.jax.install().\n", o.Server)
+		return p.err
+	}
+
+	if len(r.Namespaces) > 0 {
+		p.f("\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "NAMESPACE\tBACKEND\tLOOKUPS\tHITS\tMISSES\tHIT RATE\tSAVED\tSERVED\tWRITES\t\n")
+		for _, n := range r.Namespaces {
+			for _, b := range n.Backends {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n.Namespace, b.Backend, Num(b.Lookups), Num(b.Hits), Num(b.Misses),
+					Rate(b.HitRate, b.Lookups), Duration(b.CompileSecondsSaved), Bytes(b.BytesOut), Num(b.Writes))
+			}
+		}
+		p.flush(tw)
+	}
+	if len(r.Runs) > 0 {
+		p.f("\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "RUN\tNAMESPACES\tLOOKUPS\tHITS\tHIT RATE\tTIME SAVED\tLAST SEEN\t\n")
+		for _, run := range r.Runs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", run.Run, strings.Join(run.Namespaces, ","), Num(run.Lookups), Num(run.Hits),
+				Rate(run.HitRate, run.Lookups), Duration(run.CompileSecondsSaved), Ago(o.Now, run.LastSeen))
+		}
+		p.flush(tw)
+	}
+	if len(r.TopEntries) > 0 {
+		p.f("\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "TOP ENTRY\tKEY\tNAMESPACE\tCOMPILE\tHITS\tSAVED\t\n")
+		for i, e := range r.TopEntries {
+			if i == 10 {
+				break
+			}
+			name := e.Name
+			if name == "" {
+				name = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", name, e.Key[:min(12, len(e.Key))], e.Namespace, Duration(e.CompileSeconds), Num(e.Hits), Duration(e.SecondsSaved))
+		}
+		p.flush(tw)
+	}
+	if len(r.MissReasons) > 0 {
+		p.f("\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "MISSES BY REASON\tCOUNT\n")
+		for _, rc := range r.MissReasons {
+			fmt.Fprintf(tw, "%s\t%s\n", rc.Label, Num(rc.Count))
+		}
+		p.flush(tw)
+	}
+	if len(r.RecentMisses) > 0 {
+		p.f("\nRecent misses:\n")
+		for i, m := range r.RecentMisses {
+			if i == 5 {
+				break
+			}
+			name := m.DisplayName
+			if name == "" {
+				name = m.Key
+			}
+			p.f("  %s  %s/%s  %s\n    %s\n", Ago(o.Now, m.Time), m.Namespace, m.Backend, name, m.Explanation.Summary)
+		}
+	}
+	return p.err
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) flush(tw *tabwriter.Writer) {
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// Num formats n with thousands separators: 1234567 → "1,234,567".
+func Num(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Float formats seconds exactly, with thousands separators and at most
+// three decimals: 1875 → "1,875", 937.5 → "937.5".
+func Float(f float64) string {
+	whole := int64(f)
+	frac := strings.TrimRight(strings.TrimPrefix(fmt.Sprintf("%.3f", f-float64(whole)), "0"), "0")
+	if frac == "." {
+		frac = ""
+	}
+	return Num(whole) + frac
+}
+
+// Rate formats a hit rate as a percentage, or "-" without lookups.
+func Rate(r float64, lookups int64) string {
+	if lookups == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*r)
+}
+
+// Duration formats seconds for humans: "45 s", "12.5 min", "3.2 h".
+func Duration(sec float64) string {
+	switch {
+	case sec < 120:
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", sec), "0"), ".") + " s"
+	case sec < 2*3600:
+		return fmt.Sprintf("%.1f min", sec/60)
+	case sec < 3*86400:
+		return fmt.Sprintf("%.1f h", sec/3600)
+	}
+	return fmt.Sprintf("%.1f days", sec/86400)
+}
+
+// Bytes formats a byte count in binary units: "1.5 MiB".
+func Bytes(n int64) string {
+	f := float64(n)
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}
+
+// Ago formats how long before now t was: "12 s ago".
+func Ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 5*time.Second:
+		return "just now"
+	case d < 90*time.Second:
+		return fmt.Sprintf("%d s ago", int(d.Seconds()))
+	case d < 90*time.Minute:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
