@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/stats/report"
+	"github.com/cachesvc/cachesvc/store"
 )
 
 // runStats prints a server's statistics as tables: `cachesvc stats --server
@@ -32,4 +37,29 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	return report.Render(sio.Stdout, r, report.Options{Server: strings.TrimRight(server, "/"), Namespace: ns})
+}
+
+// openStats opens the persisted statistics in <data>/stats, sampling the
+// store's usage at each flush. Close it after the server has shut down.
+func openStats(data string, st store.Store, logger *slog.Logger) (*stats.Stats, error) {
+	dir := filepath.Join(data, "stats")
+	s, err := stats.Open(stats.Config{
+		Dir:    dir,
+		Logger: logger,
+		Usage: func() stats.Usage {
+			u := st.Usage()
+			return stats.Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open stats %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// closeStats flushes and closes s, logging a failure.
+func closeStats(s *stats.Stats, logger *slog.Logger) {
+	if err := s.Close(); err != nil {
+		logger.Error("close stats", "err", err)
+	}
 }
