@@ -2,6 +2,7 @@ package api
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -116,12 +119,19 @@ func (s *Server) handleExists(c *fiber.Ctx) error {
 // application/x-tar stream with one member per entry found, in request
 // order, named by its key and carrying PAX records CACHESVC.sha256,
 // CACHESVC.compile_seconds, CACHESVC.name and CACHESVC.backend; the last
-// member is missing.json ({"missing": [...]}). Entries are streamed one at a
-// time from the store, so memory stays bounded whatever their total size.
+// member is missing.json ({"missing": [...]}).
 //
-// A stream that ends without missing.json is broken: when a stored chunk
-// fails its checksum mid-entry the server aborts the connection (the entry is
-// quarantined), so a client never sees a complete wrong member.
+// The server first looks up every key's metadata (no bodies), so it knows
+// the stream's exact length and sends it as Content-Length; then it streams
+// the entries one at a time from the store, in large writes. Memory stays
+// bounded whatever the entries' total size (the plan is a few hundred bytes
+// per key).
+//
+// A stream shorter than its Content-Length, or without missing.json, is
+// broken: when a stored chunk fails its checksum mid-entry (the entry is
+// quarantined), or an entry is evicted between planning and streaming, the
+// server aborts the connection, so a client never sees a complete wrong
+// member. Clients retry a broken batch.
 func (s *Server) handleBatch(c *fiber.Ctx) error {
 	run, err := runHeader(c)
 	if err != nil {
@@ -131,86 +141,62 @@ func (s *Server) handleBatch(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(s.baseCtx)
-	// The stream outlives the handler; count it in flight so Shutdown waits
-	// for it (and cancels it when the grace period ends).
-	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Add(-1)
-		defer cancel()
-		err := s.writeBatch(ctx, pw, ns, run, keys)
-		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
-			s.log.Error("batch stream aborted", "namespace", ns, "keys", len(keys), "err", err)
-		}
-		pw.CloseWithError(err) // nil closes cleanly
-	}()
-	c.Response().Header.SetContentType("application/x-tar")
-	c.Status(http.StatusOK)
-	c.Context().SetBodyStream(&batchBody{PipeReader: pr, cancel: cancel}, -1)
-	return nil
-}
-
-// batchBody is the response body of a batch; fasthttp closes it when the
-// response is done or the client went away, which stops the writer.
-type batchBody struct {
-	*io.PipeReader
-	cancel context.CancelFunc
-}
-
-// Close stops the batch writer.
-func (b *batchBody) Close() error {
-	b.cancel()
-	return b.PipeReader.Close()
-}
-
-// writeBatch writes the tar stream for keys to w. Any error means the stream
-// must be aborted, not finished.
-func (s *Server) writeBatch(ctx context.Context, w io.Writer, ns, run string, keys []store.Key) error {
-	cw := &countingWriter{w: w}
-	tw := tar.NewWriter(cw)
+	b := &batchStream{s: s, ns: ns}
+	ctx := c.UserContext()
 	missing := MissingList{Missing: []string{}}
-	buf := make([]byte, 64<<10)
+	var total int64
 	for _, k := range keys {
 		if run != "" {
 			s.runs.RecordLookup(ns, run, k)
 		}
-		m, rc, err := s.cfg.Store.Get(ctx, ns, k, 0, -1)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt) {
-			s.countLookup(ns, run, "", k, nil, 0)
+		m, err := s.cfg.Store.Stat(ctx, ns, k)
+		if errors.Is(err, store.ErrNotFound) {
+			s.recordLookup(false)
 			missing.Missing = append(missing.Missing, k.String())
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("get %s/%s: %w", ns, k, err)
+			return fmt.Errorf("stat %s/%s: %w", ns, k, err)
 		}
-		s.countLookup(ns, run, "", k, &m, m.Size)
-		err = writeMember(tw, k, m, rc, buf)
-		rc.Close()
+		s.recordLookup(true)
+		hdr, err := memberHeader(k, m)
 		if err != nil {
-			return fmt.Errorf("stream %s/%s: %w", ns, k, err)
+			return fmt.Errorf("tar header for %s/%s: %w", ns, k, err)
 		}
+		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, hdrLen: len(hdr)})
+		total += int64(len(hdr)) + m.Size + tarPad(m.Size)
 	}
-	body, err := json.Marshal(missing)
+	tail, err := tarTail(missing)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", MissingMember, err)
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: MissingMember, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
-		return fmt.Errorf("write %s header: %w", MissingMember, err)
-	}
-	if _, err := tw.Write(body); err != nil {
-		return fmt.Errorf("write %s: %w", MissingMember, err)
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("finish tar stream: %w", err)
-	}
-	s.metrics.bytesOut.Add(float64(cw.n))
-	s.totals.bytesOut.Add(cw.n)
+	b.tail = tail
+	total += int64(len(tail))
+	b.total = total
+	b.ctx, b.cancel = context.WithCancel(s.baseCtx)
+	// The body is written after the handler returns; count it in flight so
+	// that Shutdown waits for it (and cancels it when the grace period ends).
+	s.inflight.Add(1)
+	c.Response().Header.SetContentType("application/x-tar")
+	c.Status(http.StatusOK)
+	c.Context().SetBodyStream(b, int(total))
 	return nil
 }
 
-// writeMember writes one entry as a tar member.
-func writeMember(tw *tar.Writer, k store.Key, m store.Meta, r io.Reader, buf []byte) error {
+// planned is one member of a batch, from the entry's metadata.
+type planned struct {
+	key    store.Key
+	size   int64
+	sha    [32]byte
+	hdrLen int
+}
+
+// tarPad is the zero padding after a member's data.
+func tarPad(size int64) int64 { return (512 - size%512) % 512 }
+
+// memberHeader returns the tar header blocks (PAX extended header and the
+// member's own header) for an entry.
+func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
 	pax := map[string]string{
 		PAXSHA256:         hex.EncodeToString(m.SHA256[:]),
 		PAXCompileSeconds: strconv.FormatFloat(m.CompileSeconds, 'f', -1, 64),
@@ -221,25 +207,146 @@ func writeMember(tw *tar.Writer, k store.Key, m store.Meta, r io.Reader, buf []b
 	if m.Backend != "" && utf8.ValidString(m.Backend) {
 		pax[PAXBackend] = m.Backend
 	}
-	hdr := &tar.Header{
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := tw.WriteHeader(&tar.Header{
 		Typeflag:   tar.TypeReg,
 		Name:       k.String(),
 		Mode:       0o644,
 		Size:       m.Size,
-		ModTime:    m.Created,
+		ModTime:    m.Created.Truncate(time.Second),
 		Format:     tar.FormatPAX,
 		PAXRecords: pax,
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("write header: %w", err)
-	}
-	n, err := io.CopyBuffer(tw, io.LimitReader(r, m.Size), buf)
+	})
+	return buf.Bytes(), err
+}
+
+// tarTail returns the missing.json member and the end-of-archive blocks.
+func tarTail(missing MissingList) ([]byte, error) {
+	body, err := json.Marshal(missing)
 	if err != nil {
-		return fmt.Errorf("copy body after %d bytes: %w", n, err)
+		return nil, err
 	}
-	if n != m.Size {
-		return fmt.Errorf("entry ended after %d of %d bytes", n, m.Size)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: MissingMember, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
+		return nil, err
 	}
+	if _, err := tw.Write(body); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// batchStream is the body of a batch response. fasthttp copies it with
+// WriteTo (io.CopyBuffer prefers it), which writes entries in large pieces;
+// Read is there for other callers. fasthttp closes it when done.
+type batchStream struct {
+	s       *Server
+	ns      string
+	members []planned
+	tail    []byte
+	total   int64
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	pr        *io.PipeReader // only when read through Read
+	closeOnce sync.Once
+}
+
+// WriteTo writes the whole stream to w. An error means the stream must be
+// aborted: fasthttp then closes the connection short of Content-Length.
+func (b *batchStream) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	err := b.write(cw)
+	b.s.metrics.bytesOut.Add(float64(cw.n))
+	b.s.totals.bytesOut.Add(cw.n)
+	if err != nil && b.ctx.Err() == nil {
+		b.s.log.Error("batch stream aborted", "namespace", b.ns, "members", len(b.members), "sent", cw.n, "of", b.total, "err", err)
+	}
+	return cw.n, err
+}
+
+func (b *batchStream) write(w io.Writer) error {
+	buf := make([]byte, 256<<10)
+	for _, p := range b.members {
+		m, rc, err := b.s.cfg.Store.Get(b.ctx, b.ns, p.key, 0, -1)
+		if err != nil {
+			return fmt.Errorf("get %s/%s: %w", b.ns, p.key, err)
+		}
+		err = b.writeMember(w, p, m, rc, buf)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("stream %s/%s: %w", b.ns, p.key, err)
+		}
+	}
+	if _, err := w.Write(b.tail); err != nil {
+		return fmt.Errorf("write %s: %w", MissingMember, err)
+	}
+	return nil
+}
+
+func (b *batchStream) writeMember(w io.Writer, p planned, m store.Meta, r io.Reader, buf []byte) error {
+	if m.Size != p.size || m.SHA256 != p.sha {
+		return errors.New("entry changed since the batch was planned")
+	}
+	hdr, err := memberHeader(p.key, m)
+	if err != nil || len(hdr) != p.hdrLen {
+		return fmt.Errorf("tar header changed since the batch was planned: %w", err)
+	}
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	var n int64
+	for n < m.Size {
+		k, err := r.Read(buf[:min(int64(len(buf)), m.Size-n)])
+		if k > 0 {
+			if _, werr := w.Write(buf[:k]); werr != nil {
+				return werr
+			}
+			n += int64(k)
+		}
+		if err == io.EOF && n < m.Size {
+			return fmt.Errorf("entry ended after %d of %d bytes", n, m.Size)
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("read after %d bytes: %w", n, err)
+		}
+	}
+	if pad := tarPad(m.Size); pad > 0 {
+		clear(buf[:pad])
+		if _, err := w.Write(buf[:pad]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read reads the stream through a pipe fed by WriteTo.
+func (b *batchStream) Read(p []byte) (int, error) {
+	if b.pr == nil {
+		pr, pw := io.Pipe()
+		b.pr = pr
+		go func() {
+			_, err := b.WriteTo(pw)
+			pw.CloseWithError(err)
+		}()
+	}
+	return b.pr.Read(p)
+}
+
+// Close stops the stream and ends its in-flight count.
+func (b *batchStream) Close() error {
+	b.closeOnce.Do(func() {
+		b.cancel()
+		if b.pr != nil {
+			b.pr.Close()
+		}
+		b.s.inflight.Add(-1)
+	})
 	return nil
 }
 
