@@ -12,10 +12,10 @@ var hloTables = [...]string{"FileNames", "FunctionNames", "FileLocations", "Stac
 // canonHLO appends the canonical form of the HLO text src to dst and returns
 // it with the HloModule name (the display name).
 func canonHLO(dst, src []byte) ([]byte, string, error) {
-	e := emitter{src: src, out: dst}
-	base := len(dst)
+	e := emitter{src: src, out: dst, base: len(dst)}
+	base := e.base
 	var name string
-	pats := [...]lazyPattern{{pat: "metadata="}, {pat: "stack_frame_id="}, {pat: "HloModule"}}
+	pats := [...]lazyPattern{{pat: "metadata=", anchor: 8}, {pat: "stack_frame_id=", anchor: 5}, {pat: "HloModule", anchor: 0}}
 	const (
 		pMeta = iota
 		pFrame
@@ -35,17 +35,16 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 	refresh(0)
 	i := 0
 	for i < n {
-		for i < lim {
-			c := src[i]
-			if hloClass[c] == cPlain {
-				i++
-				continue
+		for i+8 <= lim {
+			x := load64(src, i)
+			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/'); m != 0 {
+				i += firstFlag(m)
+				break
 			}
-			if c == ' ' && i > e.start && i+1 < n && spaceBeforeOK[src[i+1]] && spaceAfterOK[src[i-1]] {
-				i++
-				continue
-			}
-			break
+			i += 8
+		}
+		for i < lim && hloClass[src[i]] == cPlain {
+			i++
 		}
 		if i >= n {
 			break
@@ -63,7 +62,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 					return nil, "", fmt.Errorf("%w: unbalanced metadata={ at byte %d", ErrModule, i)
 				}
 				e.drop(i, end, true)
-				i = end
+				i = e.start
 			case pats[pFrame].next == i:
 				j := i + len("stack_frame_id=")
 				k := j
@@ -75,7 +74,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 					break
 				}
 				e.drop(i, k, true)
-				i = k
+				i = e.start
 			case pats[pHeader].next == i:
 				j := i + len("HloModule")
 				if !tokenStart(src, i) || j >= n || !isSpace(src[j]) {
@@ -114,15 +113,12 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 		}
 		switch hloClass[src[i]] {
 		case cSpace:
-			e.flush(i)
-			e.pending = true
-			j := skipSpace(src, i)
-			if hasByte(src[i:j], '\n') {
-				// A new line: the debug tables start only here.
-				j = tablesEnd(src, j)
+			// A new line: the debug tables start only here.
+			i = e.newline(i)
+			if end := tablesEnd(src, i); end > i {
+				e.start = end
+				i = end
 			}
-			i = j
-			e.start = i
 		case cQuote:
 			end := skipString(src, i)
 			if end < 0 {
@@ -132,17 +128,15 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 		case cSlash:
 			switch {
 			case i+1 < n && src[i+1] == '/':
-				end := lineEnd(src, i)
-				e.drop(i, end, false)
-				i = end
+				e.drop(i, lineEnd(src, i), false)
+				i = e.start
 			case i+1 < n && src[i+1] == '*':
 				k := bytes.Index(src[i+2:], []byte("*/"))
 				if k < 0 {
 					return nil, "", fmt.Errorf("%w: unterminated /* comment at byte %d", ErrModule, i)
 				}
-				end := i + 2 + k + 2
-				e.drop(i, end, false)
-				i = end
+				e.drop(i, i+2+k+2, false)
+				i = e.start
 			default:
 				i++
 			}

@@ -1,7 +1,6 @@
 package xlacanon
 
 import (
-	"bytes"
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -52,20 +51,19 @@ func (r *jreader) str(dst []byte) ([]byte, error) {
 	q := -1
 	for {
 		if q < i {
-			k := bytes.IndexByte(b[i:], '"')
-			if k < 0 {
+			q = indexByte(b, i, '"')
+			if q < 0 {
 				return dst, r.errorf("unterminated JSON string")
 			}
-			q = i + k
 		}
-		bs := bytes.IndexByte(b[i:q], '\\')
+		bs := indexByte(b[:q], i, '\\')
 		if bs < 0 {
-			dst = append(dst, b[i:q]...)
+			dst = appendRun(dst, b[i:q])
 			r.i = q + 1
 			return dst, nil
 		}
-		dst = append(dst, b[i:i+bs]...)
-		i += bs
+		dst = appendRun(dst, b[i:bs])
+		i = bs
 		if i+1 >= len(b) {
 			return dst, r.errorf("unterminated JSON string")
 		}

@@ -1,31 +1,44 @@
 package xlacanon
 
 import (
-	"bytes"
 	"fmt"
 )
 
 // ssaNames renames MLIR SSA values (%0, %c, %cst_3, %arg0 …) to %0, %1, … in
 // order of first appearance. The mapping is injective on names, so the
 // renamed text parses to the same IR: printer-chosen names carry no meaning.
+// Numeric names index a slice; other names go to an open-addressing table
+// keyed by their position in the source (no allocation, no map: maps are slow
+// under wasm).
 type ssaNames struct {
-	num   []int32 // numeric names without leading zeros: index+1, 0 = unseen
-	named map[string]int32
+	num   []int32 // numeric names without leading zeros: new number+1, 0 = unseen
+	slots []ssaSlot
+	used  int
 	n     int32
+	src   []byte
 }
 
-func (s *ssaNames) reset() {
+type ssaSlot struct {
+	off, len int32 // name bytes in src; len 0 = empty slot
+	hash     uint32
+	val      int32
+}
+
+func (s *ssaNames) reset(src []byte) {
 	clear(s.num)
 	s.num = s.num[:0]
-	if s.named == nil {
-		s.named = make(map[string]int32)
+	clear(s.slots)
+	if len(s.slots) == 0 {
+		s.slots = make([]ssaSlot, 256)
 	}
-	clear(s.named)
+	s.used = 0
 	s.n = 0
+	s.src = src
 }
 
-// lookup returns the new number of the SSA name id (without '%').
-func (s *ssaNames) lookup(id []byte) int32 {
+// lookup returns the new number of the SSA name src[a:b] (without '%').
+func (s *ssaNames) lookup(a, b int) int32 {
+	id := s.src[a:b]
 	if isDigit(id[0]) && (id[0] != '0' || len(id) == 1) && len(id) <= 5 {
 		v := 0
 		for _, c := range id {
@@ -46,23 +59,52 @@ func (s *ssaNames) lookup(id []byte) int32 {
 		}
 		return s.num[v] - 1
 	}
-	if k, ok := s.named[string(id)]; ok {
-		return k
+	h := uint32(2166136261)
+	for _, c := range id {
+		h = (h ^ uint32(c)) * 16777619
 	}
-	k := s.n
-	s.n++
-	s.named[string(id)] = k
-	return k
+	mask := len(s.slots) - 1
+	for k := int(h) & mask; ; k = (k + 1) & mask {
+		sl := &s.slots[k]
+		if sl.len == 0 {
+			sl.off, sl.len, sl.hash, sl.val = int32(a), int32(b-a), h, s.n
+			s.n++
+			s.used++
+			if 2*s.used > len(s.slots) {
+				s.grow()
+			}
+			return s.n - 1
+		}
+		if sl.hash == h && int(sl.len) == len(id) && string(s.src[sl.off:sl.off+sl.len]) == string(id) {
+			return sl.val
+		}
+	}
+}
+
+func (s *ssaNames) grow() {
+	old := s.slots
+	s.slots = make([]ssaSlot, 2*len(old))
+	mask := len(s.slots) - 1
+	for _, sl := range old {
+		if sl.len == 0 {
+			continue
+		}
+		k := int(sl.hash) & mask
+		for s.slots[k].len != 0 {
+			k = (k + 1) & mask
+		}
+		s.slots[k] = sl
+	}
 }
 
 // canonMLIR appends the canonical form of the StableHLO/MLIR text src to dst
 // and returns it with the module's symbol name (the display name).
 func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
-	e := emitter{src: src, out: dst}
-	base := len(dst)
-	c.ssa.reset()
+	e := emitter{src: src, out: dst, base: len(dst)}
+	base := e.base
+	c.ssa.reset(src)
 	var name string
-	pats := [...]lazyPattern{{pat: "module"}, {pat: "jax."}, {pat: "mhlo.layout_mode"}}
+	pats := [...]lazyPattern{{pat: "module"}, {pat: "jax.", anchor: 0}, {pat: "mhlo.layout_mode", anchor: 7}}
 	const (
 		pModule = iota
 		pJax
@@ -82,19 +124,19 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 	refresh(0)
 	i := 0
 	for i < n {
-		// The hot loop: plain bytes, and single spaces that are already
-		// canonical, stay in the verbatim run.
-		for i < lim {
-			c := src[i]
-			if mlirClass[c] == cPlain {
-				i++
-				continue
+		// The hot loop: eight bytes at a time to the next byte that may
+		// start something to rewrite; everything else stays in the run.
+		for i+8 <= lim {
+			x := load64(src, i)
+			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/') | hasByte8(x, '%') |
+				hasByte8(x, '#') | hasByte8(x, '('); m != 0 {
+				i += firstFlag(m)
+				break
 			}
-			if c == ' ' && i > e.start && i+1 < n && spaceBeforeOK[src[i+1]] && spaceAfterOK[src[i-1]] {
-				i++
-				continue
-			}
-			break
+			i += 8
+		}
+		for i < lim && mlirClass[src[i]] == cPlain {
+			i++
 		}
 		if i >= n {
 			break
@@ -121,8 +163,8 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 					name = sym
 					e.flush(i + 6)
 					e.pending = true
-					e.start = end
-					i = end
+					e.start = skipHSpace(src, end)
+					i = e.start
 					break
 				}
 				i += 6
@@ -165,12 +207,9 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( at byte %d", ErrModule, p)
 			}
 			e.drop(p, end, false)
-			i = end
+			i = e.start
 		case cSpace:
-			e.flush(i)
-			e.pending = true
-			i = skipSpace(src, i)
-			e.start = i
+			i = e.newline(i)
 		case cQuote:
 			end := skipString(src, i)
 			if end < 0 {
@@ -179,9 +218,8 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 			i = end
 		case cSlash:
 			if i+1 < n && src[i+1] == '/' {
-				end := lineEnd(src, i)
-				e.drop(i, end, false)
-				i = end
+				e.drop(i, lineEnd(src, i), false)
+				i = e.start
 			} else {
 				i++
 			}
@@ -200,7 +238,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				i++
 				continue
 			}
-			k := c.ssa.lookup(src[i+1 : j])
+			k := c.ssa.lookup(i+1, j)
 			e.flush(i)
 			e.emitSSA(int(k))
 			e.start = j
@@ -215,7 +253,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				continue
 			}
 			e.drop(i, end, false)
-			i = end
+			i = e.start
 		}
 		if i > lim {
 			refresh(i)
@@ -252,22 +290,22 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 	switch {
 	case r < len(src) && src[r] == ',':
 		e.drop(p, r+1, false)
-		return r + 1
+		return e.start
 	case r < len(src) && src[r] == '}':
 		if prev == ',' {
 			e.drop(p, r, true)
-			return r
+			return e.start
 		}
 		// The dictionary becomes empty: drop its braces too.
 		e.flush(p)
 		e.trimSpace()
-		if len(e.out) > 0 && e.out[len(e.out)-1] == '{' {
+		if len(e.out) > e.base && e.out[len(e.out)-1] == '{' {
 			e.out = e.out[:len(e.out)-1]
 			e.trimSpace()
 		}
 		e.pending = true
-		e.start = r + 1
-		return r + 1
+		e.start = skipHSpace(src, r+1)
+		return e.start
 	}
 	return p + 1
 }
@@ -324,10 +362,10 @@ func symbolAt(src []byte, i int) (int, string) {
 // lineEnd returns the index of the '\n' ending the line containing i, or
 // len(src).
 func lineEnd(src []byte, i int) int {
-	if k := bytes.IndexByte(src[i:], '\n'); k >= 0 {
-		return i + k
+	if k := indexByte(src, i, '\n'); k >= 0 {
+		return k
 	}
 	return len(src)
 }
 
-func hasByte(b []byte, c byte) bool { return bytes.IndexByte(b, c) >= 0 }
+func hasByte(b []byte, c byte) bool { return indexByte(b, 0, c) >= 0 }

@@ -1,15 +1,10 @@
 package xlacanon
 
-import (
-	"bytes"
-	"strconv"
-)
-
 // Byte classes of the module scanners. Class 0 bytes are copied in bulk;
 // any other class stops the fast loop.
 const (
 	cPlain   = iota
-	cSpace   // ' ', '\t', '\n', '\r'
+	cSpace   // '\n' (a line break; other whitespace inside a line is kept)
 	cQuote   // '"'
 	cSlash   // '/' (a comment may start)
 	cPercent // '%' (MLIR SSA value name)
@@ -25,10 +20,8 @@ var (
 )
 
 func init() {
-	for _, c := range []byte(" \t\n\r") {
-		mlirClass[c] = cSpace
-		hloClass[c] = cSpace
-	}
+	mlirClass['\n'] = cSpace
+	hloClass['\n'] = cSpace
 	mlirClass['"'] = cQuote
 	hloClass['"'] = cQuote
 	mlirClass['/'] = cSlash
@@ -46,16 +39,7 @@ func init() {
 	for _, c := range []byte("%@#^!") {
 		wordChar[c] = true
 	}
-	for c := 0; c < 256; c++ {
-		b := byte(c)
-		spaceBeforeOK[c] = !isSpace(b) && !noSpaceBefore(b)
-		spaceAfterOK[c] = !isSpace(b) && !noSpaceAfter(b)
-	}
 }
-
-// spaceBeforeOK[c] / spaceAfterOK[c]: a single space before / after byte c is
-// already canonical (c is not whitespace and not a bracket that absorbs it).
-var spaceBeforeOK, spaceAfterOK [256]bool
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -73,11 +57,10 @@ func noSpaceBefore(c byte) bool { return c == ')' || c == ']' || c == '}' || c =
 func skipString(s []byte, i int) int {
 	j := i + 1
 	for {
-		k := bytes.IndexByte(s[j:], '"')
-		if k < 0 {
+		j = indexByte(s, j, '"')
+		if j < 0 {
 			return -1
 		}
-		j += k
 		b := 0
 		for p := j - 1; p > i && s[p] == '\\'; p-- {
 			b++
@@ -135,13 +118,14 @@ func tokenStart(s []byte, i int) bool { return i == 0 || !wordChar[s[i-1]] }
 func tokenEnd(s []byte, i int) bool { return i >= len(s) || !identChar[s[i]] }
 
 // lazyPattern tracks the next occurrence of a literal in the source, so that
-// rare keywords are found with bytes.Index (vectorized) instead of by
-// inspecting every byte.
+// rare keywords are found by searching for one rare byte of theirs (anchor)
+// instead of by inspecting every byte in the scanner loop.
 type lazyPattern struct {
-	pat  string
-	next int  // index of the next occurrence at or after the last refresh; len(src) if none
-	off  bool // no more occurrences (or no longer wanted)
-	init bool // next has been computed once
+	pat    string
+	anchor int  // index in pat of the byte searched for
+	next   int  // index of the next occurrence at or after the last refresh; len(src) if none
+	off    bool // no more occurrences (or no longer wanted)
+	init   bool // next has been computed once
 }
 
 func (p *lazyPattern) refresh(src []byte, i int) {
@@ -153,13 +137,23 @@ func (p *lazyPattern) refresh(src []byte, i int) {
 		return
 	}
 	p.init = true
-	k := bytes.Index(src[i:], []byte(p.pat))
-	if k < 0 {
-		p.next = len(src)
-		p.off = true
-		return
+	c := p.pat[p.anchor]
+	for from := i + p.anchor; ; {
+		k := -1
+		if from < len(src) {
+			k = indexByte(src, from, c)
+		}
+		if k < 0 {
+			p.next = len(src)
+			p.off = true
+			return
+		}
+		if hasPrefixAt(src, k-p.anchor, p.pat) {
+			p.next = k - p.anchor
+			return
+		}
+		from = k + 1
 	}
-	p.next = i + k
 }
 
 // emitter builds the canonical text: it copies runs of unchanged source bytes
@@ -168,6 +162,7 @@ func (p *lazyPattern) refresh(src []byte, i int) {
 type emitter struct {
 	src     []byte
 	out     []byte
+	base    int  // len(out) before the module: the output of this scan is out[base:]
 	start   int  // start of the verbatim run not yet copied
 	pending bool // a separator is owed before the next output byte
 }
@@ -178,7 +173,7 @@ func (e *emitter) flush(i int) {
 		if e.pending {
 			e.sep(e.src[e.start])
 		}
-		e.out = append(e.out, e.src[e.start:i]...)
+		e.out = appendRun(e.out, e.src[e.start:i])
 	}
 	e.start = i
 }
@@ -186,11 +181,11 @@ func (e *emitter) flush(i int) {
 // sep settles a pending separator before an output byte c.
 func (e *emitter) sep(c byte) {
 	e.pending = false
-	if len(e.out) == 0 {
+	if len(e.out) == e.base {
 		return
 	}
 	last := e.out[len(e.out)-1]
-	if last == ' ' || noSpaceAfter(last) || noSpaceBefore(c) {
+	if isSpace(last) || noSpaceAfter(last) || noSpaceBefore(c) {
 		return
 	}
 	e.out = append(e.out, ' ')
@@ -209,13 +204,24 @@ func (e *emitter) emitSSA(n int) {
 	if e.pending {
 		e.sep('%')
 	}
-	e.out = append(e.out, '%')
-	e.out = strconv.AppendInt(e.out, int64(n), 10)
+	var d [24]byte
+	k := len(d)
+	for {
+		k--
+		d[k] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	k--
+	d[k] = '%'
+	e.out = appendRun(e.out, d[k:])
 }
 
-// trimSpace drops trailing separators from the output.
+// trimSpace drops trailing whitespace from the output.
 func (e *emitter) trimSpace() {
-	for len(e.out) > 0 && e.out[len(e.out)-1] == ' ' {
+	for len(e.out) > e.base && isSpace(e.out[len(e.out)-1]) {
 		e.out = e.out[:len(e.out)-1]
 	}
 }
@@ -228,8 +234,8 @@ func (e *emitter) lastNonSpace(i int) byte {
 			return e.src[p]
 		}
 	}
-	for p := len(e.out) - 1; p >= 0; p-- {
-		if e.out[p] != ' ' {
+	for p := len(e.out) - 1; p >= e.base; p-- {
+		if !isSpace(e.out[p]) {
 			return e.out[p]
 		}
 	}
@@ -242,10 +248,31 @@ func (e *emitter) lastNonSpace(i int) byte {
 func (e *emitter) drop(p, end int, withComma bool) {
 	e.flush(p)
 	e.trimSpace()
-	if withComma && len(e.out) > 0 && e.out[len(e.out)-1] == ',' {
+	if withComma && len(e.out) > e.base && e.out[len(e.out)-1] == ',' {
 		e.out = e.out[:len(e.out)-1]
 		e.trimSpace()
 	}
 	e.pending = true
-	e.start = end
+	e.start = skipHSpace(e.src, end)
+}
+
+// skipHSpace returns the index of the first byte at or after i that is not a
+// space, tab or carriage return.
+func skipHSpace(s []byte, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// newline handles a line break at src[i]: trailing whitespace before it and
+// the whole whitespace run become one pending separator. It returns the index
+// after the run.
+func (e *emitter) newline(i int) int {
+	e.flush(i)
+	e.trimSpace()
+	e.pending = true
+	i = skipSpace(e.src, i)
+	e.start = i
+	return i
 }

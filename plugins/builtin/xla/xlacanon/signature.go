@@ -2,8 +2,8 @@ package xlacanon
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -239,10 +239,11 @@ func appendSection(dst []byte, name, value string) []byte {
 	return append(dst, '\n')
 }
 
-// digest labels the SHA-256 of b.
+// digest labels the XXH64 of b (see xxh64.go for why not SHA-256).
 func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var d [8]byte
+	binary.BigEndian.PutUint64(d[:], xxh64(b))
+	return "xxh64:" + hex.EncodeToString(d[:])
 }
 
 // short returns b itself when it is short printable text, else its digest.

@@ -1,0 +1,39 @@
+//go:build wasm
+
+package xlacanon
+
+import "unsafe"
+
+// load64 reads eight bytes of b at i (i+8 <= len(b)) as a little-endian word.
+func load64(b []byte, i int) uint64 {
+	_ = b[i+7]
+	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b[i:])))
+}
+
+// indexByte returns the index of the first c in b at or after i, or -1.
+// Under wasm the standard library's IndexByte is a byte loop; SWAR is faster.
+func indexByte(b []byte, i int, c byte) int { return indexByteSWAR(b, i, c) }
+
+// appendRun appends src to dst. Under wasm, a memmove call costs far more
+// than the few bytes a typical run holds, so short runs are copied a word at
+// a time.
+func appendRun(dst, src []byte) []byte {
+	n := len(src)
+	if n >= 48 {
+		return append(dst, src...)
+	}
+	o := len(dst)
+	if cap(dst)-o < n+8 {
+		return append(dst, src...)
+	}
+	d := unsafe.Pointer(unsafe.SliceData(dst[:cap(dst)]))
+	s := unsafe.Pointer(unsafe.SliceData(src))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		*(*uint64)(unsafe.Add(d, o+i)) = *(*uint64)(unsafe.Add(s, i))
+	}
+	for ; i < n; i++ {
+		*(*byte)(unsafe.Add(d, o+i)) = *(*byte)(unsafe.Add(s, i))
+	}
+	return dst[:o+n]
+}
