@@ -35,6 +35,8 @@ var commands = []command{
 	{"token", "make a bearer token and its tokens-file line", runToken},
 	{"signkey", "make an Ed25519 key pair for signing entries", runSignKey},
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
+	{"warm", "fill a JAX cache directory from a run's entries (batch fetch)", runWarm},
+	{"agent", "sync a JAX cache directory to the server (upload new entries)", runAgent},
 	{"version", "print the version and exit", runVersion},
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +13,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/api/runlog"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
+	"github.com/cachesvc/cachesvc/store"
 )
 
 const warmSummary = `Fetch the entries a run used (from the server's run manifest, or from a
@@ -23,26 +26,39 @@ already there. Stock JAX pointed at the directory (jax_compilation_cache_dir)
 then hits with no client code. Only entries whose name is a JAX cache key
 (uploaded by 'cachesvc agent' or a client in jax-key mode) can be written.`
 
-// clientFlags are the flags shared by the commands that talk to a server.
+// clientFlags are the flags of warm and agent that say which server to talk
+// to: --server, --ns, --token, --token-file.
 type clientFlags struct {
 	Server string
 	NS     string
-	Token  string
+	token  *tokenSource
 }
 
-func (c *clientFlags) register(fsSet interface {
-	StringVar(*string, string, string, string)
-}) {
-	fsSet.StringVar(&c.Server, "server", "", "cachesvc server `URL`, e.g. http://cache:8080 (required)")
-	fsSet.StringVar(&c.NS, "ns", "default", "`namespace`")
-	fsSet.StringVar(&c.Token, "token", "", "bearer `token` for the server, if it requires one")
+// register defines the flags on fs.
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Server, "server", "", "cachesvc server `URL`, e.g. http://cache:8080 (required)")
+	fs.StringVar(&c.NS, "ns", "default", "`namespace`")
+	c.token = addTokenFlags(fs)
 }
 
+// client returns a client for the flags, tagging requests with run if set.
 func (c *clientFlags) client(run string) (*client.Client, error) {
 	if c.Server == "" {
 		return nil, usagef("--server is required")
 	}
-	cl, err := client.New(client.Config{BaseURL: c.Server, Token: c.Token, Run: run})
+	if err := store.ValidateNamespace(c.NS); err != nil {
+		return nil, usagef("--ns: %s", err)
+	}
+	if run != "" {
+		if err := runlog.ValidateRun(run); err != nil {
+			return nil, usagef("%s", err)
+		}
+	}
+	token, err := c.token.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(client.Config{BaseURL: c.Server, Token: token, Run: run})
 	if err != nil {
 		return nil, usagef("%s", err)
 	}
@@ -68,6 +84,11 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	if *run != "" {
+		if err := runlog.ValidateRun(*run); err != nil {
+			return usagef("--run: %s", err)
+		}
 	}
 	if (*run == "") == (*manifest == "") {
 		return usagef("give exactly one of --run or --manifest")
