@@ -151,3 +151,29 @@ func TestOpenNotWritable(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectRealJAXValue reads a value written by stock JAX 0.10.2 (CPU,
+// zlib: the zstandard package is not installed) into testdata/.
+func TestInspectRealJAXValue(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "jit_*-cache"))
+	if len(paths) == 0 {
+		t.Fatal("no testdata/jit_*-cache fixture")
+	}
+	for _, p := range paths {
+		v, err := Inspect(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if v.Compression != "zlib" || v.Size < 100 {
+			t.Errorf("%s: %+v", p, v)
+		}
+		name := strings.TrimSuffix(filepath.Base(p), CacheSuffix)
+		if err := ValidateName(name); err != nil {
+			t.Errorf("real JAX key rejected: %v", err)
+		}
+		data, _ := os.ReadFile(p)
+		if _, err := InspectReader(bytes.NewReader(data[:len(data)-10])); !errors.Is(err, ErrIncomplete) {
+			t.Errorf("truncated real value: err = %v", err)
+		}
+	}
+}
