@@ -686,7 +686,13 @@ def _backend_class(base: type) -> type:
                 server_key = self.client.key(sig, timeout=self.timeout).key
             if compile_seconds is None:
                 compile_seconds = _compile_seconds_from_value(value, self._decompress)
-            name = key.rsplit("-", 1)[0] if "-" in key else key
+            # Under passthrough the name is the whole JAX key: `cachesvc warm`
+            # names files "<name>-cache" from it (the server key is a hash and
+            # cannot give the JAX key back).
+            if backend == "passthrough":
+                name = key
+            else:
+                name = key.rsplit("-", 1)[0] if "-" in key else key
             t0 = time.monotonic()
             try:
                 res = self.client.put(
