@@ -689,7 +689,7 @@ def _backend_class(base: type) -> type:
             # Under passthrough the name is the whole JAX key: `cachesvc warm`
             # names files "<name>-cache" from it (the server key is a hash and
             # cannot give the JAX key back).
-            if backend == "passthrough":
+            if backend == "passthrough" and len(key) <= 256:  # the header's limit
                 name = key
             else:
                 name = key.rsplit("-", 1)[0] if "-" in key else key
