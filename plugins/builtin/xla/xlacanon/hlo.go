@@ -157,22 +157,42 @@ const anonHLO = "_"
 
 // tablesEnd returns the end of a block of HLO debug tables starting at
 // src[i] (FileNames, FunctionNames, FileLocations, StackFrames, each followed
-// by rows that start with a number), or i if none starts there.
+// by rows "N \"string\"" or "N {...}"), or i if none starts there. Rows are
+// parsed by their syntax, not by lines, so re-wrapped tables are removed too.
 func tablesEnd(src []byte, i int) int {
 	end := i
+	inTable := false
 	for {
-		j := skipSpace(src, end)
-		if !isTableKeyword(src, j) {
+		j := skipTrivia(src, end, true)
+		if isTableKeyword(src, j) {
+			k := j
+			for k < len(src) && !isSpace(src[k]) {
+				k++
+			}
+			end = k
+			inTable = true
+			continue
+		}
+		if !inTable || j >= len(src) || !isDigit(src[j]) {
 			return end
 		}
-		end = lineEndStrings(src, j)
-		for {
-			k := skipSpace(src, end)
-			if k >= len(src) || !isDigit(src[k]) {
-				break
-			}
-			end = lineEndStrings(src, k)
+		k := j
+		for k < len(src) && isDigit(src[k]) {
+			k++
 		}
+		k = skipTrivia(src, k, true)
+		switch {
+		case k < len(src) && src[k] == '"':
+			k = skipString(src, k)
+		case k < len(src) && src[k] == '{':
+			k = skipBalanced(src, k, '{', '}')
+		default:
+			return end
+		}
+		if k < 0 {
+			return end
+		}
+		end = k
 	}
 }
 
@@ -184,22 +204,4 @@ func isTableKeyword(src []byte, j int) bool {
 		}
 	}
 	return false
-}
-
-// lineEndStrings returns the index of the newline ending the line at i,
-// skipping string literals (which may contain escaped quotes), or len(src).
-func lineEndStrings(src []byte, i int) int {
-	for j := i; j < len(src); j++ {
-		switch src[j] {
-		case '\n':
-			return j
-		case '"':
-			k := skipString(src, j)
-			if k < 0 {
-				return len(src)
-			}
-			j = k - 1
-		}
-	}
-	return len(src)
 }

@@ -154,7 +154,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 					i += 6
 					break
 				}
-				j := skipSpace(src, i+6)
+				j := skipTrivia(src, i+6, false)
 				if j < n && src[j] == '@' {
 					end, sym := symbolAt(src, j+1)
 					if end < 0 {
@@ -274,11 +274,11 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 	if prev != '{' && prev != ',' {
 		return p + 1
 	}
-	j := skipSpace(src, attr)
+	j := skipTrivia(src, attr, false)
 	if j >= len(src) || src[j] != '=' {
 		return p + 1
 	}
-	j = skipSpace(src, j+1)
+	j = skipTrivia(src, j+1, false)
 	if j >= len(src) || src[j] != '"' {
 		return p + 1
 	}
@@ -286,7 +286,7 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 	if q < 0 || (want != "" && string(src[j:q]) != want) {
 		return p + 1
 	}
-	r := skipSpace(src, q)
+	r := skipTrivia(src, q, false)
 	switch {
 	case r < len(src) && src[r] == ',':
 		e.drop(p, r+1, false)
@@ -324,11 +324,11 @@ func locAliasEnd(src []byte, i int) int {
 	if j == i+1 {
 		return -1
 	}
-	j = skipSpace(src, j)
+	j = skipTrivia(src, j, false)
 	if j >= len(src) || src[j] != '=' {
 		return -1
 	}
-	j = skipSpace(src, j+1)
+	j = skipTrivia(src, j+1, false)
 	if !hasPrefixAt(src, j, "loc(") {
 		return -1
 	}

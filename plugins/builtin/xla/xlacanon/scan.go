@@ -105,6 +105,29 @@ func skipSpace(s []byte, i int) int {
 	return i
 }
 
+// skipTrivia returns the index of the first byte at or after i that is
+// neither whitespace nor inside a // comment (or, if block, a /* */ comment).
+func skipTrivia(s []byte, i int, block bool) int {
+	for {
+		i = skipSpace(s, i)
+		switch {
+		case hasPrefixAt(s, i, "//"):
+			i = lineEnd(s, i)
+		case block && hasPrefixAt(s, i, "/*"):
+			k := indexByte(s, i+2, '/')
+			for k >= 0 && s[k-1] != '*' {
+				k = indexByte(s, k+1, '/')
+			}
+			if k < 0 {
+				return len(s)
+			}
+			i = k + 1
+		default:
+			return i
+		}
+	}
+}
+
 // hasPrefixAt reports whether s[i:] starts with p.
 func hasPrefixAt(s []byte, i int, p string) bool {
 	return len(s)-i >= len(p) && string(s[i:i+len(p)]) == p
