@@ -57,8 +57,17 @@ func missKey(i int) string {
 
 // Seed stores the ten entries and sends the 1,000 lookups to the server at
 // base (e.g. http://127.0.0.1:1234). It fails t on any unexpected status.
-func Seed(t testing.TB, base string) {
+func Seed(t testing.TB, base string) { SeedWith(t, base, nil) }
+
+// SeedWith is Seed calling before(i) before lookup i (and before(-1) before
+// the writes), e.g. to advance a test clock so that the traffic spreads
+// over time. before may be nil.
+func SeedWith(t testing.TB, base string, before func(i int)) {
 	t.Helper()
+	if before == nil {
+		before = func(int) {}
+	}
+	before(-1)
 	hc := &http.Client{}
 	do := func(method, url string, body []byte, want int, headers ...string) {
 		t.Helper()
@@ -88,6 +97,7 @@ func Seed(t testing.TB, base string) {
 		}
 	}
 	for i := 0; i < Lookups; i++ {
+		before(i)
 		n := i % 2
 		key, want := Key(n, (i/8)%5), http.StatusOK
 		if i%8 >= 6 {

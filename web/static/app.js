@@ -212,6 +212,7 @@
   // draw creates or updates the chart in element id; it recreates it when
   // the set of series changes.
   function draw(id, names, data, fmt, opts) {
+    opts = opts || {};
     var el = $(id);
     var sig = names.join("|");
     var c = state.charts[id];
@@ -219,21 +220,38 @@
     if (c) { c.u.destroy(); }
     el.innerHTML = "";
     var series = [{}].concat(names.map(function (n, i) {
-      var s = { label: n, stroke: (opts && opts.colors && opts.colors[i]) || PALETTE[i % PALETTE.length], width: i === 0 ? 2.2 : 1.4,
-        spanGaps: true, points: { size: 4 }, value: function (u, v) { return v == null ? "–" : fmt(v); } };
-      if (opts && opts.dash && opts.dash[i]) s.dash = [6, 4];
-      if (opts && opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
+      var color = (opts.colors && opts.colors[i]) || PALETTE[i % PALETTE.length];
+      var s = { label: n, stroke: color, width: i === 0 ? 2.2 : 1.5, spanGaps: true,
+        value: function (u, v) { return v == null ? "–" : fmt(v); },
+        // Show points where data is sparse, so a lone bucket is visible.
+        points: { size: 6, fill: color, show: function (u, si) { return nonNull(u.data[si]) <= 48; } } };
+      if (opts.dash && opts.dash[i]) s.dash = [6, 4];
+      if (opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
+      if (opts.bars) {
+        var align = opts.bars.length > 1 ? (i === 0 ? -1 : 1) : 0;
+        s.paths = uPlot.paths.bars({ size: [opts.bars.length > 1 ? 0.4 : 0.7, 28, 2], align: align });
+        s.fill = color + "cc";
+        s.width = 0;
+        s.points = { show: false };
+      }
       return s;
     }));
     var size = chartSize(el);
     var u = new uPlot({
       width: size.width, height: size.height, series: series,
-      cursor: { points: { size: 6 } },
-      scales: { x: { time: true }, y: (opts && opts.y) || { auto: true } },
-      axes: [Object.assign({}, AXIS), Object.assign({ size: 64, values: function (u, vs) { return vs.map(fmt); } }, AXIS)],
+      cursor: { points: { size: 7 } },
+      scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
+        opts.ints ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, 1e7] } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
     state.charts[id] = { u: u, sig: sig };
+  }
+
+  function nonNull(a) {
+    var n = 0;
+    for (var i = 0; i < a.length; i++) if (a[i] != null && a[i] !== 0) n++;
+    return n;
   }
 
   function renderCharts(s, store) {
@@ -245,22 +263,24 @@
     if (bks.length > 1 || state.ns) bks.forEach(function (b) { names.push("backend " + b); data.push(s.backends[b].hit_rate); dash.push(true); });
     draw("chart-hit-rate", names, data, function (v) { return (100 * v).toFixed(0) + "%"; }, { y: { range: [0, 1] }, dash: dash });
 
-    draw("chart-lookups", ["lookups", "hits", "misses"], [t, s.total.lookups, s.total.hits, s.total.misses], function (v) { return num(Math.round(v)); },
-      { colors: ["#4cc2ff", "#3fcf8e", "#ff6b6b"], fill: true });
+    draw("chart-lookups", ["hits", "misses"], [t, s.total.hits, s.total.misses], function (v) { return num(Math.round(v)); },
+      { colors: ["#3fcf8e", "#ff6b6b"], bars: [true, true], ints: true });
 
     var cum = [], acc = 0;
     s.total.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
     draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; }, { colors: ["#3fcf8e"], fill: true });
 
-    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"] });
+    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true] });
 
     // Store size: carry the last sample forward; the limit is a flat line.
     var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
-    var ev = s.store_evictions;
     var limit = t.map(function () { return store.max_bytes || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
-    draw("chart-store", ["store size", "limit"], [t, size, limit], bytes, { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true });
-    void ev;
+    draw("chart-store", store.max_bytes ? ["store size", "limit"] : ["store size"], store.max_bytes ? [t, size, limit] : [t, size], bytes,
+      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true });
+
+    draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
+      { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
   }
 
   function resizeCharts() {
