@@ -17,3 +17,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// quietLogger discards logs.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -95,22 +95,24 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	}
 
 	u := newUploadID()
-	var written uint32
+	w := &chunkWriter{s: s, u: u}
 	keepChunks := false
 	defer func() {
+		werr := w.close()
 		if !keepChunks {
-			s.purgeChunks(u, written+1)
+			s.purgeChunks(u, w.n)
+		} else if werr != nil {
+			s.log.Error("chunk write failed after commit", "namespace", ns, "key", key.String(), "err", werr)
 		}
 	}()
 
-	buf := s.getBuf()
-	defer s.putBuf(buf)
 	h := sha256.New()
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
+		buf := w.buf()
 		n, rerr := io.ReadFull(r, buf[4:])
 		if n > 0 {
 			data := buf[4 : 4+n]
@@ -128,11 +130,10 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 				reserved += int64(n)
 			}
 			h.Write(data)
-			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, written, data))
-			if err := s.writeChunk(chunkKey(u, written), buf[:4+n]); err != nil {
-				return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, written, err)
+			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, w.n, data))
+			if err := w.write(n); err != nil {
+				return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, w.n, err)
 			}
-			written++
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
 			break
@@ -150,10 +151,13 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		return res, fmt.Errorf("put entry %s/%s: body sha256 %s, declared %s: %w", ns, key,
 			hex.EncodeToString(sum[:]), hex.EncodeToString(opts.SHA256[:]), ErrDigestMismatch)
 	}
+	if err := w.wait(); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, w.n-1, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
-	if s.cfg.SyncWrites && written > 0 {
+	if s.cfg.SyncWrites && w.n > 0 {
 		if err := s.sync(); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
@@ -301,6 +305,77 @@ func (s *Badger) reserve(n int64) error {
 		s.log.Info("entry evicted", "namespace", ref.ns, "key", ref.key.String())
 		purges = append(purges, purge)
 	}
+}
+
+// chunkWriter commits an upload's chunks, each in its own transaction (a
+// Badger transaction is bounded in size), with one commit in flight while the
+// next chunk is read and hashed into the other of two buffers.
+type chunkWriter struct {
+	s       *Badger
+	u       uploadID
+	bufs    [2][]byte
+	cur     int
+	pending chan error // result of the commit in flight; nil when none
+	done    chan error
+	n       uint32 // chunks handed to Badger
+}
+
+// buf returns the buffer to fill next: 4 bytes of checksum, then data.
+func (w *chunkWriter) buf() []byte {
+	if w.bufs[w.cur] == nil {
+		w.bufs[w.cur] = w.s.getBuf()
+	}
+	return w.bufs[w.cur]
+}
+
+// write starts committing buf()[:4+n] as the next chunk, after the previous
+// commit finished, and switches buffers.
+func (w *chunkWriter) write(n int) error {
+	if err := w.wait(); err != nil {
+		return err
+	}
+	if err := w.s.enter(); err != nil {
+		return err
+	}
+	txn := w.s.db.NewTransaction(true)
+	if err := txn.Set(chunkKey(w.u, w.n), w.bufs[w.cur][:4+n]); err != nil {
+		txn.Discard()
+		w.s.leave()
+		return err
+	}
+	if w.done == nil {
+		w.done = make(chan error, 1)
+	}
+	w.pending = w.done
+	w.n++
+	w.cur ^= 1
+	txn.CommitWith(func(err error) {
+		w.s.leave()
+		w.done <- err
+	})
+	return nil
+}
+
+// wait waits for the commit in flight.
+func (w *chunkWriter) wait() error {
+	if w.pending == nil {
+		return nil
+	}
+	err := <-w.pending
+	w.pending = nil
+	return err
+}
+
+// close waits for the commit in flight and returns the buffers.
+func (w *chunkWriter) close() error {
+	err := w.wait()
+	for i, b := range w.bufs {
+		if b != nil {
+			w.s.putBuf(b)
+			w.bufs[i] = nil
+		}
+	}
+	return err
 }
 
 // writeChunk commits one chunk in its own transaction.

@@ -1,0 +1,242 @@
+package store_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/storetest"
+)
+
+func openBench(b testing.TB, cfg store.Config) *store.Badger {
+	b.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = b.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	s, err := store.Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+var benchSizes = []struct {
+	name string
+	size int
+}{{"4KiB", 4 << 10}, {"64MiB", 64 << 20}}
+
+func BenchmarkPut(b *testing.B) {
+	for _, bs := range benchSizes {
+		b.Run(bs.name, func(b *testing.B) {
+			s := openBench(b, store.Config{GCInterval: -1})
+			data := storetest.Data(1, bs.size)
+			b.SetBytes(int64(bs.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				binary.LittleEndian.PutUint64(data, uint64(i)) // new bytes, no dedup
+				key := storetest.KeyOf(fmt.Sprint(i))
+				if _, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), store.PutOptions{Size: int64(len(data))}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	for _, bs := range benchSizes {
+		b.Run(bs.name, func(b *testing.B) {
+			s := openBench(b, store.Config{GCInterval: -1})
+			data := storetest.Data(2, bs.size)
+			key := storetest.KeyOf("get")
+			if _, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), store.PutOptions{Size: int64(len(data))}); err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, 256<<10)
+			b.SetBytes(int64(bs.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				_, rc, err := s.Get(context.Background(), "default", key, 0, -1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.CopyBuffer(io.Discard, rc, buf); err != nil {
+					b.Fatal(err)
+				}
+				rc.Close()
+			}
+		})
+	}
+}
+
+// genReader generates n bytes without holding them: each 8-byte word is its
+// offset mixed with a seed.
+type genReader struct {
+	seed, off, n uint64
+}
+
+func (g *genReader) Read(p []byte) (int, error) {
+	if g.off >= g.n {
+		return 0, io.EOF
+	}
+	p = p[:min(uint64(len(p)), g.n-g.off)&^7]
+	if len(p) == 0 {
+		return 0, io.ErrShortBuffer
+	}
+	for i := 0; i < len(p); i += 8 {
+		binary.LittleEndian.PutUint64(p[i:], (g.off+uint64(i))*0x9e3779b97f4a7c15^g.seed)
+	}
+	g.off += uint64(len(p))
+	return len(p), nil
+}
+
+// rssAnon returns this process's anonymous resident memory in bytes.
+func rssAnon(t testing.TB) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no RssAnon in /proc/self/status")
+	return 0
+}
+
+// peakRSS samples RssAnon until stop is closed and returns the maximum.
+func peakRSS(t testing.TB, stop <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var peak int64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, rssAnon(t))
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+func bigTests(t *testing.T) {
+	if os.Getenv("CACHESVC_BIG_TESTS") != "1" {
+		t.Skip("set CACHESVC_BIG_TESTS=1 to run (writes 2 GiB or more)")
+	}
+}
+
+// TestBigRoundTripMemory stores and reads back a generated 2 GiB entry and
+// checks that anonymous resident memory grows by less than 128 MiB.
+func TestBigRoundTripMemory(t *testing.T) {
+	bigTests(t)
+	const size = 2 << 30
+	s := openBench(t, store.Config{GCInterval: -1})
+	ctx := context.Background()
+	key := storetest.KeyOf("big")
+	base := rssAnon(t)
+	stop := make(chan struct{})
+	peak := peakRSS(t, stop)
+
+	h := sha256.New()
+	start := time.Now()
+	res, err := s.Put(ctx, "default", key, io.TeeReader(&genReader{seed: 42, n: size}, h), store.PutOptions{Size: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTime := time.Since(start)
+	if !bytes.Equal(res.Meta.SHA256[:], h.Sum(nil)) {
+		t.Fatal("stored sha256 differs from the generated stream's")
+	}
+	start = time.Now()
+	_, rc, err := s.Get(ctx, "default", key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Reset()
+	n, err := io.CopyBuffer(h, rc, make([]byte, 256<<10))
+	rc.Close()
+	if err != nil || n != size {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	getTime := time.Since(start)
+	close(stop)
+	p := <-peak
+	if !bytes.Equal(res.Meta.SHA256[:], h.Sum(nil)) {
+		t.Fatal("bytes read back differ from the bytes written")
+	}
+	growth := p - base
+	t.Logf("2 GiB: put %v (%.0f MiB/s), get %v (%.0f MiB/s); RssAnon %d MiB at start, peak %d MiB, growth %d MiB",
+		putTime.Round(time.Millisecond), float64(size)/(1<<20)/putTime.Seconds(),
+		getTime.Round(time.Millisecond), float64(size)/(1<<20)/getTime.Seconds(), base>>20, p>>20, growth>>20)
+	if growth >= 128<<20 {
+		t.Fatalf("RssAnon grew by %d MiB during a 2 GiB round trip; the bound is 128 MiB", growth>>20)
+	}
+}
+
+// TestBigWriteTunedVsDefaults measures writing 2 GiB with the store's Badger
+// tuning and with Badger's defaults. It reports; it never fails on timing.
+func TestBigWriteTunedVsDefaults(t *testing.T) {
+	bigTests(t)
+	const size = 2 << 30
+	for _, tc := range []struct {
+		name string
+		cfg  store.Config
+	}{
+		{"tuned", store.Config{}},
+		{"badger-defaults", store.Config{BadgerDefaults: true}},
+		{"tuned-256KiB-chunks", store.Config{ChunkSize: 256 << 10}},
+		{"badger-defaults-256KiB-chunks", store.Config{BadgerDefaults: true, ChunkSize: 256 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.GCInterval = -1
+			s := openBench(t, tc.cfg)
+			base := rssAnon(t)
+			stop := make(chan struct{})
+			peak := peakRSS(t, stop)
+			start := time.Now()
+			if _, err := s.Put(context.Background(), "default", storetest.KeyOf("big"), &genReader{seed: 7, n: size}, store.PutOptions{Size: size}); err != nil {
+				t.Fatal(err)
+			}
+			d := time.Since(start)
+			start = time.Now()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			closeTime := time.Since(start)
+			close(stop)
+			var written atomic.Int64
+			written.Store(size)
+			t.Logf("%s: wrote 2 GiB in %v (%.0f MiB/s), close %v, RssAnon growth %d MiB", tc.name,
+				d.Round(time.Millisecond), float64(size)/(1<<20)/d.Seconds(), closeTime.Round(time.Millisecond), (<-peak-base)>>20)
+		})
+	}
+}
