@@ -122,7 +122,8 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("parse size %q: %w", s, err)
 	}
 	v := f * float64(mult)
-	if v > math.MaxInt64 {
+	// float64(math.MaxInt64) rounds up to 2^63, which does not fit: >=.
+	if v >= math.MaxInt64 {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return int64(v), nil
