@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("{\"backend\": \"xla\", \"platform\": \"cuda\", \"jaxlib_version\": \"0.7.1\", \"xla_flags\": [\"--xla_dump_to=/tmp\", \"--xla_gpu_autotune_level=2\"], \"module\": \"module @jit_f.0 {\\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<i32>) -> tensor<i32> {\\n    %0 = stablehlo.constant dense<2> : tensor<i32>\\n    %1 = stablehlo.multiply %0, %arg0 : tensor<i32>\\n    %2 = stablehlo.add %1, %arg1 : tensor<i32>\\n    return %2 : tensor<i32>\\n  }\\n}\\n\"}")
