@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -509,27 +510,74 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 	return func() { s.purgeChunks(u, n) }, nil
 }
 
+// walkPage is how many entries Walk reads per read transaction.
+const walkPage = 256
+
 // Walk calls fn with the metadata of every entry in ns ("" for every
 // namespace) in key order until fn returns false or ctx ends. It does not
 // count as an access. fn must not call back into the store.
+//
+// Walk reads pages of entries, each from its own snapshot, and calls fn
+// outside of them, so a slow fn holds up nothing; an entry added or removed
+// during a Walk may or may not be visited.
 func (s *Badger) Walk(ctx context.Context, ns string, fn func(Meta) bool) error {
 	if ns != "" {
 		if err := checkNamespace("walk entries", ns); err != nil {
 			return err
 		}
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: metaPrefix(ns), PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+	prefix := metaPrefix(ns)
+	var after []byte // last key visited
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("walk entries: %w", err)
+		}
+		page, last, more, err := s.walkPage(prefix, after)
+		if err != nil {
+			return err
+		}
+		for _, m := range page {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("walk entries: %w", err)
 			}
+			if !fn(s.overlay(m)) {
+				return nil
+			}
+		}
+		if !more {
+			return nil
+		}
+		after = last
+	}
+}
+
+// walkPage reads up to walkPage entries under prefix with keys after after.
+// It returns the last key it read and whether more keys follow.
+func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more bool, err error) {
+	if err := s.enter(); err != nil {
+		return nil, nil, false, err
+	}
+	defer s.leave()
+	page = make([]Meta, 0, walkPage)
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		if after == nil {
+			it.Rewind()
+		} else {
+			it.Seek(after)
+			if it.Valid() && bytes.Equal(it.Item().Key(), after) {
+				it.Next()
+			}
+		}
+		for n := 0; it.Valid(); it.Next() {
+			if n == walkPage {
+				more = true
+				break
+			}
+			n++
 			item := it.Item()
+			last = item.KeyCopy(last[:0])
 			ref, ok := parseEntryKey(item.Key())
 			if !ok {
 				continue
@@ -543,12 +591,14 @@ func (s *Badger) Walk(ctx context.Context, ns string, fn func(Meta) bool) error 
 				s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
 				continue
 			}
-			if !fn(s.overlay(m)) {
-				return nil
-			}
+			page = append(page, m)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("walk entries: %w", err)
+	}
+	return page, last, more, nil
 }
 
 // Usage returns sizes and counters.

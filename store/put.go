@@ -76,6 +76,11 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
+	if existing, err := s.Stat(ctx, ns, key); err == nil {
+		return s.verifyExisting(ctx, existing, r, opts)
+	} else if !errors.Is(err, ErrNotFound) {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
 
 	var reserved int64
 	defer func() {
@@ -189,6 +194,56 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		s.log.Debug("entry stored", "namespace", ns, "key", key.String(), "size", total, "new_blob", keepChunks)
 	}
 	return res, nil
+}
+
+// verifyExisting finishes a Put whose entry already exists: entries are
+// immutable, so it only reads and hashes the body (no staging, no
+// reservation, no eviction) and reports a no-op when the bytes are identical
+// or ErrConflict when they differ. The Put takes effect as of when it began:
+// if the entry is deleted meanwhile, the result still describes it.
+func (s *Badger) verifyExisting(ctx context.Context, existing Meta, r io.Reader, opts PutOptions) (PutResult, error) {
+	ns, key := existing.Namespace, existing.Key
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	h := sha256.New()
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return PutResult{}, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		n, rerr := io.ReadFull(r, buf)
+		total += int64(n)
+		if max := s.cfg.MaxEntryBytes; max > 0 && total > max {
+			return PutResult{}, fmt.Errorf("put entry %s/%s: more than %d bytes: %w", ns, key, max, ErrTooLarge)
+		}
+		if opts.Size > 0 && total > opts.Size {
+			return PutResult{}, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
+		}
+		h.Write(buf[:n])
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return PutResult{}, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
+		}
+	}
+	if opts.Size > 0 && total != opts.Size {
+		return PutResult{}, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total, opts.Size, ErrSizeMismatch)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	if opts.SHA256 != nil && *opts.SHA256 != sum {
+		return PutResult{}, fmt.Errorf("put entry %s/%s: body sha256 %s, declared %s: %w", ns, key,
+			hex.EncodeToString(sum[:]), hex.EncodeToString(opts.SHA256[:]), ErrDigestMismatch)
+	}
+	if sum != existing.SHA256 {
+		return PutResult{}, fmt.Errorf("put entry %s/%s: stored sha256 %s: %w", ns, key,
+			hex.EncodeToString(existing.SHA256[:]), ErrConflict)
+	}
+	if m, err := s.Stat(ctx, ns, key); err == nil && m.SHA256 == existing.SHA256 {
+		existing = m
+	}
+	return PutResult{Meta: existing}, nil
 }
 
 func copyMap(m map[string]string) map[string]string {

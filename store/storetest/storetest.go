@@ -84,7 +84,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ConcurrentSameKey", testConcurrentSameKey},
 		{"ConcurrentDifferentBytes", testConcurrentDifferentBytes},
 		{"AbortedPutLeavesNothing", testAborted},
+		{"ExistingKeyEvictsNothing", testExistingKeyEvictsNothing},
 		{"Walk", testWalk},
+		{"WalkManyEntries", testWalkMany},
 		{"HitsAndAccess", testHits},
 		{"Delete", testDelete},
 		{"InvalidArguments", testInvalid},
@@ -538,6 +540,43 @@ func testAborted(t *testing.T, open OpenFunc) {
 	wantUsage(t, s, 0, 0, 0)
 	// Reservations were released: the whole limit is usable.
 	put(t, s, "default", KeyOf("after-abort"), Data(61, 8*MiB))
+}
+
+func testExistingKeyEvictsNothing(t *testing.T, open OpenFunc) {
+	const size = 100 << 10
+	s, _ := openT(t, open, Limits{MaxBytes: 2 * size})
+	a, b := KeyOf("full-a"), KeyOf("full-b")
+	put(t, s, "default", a, Data(90, size))
+	put(t, s, "default", b, Data(91, size))
+	if res := put(t, s, "default", a, Data(90, size)); res.Created {
+		t.Fatal("identical Put reported Created")
+	}
+	_, err := s.Put(context.Background(), "default", b, bytes.NewReader(Data(92, size)), store.PutOptions{Size: size})
+	wantErr(t, "different bytes into a full store", err, store.ErrConflict)
+	if u := s.Usage(); u.Evictions != 0 || u.Entries != 2 {
+		t.Fatalf("Usage = %+v: a Put of an existing key evicted entries", u)
+	}
+}
+
+func testWalkMany(t *testing.T, open OpenFunc) {
+	s, _ := openT(t, open, Limits{})
+	const n = 700
+	for i := 0; i < n; i++ {
+		put(t, s, "many", KeyOf(fmt.Sprint("many-", i)), []byte(fmt.Sprint(i)))
+	}
+	seen := map[store.Key]bool{}
+	var prev store.Key
+	err := s.Walk(context.Background(), "many", func(m store.Meta) bool {
+		if len(seen) > 0 && bytes.Compare(prev[:], m.Key[:]) >= 0 {
+			t.Errorf("Walk order: %s after %s", m.Key, prev)
+		}
+		prev = m.Key
+		seen[m.Key] = true
+		return true
+	})
+	if err != nil || len(seen) != n {
+		t.Fatalf("Walk visited %d distinct entries of %d: %v", len(seen), n, err)
+	}
 }
 
 func testWalk(t *testing.T, open OpenFunc) {
