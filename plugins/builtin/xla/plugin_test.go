@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/plugins/builtin/xla/xlacanon"
+	"github.com/cachesvc/cachesvc/plugins/sdk"
+)
+
+// loadWasm loads the committed xla.wasm into a real wazero host.
+func loadWasm(t testing.TB) *plugins.Plugin {
+	t.Helper()
+	wasm, err := os.ReadFile("xla.wasm")
+	if err != nil {
+		t.Fatalf("read committed xla.wasm (run scripts/build-plugins.sh): %v", err)
+	}
+	ctx := context.Background()
+	h, err := plugins.NewHost(ctx, plugins.Config{PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	p, err := h.Load(ctx, "test:xla.wasm", wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := p.Info(); info.ID != "xla@"+Version || len(info.Backends) != 1 || info.Backends[0] != "xla" {
+		t.Fatalf("describe: %+v", info)
+	}
+	return p
+}
+
+func corpus(t testing.TB) string {
+	t.Helper()
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "..", "..", "shared", "corpus"))
+	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
+		t.Skipf("corpus not found at %s (CI keeps ../shared/corpus beside the clone)", dir)
+	}
+	return dir
+}
+
+func signature(t testing.TB, module []byte, platform string) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"backend": "xla", "platform": platform, "jaxlib_version": "0.7.1",
+		"xla_flags": []string{"--xla_gpu_autotune_level=2", "--xla_dump_to=/tmp/d"}, "module": string(module)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// key is the key the service makes (DESIGN.md): sha256(name@version ‖ 0 ‖
+// backend ‖ 0 ‖ canonical).
+func key(canonical []byte) string {
+	h := sha256.New()
+	h.Write([]byte("xla@" + Version + "\x00xla\x00"))
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestWasmMatchesNative runs every corpus module through the real wasm
+// plugin and natively: canonical bytes, components and display names agree,
+// and normalize is a fixed point with the same canonical bytes.
+func TestWasmMatchesNative(t *testing.T) {
+	p := loadWasm(t)
+	ctx := context.Background()
+	files, _ := filepath.Glob(filepath.Join(corpus(t), "*", "*"))
+	for _, f := range files {
+		if filepath.Ext(f) == ".txt" {
+			continue
+		}
+		m, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := signature(t, m, "cuda")
+		got, err := p.Canonicalize(ctx, sig)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want, err := sdk.Invoke(sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Canonical) != string(want.Canonical) || got.DisplayName != want.DisplayName {
+			t.Errorf("%s: wasm and native results differ", filepath.Base(f))
+		}
+		for k, v := range want.Components {
+			if got.Components[k] != v {
+				t.Errorf("%s: component %s = %q in wasm, %q natively", filepath.Base(f), k, got.Components[k], v)
+			}
+		}
+		norm, err := p.Normalize(ctx, sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := p.Canonicalize(ctx, norm)
+		if err != nil || string(again.Canonical) != string(got.Canonical) {
+			t.Errorf("%s: canonicalize(normalize(s)) differs (%v)", filepath.Base(f), err)
+		}
+	}
+}
+
+// TestWasmCorpusGroups: the SOURCES.md groups share keys through the real
+// wasm plugin, and the negative pairs do not (the full table lives in
+// xlacanon/corpus_test.go).
+func TestWasmCorpusGroups(t *testing.T) {
+	p := loadWasm(t)
+	dir := corpus(t)
+	keyFor := func(rel, platform string) string {
+		m, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Canonicalize(context.Background(), signature(t, m, platform))
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		return key(r.Canonical)
+	}
+	const a = "stablehlo/jax_annotate_data_placement__data_"
+	same := [][]string{
+		{a + "2025_04_07_tpu_gspmd.mlir", a + "2025_04_07_cuda_gspmd.mlir", a + "2025_06_30_cuda_gspmd.mlir"},
+		{a + "2025_06_30_tpu_shardy.mlir", a + "2025_06_30_cuda_shardy.mlir"},
+		{"hlo/jaxdocs_cog_2023-06-02_pjit_rms_norm_bf16_crlf.hlo", "hlo/jaxdocs_cog_2024-03-13_pjit_rms_norm_bf16.hlo"},
+		{"stablehlo/jaxdocs_aot_2024-06-21_jit_f_layout_mode.mlir", "stablehlo/jaxdocs_aot_2025-02-11_jit_f.mlir", "stablehlo/jaxdocs_aot_2025-05-01_jit_f.mlir"},
+	}
+	for _, g := range same {
+		want := keyFor(g[0], "cuda")
+		for _, f := range g[1:] {
+			if keyFor(f, "cuda") != want {
+				t.Errorf("%s and %s should share a key", g[0], f)
+			}
+		}
+	}
+	differ := [][2]string{
+		{"stablehlo/jax_cpu_qr_lapack_geqrf__data_2025_04_02_f32.mlir", "stablehlo/jax_cpu_qr_lapack_geqrf__data_2025_04_02_f64.mlir"},
+		{"hlo/jaxdocs_cog_2022-12-16_pjit_rms_norm_f16.hlo", "hlo/jaxdocs_cog_2024-03-13_pjit_rms_norm_bf16.hlo"},
+		{a + "2025_06_30_tpu_shardy.mlir", a + "2026_02_04_rocm_shardy.mlir"},
+		{"stablehlo/jaxdocs_aot_2025-05-01_jit_f.mlir", "stablehlo/jaxdocs_aot_2025-05-01_jit_f_static_arg7.mlir"},
+		{a + "2025_04_07_tpu_gspmd.mlir", a + "2025_06_30_tpu_gspmd.mlir"},
+	}
+	for _, d := range differ {
+		if keyFor(d[0], "cuda") == keyFor(d[1], "cuda") {
+			t.Errorf("%s and %s should not share a key", d[0], d[1])
+		}
+	}
+	if keyFor(a+"2025_04_07_tpu_gspmd.mlir", "tpu") == keyFor(a+"2025_04_07_cuda_gspmd.mlir", "cuda") {
+		t.Error("platform is not in the key")
+	}
+}
+
+func TestWasmErrors(t *testing.T) {
+	p := loadWasm(t)
+	_, err := p.Canonicalize(context.Background(), []byte(`{"backend":"xla","platform":"cpu","module":"module {}","bogus":1}`))
+	if err == nil {
+		t.Fatal("unknown field accepted")
+	}
+}
+
+func benchPlugin(b *testing.B, size int) {
+	p := loadWasm(b)
+	sig := signature(b, xlacanon.GenerateModule(size), "cuda")
+	ctx := context.Background()
+	if _, err := p.Canonicalize(ctx, sig); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(sig)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Canonicalize(ctx, sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPluginCanonicalize1MiB measures the xla plugin through the real
+// wazero host (input copy, wasm canonicalization, canonical copy-out) on a
+// 1 MiB generated module; compare with xlacanon's native benchmarks.
+func BenchmarkPluginCanonicalize1MiB(b *testing.B) { benchPlugin(b, 1<<20) }
+
+// BenchmarkPluginCanonicalize10MiB is the same on a 10 MiB module.
+func BenchmarkPluginCanonicalize10MiB(b *testing.B) { benchPlugin(b, 10<<20) }
