@@ -19,14 +19,22 @@ import (
 
 // Default tuning values, used when the matching Config field is zero.
 const (
-	DefaultChunkSize        = 1 << 20
-	DefaultFlushInterval    = 5 * time.Second
-	DefaultGCInterval       = time.Minute
-	DefaultGCDiscardRatio   = 0.5
-	DefaultMemTableSize     = 16 << 20
+	// DefaultChunkSize is the default Config.ChunkSize.
+	DefaultChunkSize = 1 << 20
+	// DefaultFlushInterval is the default Config.FlushInterval.
+	DefaultFlushInterval = 5 * time.Second
+	// DefaultGCInterval is the default Config.GCInterval.
+	DefaultGCInterval = time.Minute
+	// DefaultGCDiscardRatio is the default Config.GCDiscardRatio.
+	DefaultGCDiscardRatio = 0.5
+	// DefaultMemTableSize is the default Config.MemTableSize.
+	DefaultMemTableSize = 16 << 20
+	// DefaultValueLogFileSize is the default Config.ValueLogFileSize.
 	DefaultValueLogFileSize = 256 << 20
-	DefaultBlockCacheSize   = 16 << 20
-	DefaultValueThreshold   = 1 << 10
+	// DefaultBlockCacheSize is the default Config.BlockCacheSize.
+	DefaultBlockCacheSize = 16 << 20
+	// DefaultValueThreshold is the default Config.ValueThreshold.
+	DefaultValueThreshold = 1 << 10
 )
 
 // Config configures a Badger store. The zero value of every field except Dir

@@ -1,6 +1,9 @@
 package store_test
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/store"
@@ -23,4 +26,34 @@ func openBadger(t *testing.T, dir string, lim storetest.Limits) store.Store {
 
 func TestBadgerConformance(t *testing.T) {
 	storetest.Run(t, openBadger)
+}
+
+func TestBadgerSyncWrites(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(store.Config{Dir: dir, SyncWrites: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := storetest.Data(1, 3*storetest.MiB+1)
+	key := storetest.KeyOf("sync")
+	if _, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), store.PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.Open(store.Config{Dir: dir, SyncWrites: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, rc, err := s.Get(context.Background(), "default", key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes: %v", len(got), err)
+	}
 }

@@ -54,7 +54,12 @@ func checkLabels(what string, m map[string]string) error {
 //   - ctx errors and r's errors, wrapped.
 //
 // On any error nothing is stored and staged chunks are deleted (or collected
-// at the next Open if the process dies first).
+// at the next Open if the process dies first). ctx is checked between chunks;
+// a Read blocked on a stalled client is ended by closing the client's body.
+//
+// A Put of a key that already exists only reads and hashes the body: it
+// stores nothing and evicts nothing, and returns Created=false or
+// ErrConflict.
 func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts PutOptions) (res PutResult, err error) {
 	ref := entryRef{ns, key}
 	if err := checkNamespace("put entry", ns); err != nil {

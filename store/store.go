@@ -5,6 +5,36 @@
 // visible only after all its bytes are committed. The package knows nothing of
 // HTTP, plugins or signatures; callers translate its sentinel errors at their
 // edge.
+//
+// # The Badger store
+//
+// Open returns *Badger, the Store kept in a Badger directory. A Put streams
+// the body in 1 MiB chunks, each stored with a CRC-32C that also covers the
+// chunk's upload and position, while computing the SHA-256; the chunks go to
+// Badger's value log under a fresh upload id, and the entry's metadata (with,
+// for new content, the blob record naming the upload) commits last in one
+// transaction. Neither side ever holds a whole blob in memory. Get verifies
+// every chunk it serves; a bad chunk quarantines every entry sharing the blob
+// (their metadata moves under a quarantine prefix, the chunks are deleted)
+// and counts Usage.IntegrityFailures. On Open, chunks that no committed blob
+// names (uploads cut short by a crash) are deleted.
+//
+// Under Config.MaxBytes, least recently accessed entries are evicted to make
+// room. Access times and hit counts are kept in memory and written in batches
+// (every Config.FlushInterval and on Close), never once per read. Deleted and
+// evicted bytes return to the disk through Badger's value-log GC, which the
+// store drives every Config.GCInterval.
+//
+// # Durability
+//
+// An acknowledged Put (one that returned without error) survives a crash or
+// kill -9 of the process: Badger's logs are memory-mapped, so a committed
+// write is in the kernel's page cache when Put returns. With
+// Config.SyncWrites it also survives an OS crash or power loss: Put then
+// fsyncs the value log and write-ahead log before committing the metadata
+// and again after, before it returns. Without SyncWrites (the default) a
+// power loss can lose entries acknowledged in the last seconds; what remains
+// is never served damaged, because chunk checksums catch torn writes.
 package store
 
 import (
