@@ -51,13 +51,17 @@ func bodyStream(c *fiber.Ctx, limit int64, count func(int)) *bodyReader {
 	if r == nil {
 		r = bytes.NewReader(c.Request().Body())
 	}
-	return &bodyReader{
+	br := &bodyReader{
 		r:     r,
 		want:  int64(c.Request().Header.ContentLength()),
 		limit: limit,
 		count: count,
 		done:  func() { c.Locals(bodyDoneKey, true) },
 	}
+	if tc, ok := c.Context().Conn().(*trackedConn); ok {
+		br.peerClosed = tc.sawEOF.Load
+	}
+	return br
 }
 
 // bodyReader is the request body with its length and limit enforced.
@@ -70,6 +74,9 @@ type bodyReader struct {
 	eof   bool
 	count func(int)
 	done  func()
+	// peerClosed reports whether the client closed the connection; a chunked
+	// body that "ends" after that was cut short (fasthttp does not tell).
+	peerClosed func() bool
 }
 
 // Read reads from the body; see bodyStream.
@@ -92,6 +99,10 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	case errors.Is(err, io.EOF):
 		if b.want >= 0 && b.n < b.want {
 			b.err = fmt.Errorf("%w: got %d of the %d bytes in Content-Length", errIncompleteBody, b.n, b.want)
+			return n, b.err
+		}
+		if b.want < 0 && b.peerClosed != nil && b.peerClosed() {
+			b.err = fmt.Errorf("%w: the client closed the connection after %d bytes, before the last chunk", errIncompleteBody, b.n)
 			return n, b.err
 		}
 		b.eof = true

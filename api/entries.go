@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -126,11 +127,12 @@ func (s *Server) handlePutEntry(c *fiber.Ctx) error {
 		if errors.Is(err, errIncompleteBody) {
 			s.log.Warn("upload aborted; nothing stored", "namespace", ns, "key", key.String(), "err", err)
 		}
-		return fmt.Errorf("put %s/%s: %w", ns, key, err)
+		return err
 	}
 	status := http.StatusOK
 	if res.Created {
 		status = http.StatusCreated
+		s.recordEntryWrite(c, ns, key, res.Meta)
 		s.metrics.puts.WithLabelValues("created").Inc()
 		s.totals.putsCreated.Add(1)
 	} else {
@@ -145,6 +147,16 @@ func (s *Server) handlePutEntry(c *fiber.Ctx) error {
 		SHA256:    hex.EncodeToString(res.Meta.SHA256[:]),
 		Created:   res.Created,
 	})
+}
+
+// entryErr gives a miss on (ns, key) a precise message; other store errors
+// already name the entry.
+func entryErr(err error, ns string, key store.Key) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("No entry with key %s in namespace %q.", key, ns), Err: err}
+	}
+	return err
 }
 
 // putResult names a failed PUT's outcome for cachesvc_puts_total.
@@ -205,7 +217,7 @@ func (s *Server) handleHeadEntry(c *fiber.Ctx) error {
 	}
 	m, err := s.cfg.Store.Stat(c.UserContext(), ns, key)
 	if err != nil {
-		return fmt.Errorf("stat %s/%s: %w", ns, key, err)
+		return entryErr(err, ns, key)
 	}
 	setEntryHeaders(c, m)
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
@@ -230,9 +242,9 @@ func (s *Server) handleGetEntry(c *fiber.Ctx) error {
 	if rangeHdr != "" {
 		if meta, err = s.cfg.Store.Stat(ctx, ns, key); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				s.recordLookup(false)
+				s.recordEntryLookup(c, ns, key, nil, 0)
 			}
-			return fmt.Errorf("stat %s/%s: %w", ns, key, err)
+			return entryErr(err, ns, key)
 		}
 		var ok bool
 		if off, n, ok, err = parseRange(rangeHdr, meta.Size); err != nil {
@@ -246,11 +258,11 @@ func (s *Server) handleGetEntry(c *fiber.Ctx) error {
 	m, rc, err := s.cfg.Store.Get(ctx, ns, key, off, n)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			s.recordLookup(false)
+			s.recordEntryLookup(c, ns, key, nil, 0)
 		}
-		return fmt.Errorf("get %s/%s: %w", ns, key, err)
+		return entryErr(err, ns, key)
 	}
-	s.recordLookup(true)
+	s.recordEntryLookup(c, ns, key, &m, servedBytes(m.Size, off, n))
 	setEntryHeaders(c, m)
 	if notModified(c, m) {
 		_ = rc.Close()
@@ -278,7 +290,8 @@ func (s *Server) handleGetEntry(c *fiber.Ctx) error {
 	}
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	c.Status(status)
-	c.Context().SetBodyStream(&responseBody{r: br, c: rc, count: func(k int) {
+	s.inflight.Add(1) // until fasthttp closes the body: the store stays open
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, done: func() { s.inflight.Add(-1) }, count: func(k int) {
 		s.metrics.bytesOut.Add(float64(k))
 		s.totals.bytesOut.Add(int64(k))
 	}}, int(size))
@@ -291,6 +304,8 @@ type responseBody struct {
 	r     io.Reader
 	c     io.Closer
 	count func(int)
+	done  func()
+	once  sync.Once
 }
 
 // Read reads from the entry.
@@ -303,7 +318,11 @@ func (b *responseBody) Read(p []byte) (int, error) {
 }
 
 // Close closes the store reader.
-func (b *responseBody) Close() error { return b.c.Close() }
+func (b *responseBody) Close() error {
+	err := b.c.Close()
+	b.once.Do(b.done)
+	return err
+}
 
 // parseRange parses a single-range "bytes=" Range header against size. It
 // returns ok=false when the header should be ignored (not a bytes range), and
@@ -362,7 +381,7 @@ func (s *Server) handleDeleteEntry(c *fiber.Ctx) error {
 		return err
 	}
 	if err := s.cfg.Store.Delete(c.UserContext(), ns, key); err != nil {
-		return fmt.Errorf("delete %s/%s: %w", ns, key, err)
+		return entryErr(err, ns, key)
 	}
 	s.log.Info("entry deleted", "namespace", ns, "key", key.String())
 	return c.SendStatus(http.StatusNoContent)

@@ -3,6 +3,7 @@ package api
 import (
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -127,7 +128,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 		route = r.Path
 	}
 	status := c.Response().StatusCode()
-	method := c.Method()
+	method := strings.Clone(c.Method()) // fiber's strings alias reused buffers
 	elapsed := time.Since(start)
 	s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	s.metrics.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())

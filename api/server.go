@@ -99,7 +99,7 @@ type Server struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 
-	inflight atomic.Int64 // requests inside a handler
+	inflight atomic.Int64 // requests inside a handler, and response bodies streaming
 	closing  atomic.Bool  // set by Shutdown; /readyz then fails
 
 	mu    sync.Mutex
@@ -202,8 +202,8 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections and waits for in-flight requests to
 // finish until ctx ends. Then it cancels what is still running (an upload
-// cut short stores nothing), closes the remaining connections and waits up to
-// five more seconds for their handlers to return. After Shutdown returns no
+// cut short stores nothing), aborts the remaining connections and waits up
+// to five more seconds for their handlers and response bodies to end. After Shutdown returns no
 // handler touches the store, so the caller may close it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
@@ -215,7 +215,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Warn("shutdown grace period over; aborting in-flight requests", "inflight", s.inflight.Load())
 	s.cancel()
-	s.closeConns()
+	s.abortConns()
 	deadline := time.Now().Add(5 * time.Second)
 	for s.inflight.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -226,12 +226,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// closeConns closes every open connection.
-func (s *Server) closeConns() {
+// abortConns makes every open connection fail its reads and writes now, so
+// that a handler blocked on a slow upload, or a download in progress, ends
+// with an error. (Closing the connection under fasthttp instead would make it
+// panic when it next sets a deadline.)
+func (s *Server) abortConns() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	conns := make([]*trackedConn, 0, len(s.conns))
 	for c := range s.conns {
-		_ = c.Close()
+		if tc, ok := c.(*trackedConn); ok {
+			conns = append(conns, tc)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.aborted.Store(true)
+		_ = c.Conn.SetDeadline(time.Now())
 	}
 }
 
@@ -255,11 +265,69 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
-// trackedConn removes itself from the server's set when closed.
+// trackedConn removes itself from the server's set when closed, remembers
+// whether the peer closed its side (see bodyReader), and fails every read and
+// write once a forced shutdown aborts it.
 type trackedConn struct {
 	net.Conn
-	s    *Server
-	once sync.Once
+	s       *Server
+	once    sync.Once
+	sawEOF  atomic.Bool
+	aborted atomic.Bool
+}
+
+// errAborted is what reads and writes return on a connection aborted by a
+// forced shutdown.
+var errAborted = errors.New("connection aborted: server shutting down")
+
+// Read reads from the connection, noting io.EOF: fasthttp reports a chunked
+// body cut short at a chunk boundary as a clean io.EOF, and this is how
+// bodyReader tells the two apart.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.aborted.Load() {
+		return 0, errAborted
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) {
+		c.sawEOF.Store(true)
+	}
+	if err == nil && c.aborted.Load() {
+		err = errAborted
+	}
+	return n, err
+}
+
+// Write writes to the connection unless it was aborted.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.aborted.Load() {
+		return 0, errAborted
+	}
+	return c.Conn.Write(p)
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline keep an aborted
+// connection's deadline in the past.
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline unless the connection was aborted.
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline unless the connection was aborted.
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // Close closes the connection and forgets it.

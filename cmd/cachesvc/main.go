@@ -32,6 +32,7 @@ type command struct {
 // commands is the subcommand table. Each subcommand lives in its own file;
 // add it here with one line.
 var commands = []command{
+	{"serve", "run the cache server", runServe},
 	{"token", "make a bearer token and its tokens-file line", runToken},
 	{"signkey", "make an Ed25519 key pair for signing entries", runSignKey},
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// serveOptions are the flags of `cachesvc serve`.
+type serveOptions struct {
+	Addr          string
+	Data          string
+	MaxSize       int64
+	MaxEntrySize  int64
+	SyncWrites    bool
+	LogFormat     string
+	LogLevel      string
+	ShutdownGrace time.Duration
+}
+
+// runServe parses the serve flags and runs the server until ctx ends
+// (SIGINT/SIGTERM).
+func runServe(ctx context.Context, args []string, sio stdio) error {
+	var o serveOptions
+	fs := newFlagSet("serve", "Run the cache server until SIGINT or SIGTERM.", sio)
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
+	fs.StringVar(&o.Data, "data", "./cachesvc-data", "`directory` of the Badger store (created if missing)")
+	sizeVar(fs, &o.MaxSize, "max-size", 0, "store size limit, e.g. 100GiB; least recently used entries are evicted past it (0 = unlimited)")
+	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
+	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower)")
+	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return usagef("%s", err)
+	}
+	return serve(ctx, o, sio, logger, nil)
+}
+
+// newLogger returns a slog logger writing to w in format ("text", "json" or
+// "auto": text when w is a terminal) at level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "auto":
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: use text, json or auto", format)
+}
+
+// serve opens the store, serves the API on o.Addr until ctx ends, then shuts
+// down: it stops accepting, lets in-flight requests finish for up to
+// o.ShutdownGrace, aborts the rest (an aborted upload stores nothing) and
+// closes the store. ready, if non-nil, is called with the bound address once
+// the server accepts connections.
+func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
+	st, err := store.Open(store.Config{
+		Dir:           o.Data,
+		MaxBytes:      o.MaxSize,
+		MaxEntryBytes: o.MaxEntrySize,
+		SyncWrites:    o.SyncWrites,
+		Logger:        logger,
+	})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", o.Data, err)
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close store %s: %w", o.Data, cerr)
+		}
+	}()
+	sts, err := openStats(o.Data, st, logger) // stats.go
+	if err != nil {
+		return err
+	}
+	defer closeStats(sts, logger)
+
+	srv, err := api.New(api.Config{
+		Store:         st,
+		Logger:        logger,
+		MaxEntryBytes: o.MaxEntrySize,
+		Version:       version,
+		Stats:         sts,
+		Runs:          runsConfig(o.Data), // runs.go
+	})
+	if err != nil {
+		return fmt.Errorf("create server: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	url := "http://" + displayAddr(ln.Addr())
+	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
+	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", o.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown incomplete", "err", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
+		logger.Warn("serve ended", "err", err)
+	}
+	return nil
+}
+
+// displayAddr renders a listener address for humans: an unspecified host
+// (0.0.0.0, ::) becomes localhost.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
