@@ -19,10 +19,10 @@ func checkNamespace(op, ns string) error {
 	return nil
 }
 
-// checkLabels enforces MaxLabels and MaxLabelLen on a label-like map.
-func checkLabels(what string, m map[string]string) error {
-	if len(m) > MaxLabels {
-		return fmt.Errorf("%w: %d %s, at most %d allowed", ErrInvalid, len(m), what, MaxLabels)
+// checkLabels enforces a count limit and MaxLabelLen on a label-like map.
+func checkLabels(what string, m map[string]string, maxCount int) error {
+	if len(m) > maxCount {
+		return fmt.Errorf("%w: %d %s, at most %d allowed", ErrInvalid, len(m), what, maxCount)
 	}
 	for k, v := range m {
 		if len(k) > MaxLabelLen || len(v) > MaxLabelLen {
@@ -44,7 +44,7 @@ func checkLabels(what string, m map[string]string) error {
 //
 // # Errors
 //
-//   - ErrInvalid: bad namespace, too many or too long labels.
+//   - ErrInvalid: bad namespace, too many or too long labels or components.
 //   - ErrTooLarge: opts.Size, or the bytes read, exceed Config.MaxEntryBytes.
 //   - ErrFull: the bytes cannot fit under Config.MaxBytes even after evicting
 //     every entry (checked up front for a declared size, and while streaming).
@@ -65,10 +65,10 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	if err := checkNamespace("put entry", ns); err != nil {
 		return res, err
 	}
-	if err := checkLabels("labels", opts.Labels); err != nil {
+	if err := checkLabels("labels", opts.Labels, MaxLabels); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
-	if err := checkLabels("components", opts.Components); err != nil {
+	if err := checkLabels("components", opts.Components, MaxComponents); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
 	declared := opts.Size > 0

@@ -123,6 +123,10 @@ const (
 	MaxLabelLen = 256
 )
 
+// MaxComponents bounds the number of signature components an entry carries;
+// each key and value is bounded by MaxLabelLen.
+const MaxComponents = 64
+
 // Meta describes one entry. It is what HEAD returns and what every listing
 // carries; it never includes the blob itself.
 type Meta struct {
