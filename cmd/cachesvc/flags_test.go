@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"0", 0, false},
+		{"4096", 4096, false},
+		{"4096B", 4096, false},
+		{"10GiB", 10 << 30, false},
+		{"10gib", 10 << 30, false},
+		{"512MB", 512e6, false},
+		{"512MiB", 512 << 20, false},
+		{"1.5G", 3 << 29, false},
+		{"2TB", 2e12, false},
+		{"1KiB", 1024, false},
+		{"1kb", 1000, false},
+		{" 3 MiB ", 3 << 20, false},
+		{"", 0, true},
+		{"GiB", 0, true},
+		{"10XB", 0, true},
+		{"1.2.3G", 0, true},
+		{"-5", 0, true},
+		{"99999999TiB", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseSize(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseSize(%q) error = %v, wantErr %v", tc.in, err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("parseSize(%q) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1000: "1000", 1024: "1KiB", 4 << 30: "4GiB", 3 << 20: "3MiB"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for in, want := range map[string]string{
+		"addr":           "CACHESVC_ADDR",
+		"max-entry-size": "CACHESVC_MAX_ENTRY_SIZE",
+		"log-format":     "CACHESVC_LOG_FORMAT",
+	} {
+		if got := envName(in); got != want {
+			t.Errorf("envName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseFlagsEnv(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantAddr  string
+		wantSize  int64
+		wantUsage bool
+	}{
+		{"defaults", nil, nil, "127.0.0.1:8080", 1 << 20, false},
+		{"env", map[string]string{"CACHESVC_ADDR": ":9", "CACHESVC_MAX_ENTRY_SIZE": "2GiB"}, nil, ":9", 2 << 30, false},
+		{"flag beats env", map[string]string{"CACHESVC_ADDR": ":9"}, []string{"--addr", ":10", "--max-entry-size=5MB"}, ":10", 5e6, false},
+		{"bad env", map[string]string{"CACHESVC_MAX_ENTRY_SIZE": "lots"}, nil, "", 0, true},
+		{"bad flag", nil, []string{"--max-entry-size", "12QB"}, "", 0, true},
+		{"unknown flag", nil, []string{"--nope"}, "", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			sio := stdio{Stderr: &stderr, Getenv: func(k string) string { return tc.env[k] }}
+			fs := newFlagSet("test", "Test.", sio)
+			addr := fs.String("addr", "127.0.0.1:8080", "address")
+			var size int64
+			sizeVar(fs, &size, "max-entry-size", 1<<20, "size")
+			err := parseFlags(fs, tc.args, sio)
+			var ue *usageError
+			if tc.wantUsage {
+				if !errors.As(err, &ue) {
+					t.Fatalf("err = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *addr != tc.wantAddr || size != tc.wantSize {
+				t.Errorf("addr %q size %d, want %q %d", *addr, size, tc.wantAddr, tc.wantSize)
+			}
+		})
+	}
+}
+
+func TestHelpListsEnv(t *testing.T) {
+	var stderr bytes.Buffer
+	sio := stdio{Stderr: &stderr, Getenv: func(string) string { return "" }}
+	fs := newFlagSet("test", "Test.", sio)
+	var size int64
+	sizeVar(fs, &size, "max-size", 0, "limit")
+	if err := parseFlags(fs, []string{"--help"}, sio); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v", err)
+	}
+	if !bytes.Contains(stderr.Bytes(), []byte("CACHESVC_MAX_SIZE")) {
+		t.Errorf("help does not name the environment variable:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestRunDispatch(t *testing.T) {
+	tests := []struct {
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{[]string{"--help"}, 0, "serve", ""},
+		{[]string{"help"}, 0, "version", ""},
+		{nil, 2, "", "Commands:"},
+		{[]string{"version"}, 0, "cachesvc ", ""},
+		{[]string{"--version"}, 0, "cachesvc ", ""},
+		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"serve", "--no-such-flag"}, 2, "", "flag provided but not defined"},
+		{[]string{"serve", "extra"}, 2, "", "unexpected arguments"},
+		{[]string{"serve", "--help"}, 0, "", "CACHESVC_MAX_ENTRY_SIZE"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr %s", code, tc.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.wantStdout) {
+				t.Errorf("stdout %q lacks %q", stdout.String(), tc.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tc.wantStderr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tc.wantStderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var servingRE = regexp.MustCompile(`serving on (http://\S+)`)
+
+// waitURL polls out for the "serving on URL" line.
+func waitURL(t *testing.T, out *syncBuffer, exited <-chan int) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := servingRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("serve exited with %d before serving", code)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("serve did not print its URL")
+	return ""
+}
+
+// TestServeFromEnv runs `cachesvc serve` in-process with every setting from
+// the environment, uploads and downloads an entry, and shuts down on
+// context cancellation (what SIGTERM does).
+func TestServeFromEnv(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	t.Setenv("CACHESVC_ADDR", "127.0.0.1:0")
+	t.Setenv("CACHESVC_DATA", dir)
+	t.Setenv("CACHESVC_MAX_SIZE", "10MiB")
+	t.Setenv("CACHESVC_MAX_ENTRY_SIZE", "1MiB")
+	t.Setenv("CACHESVC_LOG_FORMAT", "json")
+	t.Setenv("CACHESVC_SHUTDOWN_GRACE", "5s")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() { exited <- run(ctx, []string{"serve"}, strings.NewReader(""), &stdout, &stderr) }()
+	url := waitURL(t, &stdout, exited)
+	if !strings.Contains(stdout.String(), "dashboard "+url+"/") {
+		t.Errorf("stdout does not name the dashboard URL: %q", stdout.String())
+	}
+
+	body := bytes.Repeat([]byte("executable"), 1000)
+	sum := sha256.Sum256(body)
+	key := hex.EncodeToString(sum[:])
+	req, _ := http.NewRequest(http.MethodPut, url+"/v1/default/entries/"+key, bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT = %d", resp.StatusCode)
+	}
+	// --max-entry-size from the environment: 413.
+	req, _ = http.NewRequest(http.MethodPut, url+"/v1/default/entries/"+strings.Repeat("a", 64), bytes.NewReader(make([]byte, 2<<20)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized PUT = %d, want 413", resp.StatusCode)
+	}
+	resp, err = http.Get(url + "/v1/default/entries/" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, body) {
+		t.Fatalf("GET returned %d bytes", len(got))
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(metrics, []byte("cachesvc_store_max_bytes 1.048576e+07")) {
+		t.Errorf("metrics lack the 10 MiB store limit")
+	}
+
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("serve exited %d; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after cancellation")
+	}
+
+	// Logs are JSON lines and name the namespace and key of entry requests.
+	var sawKey bool
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if rec["key"] == key && rec["namespace"] == "default" {
+			sawKey = true
+		}
+	}
+	if !sawKey {
+		t.Errorf("no log line names the key and namespace:\n%s", stderr.String())
+	}
+
+	// The store was closed: it opens again and holds the entry.
+	st, err := store.Open(store.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("reopen store: %v", err)
+	}
+	defer st.Close()
+	k, _ := store.ParseKey(key)
+	if m, err := st.Stat(context.Background(), "default", k); err != nil || m.Size != int64(len(body)) {
+		t.Errorf("Stat after restart = %+v, %v", m, err)
+	}
+}
+
+func TestServeBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--log-format", "xml"},
+		{"serve", "--log-level", "loud"},
+		{"serve", "--max-size", "big"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, nil, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2; stderr %s", args, code, stderr.String())
+		}
+	}
+}
