@@ -83,6 +83,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // closes the store. ready, if non-nil, is called with the bound address once
 // the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
+	// Listen first: a taken port fails before the store is opened.
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	defer ln.Close()
 	st, err := store.Open(store.Config{
 		Dir:           o.Data,
 		MaxBytes:      o.MaxSize,
@@ -116,10 +122,6 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("create server: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.Addr, err)
-	}
 	url := "http://" + displayAddr(ln.Addr())
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
