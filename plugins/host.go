@@ -1,0 +1,400 @@
+// Package plugins runs cachesvc's canonicalization plugins: WebAssembly
+// modules implementing the ABI in ABI.md, on one wazero runtime.
+//
+// A Host compiles each module once (with wazero's compilation cache on disk,
+// so restarts are fast), keeps a bounded pool of live instances per plugin and
+// bounds every call in memory, wall time, input and output. A failing call
+// returns an *Error naming the failure (ErrTimeout, ErrTrap, ErrMemory,
+// ErrOutput, ErrBusy, ErrPlugin) and never takes the host down; an instance
+// that failed is discarded and replaced on demand.
+//
+// Plugins get nothing from the outside world: no files, network,
+// environment, arguments, real clock or real randomness.
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// ABIVersion is the plugin ABI version this host implements.
+const ABIVersion = 1
+
+// Defaults for Config's zero values.
+const (
+	DefaultMaxMemoryBytes = 512 << 20
+	DefaultCallTimeout    = 10 * time.Second
+	DefaultMaxInputBytes  = 64 << 20
+	DefaultMaxOutputBytes = 64 << 20
+	DefaultAcquireTimeout = 5 * time.Second
+	// MaxComponents bounds the number of components a plugin may return.
+	MaxComponents = 256
+	// MaxComponentKeyBytes and MaxComponentValueBytes bound each component.
+	MaxComponentKeyBytes   = 128
+	MaxComponentValueBytes = 1024
+	// MaxDisplayNameBytes bounds the display name.
+	MaxDisplayNameBytes = 256
+)
+
+// Config configures a Host. The zero value of every field means its default.
+type Config struct {
+	// CacheDir keeps wazero's compiled code across restarts (for the server:
+	// <data>/wasm-cache). Empty means compile in memory only.
+	CacheDir string
+	// MaxMemoryBytes caps each instance's linear memory; it is rounded down
+	// to 64 KiB pages. 0 means DefaultMaxMemoryBytes.
+	MaxMemoryBytes int64
+	// CallTimeout bounds the wall time of one call. 0 means
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
+	// MaxInputBytes bounds a signature handed to a plugin. 0 means
+	// DefaultMaxInputBytes.
+	MaxInputBytes int64
+	// MaxOutputBytes bounds the result JSON plus canonical bytes of one call.
+	// 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int64
+	// PoolSize bounds the live instances of each plugin (concurrent calls).
+	// 0 means min(GOMAXPROCS, 4).
+	PoolSize int
+	// AcquireTimeout bounds how long a call waits for a free instance before
+	// failing with ErrBusy. 0 means DefaultAcquireTimeout.
+	AcquireTimeout time.Duration
+	// Logger receives load and failure logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxMemoryBytes <= 0 {
+		c.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.MaxInputBytes <= 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.PoolSize <= 0 {
+		c.PoolSize = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Info describes a loaded plugin.
+type Info struct {
+	// Name and Version come from describe; ID is "name@version".
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	ID      string `json:"id"`
+	ABI     int    `json:"abi"`
+	// Backends are the signature backend values the plugin handles.
+	Backends []string `json:"backends"`
+	// Reads lists the signature fields the plugin reads.
+	Reads []string `json:"reads"`
+	// Source is "builtin:NAME.wasm" or the file the plugin was loaded from.
+	Source string `json:"source"`
+}
+
+// Host loads plugins and routes backends to them. It is safe for concurrent
+// use.
+type Host struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+
+	mu        sync.RWMutex
+	closed    bool
+	byName    map[string]*Plugin
+	byBackend map[string]*Plugin
+}
+
+// NewHost returns a Host with no plugins loaded.
+func NewHost(ctx context.Context, cfg Config) (*Host, error) {
+	cfg = cfg.withDefaults()
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(uint32(min(cfg.MaxMemoryBytes>>16, 65536)))
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create wasm cache dir: %w", err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("open wasm cache %s: %w", cfg.CacheDir, err)
+		}
+		cache = c
+		rc = rc.WithCompilationCache(c)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate wasi: %w", err)
+	}
+	return &Host{
+		cfg:       cfg,
+		rt:        rt,
+		cache:     cache,
+		byName:    map[string]*Plugin{},
+		byBackend: map[string]*Plugin{},
+	}, nil
+}
+
+// Config returns the host's configuration with defaults filled in.
+func (h *Host) Config() Config { return h.cfg }
+
+var (
+	namePattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
+)
+
+// Compile validates wasm as an ABI 1 plugin and returns it ready to call,
+// without registering it with the host (plugin check uses this directly).
+// source names where it came from, for messages.
+//
+// # Errors
+//
+// ErrInvalid (wrapped) if the module does not compile, imports anything but
+// WASI preview 1, lacks an export, fails to start or describes itself
+// wrongly; ErrClosed if the host is closed.
+func (h *Host) Compile(ctx context.Context, source string, wasm []byte) (*Plugin, error) {
+	h.mu.RLock()
+	closed := h.closed
+	h.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	cm, err := h.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("compile plugin %s: %w: %w", source, ErrInvalid, err)
+	}
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod != wasi_snapshot_preview1.ModuleName {
+			cm.Close(ctx)
+			return nil, fmt.Errorf("compile plugin %s: %w: imports %s.%s; only %s is provided",
+				source, ErrInvalid, mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	exports := cm.ExportedFunctions()
+	for _, want := range []struct {
+		name    string
+		params  int
+		results int
+	}{{"_initialize", 0, 0}, {"alloc", 1, 1}, {"describe", 0, 1}, {"canonicalize", 2, 1}} {
+		f, ok := exports[want.name]
+		if !ok || len(f.ParamTypes()) != want.params || len(f.ResultTypes()) != want.results {
+			cm.Close(ctx)
+			return nil, fmt.Errorf("compile plugin %s: %w: missing or mistyped export %q (see plugins/ABI.md)",
+				source, ErrInvalid, want.name)
+		}
+	}
+	p := &Plugin{host: h, compiled: cm, source: source}
+	p.info.ID = source // until described, errors name the source
+	p.idle = make(chan *instance, h.cfg.PoolSize)
+	p.slots = make(chan struct{}, h.cfg.PoolSize)
+	info, err := p.describe(ctx)
+	if err != nil {
+		p.Close(ctx)
+		return nil, fmt.Errorf("load plugin %s: %w", source, err)
+	}
+	p.info = info
+	return p, nil
+}
+
+// Precompile compiles wasm into the compilation cache (if the host has one)
+// without instantiating it.
+func (h *Host) Precompile(ctx context.Context, wasm []byte) error {
+	cm, err := h.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("compile plugin: %w: %w", ErrInvalid, err)
+	}
+	return cm.Close(ctx)
+}
+
+// Load compiles wasm and registers it under its name and backends.
+//
+// # Errors
+//
+// Those of Compile, and ErrDuplicate (wrapped) if its name or a backend is
+// already taken.
+func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, error) {
+	p, err := h.Compile(ctx, source, wasm)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		p.Close(ctx)
+		return nil, ErrClosed
+	}
+	if old, ok := h.byName[p.info.Name]; ok {
+		p.Close(ctx)
+		return nil, fmt.Errorf("load plugin %s: %w: name %q is taken by %s (%s)",
+			source, ErrDuplicate, p.info.Name, old.info.ID, old.source)
+	}
+	for _, b := range p.info.Backends {
+		if old, ok := h.byBackend[b]; ok {
+			p.Close(ctx)
+			return nil, fmt.Errorf("load plugin %s: %w: backend %q is handled by %s (%s)",
+				source, ErrDuplicate, b, old.info.ID, old.source)
+		}
+	}
+	h.byName[p.info.Name] = p
+	for _, b := range p.info.Backends {
+		h.byBackend[b] = p
+	}
+	h.cfg.Logger.Info("plugin loaded", "plugin", p.info.ID, "backends", p.info.Backends, "source", source)
+	return p, nil
+}
+
+// LoadDir loads every *.wasm file in dir, in name order. It stops at the
+// first failure, naming the file.
+func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if err != nil {
+		return nil, fmt.Errorf("list plugins in %s: %w", dir, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open plugin dir: %w", err)
+	}
+	sort.Strings(matches)
+	var loaded []*Plugin
+	for _, path := range matches {
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			return loaded, fmt.Errorf("read plugin: %w", err)
+		}
+		p, err := h.Load(ctx, path, wasm)
+		if err != nil {
+			return loaded, err
+		}
+		loaded = append(loaded, p)
+	}
+	return loaded, nil
+}
+
+// ForBackend returns the plugin handling backend, if any.
+func (h *Host) ForBackend(backend string) (*Plugin, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	p, ok := h.byBackend[backend]
+	return p, ok
+}
+
+// Backends returns the known backends, sorted.
+func (h *Host) Backends() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]string, 0, len(h.byBackend))
+	for b := range h.byBackend {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Plugins describes the loaded plugins, sorted by name.
+func (h *Host) Plugins() []Info {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]Info, 0, len(h.byName))
+	for _, p := range h.byName {
+		out = append(out, p.Info())
+	}
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Close closes every plugin and the runtime. In-flight calls fail.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	ps := h.byName
+	h.byName, h.byBackend = map[string]*Plugin{}, map[string]*Plugin{}
+	h.mu.Unlock()
+	for _, p := range ps {
+		p.Close(ctx)
+	}
+	err := h.rt.Close(ctx)
+	if h.cache != nil {
+		err = errors.Join(err, h.cache.Close(ctx))
+	}
+	if err != nil {
+		return fmt.Errorf("close plugin host: %w", err)
+	}
+	return nil
+}
+
+// describeJSON is the describe document of ABI.md.
+type describeJSON struct {
+	ABI      int      `json:"abi"`
+	Name     string   `json:"name"`
+	Version  string   `json:"version"`
+	Backends []string `json:"backends"`
+	Reads    []string `json:"reads"`
+}
+
+func parseDescribe(source string, b []byte) (Info, error) {
+	var d describeJSON
+	if err := json.Unmarshal(b, &d); err != nil {
+		return Info{}, fmt.Errorf("%w: describe is not JSON: %w", ErrInvalid, err)
+	}
+	if d.ABI != ABIVersion {
+		return Info{}, fmt.Errorf("%w: plugin implements abi %d; this host implements abi %d", ErrInvalid, d.ABI, ABIVersion)
+	}
+	if !namePattern.MatchString(d.Name) {
+		return Info{}, fmt.Errorf("%w: name %q does not match %s", ErrInvalid, d.Name, namePattern)
+	}
+	if !versionPattern.MatchString(d.Version) {
+		return Info{}, fmt.Errorf("%w: version %q does not match %s", ErrInvalid, d.Version, versionPattern)
+	}
+	if len(d.Backends) == 0 {
+		return Info{}, fmt.Errorf("%w: describe lists no backends", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for _, b := range d.Backends {
+		if !namePattern.MatchString(b) {
+			return Info{}, fmt.Errorf("%w: backend %q does not match %s", ErrInvalid, b, namePattern)
+		}
+		if seen[b] {
+			return Info{}, fmt.Errorf("%w: backend %q listed twice", ErrInvalid, b)
+		}
+		seen[b] = true
+	}
+	if d.Reads == nil {
+		d.Reads = []string{}
+	}
+	return Info{
+		Name: d.Name, Version: d.Version, ID: d.Name + "@" + d.Version, ABI: d.ABI,
+		Backends: d.Backends, Reads: d.Reads, Source: source,
+	}, nil
+}

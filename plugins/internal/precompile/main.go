@@ -1,0 +1,56 @@
+// Command precompile fills a wazero compilation cache with the built-in
+// plugins and any extra modules named on the command line, using the same
+// runtime configuration as plugins.Host.
+//
+//	go run ./plugins/internal/precompile -cache DIR [FILE.wasm ...]
+//
+// Tests built with -race run it (without -race) through pluginstest, because
+// wazero's compiler is very slow under the race detector while loading from
+// the cache is not.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/cachesvc/cachesvc/plugins"
+)
+
+func main() {
+	cache := flag.String("cache", "", "compilation cache directory (required)")
+	flag.Parse()
+	if err := run(*cache, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "precompile:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cache string, files []string) error {
+	if cache == "" {
+		return fmt.Errorf("-cache is required")
+	}
+	ctx := context.Background()
+	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: cache, PoolSize: 1})
+	if err != nil {
+		return err
+	}
+	defer h.Close(ctx)
+	mods, names := plugins.Builtins()
+	for _, n := range names {
+		if err := h.Precompile(ctx, mods[n]); err != nil {
+			return fmt.Errorf("precompile %s: %w", n, err)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := h.Precompile(ctx, b); err != nil {
+			return fmt.Errorf("precompile %s: %w", f, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,498 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Result is one successful canonicalization. Its slices and map are owned by
+// the caller (copied out of the plugin's memory).
+type Result struct {
+	// Canonical is the canonical form of the signature.
+	Canonical []byte
+	// Components names digests of the signature's parts (for explaining
+	// misses); never nil.
+	Components map[string]string
+	// DisplayName is a human-readable program name; not part of the key.
+	DisplayName string
+}
+
+// Plugin is one compiled module with its pool of live instances. It is safe
+// for concurrent use; at most Config.PoolSize calls run at once.
+type Plugin struct {
+	host     *Host
+	compiled wazero.CompiledModule
+	source   string
+	info     Info
+
+	idle  chan *instance // ready instances
+	slots chan struct{}  // one token per live instance (bounds the pool)
+
+	closed    atomic.Bool
+	instances atomic.Int64 // instances created, for tests and metrics
+	failures  atomic.Int64 // instances discarded after a failure
+}
+
+// Info describes the plugin.
+func (p *Plugin) Info() Info {
+	i := p.info
+	i.Backends = append([]string(nil), i.Backends...)
+	i.Reads = append([]string(nil), i.Reads...)
+	return i
+}
+
+// ID returns "name@version", the identity hashed into every key.
+func (p *Plugin) ID() string { return p.info.ID }
+
+// Stats reports how many instances were started and how many were discarded
+// after a failure.
+func (p *Plugin) Stats() (started, discarded int64) {
+	return p.instances.Load(), p.failures.Load()
+}
+
+// Close discards the plugin's idle instances; busy ones are discarded when
+// their call ends. Later calls fail with ErrClosed.
+func (p *Plugin) Close(ctx context.Context) {
+	if p.closed.Swap(true) {
+		return
+	}
+	for {
+		select {
+		case inst := <-p.idle:
+			inst.close(ctx)
+		default:
+			p.compiled.Close(ctx)
+			return
+		}
+	}
+}
+
+// Canonicalize hands signature to the plugin and returns its result.
+//
+// # Errors
+//
+// An *Error whose Kind is ErrPlugin (the plugin's own message), ErrTimeout,
+// ErrTrap, ErrMemory, ErrOutput, ErrInputTooLarge or ErrBusy; ErrClosed; or
+// ctx's error if ctx ends first.
+func (p *Plugin) Canonicalize(ctx context.Context, signature []byte) (Result, error) {
+	var res Result
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+		var err error
+		res, err = p.canonicalize(ctx, inst, signature)
+		return err
+	})
+	return res, err
+}
+
+// CanonicalizeFresh is Canonicalize on a new instance that is discarded
+// afterwards (conformance checks: results must not depend on history).
+func (p *Plugin) CanonicalizeFresh(ctx context.Context, signature []byte) (Result, error) {
+	var res Result
+	err := p.with(ctx, true, func(ctx context.Context, inst *instance) error {
+		var err error
+		res, err = p.canonicalize(ctx, inst, signature)
+		return err
+	})
+	return res, err
+}
+
+// ErrUnsupported is returned by Normalize for a plugin without normalize.
+var ErrUnsupported = errors.New("plugin does not implement normalize")
+
+// Normalize calls the plugin's optional normalize export (ABI.md), which
+// returns the signature rewritten into its normal form.
+//
+// # Errors
+//
+// ErrUnsupported if the plugin has no normalize; otherwise as Canonicalize.
+func (p *Plugin) Normalize(ctx context.Context, signature []byte) ([]byte, error) {
+	var out []byte
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+		if inst.normalize == nil {
+			return ErrUnsupported
+		}
+		raw, region, err := p.invoke(ctx, inst, inst.normalize, signature, "normalized")
+		if err != nil {
+			return err
+		}
+		var r struct {
+			Error       *string `json:"error"`
+			Unsupported bool    `json:"unsupported"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return p.fail(ErrOutput, "normalize returned malformed JSON: %v", err)
+		}
+		switch {
+		case r.Unsupported:
+			return ErrUnsupported
+		case r.Error != nil:
+			return &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
+		case region == nil:
+			return p.fail(ErrOutput, "normalize result has neither normalized_ptr/normalized_len nor error")
+		}
+		out = region
+		return nil
+	})
+	return out, err
+}
+
+func (p *Plugin) fail(kind error, format string, args ...any) *Error {
+	return &Error{Plugin: p.info.ID, Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// with runs fn on an instance (a pooled one, or a fresh one) under the call
+// timeout, and discards the instance unless fn succeeded or the plugin merely
+// rejected the input.
+func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) error) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	var inst *instance
+	var err error
+	if fresh {
+		inst, err = p.newInstance(ctx)
+	} else {
+		inst, err = p.acquire(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	inst.stderr.reset()
+	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
+	err = fn(cctx, inst)
+	cancel()
+	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
+	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
+		keep = false // give back the memory of an instance that grew large
+	}
+	if fresh {
+		inst.close(context.Background())
+		return err
+	}
+	if !keep {
+		p.failures.Add(1)
+		p.host.cfg.Logger.Warn("plugin instance discarded", "plugin", p.info.ID, "err", err)
+	}
+	p.release(inst, keep)
+	return err
+}
+
+func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case inst := <-p.idle:
+		return inst, nil
+	default:
+	}
+	select {
+	case inst := <-p.idle:
+		return inst, nil
+	case p.slots <- struct{}{}:
+		return p.newPooled(ctx)
+	default:
+	}
+	t := time.NewTimer(p.host.cfg.AcquireTimeout)
+	defer t.Stop()
+	select {
+	case inst := <-p.idle:
+		return inst, nil
+	case p.slots <- struct{}{}:
+		return p.newPooled(ctx)
+	case <-t.C:
+		return nil, p.fail(ErrBusy, "all %d instances stayed busy for %s", cap(p.slots), p.host.cfg.AcquireTimeout)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for plugin %s: %w", p.info.ID, ctx.Err())
+	}
+}
+
+func (p *Plugin) newPooled(ctx context.Context) (*instance, error) {
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return inst, nil
+}
+
+func (p *Plugin) release(inst *instance, keep bool) {
+	if keep && !p.closed.Load() {
+		p.idle <- inst // never blocks: each live instance holds one slot
+		return
+	}
+	inst.close(context.Background())
+	<-p.slots
+}
+
+// instance is one live module; used by one call at a time.
+type instance struct {
+	mod          api.Module
+	alloc        api.Function
+	describe     api.Function
+	canonicalize api.Function
+	normalize    api.Function // nil if not exported
+	stderr       *headWriter
+	stack        [2]uint64
+}
+
+func (inst *instance) close(ctx context.Context) { inst.mod.Close(ctx) }
+
+// constantWalltime hides the real clock: every reading is the Unix epoch.
+func constantWalltime() (int64, int32) { return 0, 0 }
+
+func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
+	defer cancel()
+	stderr := &headWriter{max: 4096}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithStderr(stderr).
+		WithWalltime(constantWalltime, 1)
+	mod, err := p.host.rt.InstantiateModule(ctx, p.compiled, cfg)
+	if err != nil {
+		return nil, p.classify(ctx, stderr, fmt.Errorf("start instance: %w", err))
+	}
+	p.instances.Add(1)
+	inst := &instance{
+		mod:          mod,
+		alloc:        mod.ExportedFunction("alloc"),
+		describe:     mod.ExportedFunction("describe"),
+		canonicalize: mod.ExportedFunction("canonicalize"),
+		normalize:    mod.ExportedFunction("normalize"),
+		stderr:       stderr,
+	}
+	if inst.normalize != nil && (len(inst.normalize.Definition().ParamTypes()) != 2 || len(inst.normalize.Definition().ResultTypes()) != 1) {
+		inst.normalize = nil
+	}
+	if mod.Memory() == nil {
+		mod.Close(ctx)
+		return nil, p.fail(ErrInvalid, "module exports no memory")
+	}
+	return inst, nil
+}
+
+// describe starts the first instance, calls describe and parses it.
+func (p *Plugin) describe(ctx context.Context) (Info, error) {
+	var info Info
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+		if err := inst.describe.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return p.classify(ctx, inst.stderr, fmt.Errorf("call describe: %w", err))
+		}
+		raw, err := p.read(inst, inst.stack[0], 64<<10)
+		if err != nil {
+			return err
+		}
+		info, err = parseDescribe(p.source, raw)
+		return err
+	})
+	return info, err
+}
+
+// read returns a view of the packed (ptr<<32|len) region, at most max bytes.
+func (p *Plugin) read(inst *instance, packed uint64, max int64) ([]byte, error) {
+	ptr, n := uint32(packed>>32), uint32(packed)
+	if int64(n) > max {
+		return nil, p.fail(ErrOutput, "output of %d bytes exceeds the limit of %d bytes", n, max)
+	}
+	b, ok := inst.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, p.fail(ErrOutput, "output region [%d, +%d) is outside linear memory", ptr, n)
+	}
+	return b, nil
+}
+
+// invoke writes signature into the instance, calls fn and returns the result
+// JSON (a view, valid until the next call) and, if the JSON names a
+// <field>_ptr/<field>_len region, a copy of that region.
+func (p *Plugin) invoke(ctx context.Context, inst *instance, fn api.Function, signature []byte, field string) ([]byte, []byte, error) {
+	cfg := p.host.cfg
+	if int64(len(signature)) > cfg.MaxInputBytes {
+		return nil, nil, p.fail(ErrInputTooLarge, "signature of %d bytes exceeds the plugin input limit of %d bytes", len(signature), cfg.MaxInputBytes)
+	}
+	inst.stack[0] = uint64(len(signature))
+	if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return nil, nil, p.classify(ctx, inst.stderr, fmt.Errorf("call alloc: %w", err))
+	}
+	ptr := uint32(inst.stack[0])
+	if !inst.mod.Memory().Write(ptr, signature) {
+		return nil, nil, p.fail(ErrOutput, "alloc(%d) returned %d, outside linear memory", len(signature), ptr)
+	}
+	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(len(signature))
+	if err := fn.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return nil, nil, p.classify(ctx, inst.stderr, fmt.Errorf("call %s: %w", fn.Definition().ExportNames()[0], err))
+	}
+	raw, err := p.read(inst, inst.stack[0], cfg.MaxOutputBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	rptr, rlen, found, err := regionOf(raw, field)
+	if err != nil {
+		return nil, nil, p.fail(ErrOutput, "result JSON: %v", err)
+	}
+	if !found {
+		return raw, nil, nil
+	}
+	if int64(rlen)+int64(len(raw)) > cfg.MaxOutputBytes {
+		return nil, nil, p.fail(ErrOutput, "output of %d bytes exceeds the limit of %d bytes", int64(rlen)+int64(len(raw)), cfg.MaxOutputBytes)
+	}
+	view, ok := inst.mod.Memory().Read(rptr, rlen)
+	if !ok {
+		return nil, nil, p.fail(ErrOutput, "%s region [%d, +%d) is outside linear memory", field, rptr, rlen)
+	}
+	return raw, bytes.Clone(view), nil
+}
+
+// regionOf finds "<field>_ptr" and "<field>_len" in a result JSON without
+// decoding the rest. found is false if neither is present.
+func regionOf(raw []byte, field string) (ptr, n uint32, found bool, err error) {
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return 0, 0, false, err
+	}
+	pr, okp := r[field+"_ptr"]
+	lr, okl := r[field+"_len"]
+	if !okp && !okl {
+		return 0, 0, false, nil
+	}
+	if !okp || !okl {
+		return 0, 0, false, fmt.Errorf("%s_ptr and %s_len must come together", field, field)
+	}
+	if err := json.Unmarshal(pr, &ptr); err != nil {
+		return 0, 0, false, fmt.Errorf("%s_ptr: %w", field, err)
+	}
+	if err := json.Unmarshal(lr, &n); err != nil {
+		return 0, 0, false, fmt.Errorf("%s_len: %w", field, err)
+	}
+	return ptr, n, true, nil
+}
+
+type resultJSON struct {
+	Error        *string           `json:"error"`
+	CanonicalLen *uint32           `json:"canonical_len"`
+	Components   map[string]string `json:"components"`
+	DisplayName  string            `json:"display_name"`
+}
+
+func (p *Plugin) canonicalize(ctx context.Context, inst *instance, signature []byte) (Result, error) {
+	raw, canonical, err := p.invoke(ctx, inst, inst.canonicalize, signature, "canonical")
+	if err != nil {
+		return Result{}, err
+	}
+	var r resultJSON
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Result{}, p.fail(ErrOutput, "result is not JSON: %v", err)
+	}
+	if r.Error != nil {
+		return Result{}, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
+	}
+	if r.CanonicalLen == nil || canonical == nil {
+		return Result{}, p.fail(ErrOutput, "result has neither canonical_ptr/canonical_len nor error")
+	}
+	if len(r.Components) > MaxComponents {
+		return Result{}, p.fail(ErrOutput, "%d components exceed the limit of %d", len(r.Components), MaxComponents)
+	}
+	for k, v := range r.Components {
+		if k == "" || len(k) > MaxComponentKeyBytes || len(v) > MaxComponentValueBytes {
+			return Result{}, p.fail(ErrOutput, "component %.40q: names must be 1..%d bytes and values at most %d bytes",
+				k, MaxComponentKeyBytes, MaxComponentValueBytes)
+		}
+	}
+	if len(r.DisplayName) > MaxDisplayNameBytes {
+		return Result{}, p.fail(ErrOutput, "display name of %d bytes exceeds the limit of %d", len(r.DisplayName), MaxDisplayNameBytes)
+	}
+	if r.Components == nil {
+		r.Components = map[string]string{}
+	}
+	return Result{Canonical: canonical, Components: r.Components, DisplayName: r.DisplayName}, nil
+}
+
+// boundMessage keeps a plugin's own message readable and bounded.
+func boundMessage(s string) string {
+	const max = 1024
+	s = strings.TrimSpace(s)
+	if len(s) > max {
+		s = s[:max]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	if s == "" {
+		s = "plugin rejected the signature without a message"
+	}
+	return s
+}
+
+// classify turns an error from a wasm call into an *Error.
+func (p *Plugin) classify(ctx context.Context, stderr *headWriter, err error) error {
+	tail := stderr.String()
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		switch ee.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return p.fail(ErrTimeout, "did not finish within %s", p.host.cfg.CallTimeout)
+		case sys.ExitCodeContextCanceled:
+			return fmt.Errorf("call plugin %s: %w", p.info.ID, context.Canceled)
+		}
+	}
+	if strings.Contains(tail, "out of memory") {
+		return p.fail(ErrMemory, "exceeded its memory limit of %d MiB: %s", p.host.cfg.MaxMemoryBytes>>20, lastLines(tail, 3))
+	}
+	msg := err.Error()
+	if tail != "" {
+		msg += "; stderr: " + lastLines(tail, 6)
+	}
+	return p.fail(ErrTrap, "%s", msg)
+}
+
+// lastLines returns up to n trailing non-empty lines of s, joined by " | ".
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var out []string
+	for i := 0; i < len(lines) && len(out) < n; i++ {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, " | ")
+}
+
+// headWriter keeps the first max bytes written to it (a Go panic prints its
+// cause first; goroutine dumps follow).
+type headWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *headWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - len(w.buf); room > 0 {
+		w.buf = append(w.buf, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+func (w *headWriter) reset() {
+	w.mu.Lock()
+	w.buf = w.buf[:0]
+	w.mu.Unlock()
+}
+
+func (w *headWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}

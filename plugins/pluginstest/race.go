@@ -1,0 +1,5 @@
+//go:build race
+
+package pluginstest
+
+const raceEnabled = true
