@@ -10,11 +10,11 @@ package pluginstest
 
 import (
 	"os"
-	"runtime/debug"
-	"strings"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
