@@ -43,10 +43,10 @@ const (
 	DefaultMaxOutputBytes = 64 << 20
 	DefaultAcquireTimeout = 5 * time.Second
 	// MaxComponents bounds the number of components a plugin may return.
-	MaxComponents = 256
+	MaxComponents = 64
 	// MaxComponentKeyBytes and MaxComponentValueBytes bound each component.
 	MaxComponentKeyBytes   = 128
-	MaxComponentValueBytes = 1024
+	MaxComponentValueBytes = 256
 	// MaxDisplayNameBytes bounds the display name.
 	MaxDisplayNameBytes = 256
 )

@@ -1,0 +1,346 @@
+// Package keying turns a signature (JSON with a "backend" field) into a cache
+// key: it hands the signature to the backend's plugin and hashes the
+// plugin's identity, the backend and the canonical bytes:
+//
+//	key = sha256(plugin name@version ‖ 0x00 ‖ backend ‖ 0x00 ‖ canonical)
+//
+// Plugins are deterministic, so a Keyer remembers recent results by the
+// digest of the raw signature (a repeated lookup skips the plugin) and
+// collapses concurrent identical signatures into one plugin call. It also
+// remembers, for a bounded time, the components behind recently issued keys,
+// so that an entry written after a lookup can carry them (see Recall).
+package keying
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// Sentinel errors; every error Key returns is an *Error whose Kind is one of
+// them. The HTTP layer maps each to one status and code.
+var (
+	// ErrMalformed: the signature is not a JSON object with a string
+	// "backend" field (400).
+	ErrMalformed = errors.New("malformed signature")
+	// ErrTooLarge: the signature exceeds Config.MaxSignatureBytes (413).
+	ErrTooLarge = errors.New("signature too large")
+	// ErrUnknownBackend: no plugin handles the backend (422).
+	ErrUnknownBackend = errors.New("unknown backend")
+	// ErrPluginError: the plugin rejected the signature; the message is the
+	// plugin's own (422).
+	ErrPluginError = errors.New("plugin rejected the signature")
+	// ErrPluginFailed: the plugin timed out, crashed, ran out of memory or
+	// returned malformed output (422).
+	ErrPluginFailed = errors.New("plugin failed")
+	// ErrPluginBusy: every instance of the plugin stayed busy (503).
+	ErrPluginBusy = errors.New("plugin busy")
+)
+
+// Error is a failed Key call.
+type Error struct {
+	// Kind is one of the sentinels above.
+	Kind error
+	// Message is a human sentence naming the problem.
+	Message string
+	// Err is the underlying cause, if any (for example a *plugins.Error).
+	Err error
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns Kind and the cause, so errors.Is matches both.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// Result is the key of one signature and what explains it.
+type Result struct {
+	// Key is the cache key.
+	Key store.Key `json:"-"`
+	// Backend is the signature's backend.
+	Backend string `json:"backend"`
+	// Plugin is the plugin's "name@version".
+	Plugin string `json:"plugin"`
+	// DisplayName is a human-readable program name (not part of the key).
+	DisplayName string `json:"display_name"`
+	// Components are named digests of the signature's parts; never nil.
+	// Treat as read-only: results are shared between callers.
+	Components map[string]string `json:"components"`
+	// CanonicalSize is the length of the canonical bytes.
+	CanonicalSize int `json:"canonical_size"`
+	// Canonical holds the canonical bytes when the plugin ran for this call
+	// and Config.KeepCanonical is set; nil otherwise.
+	Canonical []byte `json:"-"`
+	// Memo is true when the result came from the memo without a plugin call.
+	Memo bool `json:"-"`
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultMaxSignatureBytes = 64 << 20
+	DefaultMemoEntries       = 4096
+	DefaultRecallEntries     = 4096
+	DefaultRecallTTL         = 6 * time.Hour
+)
+
+// Config configures a Keyer. The zero value of every field except Host means
+// its default.
+type Config struct {
+	// Host runs the plugins. Required.
+	Host *plugins.Host
+	// MaxSignatureBytes rejects larger signatures with ErrTooLarge. 0 means
+	// DefaultMaxSignatureBytes.
+	MaxSignatureBytes int64
+	// MemoEntries bounds the memo from signature digest to result. 0 means
+	// DefaultMemoEntries; negative disables the memo.
+	MemoEntries int
+	// RecallEntries and RecallTTL bound how many recently issued keys keep
+	// their components for Recall, and for how long. 0 means the defaults.
+	RecallEntries int
+	RecallTTL     time.Duration
+	// KeepCanonical makes Key return the canonical bytes (the CLI prints
+	// their size and digest; the server does not need them).
+	KeepCanonical bool
+	// Now returns the time; nil means time.Now (tests inject a clock).
+	Now func() time.Time
+}
+
+// Keyer computes keys. It is safe for concurrent use.
+type Keyer struct {
+	cfg    Config
+	flight singleflight.Group
+	memo   *lru[[32]byte, Result]
+
+	mu     sync.Mutex
+	recall *lru[store.Key, recalled]
+}
+
+type recalled struct {
+	res Result
+	at  time.Time
+}
+
+// New returns a Keyer for cfg.
+func New(cfg Config) (*Keyer, error) {
+	if cfg.Host == nil {
+		return nil, errors.New("new keyer: Config.Host is required")
+	}
+	if cfg.MaxSignatureBytes <= 0 {
+		cfg.MaxSignatureBytes = DefaultMaxSignatureBytes
+	}
+	if cfg.MemoEntries == 0 {
+		cfg.MemoEntries = DefaultMemoEntries
+	}
+	if cfg.RecallEntries <= 0 {
+		cfg.RecallEntries = DefaultRecallEntries
+	}
+	if cfg.RecallTTL <= 0 {
+		cfg.RecallTTL = DefaultRecallTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	k := &Keyer{cfg: cfg, recall: newLRU[store.Key, recalled](cfg.RecallEntries)}
+	if cfg.MemoEntries > 0 {
+		k.memo = newLRU[[32]byte, Result](cfg.MemoEntries)
+	}
+	return k, nil
+}
+
+// MaxSignatureBytes is the configured signature size limit.
+func (k *Keyer) MaxSignatureBytes() int64 { return k.cfg.MaxSignatureBytes }
+
+// Host returns the plugin host.
+func (k *Keyer) Host() *plugins.Host { return k.cfg.Host }
+
+// ComputeKey returns sha256(pluginID ‖ 0 ‖ backend ‖ 0 ‖ canonical).
+func ComputeKey(pluginID, backend string, canonical []byte) store.Key {
+	h := sha256.New()
+	h.Write([]byte(pluginID))
+	h.Write([]byte{0})
+	h.Write([]byte(backend))
+	h.Write([]byte{0})
+	h.Write(canonical)
+	var k store.Key
+	h.Sum(k[:0])
+	return k
+}
+
+// Key canonicalizes signature through its backend's plugin and returns the
+// key. The signature slice is not retained.
+//
+// # Errors
+//
+// An *Error whose Kind is ErrMalformed, ErrTooLarge, ErrUnknownBackend,
+// ErrPluginError, ErrPluginFailed or ErrPluginBusy; or ctx's error.
+func (k *Keyer) Key(ctx context.Context, signature []byte) (Result, error) {
+	if int64(len(signature)) > k.cfg.MaxSignatureBytes {
+		return Result{}, &Error{Kind: ErrTooLarge, Message: fmt.Sprintf(
+			"signature of %d bytes exceeds the limit of %d bytes", len(signature), k.cfg.MaxSignatureBytes)}
+	}
+	digest := sha256.Sum256(signature)
+	if res, ok := k.fromMemo(digest); ok {
+		k.remember(res)
+		return res, nil
+	}
+	// Collapse concurrent identical signatures. The flight runs detached from
+	// any one caller's cancellation (the host bounds its time); each caller
+	// waits on its own context.
+	ch := k.flight.DoChan(string(digest[:]), func() (any, error) {
+		if res, ok := k.fromMemo(digest); ok { // a flight may have just landed
+			return res, nil
+		}
+		res, err := k.compute(context.WithoutCancel(ctx), signature)
+		if err != nil {
+			return nil, err
+		}
+		if k.memo != nil {
+			m := res
+			m.Canonical, m.Memo = nil, true
+			k.mu.Lock()
+			k.memo.put(digest, m)
+			k.mu.Unlock()
+		}
+		return res, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return Result{}, r.Err
+		}
+		res := r.Val.(Result)
+		if r.Shared {
+			res.Canonical = nil
+		}
+		k.remember(res)
+		return res, nil
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("compute key: %w", ctx.Err())
+	}
+}
+
+func (k *Keyer) fromMemo(digest [32]byte) (Result, bool) {
+	if k.memo == nil {
+		return Result{}, false
+	}
+	k.mu.Lock()
+	res, ok := k.memo.get(digest)
+	k.mu.Unlock()
+	if !ok {
+		return Result{}, false
+	}
+	// A reloaded plugin (new version) invalidates what its predecessor said.
+	if p, found := k.cfg.Host.ForBackend(res.Backend); !found || p.ID() != res.Plugin {
+		return Result{}, false
+	}
+	return res, true
+}
+
+// compute runs the plugin.
+func (k *Keyer) compute(ctx context.Context, signature []byte) (Result, error) {
+	backend, err := backendOf(signature)
+	if err != nil {
+		return Result{}, err
+	}
+	p, ok := k.cfg.Host.ForBackend(backend)
+	if !ok {
+		known := k.cfg.Host.Backends()
+		return Result{}, &Error{Kind: ErrUnknownBackend, Message: fmt.Sprintf(
+			"no plugin handles backend %q; known backends: %s", backend, strings.Join(known, ", "))}
+	}
+	out, err := p.Canonicalize(ctx, signature)
+	if err != nil {
+		return Result{}, pluginError(p.ID(), err)
+	}
+	res := Result{
+		Key:           ComputeKey(p.ID(), backend, out.Canonical),
+		Backend:       backend,
+		Plugin:        p.ID(),
+		DisplayName:   out.DisplayName,
+		Components:    out.Components,
+		CanonicalSize: len(out.Canonical),
+	}
+	if k.cfg.KeepCanonical {
+		res.Canonical = out.Canonical
+	}
+	return res, nil
+}
+
+// pluginError maps a plugins error to a keying *Error.
+func pluginError(id string, err error) error {
+	switch {
+	case errors.Is(err, plugins.ErrPlugin):
+		return &Error{Kind: ErrPluginError, Message: fmt.Sprintf("plugin %s rejected the signature: %s", id, err.Error()), Err: err}
+	case errors.Is(err, plugins.ErrBusy):
+		return &Error{Kind: ErrPluginBusy, Message: err.Error() + "; retry shortly", Err: err}
+	case errors.Is(err, plugins.ErrInputTooLarge):
+		return &Error{Kind: ErrTooLarge, Message: err.Error(), Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("canonicalize with %s: %w", id, err)
+	default:
+		return &Error{Kind: ErrPluginFailed, Message: err.Error(), Err: err}
+	}
+}
+
+// backendOf returns the signature's top-level "backend" string.
+func backendOf(signature []byte) (string, error) {
+	var s struct {
+		Backend *json.RawMessage `json:"backend"`
+	}
+	if err := json.Unmarshal(signature, &s); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field == "" {
+			return "", &Error{Kind: ErrMalformed, Message: "signature must be a JSON object with a \"backend\" field"}
+		}
+		return "", &Error{Kind: ErrMalformed, Message: "signature is not valid JSON: " + err.Error(), Err: err}
+	}
+	if s.Backend == nil {
+		return "", &Error{Kind: ErrMalformed, Message: "signature has no \"backend\" field"}
+	}
+	var b string
+	if err := json.Unmarshal(*s.Backend, &b); err != nil || b == "" {
+		return "", &Error{Kind: ErrMalformed, Message: "signature field \"backend\" must be a non-empty string"}
+	}
+	return b, nil
+}
+
+// remember keeps res for Recall.
+func (k *Keyer) remember(res Result) {
+	r := res
+	r.Canonical = nil
+	k.mu.Lock()
+	k.recall.put(res.Key, recalled{res: r, at: k.cfg.Now()})
+	k.mu.Unlock()
+}
+
+// Recall returns the result behind a key this Keyer issued within
+// Config.RecallTTL (and among the last Config.RecallEntries keys), so that a
+// PUT of that key can store its components, backend and display name.
+func (k *Keyer) Recall(key store.Key) (Result, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.recall.get(key)
+	if !ok {
+		return Result{}, false
+	}
+	if k.cfg.Now().Sub(r.at) > k.cfg.RecallTTL {
+		k.recall.remove(key)
+		return Result{}, false
+	}
+	return r.res, true
+}
