@@ -727,7 +727,7 @@ func (s *Badger) gcLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.maintain()
+			s.maintain(10 * time.Second)
 		}
 	}
 }
@@ -754,7 +754,7 @@ func (s *Badger) runGC() int {
 // CollectGarbage returns the disk space of deleted and evicted blobs now
 // (it also runs every Config.GCInterval) and reports how many value-log files
 // it rewrote.
-func (s *Badger) CollectGarbage() int { return s.maintain() }
+func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute) }
 
 // maintain makes deleted chunks' value-log space reclaimable and reclaims it.
 //
@@ -767,7 +767,9 @@ func (s *Badger) CollectGarbage() int { return s.maintain() }
 // the memtables (DropPrefix of a marker key does exactly that), lets the
 // compactors push the new L0 table down (one L0 table triggers it), then runs
 // value-log GC until nothing is left to rewrite.
-func (s *Badger) maintain() int {
+//
+// maintain waits up to compactWait for the compaction.
+func (s *Badger) maintain(compactWait time.Duration) int {
 	if s.garbageChunks.Swap(0) > 0 {
 		if err := s.flushMemtables(); err != nil {
 			if errors.Is(err, ErrClosed) {
@@ -775,7 +777,7 @@ func (s *Badger) maintain() int {
 			}
 			s.log.Warn("flush memtables for gc failed", "err", err)
 		}
-		s.waitL0Compacted(10 * time.Second)
+		s.waitL0Compacted(compactWait)
 	}
 	return s.runGC()
 }
