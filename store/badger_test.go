@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -55,5 +56,40 @@ func TestBadgerSyncWrites(t *testing.T) {
 	got, err := io.ReadAll(rc)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes: %v", len(got), err)
+	}
+}
+
+// TestFlipInValueLog is the tamper test through the public API only, as an
+// HTTP-level test would do it.
+func TestFlipInValueLog(t *testing.T) {
+	dir := t.TempDir()
+	data := storetest.Data(5, 2*storetest.MiB)
+	key := storetest.KeyOf("tampered")
+	s := openBadger(t, dir, storetest.Limits{})
+	if _, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), store.PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storetest.FlipInValueLog(dir, data[1000:1064]); err != nil {
+		t.Fatal(err)
+	}
+	s = openBadger(t, dir, storetest.Limits{})
+	defer s.Close()
+	_, rc, err := s.Get(context.Background(), "default", key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if !errors.Is(err, store.ErrCorrupt) || len(got) != 0 {
+		t.Fatalf("read of a tampered first chunk: %d bytes, %v; want 0 bytes and ErrCorrupt", len(got), err)
+	}
+	if _, err := s.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Stat after detection = %v, want ErrNotFound", err)
+	}
+	if u := s.Usage(); u.IntegrityFailures != 1 || u.Entries != 0 {
+		t.Fatalf("Usage = %+v", u)
 	}
 }

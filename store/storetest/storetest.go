@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -740,4 +742,43 @@ func testClosed(t *testing.T, open OpenFunc) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// FlipInValueLog flips one byte in the middle of the first occurrence of
+// needle in the Badger value-log files (*.vlog) in dir, simulating damage on
+// disk; the store must be closed. It returns the file it changed. Use a
+// needle of 64 or more bytes from the middle of an entry's body.
+//
+// Badger truncates its last value-log file at the first damaged record when
+// it opens, so damage there also removes the records after it; either way a
+// correct store reports ErrCorrupt and never serves the damaged bytes.
+func FlipInValueLog(dir string, needle []byte) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		return "", fmt.Errorf("list value logs in %s: %w", dir, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read value log: %w", err)
+		}
+		i := bytes.Index(b, needle)
+		if i < 0 {
+			continue
+		}
+		at := i + len(needle)/2
+		fh, err := os.OpenFile(f, os.O_RDWR, 0)
+		if err != nil {
+			return "", fmt.Errorf("open value log: %w", err)
+		}
+		_, werr := fh.WriteAt([]byte{b[at] ^ 0xff}, int64(at))
+		if cerr := fh.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return "", fmt.Errorf("write value log %s: %w", f, werr)
+		}
+		return f, nil
+	}
+	return "", fmt.Errorf("find %d-byte pattern in the value logs of %s: not found", len(needle), dir)
 }
