@@ -207,6 +207,10 @@ func Open(cfg Config) (*Badger, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
+	// A smaller MaxBytes than last time: evict down to it now.
+	if err := s.reserve(0); err != nil {
+		s.log.Warn("evict down to the size limit failed", "err", err)
+	}
 	u := s.Usage()
 	s.log.Info("store opened", "dir", cfg.Dir, "entries", u.Entries, "blobs", u.Blobs,
 		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)

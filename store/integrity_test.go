@@ -366,3 +366,26 @@ func readAllCloser(rc io.ReadCloser) ([]byte, error) {
 	defer rc.Close()
 	return io.ReadAll(rc)
 }
+
+func TestOpenWithSmallerLimitEvicts(t *testing.T) {
+	dir := t.TempDir()
+	s := openInternal(t, Config{Dir: dir})
+	for i := 0; i < 4; i++ {
+		mustPut(t, s, "default", keyOf(string(rune('a'+i))), pattern(byte(i), 1000))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openInternal(t, Config{Dir: dir, MaxBytes: 2500})
+	defer s.Close()
+	u := s.Usage()
+	if u.Entries != 2 || u.Bytes != 2000 || u.Evictions != 2 {
+		t.Fatalf("Usage after reopening with a 2500-byte limit = %+v, want the 2 newest entries", u)
+	}
+	for i, want := range []bool{false, false, true, true} {
+		_, err := s.Stat(context.Background(), "default", keyOf(string(rune('a'+i))))
+		if (err == nil) != want {
+			t.Fatalf("entry %c present = %v, want %v", 'a'+i, err == nil, want)
+		}
+	}
+}

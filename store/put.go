@@ -362,7 +362,7 @@ func (s *Badger) reserve(n int64) error {
 		s.mu.Lock()
 		s.acct.evictions++
 		s.mu.Unlock()
-		s.log.Info("entry evicted", "namespace", ref.ns, "key", ref.key.String())
+		s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String())
 		purges = append(purges, purge)
 	}
 }
