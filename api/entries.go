@@ -106,6 +106,7 @@ func (s *Server) handlePutEntry(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.recallSignature(key, &opts) // components from the lookup that issued key (keys.go)
 	if max := s.cfg.MaxEntryBytes; max > 0 && opts.Size > max {
 		s.metrics.puts.WithLabelValues("too_large").Inc()
 		s.totals.putsRejected.Add(1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -67,6 +68,12 @@ var sentinels = []struct {
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
+	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
+	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},
+	{keying.ErrUnknownBackend, http.StatusUnprocessableEntity, "unknown_backend"},
+	{keying.ErrPluginError, http.StatusUnprocessableEntity, "plugin_error"},
+	{keying.ErrPluginFailed, http.StatusUnprocessableEntity, "plugin_failed"},
+	{keying.ErrPluginBusy, http.StatusServiceUnavailable, "plugin_busy"},
 	{context.Canceled, http.StatusServiceUnavailable, "shutting_down"},
 }
 

@@ -32,4 +32,8 @@ func (s *Server) routes() {
 	a.Post("/v1/:ns/leases/:key", s.handleAcquireLease)
 	a.Delete("/v1/:ns/leases/:key", s.handleReleaseLease)
 	a.Get("/v1/:ns/runs/:run/manifest", s.handleRunManifest)
+
+	// Signatures to keys through the plugins; lookup by signature (keys.go).
+	a.Post("/v1/:ns/keys", s.handleKeys)
+	a.Post("/v1/:ns/lookup", s.handleLookup)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/lease"
 	"github.com/cachesvc/cachesvc/api/runlog"
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -84,6 +85,10 @@ type Config struct {
 	// /metrics counters (stats.go). Nil keeps process-lifetime totals only.
 	// The server does not close it.
 	Stats *stats.Stats
+
+	// Keyer computes keys from signatures for POST /v1/{ns}/keys and
+	// /v1/{ns}/lookup (keys.go). Nil answers those routes with 501.
+	Keyer *keying.Keyer
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.

@@ -38,6 +38,8 @@ var commands = []command{
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
 	{"warm", "fill a JAX cache directory from a run's entries (batch fetch)", runWarm},
 	{"agent", "sync a JAX cache directory to the server (upload new entries)", runAgent},
+	{"key", "print the cache key of a signature or module, offline (key.go)", runKey},
+	{"plugin", "list plugins, or check a plugin against the ABI (plugin.go)", runPlugin},
 	{"version", "print the version and exit", runVersion},
 }
 

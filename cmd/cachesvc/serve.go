@@ -27,6 +27,7 @@ type serveOptions struct {
 	LogFormat     string
 	LogLevel      string
 	ShutdownGrace time.Duration
+	Plugins       pluginOptions // plugin.go
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -42,6 +43,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
+	addPluginFlags(fs, &o.Plugins) // plugin.go
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
@@ -109,6 +111,11 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return err
 	}
 	defer closeStats(sts, logger)
+	keyer, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
+	if err != nil {
+		return err
+	}
+	defer closePlugins()
 
 	srv, err := api.New(api.Config{
 		Store:         st,
@@ -116,6 +123,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		MaxEntryBytes: o.MaxEntrySize,
 		Version:       version,
 		Stats:         sts,
+		Keyer:         keyer,
 		Runs:          runsConfig(o.Data), // runs.go
 	})
 	if err != nil {

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/explain"
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// HeaderKey carries the computed key on a lookup response.
+const HeaderKey = "X-Cachesvc-Key"
+
+// KeyResponse is the JSON body of POST /v1/{ns}/keys.
+type KeyResponse struct {
+	Key         string            `json:"key"`
+	Backend     string            `json:"backend"`
+	Plugin      string            `json:"plugin"`
+	DisplayName string            `json:"display_name"`
+	Components  map[string]string `json:"components"`
+}
+
+// LookupMiss is the JSON body of a 404 from POST /v1/{ns}/lookup: the usual
+// error object plus the key and what explains the miss.
+type LookupMiss struct {
+	Error       errorObject         `json:"error"`
+	Key         string              `json:"key"`
+	Backend     string              `json:"backend"`
+	Plugin      string              `json:"plugin"`
+	DisplayName string              `json:"display_name"`
+	Components  map[string]string   `json:"components"`
+	Explanation explain.Explanation `json:"explanation"`
+}
+
+// keyFor reads the signature body (bounded by the keyer's limit) and computes
+// its key.
+func (s *Server) keyFor(c *fiber.Ctx) (string, keying.Result, error) {
+	ns := strings.Clone(c.Params("ns"))
+	if err := store.ValidateNamespace(ns); err != nil {
+		return "", keying.Result{}, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
+	}
+	k := s.cfg.Keyer
+	if k == nil {
+		return "", keying.Result{}, Errorf(http.StatusNotImplemented, "keying_disabled", "This server has no plugins configured; compute keys client-side.")
+	}
+	limit := k.MaxSignatureBytes()
+	if cl := c.Request().Header.ContentLength(); cl > 0 && int64(cl) > limit {
+		return "", keying.Result{}, tooLarge(int64(cl), limit)
+	}
+	body := bodyStream(c, limit, func(n int) { s.metrics.bytesIn.Add(float64(n)) })
+	var buf bytes.Buffer
+	if cl := c.Request().Header.ContentLength(); cl > 0 {
+		buf.Grow(cl)
+	}
+	if _, err := io.Copy(&buf, body); err != nil {
+		if errors.Is(err, store.ErrTooLarge) {
+			return "", keying.Result{}, tooLarge(-1, limit)
+		}
+		return "", keying.Result{}, fmt.Errorf("read signature: %w", err)
+	}
+	res, err := k.Key(c.UserContext(), buf.Bytes())
+	if err != nil {
+		return "", keying.Result{}, err
+	}
+	return ns, res, nil
+}
+
+func tooLarge(n, limit int64) error {
+	msg := fmt.Sprintf("The signature exceeds the limit of %d bytes.", limit)
+	if n >= 0 {
+		msg = fmt.Sprintf("The signature is %d bytes; the limit is %d bytes.", n, limit)
+	}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "signature_too_large", Message: msg, Err: keying.ErrTooLarge}
+}
+
+// handleKeys serves POST /v1/{ns}/keys: signature in, key and components out.
+func (s *Server) handleKeys(c *fiber.Ctx) error {
+	_, res, err := s.keyFor(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(KeyResponse{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin,
+		DisplayName: res.DisplayName, Components: res.Components})
+}
+
+// handleLookup serves POST /v1/{ns}/lookup: the signature's executable
+// (200, streamed, key in X-Cachesvc-Key) or a 404 that carries the key, its
+// components and an explanation of the miss.
+func (s *Server) handleLookup(c *fiber.Ctx) error {
+	run, err := runHeader(c)
+	if err != nil {
+		return err
+	}
+	ns, res, err := s.keyFor(c)
+	if err != nil {
+		return err
+	}
+	key := res.Key
+	if run != "" {
+		s.runs.RecordLookup(ns, run, key)
+	}
+	c.Set(HeaderKey, key.String())
+	m, rc, err := s.cfg.Store.Get(c.UserContext(), ns, key, 0, -1)
+	if errors.Is(err, store.ErrNotFound) {
+		s.countLookup(ns, run, res.Backend, key, nil, 0)
+		ex := s.explainMiss(c, ns, res.Backend, key, res.DisplayName, res.Components)
+		return c.Status(http.StatusNotFound).JSON(LookupMiss{
+			Error: errorObject{Code: "not_found", Message: fmt.Sprintf(
+				"No entry for this signature (key %s) in namespace %q.", key, ns)},
+			Key: key.String(), Backend: res.Backend, Plugin: res.Plugin,
+			DisplayName: res.DisplayName, Components: res.Components, Explanation: ex,
+		})
+	}
+	if err != nil {
+		return err
+	}
+	s.countLookup(ns, run, res.Backend, key, &m, m.Size)
+	setEntryHeaders(c, m)
+	br := bufio.NewReaderSize(rc, 32<<10)
+	if m.Size > 0 {
+		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+			_ = rc.Close()
+			return fmt.Errorf("read %s/%s: %w", ns, key, err)
+		}
+	}
+	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
+	c.Status(http.StatusOK)
+	s.inflight.Add(1) // until fasthttp closes the body: the store stays open
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, done: func() { s.inflight.Add(-1) }, count: func(k int) {
+		s.metrics.bytesOut.Add(float64(k))
+		s.totals.bytesOut.Add(int64(k))
+	}}, int(m.Size))
+	return nil
+}
+
+// recallSignature fills what a PUT did not declare (components, backend,
+// display name) from a recent lookup or keys call that issued key.
+func (s *Server) recallSignature(key store.Key, opts *store.PutOptions) {
+	if s.cfg.Keyer == nil {
+		return
+	}
+	res, ok := s.cfg.Keyer.Recall(key)
+	if !ok {
+		return
+	}
+	if len(opts.Components) == 0 && len(res.Components) > 0 {
+		opts.Components = make(map[string]string, len(res.Components))
+		for k, v := range res.Components {
+			opts.Components[k] = v
+		}
+	}
+	if opts.Backend == "" {
+		opts.Backend = res.Backend
+	}
+	if opts.Name == "" && len(res.DisplayName) <= maxHeaderValue {
+		opts.Name = res.DisplayName
+	}
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+)
+
+// moduleFlags describe a bare module file as an xla signature.
+type moduleFlags struct {
+	platform, platformVersion, jaxlibVersion, moduleFormat string
+	compileOptions, topology, codec                        string
+	xlaFlags                                               stringList
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func newModuleFlags(fs *flag.FlagSet) *moduleFlags {
+	m := &moduleFlags{}
+	fs.StringVar(&m.platform, "platform", "", "bare module: signature field platform (e.g. cpu, cuda, tpu)")
+	fs.StringVar(&m.platformVersion, "platform-version", "", "bare module: signature field platform_version")
+	fs.StringVar(&m.jaxlibVersion, "jaxlib-version", "", "bare module: signature field jaxlib_version")
+	fs.StringVar(&m.moduleFormat, "module-format", "", "bare module: module_format (stablehlo or hlo; default detected)")
+	fs.StringVar(&m.compileOptions, "compile-options", "", "bare module: compile_options (digest or base64)")
+	fs.StringVar(&m.topology, "topology", "", "bare module: topology (fingerprint or device kinds)")
+	fs.StringVar(&m.codec, "codec", "", "bare module: codec")
+	fs.Var(&m.xlaFlags, "xla-flag", "bare module: one XLA flag (repeatable)")
+	return m
+}
+
+// fields returns the non-empty signature fields the flags set.
+func (m *moduleFlags) fields() map[string]any {
+	out := map[string]any{}
+	for k, v := range map[string]string{"platform": m.platform, "platform_version": m.platformVersion,
+		"jaxlib_version": m.jaxlibVersion, "module_format": m.moduleFormat, "compile_options": m.compileOptions,
+		"topology": m.topology, "codec": m.codec} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	if len(m.xlaFlags) > 0 {
+		out["xla_flags"] = []string(m.xlaFlags)
+	}
+	return out
+}
+
+// keyOutput is what `cachesvc key --json` prints.
+type keyOutput struct {
+	Key           string            `json:"key"`
+	Backend       string            `json:"backend"`
+	Plugin        string            `json:"plugin"`
+	DisplayName   string            `json:"display_name"`
+	Components    map[string]string `json:"components"`
+	CanonicalSize int               `json:"canonical_size"`
+}
+
+// runKey prints the key of a signature (or bare module), offline, through the
+// same keying code as the server.
+func runKey(ctx context.Context, args []string, sio stdio) error {
+	var o pluginOptions
+	var backend string
+	var jsonOut bool
+	fs := newFlagSet("key", "Print the cache key, display name and components of a signature FILE (JSON) or of a bare module FILE with --platform, --jaxlib-version, ...; '-' reads stdin. Offline: the same plugins and code path as the server.", sio)
+	addPluginFlags(fs, &o)
+	fs.StringVar(&backend, "backend", "", "backend for a bare module, or to add to a signature lacking one (default xla for bare modules)")
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	mf := newModuleFlags(fs)
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one FILE or -, got %d arguments", len(pos))
+	}
+	var in []byte
+	if pos[0] == "-" {
+		in, err = io.ReadAll(io.LimitReader(sio.Stdin, o.MaxSignature+1))
+	} else {
+		in, err = os.ReadFile(pos[0])
+	}
+	if err != nil {
+		return fmt.Errorf("read signature: %w", err)
+	}
+	sig, err := buildSignature(in, backend, mf.fields())
+	if err != nil {
+		return err
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = defaultWasmCache()
+	}
+	k, h, err := openKeyer(ctx, o, slog.New(slog.DiscardHandler), false)
+	if err != nil {
+		return err
+	}
+	defer h.Close(ctx)
+	res, err := k.Key(ctx, sig)
+	if err != nil {
+		return err
+	}
+	out := keyOutput{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin, DisplayName: res.DisplayName,
+		Components: res.Components, CanonicalSize: res.CanonicalSize}
+	if jsonOut {
+		return writeJSON(sio, out)
+	}
+	fmt.Fprintf(sio.Stdout, "key           %s\nbackend       %s\nplugin        %s\ndisplay name  %s\ncanonical     %d bytes\n",
+		out.Key, out.Backend, out.Plugin, out.DisplayName, out.CanonicalSize)
+	names := make([]string, 0, len(out.Components))
+	for n := range out.Components {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		fmt.Fprintln(sio.Stdout, "components")
+	}
+	for _, n := range names {
+		fmt.Fprintf(sio.Stdout, "  %-22s %s\n", n, out.Components[n])
+	}
+	return nil
+}
+
+// buildSignature returns in as a signature: a JSON object is used as is
+// (backend added if missing and given); anything else is a bare module
+// wrapped with the module flags.
+func buildSignature(in []byte, backend string, fields map[string]any) ([]byte, error) {
+	trimmed := bytes.TrimSpace(in)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(trimmed, &obj); err == nil {
+			if _, ok := obj["backend"]; ok || backend == "" {
+				if len(fields) > 0 {
+					return nil, usagef("module flags (--platform, ...) apply to bare modules; put them in the JSON signature")
+				}
+				return in, nil
+			}
+			b, _ := json.Marshal(backend)
+			obj["backend"] = b
+			return json.Marshal(obj)
+		}
+	}
+	if backend == "" {
+		backend = "xla"
+	}
+	sig := map[string]any{}
+	for k, v := range fields {
+		sig[k] = v
+	}
+	sig["backend"], sig["module"] = backend, string(in)
+	return json.Marshal(sig)
+}

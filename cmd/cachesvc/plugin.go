@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/plugins"
+)
+
+// pluginOptions are the plugin flags shared by serve, key and plugin.
+type pluginOptions struct {
+	Dir          string
+	CacheDir     string
+	Timeout      time.Duration
+	Memory       int64
+	Pool         int
+	MaxSignature int64
+}
+
+// addPluginFlags defines the plugin flags on fs.
+func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
+	fs.StringVar(&o.Dir, "plugins", "", "`directory` of extra canonicalization plugins (*.wasm) loaded at start, besides the built-ins")
+	fs.StringVar(&o.CacheDir, "wasm-cache", "", "`directory` for compiled plugin code (default: <data>/wasm-cache for serve, the user cache dir otherwise)")
+	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
+	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
+	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
+	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
+}
+
+// defaultWasmCache is the compilation cache of the offline commands.
+func defaultWasmCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "cachesvc", "wasm-cache")
+}
+
+// openHost starts a plugin host with the built-ins and o.Dir loaded.
+func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger) (*plugins.Host, error) {
+	h, err := plugins.NewHost(ctx, plugins.Config{
+		CacheDir:       o.CacheDir,
+		MaxMemoryBytes: o.Memory,
+		CallTimeout:    o.Timeout,
+		MaxInputBytes:  o.MaxSignature,
+		PoolSize:       o.Pool,
+		Logger:         logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.LoadBuiltins(ctx); err != nil {
+		h.Close(ctx)
+		return nil, err
+	}
+	if o.Dir != "" {
+		if _, err := h.LoadDir(ctx, o.Dir); err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// openKeyer starts a plugin host and a Keyer over it; close the host when done.
+func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCanonical bool) (*keying.Keyer, *plugins.Host, error) {
+	h, err := openHost(ctx, o, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical})
+	if err != nil {
+		h.Close(ctx)
+		return nil, nil, err
+	}
+	return k, h, nil
+}
+
+// openServeKeyer starts the server's plugins (compiled code cached under
+// <data>/wasm-cache unless --wasm-cache says otherwise) and its Keyer.
+func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*keying.Keyer, func(), error) {
+	po := o.Plugins
+	if po.CacheDir == "" {
+		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
+	}
+	k, h, err := openKeyer(ctx, po, logger, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start plugins: %w", err)
+	}
+	for _, i := range h.Plugins() {
+		logger.Info("plugin ready", "plugin", i.ID, "backends", i.Backends, "source", i.Source)
+	}
+	return k, func() { h.Close(context.Background()) }, nil
+}
+
+// parseInterspersed parses flags that may follow positional arguments and
+// returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string, sio stdio) ([]string, error) {
+	if err := parseFlags(fs, args, sio); err != nil {
+		return nil, err
+	}
+	var pos []string
+	rest := fs.Args()
+	for len(rest) > 0 {
+		pos = append(pos, rest[0])
+		if err := fs.Parse(rest[1:]); err != nil {
+			return nil, usagef("%s", err)
+		}
+		rest = fs.Args()
+	}
+	return pos, nil
+}
+
+// runPlugin runs `cachesvc plugin list` and `cachesvc plugin check`.
+func runPlugin(ctx context.Context, args []string, sio stdio) error {
+	if len(args) == 0 {
+		return usagef("missing subcommand: list or check")
+	}
+	var o pluginOptions
+	var corpus string
+	var jsonOut bool
+	sub := args[0]
+	summary := map[string]string{
+		"list":  "List the loaded canonicalization plugins (built-ins and --plugins DIR).",
+		"check": "Check that FILE.wasm conforms to plugins/ABI.md: describe is valid, canonicalize is deterministic (repeated calls, fresh instances), idempotent (via normalize) and within limits.",
+	}[sub]
+	if summary == "" {
+		return usagef("unknown subcommand %q: use list or check", sub)
+	}
+	fs := newFlagSet("plugin "+sub, summary, sio)
+	addPluginFlags(fs, &o)
+	fs.BoolVar(&jsonOut, "json", false, "print JSON instead of a table")
+	xo := newModuleFlags(fs)
+	if sub == "check" {
+		fs.StringVar(&corpus, "corpus", "", "`directory` of signatures (*.json) and bare modules to check with (default: one {\"backend\": B} probe per backend)")
+	}
+	pos, err := parseInterspersed(fs, args[1:], sio)
+	if err != nil {
+		return err
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = defaultWasmCache()
+	}
+	logger := slog.New(slog.DiscardHandler)
+	switch sub {
+	case "list":
+		if len(pos) > 0 {
+			return usagef("unexpected arguments: %s", strings.Join(pos, " "))
+		}
+		h, err := openHost(ctx, o, logger)
+		if err != nil {
+			return err
+		}
+		defer h.Close(ctx)
+		infos := h.Plugins()
+		if jsonOut {
+			return writeJSON(sio, infos)
+		}
+		tw := tabwriter.NewWriter(sio.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PLUGIN\tBACKENDS\tREADS\tSOURCE")
+		for _, i := range infos {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.ID, strings.Join(i.Backends, ","), strings.Join(i.Reads, ","), i.Source)
+		}
+		return tw.Flush()
+	default: // check
+		if len(pos) != 1 {
+			return usagef("want exactly one FILE.wasm, got %d arguments", len(pos))
+		}
+		wasm, err := os.ReadFile(pos[0])
+		if err != nil {
+			return fmt.Errorf("read plugin: %w", err)
+		}
+		h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: o.CacheDir, MaxMemoryBytes: o.Memory,
+			CallTimeout: o.Timeout, MaxInputBytes: o.MaxSignature, PoolSize: 1, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer h.Close(ctx)
+		var probes []plugins.Probe
+		if corpus != "" {
+			// Describe first to learn the backend bare modules are wrapped for.
+			p, err := h.Compile(ctx, pos[0], wasm)
+			if err != nil {
+				return err
+			}
+			info := p.Info()
+			p.Close(ctx)
+			if probes, err = plugins.LoadCorpus(corpus, info, xo.fields()); err != nil {
+				return err
+			}
+			if len(probes) == 0 {
+				return fmt.Errorf("corpus %s holds no signature or module this plugin reads", corpus)
+			}
+		}
+		rep, err := h.Check(ctx, pos[0], wasm, probes)
+		if err != nil {
+			return err
+		}
+		if jsonOut {
+			if err := writeJSON(sio, rep); err != nil {
+				return err
+			}
+		} else {
+			failed := 0
+			for _, r := range rep.Results {
+				mark := "ok  "
+				switch {
+				case r.Skipped:
+					mark = "skip"
+				case !r.OK:
+					mark = "FAIL"
+					failed++
+				}
+				fmt.Fprintf(sio.Stdout, "%s  %s", mark, r.Name)
+				if r.Detail != "" {
+					fmt.Fprintf(sio.Stdout, ": %s", r.Detail)
+				}
+				fmt.Fprintln(sio.Stdout)
+			}
+			fmt.Fprintf(sio.Stdout, "%s: %d checks, %d failed; slowest call %s\n", rep.Info.ID, len(rep.Results), failed, rep.Slowest.Round(time.Microsecond))
+		}
+		if !rep.OK {
+			return fmt.Errorf("plugin %s does not conform to the ABI (see the FAIL lines)", rep.Info.ID)
+		}
+		return nil
+	}
+}
+
+func writeJSON(sio stdio, v any) error {
+	enc := json.NewEncoder(sio.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
