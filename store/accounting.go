@@ -28,6 +28,9 @@ type acctEntry struct {
 type acctBlob struct {
 	size int64
 	refs int
+	// pins counts uploads about to reference the blob; a pinned blob is not
+	// freed when its last entry goes.
+	pins int
 }
 
 // accessUpdate is a batched access (last access time and new hits) waiting to
@@ -111,7 +114,7 @@ func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
 	delete(a.entries, ref)
 	b := a.blobs[e.blob]
 	b.refs--
-	if b.refs <= 0 {
+	if b.refs <= 0 && b.pins <= 0 {
 		delete(a.blobs, e.blob)
 		a.bytes -= b.size
 		freed = true
@@ -119,14 +122,51 @@ func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
 	return e.blob, freed, true
 }
 
+// pin keeps a stored blob from being freed until unpin. It returns the
+// token to unpin with, or nil when no such blob is stored.
+func (a *accounting) pin(sha [32]byte) *acctBlob {
+	b, ok := a.blobs[sha]
+	if !ok {
+		return nil
+	}
+	b.pins++
+	return b
+}
+
+// unpin undoes pin and reports whether the blob is now unused and was
+// forgotten (its record and chunks must then be deleted). A blob dropped
+// meanwhile (quarantined) is left alone, even if stored again since.
+func (a *accounting) unpin(sha [32]byte, token *acctBlob) (free bool) {
+	b, ok := a.blobs[sha]
+	if !ok || b != token {
+		return false
+	}
+	b.pins--
+	if b.pins <= 0 && b.refs <= 0 {
+		delete(a.blobs, sha)
+		a.bytes -= b.size
+		return true
+	}
+	return false
+}
+
+// dropBlob forgets a blob that no entry uses any more, pinned or not.
+func (a *accounting) dropBlob(sha [32]byte) {
+	if b, ok := a.blobs[sha]; ok && b.refs <= 0 {
+		delete(a.blobs, sha)
+		a.bytes -= b.size
+	}
+}
+
 // lookup returns the entry's blob and whether removing the entry would free
-// that blob.
+// that blob (its last reference, and not pinned).
 func (a *accounting) lookup(ref entryRef) (blob [32]byte, lastRef, ok bool) {
 	e, ok := a.entries[ref]
 	if !ok {
 		return blob, false, false
 	}
-	return e.blob, a.blobs[e.blob].refs == 1, true
+	b := a.blobs[e.blob]
+	return e.blob, b.refs == 1 && b.pins == 0, true
 }
 
 // hasBlob reports whether a blob with this digest is stored.

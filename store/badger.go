@@ -525,6 +525,41 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 // walkPage is how many entries Walk reads per read transaction.
 const walkPage = 256
 
+// deleteBlobLocked deletes the record of a blob no entry uses and returns
+// the purge of its chunks, to call after releasing wmu (which the caller
+// holds).
+func (s *Badger) deleteBlobLocked(sha [32]byte) (purge func(), err error) {
+	nop := func() {}
+	var blob blobRecord
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	item, err := txn.Get(blobKey(sha))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nop, nil
+	}
+	if err == nil {
+		err = item.Value(func(v []byte) error {
+			blob, err = decodeBlob(v)
+			return err
+		})
+	}
+	if err != nil {
+		return nop, fmt.Errorf("delete blob: %w", err)
+	}
+	if err := txn.Delete(blobKey(sha)); err != nil {
+		return nop, fmt.Errorf("delete blob: %w", err)
+	}
+	if err := txn.Commit(); err != nil {
+		return nop, fmt.Errorf("delete blob: %w", err)
+	}
+	u, err := blob.uploadID()
+	if err != nil {
+		return nop, nil
+	}
+	n := blob.chunks()
+	return func() { s.purgeChunks(u, n) }, nil
+}
+
 // Walk calls fn with the metadata of every entry in ns ("" for every
 // namespace) in key order until fn returns false or ctx ends. It does not
 // count as an access. fn must not call back into the store.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -258,6 +259,22 @@ func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
 		}
 		s.log.Error("entry quarantined: stored bytes failed their checksum", "namespace", ref.ns,
 			"key", ref.key.String(), "reason", reason)
+		purges = append(purges, purge)
+	}
+	// An upload pinning the blob kept it alive: delete it anyway; that
+	// upload's commit then fails.
+	s.mu.Lock()
+	pinned := s.acct.hasBlob(sha)
+	s.mu.Unlock()
+	if pinned {
+		purge, err := s.deleteBlobLocked(sha)
+		if err != nil {
+			s.log.Error("delete quarantined blob failed", "sha256", hex.EncodeToString(sha[:]), "err", err)
+			return
+		}
+		s.mu.Lock()
+		s.acct.dropBlob(sha)
+		s.mu.Unlock()
 		purges = append(purges, purge)
 	}
 }

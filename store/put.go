@@ -86,6 +86,12 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	} else if !errors.Is(err, ErrNotFound) {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
+	if opts.SHA256 != nil {
+		if token := s.pin(*opts.SHA256); token != nil {
+			defer s.unpin(*opts.SHA256, token)
+			return s.putKnownBlob(ctx, ref, r, opts)
+		}
+	}
 
 	var reserved int64
 	defer func() {
@@ -173,23 +179,8 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		}
 	}
 
-	now := time.Now().UTC()
-	m := Meta{
-		Namespace:      ns,
-		Key:            key,
-		Size:           total,
-		SHA256:         sum,
-		Created:        now,
-		LastAccess:     now,
-		Backend:        opts.Backend,
-		Name:           opts.Name,
-		CompileSeconds: opts.CompileSeconds,
-		Writer:         opts.Writer,
-		Run:            opts.Run,
-		Labels:         copyMap(opts.Labels),
-		Components:     copyMap(opts.Components),
-	}
-	blob := blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
+	m := s.newMeta(ref, sum, total, opts)
+	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
 	res, keepChunks, err = s.commit(ref, m, blob, reserved)
 	if err != nil {
 		return res, err
@@ -208,38 +199,9 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 // if the entry is deleted meanwhile, the result still describes it.
 func (s *Badger) verifyExisting(ctx context.Context, existing Meta, r io.Reader, opts PutOptions) (PutResult, error) {
 	ns, key := existing.Namespace, existing.Key
-	buf := s.getBuf()
-	defer s.putBuf(buf)
-	h := sha256.New()
-	var total int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return PutResult{}, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
-		}
-		n, rerr := io.ReadFull(r, buf)
-		total += int64(n)
-		if max := s.cfg.MaxEntryBytes; max > 0 && total > max {
-			return PutResult{}, fmt.Errorf("put entry %s/%s: more than %d bytes: %w", ns, key, max, ErrTooLarge)
-		}
-		if opts.Size > 0 && total > opts.Size {
-			return PutResult{}, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
-		}
-		h.Write(buf[:n])
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			return PutResult{}, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
-		}
-	}
-	if opts.Size > 0 && total != opts.Size {
-		return PutResult{}, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total, opts.Size, ErrSizeMismatch)
-	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	if opts.SHA256 != nil && *opts.SHA256 != sum {
-		return PutResult{}, fmt.Errorf("put entry %s/%s: body sha256 %s, declared %s: %w", ns, key,
-			hex.EncodeToString(sum[:]), hex.EncodeToString(opts.SHA256[:]), ErrDigestMismatch)
+	sum, _, err := s.hashBody(ctx, ns, key, r, opts)
+	if err != nil {
+		return PutResult{}, err
 	}
 	if sum != existing.SHA256 {
 		return PutResult{}, fmt.Errorf("put entry %s/%s: stored sha256 %s: %w", ns, key,
@@ -249,6 +211,79 @@ func (s *Badger) verifyExisting(ctx context.Context, existing Meta, r io.Reader,
 		existing = m
 	}
 	return PutResult{Meta: existing}, nil
+}
+
+// hashBody reads r to EOF, enforcing the size limits, and checks its SHA-256
+// against opts.SHA256. It stores nothing.
+func (s *Badger) hashBody(ctx context.Context, ns string, key Key, r io.Reader, opts PutOptions) (sum [32]byte, total int64, err error) {
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	h := sha256.New()
+	for {
+		if err := ctx.Err(); err != nil {
+			return sum, total, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		n, rerr := io.ReadFull(r, buf)
+		total += int64(n)
+		if max := s.cfg.MaxEntryBytes; max > 0 && total > max {
+			return sum, total, fmt.Errorf("put entry %s/%s: more than %d bytes: %w", ns, key, max, ErrTooLarge)
+		}
+		if opts.Size > 0 && total > opts.Size {
+			return sum, total, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
+		}
+		h.Write(buf[:n])
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return sum, total, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
+		}
+	}
+	if opts.Size > 0 && total != opts.Size {
+		return sum, total, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total, opts.Size, ErrSizeMismatch)
+	}
+	h.Sum(sum[:0])
+	if opts.SHA256 != nil && *opts.SHA256 != sum {
+		return sum, total, fmt.Errorf("put entry %s/%s: body sha256 %s, declared %s: %w", ns, key,
+			hex.EncodeToString(sum[:]), hex.EncodeToString(opts.SHA256[:]), ErrDigestMismatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return sum, total, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+	return sum, total, nil
+}
+
+// putKnownBlob finishes a Put of a new entry whose declared SHA-256 names a
+// blob already stored (pinned by the caller so it cannot be freed): it only
+// reads and verifies the body, then commits metadata referencing the blob.
+// No bytes are staged and nothing is evicted.
+func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, opts PutOptions) (PutResult, error) {
+	sum, total, err := s.hashBody(ctx, ref.ns, ref.key, r, opts)
+	if err != nil {
+		return PutResult{}, err
+	}
+	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0)
+	return res, err
+}
+
+// newMeta returns the metadata of a new entry.
+func (s *Badger) newMeta(ref entryRef, sum [32]byte, size int64, opts PutOptions) Meta {
+	now := time.Now().UTC()
+	return Meta{
+		Namespace:      ref.ns,
+		Key:            ref.key,
+		Size:           size,
+		SHA256:         sum,
+		Created:        now,
+		LastAccess:     now,
+		Backend:        opts.Backend,
+		Name:           opts.Name,
+		CompileSeconds: opts.CompileSeconds,
+		Writer:         opts.Writer,
+		Run:            opts.Run,
+		Labels:         copyMap(opts.Labels),
+		Components:     copyMap(opts.Components),
+	}
 }
 
 func copyMap(m map[string]string) map[string]string {
@@ -264,8 +299,9 @@ func copyMap(m map[string]string) map[string]string {
 
 // commit makes the entry visible: under wmu, in one transaction, it checks
 // for an existing entry, writes the blob record when the blob is new, and the
-// metadata. keepChunks says whether the staged chunks now belong to a blob.
-func (s *Badger) commit(ref entryRef, m Meta, blob blobRecord, reserved int64) (res PutResult, keepChunks bool, err error) {
+// metadata. blob is nil when no chunks were staged (the blob must exist).
+// keepChunks says whether the staged chunks now belong to a blob.
+func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64) (res PutResult, keepChunks bool, err error) {
 	if err := s.enter(); err != nil {
 		return res, false, err
 	}
@@ -287,8 +323,12 @@ func (s *Badger) commit(ref entryRef, m Meta, blob blobRecord, reserved int64) (
 	s.mu.Lock()
 	newBlob := !s.acct.hasBlob(m.SHA256)
 	s.mu.Unlock()
+	if newBlob && blob == nil {
+		// Only a quarantine can remove a pinned blob.
+		return res, false, fmt.Errorf("put entry %s/%s: the stored copy of this content was quarantined during the upload; retry", ref.ns, ref.key)
+	}
 	if newBlob {
-		b, err := encodeBlob(blob)
+		b, err := encodeBlob(*blob)
 		if err != nil {
 			return res, false, err
 		}
@@ -436,6 +476,45 @@ func (w *chunkWriter) close() error {
 		}
 	}
 	return err
+}
+
+// pin keeps the blob sha from being freed until unpin, if it is stored; it
+// returns the token for unpin, or nil.
+func (s *Badger) pin(sha [32]byte) *acctBlob {
+	if s.enter() != nil {
+		return nil
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acct.pin(sha)
+}
+
+// unpin undoes pin, freeing the blob if no entry uses it any more.
+func (s *Badger) unpin(sha [32]byte, token *acctBlob) {
+	var purge func()
+	defer func() {
+		if purge != nil {
+			purge()
+		}
+	}()
+	if s.enter() != nil {
+		return // the blob record is collected at the next Open if unused
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	free := s.acct.unpin(sha, token)
+	s.mu.Unlock()
+	if free {
+		var err error
+		if purge, err = s.deleteBlobLocked(sha); err != nil {
+			s.log.Warn("free unpinned blob failed; it is collected at the next open", "sha256", hex.EncodeToString(sha[:]), "err", err)
+		}
+	}
 }
 
 // writeChunk commits one chunk in its own transaction.
