@@ -240,16 +240,20 @@ func (s *Badger) recover() error {
 			var sha [32]byte
 			copy(sha[:], item.Key()[len(prefixBlob):])
 			var rec blobRecord
-			if err := item.Value(func(v []byte) error {
+			var u uploadID
+			err := item.Value(func(v []byte) error {
 				var err error
 				rec, err = decodeBlob(v)
 				return err
-			}); err != nil {
-				return err
+			})
+			if err == nil {
+				u, err = rec.uploadID()
 			}
-			u, err := rec.uploadID()
 			if err != nil {
-				return err
+				// Its entries are dropped below as having no blob.
+				s.log.Warn("dropping unreadable blob record", "sha256", hex.EncodeToString(sha[:]), "err", err)
+				broken = append(broken, item.KeyCopy(nil))
+				continue
 			}
 			blobs[sha] = u
 			sizes[sha] = rec.Size

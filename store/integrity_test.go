@@ -389,3 +389,40 @@ func TestOpenWithSmallerLimitEvicts(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenDropsBrokenRecords(t *testing.T) {
+	dir := t.TempDir()
+	s := openInternal(t, Config{Dir: dir})
+	good, data := keyOf("good"), pattern(10, 5000)
+	mustPut(t, s, "default", good, data)
+	mustPut(t, s, "default", keyOf("lost-blob"), pattern(11, 6000))
+	lostSHA := sha256.Sum256(pattern(11, 6000))
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(metaKey("default", keyOf("garbage")), []byte("{not json")); err != nil {
+			return err
+		}
+		return txn.Set(blobKey(lostSHA), []byte("garbage"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openInternal(t, Config{Dir: dir})
+	defer s.Close()
+	if u := s.Usage(); u.Entries != 1 || u.Blobs != 1 || u.Bytes != 5000 {
+		t.Fatalf("Usage after dropping broken records = %+v", u)
+	}
+	if got, err := readAll(s, "default", good, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("good entry: %v", err)
+	}
+	for _, k := range []Key{keyOf("garbage"), keyOf("lost-blob")} {
+		if _, err := s.Stat(context.Background(), "default", k); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("broken entry still visible: %v", err)
+		}
+	}
+	if s.orphanChunks != 1 {
+		t.Fatalf("collected %d chunks of the dropped blob, want 1", s.orphanChunks)
+	}
+}
