@@ -126,8 +126,13 @@ func sentence(msg string) string {
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
 	if e.Status >= 500 {
-		s.log.Error("request failed", "method", c.Method(), "path", c.Path(),
-			"namespace", c.Params("ns"), "key", c.Params("key"), "status", e.Status, "code", e.Code, "err", err)
+		attrs := []any{"method", c.Method(), "path", c.Path(), "status", e.Status, "code", e.Code, "err", err}
+		// fasthttp's own errors (a broken connection, a failed TLS
+		// handshake) reach here with no route, where c.Params panics.
+		if len(c.Route().Handlers) > 0 {
+			attrs = append(attrs, "namespace", c.Params("ns"), "key", c.Params("key"))
+		}
+		s.log.Error("request failed", attrs...)
 	}
 	// A body we did not read to the end cannot be followed by another
 	// request on this connection.
