@@ -123,16 +123,10 @@ func (p *Plugin) Normalize(ctx context.Context, signature []byte) ([]byte, error
 		if inst.normalize == nil {
 			return ErrUnsupported
 		}
-		raw, region, err := p.invoke(ctx, inst, inst.normalize, signature, "normalized")
+		var r resultJSON
+		region, err := p.invoke(ctx, inst, inst.normalize, signature, "normalized", &r)
 		if err != nil {
 			return err
-		}
-		var r struct {
-			Error       *string `json:"error"`
-			Unsupported bool    `json:"unsupported"`
-		}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return p.fail(ErrOutput, "normalize returned malformed JSON: %v", err)
 		}
 		switch {
 		case r.Unsupported:
@@ -169,11 +163,8 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 	if err != nil {
 		return err
 	}
-	inst.stderr.reset()
-	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
-	err = fn(cctx, inst)
-	cancel()
-	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
+	err = p.guarded(ctx, inst, fn)
+	keep := inst.interrupted.Load() == 0 && (err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge))
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
 	}
@@ -186,6 +177,40 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 		p.host.cfg.Logger.Warn("plugin instance discarded", "plugin", p.info.ID, "err", err)
 	}
 	p.release(inst, keep)
+	return err
+}
+
+// Reasons an instance was interrupted (instance.interrupted).
+const (
+	interruptTimeout  = 1
+	interruptCanceled = 2
+)
+
+// guarded runs fn on inst, closing the instance (which stops the running
+// wasm: close-on-context-done is on) when the call timeout passes or ctx
+// ends. A per-instance timer and context.AfterFunc replace a per-call
+// context deadline: wazero would otherwise start a watcher goroutine for
+// every exported call.
+func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) error) error {
+	inst.stderr.reset()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("call plugin %s: %w", p.info.ID, err)
+	}
+	stop := context.AfterFunc(ctx, func() { inst.interrupt(interruptCanceled) })
+	inst.timer.Reset(p.host.cfg.CallTimeout)
+	err := fn(context.WithoutCancel(ctx), inst)
+	inst.timer.Stop()
+	stop()
+	switch inst.interrupted.Load() {
+	case interruptTimeout:
+		if err != nil {
+			return p.fail(ErrTimeout, "did not finish within %s", p.host.cfg.CallTimeout)
+		}
+	case interruptCanceled:
+		if err != nil {
+			return fmt.Errorf("call plugin %s: %w", p.info.ID, context.Cause(ctx))
+		}
+	}
 	return err
 }
 
@@ -243,9 +268,25 @@ type instance struct {
 	normalize    api.Function // nil if not exported
 	stderr       *headWriter
 	stack        [2]uint64
+	bufPtr       uint32 // input buffer from the latest alloc
+	bufCap       uint32 // its size
+	hasBuf       bool
+	timer        *time.Timer   // fires interrupt(interruptTimeout); stopped between calls
+	interrupted  atomic.Uint32 // 0, or why the instance was closed mid-call
 }
 
-func (inst *instance) close(ctx context.Context) { inst.mod.Close(ctx) }
+// interrupt closes the module, which makes a running call return; the
+// instance is then unusable and is discarded.
+func (inst *instance) interrupt(reason uint32) {
+	if inst.interrupted.CompareAndSwap(0, reason) {
+		_ = inst.mod.CloseWithExitCode(context.Background(), 0xdead0000+reason)
+	}
+}
+
+func (inst *instance) close(ctx context.Context) {
+	inst.timer.Stop()
+	inst.mod.Close(ctx)
+}
 
 // constantWalltime hides the real clock: every reading is the Unix epoch.
 func constantWalltime() (int64, int32) { return 0, 0 }
@@ -272,6 +313,8 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		normalize:    mod.ExportedFunction("normalize"),
 		stderr:       stderr,
 	}
+	inst.timer = time.AfterFunc(time.Hour, func() { inst.interrupt(interruptTimeout) })
+	inst.timer.Stop()
 	if inst.normalize != nil && (len(inst.normalize.Definition().ParamTypes()) != 2 || len(inst.normalize.Definition().ResultTypes()) != 1) {
 		inst.normalize = nil
 	}
@@ -312,86 +355,89 @@ func (p *Plugin) read(inst *instance, packed uint64, max int64) ([]byte, error) 
 	return b, nil
 }
 
-// invoke writes signature into the instance, calls fn and returns the result
-// JSON (a view, valid until the next call) and, if the JSON names a
-// <field>_ptr/<field>_len region, a copy of that region.
-func (p *Plugin) invoke(ctx context.Context, inst *instance, fn api.Function, signature []byte, field string) ([]byte, []byte, error) {
+// invoke writes signature into the instance, calls fn, decodes the result
+// JSON into out and returns a copy of the <field>_ptr/<field>_len region it
+// names (nil if it names none).
+func (p *Plugin) invoke(ctx context.Context, inst *instance, fn api.Function, signature []byte, field string, out *resultJSON) ([]byte, error) {
 	cfg := p.host.cfg
 	if int64(len(signature)) > cfg.MaxInputBytes {
-		return nil, nil, p.fail(ErrInputTooLarge, "signature of %d bytes exceeds the plugin input limit of %d bytes", len(signature), cfg.MaxInputBytes)
+		return nil, p.fail(ErrInputTooLarge, "signature of %d bytes exceeds the plugin input limit of %d bytes", len(signature), cfg.MaxInputBytes)
 	}
-	inst.stack[0] = uint64(len(signature))
-	if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
-		return nil, nil, p.classify(ctx, inst.stderr, fmt.Errorf("call alloc: %w", err))
+	// ABI.md: a buffer from alloc(n) serves every later input of at most n
+	// bytes until the next alloc, so most calls skip alloc.
+	if !inst.hasBuf || uint32(len(signature)) > inst.bufCap {
+		want := max(uint32(len(signature)), 4096)
+		inst.stack[0] = uint64(want)
+		if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return nil, p.classify(ctx, inst.stderr, fmt.Errorf("call alloc: %w", err))
+		}
+		inst.bufPtr, inst.bufCap, inst.hasBuf = uint32(inst.stack[0]), want, true
 	}
-	ptr := uint32(inst.stack[0])
+	ptr := inst.bufPtr
 	if !inst.mod.Memory().Write(ptr, signature) {
-		return nil, nil, p.fail(ErrOutput, "alloc(%d) returned %d, outside linear memory", len(signature), ptr)
+		return nil, p.fail(ErrOutput, "alloc(%d) returned %d, outside linear memory", inst.bufCap, ptr)
 	}
 	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(len(signature))
 	if err := fn.CallWithStack(ctx, inst.stack[:]); err != nil {
-		return nil, nil, p.classify(ctx, inst.stderr, fmt.Errorf("call %s: %w", fn.Definition().ExportNames()[0], err))
+		return nil, p.classify(ctx, inst.stderr, fmt.Errorf("call %s: %w", fn.Definition().ExportNames()[0], err))
 	}
 	raw, err := p.read(inst, inst.stack[0], cfg.MaxOutputBytes)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rptr, rlen, found, err := regionOf(raw, field)
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, p.fail(ErrOutput, "result is not valid JSON: %v", err)
+	}
+	rptr, rlen, found, err := out.region(field)
 	if err != nil {
-		return nil, nil, p.fail(ErrOutput, "result JSON: %v", err)
+		return nil, p.fail(ErrOutput, "result JSON: %v", err)
 	}
 	if !found {
-		return raw, nil, nil
+		return nil, nil
 	}
 	if int64(rlen)+int64(len(raw)) > cfg.MaxOutputBytes {
-		return nil, nil, p.fail(ErrOutput, "output of %d bytes exceeds the limit of %d bytes", int64(rlen)+int64(len(raw)), cfg.MaxOutputBytes)
+		return nil, p.fail(ErrOutput, "output of %d bytes exceeds the limit of %d bytes", int64(rlen)+int64(len(raw)), cfg.MaxOutputBytes)
 	}
 	view, ok := inst.mod.Memory().Read(rptr, rlen)
 	if !ok {
-		return nil, nil, p.fail(ErrOutput, "%s region [%d, +%d) is outside linear memory", field, rptr, rlen)
+		return nil, p.fail(ErrOutput, "%s region [%d, +%d) is outside linear memory", field, rptr, rlen)
 	}
-	return raw, bytes.Clone(view), nil
+	return bytes.Clone(view), nil
 }
 
-// regionOf finds "<field>_ptr" and "<field>_len" in a result JSON without
-// decoding the rest. found is false if neither is present.
-func regionOf(raw []byte, field string) (ptr, n uint32, found bool, err error) {
-	var r map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return 0, 0, false, err
+// resultJSON is any result JSON of ABI.md (canonicalize or normalize).
+type resultJSON struct {
+	Error         *string           `json:"error"`
+	Unsupported   bool              `json:"unsupported"`
+	CanonicalPtr  *uint32           `json:"canonical_ptr"`
+	CanonicalLen  *uint32           `json:"canonical_len"`
+	NormalizedPtr *uint32           `json:"normalized_ptr"`
+	NormalizedLen *uint32           `json:"normalized_len"`
+	Components    map[string]string `json:"components"`
+	DisplayName   string            `json:"display_name"`
+}
+
+// region returns the <field>_ptr/<field>_len region; found is false if
+// neither is present.
+func (r *resultJSON) region(field string) (ptr, n uint32, found bool, err error) {
+	pp, pl := r.CanonicalPtr, r.CanonicalLen
+	if field == "normalized" {
+		pp, pl = r.NormalizedPtr, r.NormalizedLen
 	}
-	pr, okp := r[field+"_ptr"]
-	lr, okl := r[field+"_len"]
-	if !okp && !okl {
+	if pp == nil && pl == nil {
 		return 0, 0, false, nil
 	}
-	if !okp || !okl {
+	if pp == nil || pl == nil {
 		return 0, 0, false, fmt.Errorf("%s_ptr and %s_len must come together", field, field)
 	}
-	if err := json.Unmarshal(pr, &ptr); err != nil {
-		return 0, 0, false, fmt.Errorf("%s_ptr: %w", field, err)
-	}
-	if err := json.Unmarshal(lr, &n); err != nil {
-		return 0, 0, false, fmt.Errorf("%s_len: %w", field, err)
-	}
-	return ptr, n, true, nil
-}
-
-type resultJSON struct {
-	Error        *string           `json:"error"`
-	CanonicalLen *uint32           `json:"canonical_len"`
-	Components   map[string]string `json:"components"`
-	DisplayName  string            `json:"display_name"`
+	return *pp, *pl, true, nil
 }
 
 func (p *Plugin) canonicalize(ctx context.Context, inst *instance, signature []byte) (Result, error) {
-	raw, canonical, err := p.invoke(ctx, inst, inst.canonicalize, signature, "canonical")
+	var r resultJSON
+	canonical, err := p.invoke(ctx, inst, inst.canonicalize, signature, "canonical", &r)
 	if err != nil {
 		return Result{}, err
-	}
-	var r resultJSON
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return Result{}, p.fail(ErrOutput, "result is not JSON: %v", err)
 	}
 	if r.Error != nil {
 		return Result{}, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}

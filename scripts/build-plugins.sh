@@ -4,6 +4,7 @@
 #   scripts/build-plugins.sh          # write next to the sources (commit them)
 #   scripts/build-plugins.sh OUTDIR   # write under OUTDIR with the same layout
 #                                     # (the freshness test compares the two)
+#   PLUGINS="passthrough empty" scripts/build-plugins.sh   # only these
 #
 # plugins/builtin/<name>/*.go   -> plugins/builtin/<name>/<name>.wasm
 # plugins/testdata/src/<name>/  -> plugins/testdata/<name>.wasm
@@ -21,14 +22,18 @@ build() { # build PKGDIR OUTFILE
 		-buildmode=c-shared -o "$2" "./$1"
 }
 
+wanted() { [ -z "${PLUGINS:-}" ] || [[ " $PLUGINS " == *" $1 "* ]]; }
+
 for dir in plugins/builtin/*/; do
 	name="$(basename "$dir")"
+	wanted "$name" || continue
 	ls "$dir"*.go >/dev/null 2>&1 || continue
 	grep -q '^package main' "$dir"*.go || continue
 	build "$dir" "$out/plugins/builtin/$name/$name.wasm"
 done
 for dir in plugins/testdata/src/*/; do
 	name="$(basename "$dir")"
+	wanted "$name" || continue
 	build "$dir" "$out/plugins/testdata/$name.wasm"
 done
 if [ "$out" = "." ]; then

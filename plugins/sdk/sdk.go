@@ -150,6 +150,9 @@ func AppendResult(dst []byte, r Result, canonPtr uint32) []byte {
 	dst = append(dst, `,"display_name":`...)
 	dst = appendString(dst, r.DisplayName)
 	dst = append(dst, `,"components":{`...)
+	if len(r.Components) == 0 {
+		return append(dst, "}}"...)
+	}
 	keys := make([]string, 0, len(r.Components))
 	for k := range r.Components {
 		keys = append(keys, k)
