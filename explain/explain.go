@@ -182,6 +182,9 @@ func abbrev(v string) string {
 	if v == "" {
 		return ""
 	}
+	if isTaggedDigest(v) && len(v) <= 32 {
+		return v
+	}
 	if s, ok := strings.CutPrefix(v, "sha256:"); ok {
 		v = s
 	}
@@ -195,10 +198,25 @@ func abbrev(v string) string {
 // isShort reports whether v is shown verbatim: short, printable and not a
 // digest.
 func isShort(v string) bool {
-	if len(v) > MaxShortValue || !printable(v) || strings.HasPrefix(v, "sha256:") {
+	if len(v) > MaxShortValue || !printable(v) || isTaggedDigest(v) {
 		return false
 	}
 	return len(v) < 32 || !isHex(v)
+}
+
+// isTaggedDigest reports whether v looks like "<algorithm>:<hex>", e.g.
+// "sha256:…" or "xxh64:0123456789abcdef".
+func isTaggedDigest(v string) bool {
+	alg, h, ok := strings.Cut(v, ":")
+	if !ok || alg == "" || len(alg) > 16 || len(h) < 8 || !isHex(h) {
+		return false
+	}
+	for i := 0; i < len(alg); i++ {
+		if c := alg[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(s string) bool {
@@ -264,11 +282,7 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 		ex.Summary = "An entry with identical components exists under key " + top.c.Key + "; the plugin version or backend may differ."
 		return ex
 	}
-	names := make([]string, len(top.diffs))
-	for i, d := range top.diffs {
-		names[i] = d.Component
-	}
-	ex.Reason = strings.Join(names, "+")
+	ex.Reason = reasonOf(top.diffs)
 	var b strings.Builder
 	b.WriteString(upperFirst(ReasonLabel(ex.Reason)))
 	b.WriteString(" from the nearest entry")
@@ -293,6 +307,29 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 	b.WriteString(".")
 	ex.Summary = b.String()
 	return ex
+}
+
+// reasonAlias folds components derived from another into it for the
+// reason: a different module also has a different module_bytes.
+var reasonAlias = map[string]string{"module_bytes": "module"}
+
+// reasonOf is the sorted, de-duplicated names of the differing components
+// (after reasonAlias) joined by "+".
+func reasonOf(diffs []Diff) string {
+	seen := make(map[string]bool, len(diffs))
+	names := make([]string, 0, len(diffs))
+	for _, d := range diffs {
+		n := d.Component
+		if a, ok := reasonAlias[n]; ok {
+			n = a
+		}
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, "+")
 }
 
 func quote(s string) string { return "\"" + s + "\"" }

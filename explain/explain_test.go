@@ -87,6 +87,15 @@ func TestExplainSpecialReasons(t *testing.T) {
 		{"no components", nil, []Candidate{{Key: "aa", Components: base()}}, ReasonNoComponents},
 		{"identical", base(), []Candidate{{Key: "aa", Components: base()}}, ReasonIdentical},
 		{"two differ", func() map[string]string { m := with("platform", "tpu"); m["jaxlib_version"] = "0.5.0"; return m }(), []Candidate{{Key: "aa", Components: base()}}, "jaxlib_version+platform"},
+		{"module and its size", func() map[string]string {
+			m := with("module", "xxh64:0011223344556677")
+			m["module_bytes"] = "812"
+			return m
+		}(), []Candidate{{Key: "aa", Components: func() map[string]string {
+			m := with("module", "xxh64:8899aabbccddeeff")
+			m["module_bytes"] = "790"
+			return m
+		}()}}, "module"},
 		{"missing component", func() map[string]string { m := base(); m["topology"] = "v4-8"; return m }(), []Candidate{{Key: "aa", Components: base()}}, "topology"},
 	}
 	for _, tt := range tests {
