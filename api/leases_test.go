@@ -1,0 +1,200 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/api/client"
+)
+
+// compileOrWait is what a trainer does on a miss: take the lease and compile,
+// or wait for the holder's entry; if the wait ends empty, try again.
+func compileOrWait(ctx context.Context, c *client.Client, key, holder string, ttl time.Duration, compile func() []byte, wait time.Duration) (body []byte, compiled bool, err error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		_, granted, err := c.AcquireLease(ctx, "default", key, holder, ttl)
+		if err != nil {
+			return nil, false, err
+		}
+		if granted {
+			b := compile()
+			if b == nil { // the holder "died" without writing
+				return nil, true, nil
+			}
+			if _, err := c.Put(ctx, "default", key, bytes.NewReader(b), client.PutOptions{Size: int64(len(b))}); err != nil {
+				return nil, true, err
+			}
+			return b, true, nil
+		}
+		resp, err := c.Get(ctx, "default", key, wait)
+		if client.IsNotFound(err) {
+			continue // the lease ended without the entry: try to take it
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return b, false, err
+	}
+	return nil, false, fmt.Errorf("%s: gave up", holder)
+}
+
+// TestLeaseSixteenClients: 16 clients miss the same key at once; exactly one
+// compiles (2 s), the other 15 get its entry from their long-poll, woken by
+// the PUT.
+func TestLeaseSixteenClients(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	c := newClient(t, srv.URL, "")
+	key := testKey(42)
+	want := bytes.Repeat([]byte("executable"), 10_000)
+	var compiles atomic.Int32
+	var putDone atomic.Int64 // unix nanos when the holder's PUT returned
+	var start sync.WaitGroup
+	start.Add(1)
+	type result struct {
+		body     []byte
+		compiled bool
+		err      error
+		at       time.Time
+	}
+	results := make([]result, 16)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			start.Wait()
+			b, compiled, err := compileOrWait(context.Background(), c, key, fmt.Sprintf("client-%d", i), 30*time.Second, func() []byte {
+				compiles.Add(1)
+				time.Sleep(2 * time.Second) // simulated compile
+				return want
+			}, 60*time.Second)
+			if compiled {
+				putDone.Store(time.Now().UnixNano())
+			}
+			results[i] = result{b, compiled, err, time.Now()}
+		}(i)
+	}
+	t0 := time.Now()
+	start.Done()
+	wg.Wait()
+	if n := compiles.Load(); n != 1 {
+		t.Fatalf("%d clients compiled, want exactly 1", n)
+	}
+	put := time.Unix(0, putDone.Load())
+	var maxLag time.Duration
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("client %d: %v", i, r.err)
+		}
+		if !bytes.Equal(r.body, want) {
+			t.Fatalf("client %d got %d wrong bytes", i, len(r.body))
+		}
+		if r.compiled {
+			continue
+		}
+		// Woken by the PUT: not before the compile finished, long before
+		// the 60 s long-poll would have timed out.
+		if r.at.Sub(t0) < 2*time.Second || r.at.Sub(t0) > 30*time.Second {
+			t.Errorf("client %d returned %s after start: not woken by the PUT", i, r.at.Sub(t0))
+		}
+		if lag := r.at.Sub(put); lag > maxLag {
+			maxLag = lag
+		}
+	}
+	t.Logf("1 compile; 15 waiters received the entry at most %s after the holder's PUT returned", maxLag)
+	if held, waiting := srv.API.LeaseCounts(); held != 0 || waiting != 0 {
+		t.Errorf("after: %d leases held, %d waiters", held, waiting)
+	}
+}
+
+// TestLeaseHolderDies: the holder never writes; after its lease expires a
+// waiter takes over and compiles.
+func TestLeaseHolderDies(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	c := newClient(t, srv.URL, "")
+	ctx := context.Background()
+	key := testKey(43)
+	if _, ok, err := c.AcquireLease(ctx, "default", key, "doomed", 1*time.Second); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	// The holder dies here: no PUT, no DELETE.
+	want := []byte("compiled by the survivor")
+	var compiles atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			b, _, err := compileOrWait(ctx, c, key, fmt.Sprintf("waiter-%d", i), 10*time.Second, func() []byte {
+				compiles.Add(1)
+				time.Sleep(300 * time.Millisecond)
+				return want
+			}, 60*time.Second)
+			if err == nil && !bytes.Equal(b, want) {
+				err = fmt.Errorf("waiter %d got %q", i, b)
+			}
+			errs <- err
+		}(i)
+	}
+	t0 := time.Now()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := compiles.Load(); n != 1 {
+		t.Fatalf("%d waiters compiled after the holder died, want 1", n)
+	}
+	t.Logf("takeover and delivery took %s (lease ttl 1s)", time.Since(t0))
+}
+
+// TestLeaseReleaseWakesWaiters: DELETE by the holder ends waits with 404 at
+// once.
+func TestLeaseReleaseWakesWaiters(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	c := newClient(t, srv.URL, "")
+	ctx := context.Background()
+	key := testKey(44)
+	if _, ok, err := c.AcquireLease(ctx, "default", key, "h", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, "default", key, 60*time.Second)
+		done <- err
+	}()
+	for {
+		if _, w := srv.API.LeaseCounts(); w == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.ReleaseLease(ctx, "default", key, "h"); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	var ce *client.Error
+	if !client.IsNotFound(err) || !asError(err, &ce) || ce.Code != "not_found" {
+		t.Fatalf("waiter got %v, want 404 not_found", err)
+	}
+	t.Log(ce.Message)
+}
+
+func asError(err error, target **client.Error) bool {
+	e, ok := err.(*client.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
