@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/plugins"
@@ -14,27 +16,47 @@ import (
 	"github.com/cachesvc/cachesvc/plugins/sdk"
 )
 
-// loadWasm loads the committed xla.wasm into a real wazero host.
+var (
+	loadOnce   sync.Once
+	loaded     *plugins.Plugin
+	loadErr    error
+	loadedHost *plugins.Host
+)
+
+// TestMain closes the shared host after all tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if loadedHost != nil {
+		loadedHost.Close(context.Background())
+	}
+	os.Exit(code)
+}
+
+// loadWasm loads the committed xla.wasm into a real wazero host, once per
+// test binary (compiling the module is the slow part, especially under -race).
 func loadWasm(t testing.TB) *plugins.Plugin {
 	t.Helper()
-	wasm, err := os.ReadFile("xla.wasm")
-	if err != nil {
-		t.Fatalf("read committed xla.wasm (run scripts/build-plugins.sh): %v", err)
+	loadOnce.Do(func() {
+		wasm, err := os.ReadFile("xla.wasm")
+		if err != nil {
+			loadErr = fmt.Errorf("read committed xla.wasm (run scripts/build-plugins.sh): %w", err)
+			return
+		}
+		ctx := context.Background()
+		loadedHost, err = plugins.NewHost(ctx, plugins.Config{PoolSize: 1})
+		if err != nil {
+			loadErr = err
+			return
+		}
+		loaded, loadErr = loadedHost.Load(ctx, "test:xla.wasm", wasm)
+	})
+	if loadErr != nil {
+		t.Fatal(loadErr)
 	}
-	ctx := context.Background()
-	h, err := plugins.NewHost(ctx, plugins.Config{PoolSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	p, err := h.Load(ctx, "test:xla.wasm", wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := p.Info(); info.ID != "xla@"+Version || len(info.Backends) != 1 || info.Backends[0] != "xla" {
+	if info := loaded.Info(); info.ID != "xla@"+Version || len(info.Backends) != 1 || info.Backends[0] != "xla" {
 		t.Fatalf("describe: %+v", info)
 	}
-	return p
+	return loaded
 }
 
 func corpus(t testing.TB) string {

@@ -41,51 +41,73 @@ func (r *jreader) null() bool {
 	return false
 }
 
-// str decodes the JSON string at the reader into dst (appended).
+// str decodes the JSON string at the reader into dst (appended). Plain bytes
+// move a word at a time with no calls.
 func (r *jreader) str(dst []byte) ([]byte, error) {
 	if r.peek() != '"' {
 		return dst, r.errorf("expected a JSON string")
 	}
 	b := r.b
 	i := r.i + 1
-	q := -1
+	o := len(dst)
+	buf := dst[:cap(dst)]
 	for {
-		if q < i {
-			q = indexByte(b, i, '"')
-			if q < 0 {
+		if o+16 > len(buf) {
+			// Grow geometrically, never past what the rest of the input
+			// could decode to (a decoded string is never longer than its
+			// encoding).
+			need := max(2*len(buf), o+64)
+			need = min(need, o+len(b)-i+16)
+			grown := make([]byte, need)
+			copy(grown, buf[:o])
+			buf = grown
+			dst = buf[:o]
+		}
+		if i+8 <= len(b) {
+			x := load64(b, i)
+			m := hasByte8(x, '"') | hasByte8(x, '\\')
+			store64(buf, o, x)
+			if m == 0 {
+				i += 8
+				o += 8
+				continue
+			}
+			k := firstFlag(m)
+			i += k
+			o += k
+		} else {
+			if i >= len(b) {
 				return dst, r.errorf("unterminated JSON string")
 			}
+			if c := b[i]; c != '"' && c != '\\' {
+				buf[o] = c
+				i++
+				o++
+				continue
+			}
 		}
-		bs := indexByte(b[:q], i, '\\')
-		if bs < 0 {
-			dst = appendRun(dst, b[i:q])
-			r.i = q + 1
-			return dst, nil
+		if b[i] == '"' {
+			r.i = i + 1
+			return buf[:o], nil
 		}
-		dst = appendRun(dst, b[i:bs])
-		i = bs
+		// An escape at b[i].
 		if i+1 >= len(b) {
 			return dst, r.errorf("unterminated JSON string")
 		}
-		switch c := b[i+1]; c {
+		var c byte
+		switch e := b[i+1]; e {
 		case '"', '\\', '/':
-			dst = append(dst, c)
-			i += 2
+			c = e
 		case 'b':
-			dst = append(dst, '\b')
-			i += 2
+			c = '\b'
 		case 'f':
-			dst = append(dst, '\f')
-			i += 2
+			c = '\f'
 		case 'n':
-			dst = append(dst, '\n')
-			i += 2
+			c = '\n'
 		case 'r':
-			dst = append(dst, '\r')
-			i += 2
+			c = '\r'
 		case 't':
-			dst = append(dst, '\t')
-			i += 2
+			c = '\t'
 		case 'u':
 			v, ok := hex4(b, i+2)
 			if !ok {
@@ -93,25 +115,28 @@ func (r *jreader) str(dst []byte) ([]byte, error) {
 				return dst, r.errorf("bad \\u escape in JSON string")
 			}
 			i += 6
-			if utf16.IsSurrogate(rune(v)) {
+			rr := rune(v)
+			if utf16.IsSurrogate(rr) {
 				w, ok := -1, false
 				if hasPrefixAt(b, i, `\u`) {
 					w, ok = hex4(b, i+2)
 				}
-				rr := utf16.DecodeRune(rune(v), rune(w))
+				rr = utf16.DecodeRune(rr, rune(w))
 				if !ok || rr == utf8.RuneError {
 					r.i = i
 					return dst, r.errorf("unpaired surrogate in JSON string")
 				}
 				i += 6
-				dst = utf8.AppendRune(dst, rr)
-			} else {
-				dst = utf8.AppendRune(dst, rune(v))
 			}
+			o += utf8.EncodeRune(buf[o:], rr)
+			continue
 		default:
 			r.i = i
-			return dst, r.errorf("bad escape \\%c in JSON string", c)
+			return dst, r.errorf("bad escape \\%c in JSON string", e)
 		}
+		buf[o] = c
+		o++
+		i += 2
 	}
 }
 

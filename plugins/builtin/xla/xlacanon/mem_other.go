@@ -10,6 +10,9 @@ import (
 // load64 reads eight bytes of b at i (i+8 <= len(b)) as a little-endian word.
 func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 
+// store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
+func store64(b []byte, o int, v uint64) { binary.LittleEndian.PutUint64(b[o:o+8], v) }
+
 // indexByte returns the index of the first c in b at or after i, or -1.
 func indexByte(b []byte, i int, c byte) int {
 	if k := bytes.IndexByte(b[i:], c); k >= 0 {

@@ -10,6 +10,12 @@ func load64(b []byte, i int) uint64 {
 	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b[i:])))
 }
 
+// store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
+func store64(b []byte, o int, v uint64) {
+	_ = b[:o+8]
+	*(*uint64)(unsafe.Pointer(unsafe.SliceData(b[o : o+8]))) = v
+}
+
 // indexByte returns the index of the first c in b at or after i, or -1.
 // Under wasm the standard library's IndexByte is a byte loop; SWAR is faster.
 func indexByte(b []byte, i int, c byte) int { return indexByteSWAR(b, i, c) }
@@ -29,6 +35,15 @@ func appendRun(dst, src []byte) []byte {
 	d := unsafe.Pointer(unsafe.SliceData(dst[:cap(dst)]))
 	s := unsafe.Pointer(unsafe.SliceData(src))
 	i := 0
+	if cap(src) >= n+8 {
+		// Whole words, the last one overshooting into bytes of dst beyond
+		// the new length (overwritten later) read from src's own array:
+		// no byte loop (every loop iteration is costly under wasm).
+		for ; i < n; i += 8 {
+			*(*uint64)(unsafe.Add(d, o+i)) = *(*uint64)(unsafe.Add(s, i))
+		}
+		return dst[:o+n]
+	}
 	for ; i+8 <= n; i += 8 {
 		*(*uint64)(unsafe.Add(d, o+i)) = *(*uint64)(unsafe.Add(s, i))
 	}

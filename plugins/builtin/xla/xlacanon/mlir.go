@@ -36,6 +36,32 @@ func (s *ssaNames) reset(src []byte) {
 	s.src = src
 }
 
+// lookupNum returns the new number of the numeric SSA name v (no leading
+// zeros); the common case, a name seen before, inlines.
+func (s *ssaNames) lookupNum(v int) int32 {
+	if v < len(s.num) && s.num[v] != 0 {
+		return s.num[v] - 1
+	}
+	return s.lookupNumSlow(v)
+}
+
+func (s *ssaNames) lookupNumSlow(v int) int32 {
+	if v >= len(s.num) {
+		if v >= cap(s.num) {
+			grown := make([]int32, v+1, 2*v+64)
+			copy(grown, s.num)
+			s.num = grown
+		} else {
+			s.num = s.num[:v+1]
+		}
+	}
+	if s.num[v] == 0 {
+		s.n++
+		s.num[v] = s.n
+	}
+	return s.num[v] - 1
+}
+
 // lookup returns the new number of the SSA name src[a:b] (without '%').
 func (s *ssaNames) lookup(a, b int) int32 {
 	id := s.src[a:b]
@@ -126,10 +152,12 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
-		for i+8 <= lim {
+		// A '(' matters only after "loc": flag it only behind a 'c' (a
+		// false flag just stops the word loop early; the handlers check).
+		for i+8 <= lim && i > 0 {
 			x := load64(src, i)
 			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/') | hasByte8(x, '%') |
-				hasByte8(x, '#') | hasByte8(x, '('); m != 0 {
+				hasByte8(x, '#') | hasByte8(x, '(')&hasByte8(load64(src, i-1), 'c'); m != 0 {
 				i += firstFlag(m)
 				break
 			}
@@ -198,19 +226,60 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 		switch mlirClass[src[i]] {
 		case cParen:
 			p := i - 3
-			if p < e.start || string(src[p:i]) != "loc" || !tokenStart(src, p) {
+			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !tokenStart(src, p) {
 				i++
 				break
 			}
-			end := skipBalanced(src, i, '(', ')')
+			// The common `loc(#loc12)` ends at the first ')': no call.
+			end := i + 1
+			if end < n && src[end] == '#' {
+				end++
+				for end < n && identChar[src[end]] {
+					end++
+				}
+				if end < n && src[end] == ')' {
+					end++
+				} else {
+					end = skipBalanced(src, i, '(', ')')
+				}
+			} else {
+				end = skipBalanced(src, i, '(', ')')
+			}
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( at byte %d", ErrModule, p)
 			}
-			e.drop(p, end, false)
-			i = e.start
+			// Inlined e.drop(p, end, false).
+			e.flush(p)
+			for len(e.out) > e.base && isSpace(e.out[len(e.out)-1]) {
+				e.out = e.out[:len(e.out)-1]
+			}
+			e.pending = true
+			for end < n && (src[end] == ' ' || src[end] == '\t' || src[end] == '\r') {
+				end++
+			}
+			e.start = end
+			i = end
 		case cSpace:
-			i = e.newline(i)
+			// Inlined e.newline: one call (the run copy) per line.
+			e.flush(i)
+			for len(e.out) > e.base && isSpace(e.out[len(e.out)-1]) {
+				e.out = e.out[:len(e.out)-1]
+			}
+			e.pending = true
+			for i < n && isSpace(src[i]) {
+				i++
+			}
+			e.start = i
 		case cQuote:
+			// Short strings end within the next word: no call.
+			if i+9 <= n {
+				if m := hasByte8(load64(src, i+1), '"') | hasByte8(load64(src, i+1), '\\'); m != 0 {
+					if k := i + 1 + firstFlag(m); src[k] == '"' {
+						i = k + 1
+						break
+					}
+				}
+			}
 			end := skipString(src, i)
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unterminated string at byte %d", ErrModule, i)
@@ -225,8 +294,10 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 			}
 		case cPercent:
 			j := i + 1
+			v := 0
 			if j < n && isDigit(src[j]) {
 				for j < n && isDigit(src[j]) {
+					v = v*10 + int(src[j]-'0')
 					j++
 				}
 			} else {
@@ -238,7 +309,12 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				i++
 				continue
 			}
-			k := c.ssa.lookup(i+1, j)
+			var k int32
+			if d := j - i - 1; isDigit(src[i+1]) && (src[i+1] != '0' || d == 1) && d <= 5 {
+				k = c.ssa.lookupNum(v)
+			} else {
+				k = c.ssa.lookup(i+1, j)
+			}
 			e.flush(i)
 			e.emitSSA(int(k))
 			e.start = j

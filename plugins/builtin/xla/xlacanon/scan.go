@@ -74,10 +74,20 @@ func skipString(s []byte, i int) int {
 
 // skipBalanced returns the index just past the bracket closing the one at
 // s[i] (open), counting only open/close outside string literals, or -1 if it
-// is not closed.
+// is not closed. It moves eight bytes at a time between interesting bytes.
 func skipBalanced(s []byte, i int, open, close byte) int {
 	depth := 0
-	for j := i; j < len(s); j++ {
+	j := i
+	for j < len(s) {
+		if j+8 <= len(s) {
+			x := load64(s, j)
+			m := hasByte8(x, open) | hasByte8(x, close) | hasByte8(x, '"')
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += firstFlag(m)
+		}
 		switch s[j] {
 		case open:
 			depth++
@@ -93,6 +103,7 @@ func skipBalanced(s []byte, i int, open, close byte) int {
 			}
 			j = k - 1
 		}
+		j++
 	}
 	return -1
 }
@@ -190,15 +201,30 @@ type emitter struct {
 	pending bool // a separator is owed before the next output byte
 }
 
-// flush copies src[start:i] to the output and moves start to i.
+// flush copies src[start:i] to the output and moves start to i. It is small
+// enough to inline: the scanners call it at almost every stop, and calls are
+// expensive under wasm.
 func (e *emitter) flush(i int) {
 	if i > e.start {
-		if e.pending {
-			e.sep(e.src[e.start])
-		}
-		e.out = appendRun(e.out, e.src[e.start:i])
+		e.copyRun(i)
 	}
 	e.start = i
+}
+
+// copyRun copies the non-empty run src[start:i]; runs of up to eight bytes
+// (the common case between two stops) take one word load and store.
+func (e *emitter) copyRun(i int) {
+	if e.pending {
+		e.sep(e.src[e.start])
+	}
+	n := i - e.start
+	o := len(e.out)
+	if n <= 8 && cap(e.out)-o >= 8 && e.start+8 <= len(e.src) {
+		store64(e.out[:o+8], o, load64(e.src, e.start))
+		e.out = e.out[:o+n]
+		return
+	}
+	e.out = appendRun(e.out, e.src[e.start:i])
 }
 
 // sep settles a pending separator before an output byte c.
@@ -222,11 +248,26 @@ func (e *emitter) emit(s string) {
 	e.out = append(e.out, s...)
 }
 
-// emitSSA appends "%" and the decimal n.
+// emitSSA appends "%" and the decimal n (small numbers without a loop).
 func (e *emitter) emitSSA(n int) {
 	if e.pending {
 		e.sep('%')
 	}
+	switch {
+	case n < 10:
+		e.out = append(e.out, '%', byte('0'+n))
+	case n < 100:
+		e.out = append(e.out, '%', byte('0'+n/10), byte('0'+n%10))
+	case n < 1000:
+		e.out = append(e.out, '%', byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
+	case n < 10000:
+		e.out = append(e.out, '%', byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
+	default:
+		e.emitSSALong(n)
+	}
+}
+
+func (e *emitter) emitSSALong(n int) {
 	var d [24]byte
 	k := len(d)
 	for {
