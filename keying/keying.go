@@ -257,6 +257,9 @@ func (k *Keyer) compute(ctx context.Context, signature []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := k.cfg.Host.Ready(); err != nil {
+		return Result{}, &Error{Kind: ErrPluginFailed, Message: "load plugins: " + err.Error(), Err: err}
+	}
 	p, ok := k.cfg.Host.ForBackend(backend)
 	if !ok {
 		known := k.cfg.Host.Backends()

@@ -33,6 +33,19 @@ func Builtins() (map[string][]byte, []string) {
 	return out, names
 }
 
+// DeferBuiltins registers the embedded built-ins to be compiled on first use
+// (the first ForBackend, Backends, Plugins or Ready call), so that a server
+// starts at once and a process that never computes a key never compiles
+// them. Use LoadBuiltins to fail fast instead.
+func (h *Host) DeferBuiltins() {
+	mods, names := Builtins()
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for _, n := range names {
+		h.pending = append(h.pending, pendingModule{source: "builtin:" + n, wasm: mods[n]})
+	}
+}
+
 // LoadBuiltins loads every embedded built-in plugin.
 func (h *Host) LoadBuiltins(ctx context.Context) error {
 	mods, names := Builtins()

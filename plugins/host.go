@@ -129,6 +129,16 @@ type Host struct {
 	closed    bool
 	byName    map[string]*Plugin
 	byBackend map[string]*Plugin
+
+	// Modules registered by DeferBuiltins, compiled on first use.
+	pendMu  sync.Mutex
+	pending []pendingModule
+	pendErr error
+}
+
+type pendingModule struct {
+	source string
+	wasm   []byte
 }
 
 // NewHost returns a Host with no plugins loaded.
@@ -298,8 +308,25 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 	return loaded, nil
 }
 
-// ForBackend returns the plugin handling backend, if any.
+// Ready loads the modules DeferBuiltins registered, once; it returns the
+// error that loading them met (every later call returns it too).
+func (h *Host) Ready() error {
+	h.pendMu.Lock()
+	defer h.pendMu.Unlock()
+	for len(h.pending) > 0 && h.pendErr == nil {
+		pm := h.pending[0]
+		h.pending = h.pending[1:]
+		if _, err := h.Load(context.Background(), pm.source, pm.wasm); err != nil {
+			h.pendErr = err
+		}
+	}
+	return h.pendErr
+}
+
+// ForBackend returns the plugin handling backend, if any. It loads deferred
+// built-ins first (see Ready).
 func (h *Host) ForBackend(backend string) (*Plugin, bool) {
+	_ = h.Ready()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	p, ok := h.byBackend[backend]
@@ -308,6 +335,7 @@ func (h *Host) ForBackend(backend string) (*Plugin, bool) {
 
 // Backends returns the known backends, sorted.
 func (h *Host) Backends() []string {
+	_ = h.Ready()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]string, 0, len(h.byBackend))
@@ -320,6 +348,7 @@ func (h *Host) Backends() []string {
 
 // Plugins describes the loaded plugins, sorted by name.
 func (h *Host) Plugins() []Info {
+	_ = h.Ready()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]Info, 0, len(h.byName))
@@ -332,6 +361,9 @@ func (h *Host) Plugins() []Info {
 
 // Close closes every plugin and the runtime. In-flight calls fail.
 func (h *Host) Close(ctx context.Context) error {
+	h.pendMu.Lock() // not while a deferred load compiles
+	h.pending = nil
+	h.pendMu.Unlock()
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -99,7 +99,7 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	if o.CacheDir == "" {
 		o.CacheDir = defaultWasmCache()
 	}
-	k, h, err := openKeyer(ctx, o, slog.New(slog.DiscardHandler), false)
+	k, h, err := openKeyer(ctx, o, slog.New(slog.DiscardHandler), false, false)
 	if err != nil {
 		return err
 	}

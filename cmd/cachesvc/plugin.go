@@ -45,8 +45,10 @@ func defaultWasmCache() string {
 	return filepath.Join(dir, "cachesvc", "wasm-cache")
 }
 
-// openHost starts a plugin host with the built-ins and o.Dir loaded.
-func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger) (*plugins.Host, error) {
+// openHost starts a plugin host with the built-ins and o.Dir loaded. With
+// lazy and no o.Dir, the built-ins compile on first use instead (a server
+// that never computes a key never compiles them).
+func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bool) (*plugins.Host, error) {
 	h, err := plugins.NewHost(ctx, plugins.Config{
 		CacheDir:       o.CacheDir,
 		MaxMemoryBytes: o.Memory,
@@ -57,6 +59,10 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger) (*plugi
 	})
 	if err != nil {
 		return nil, err
+	}
+	if lazy && o.Dir == "" {
+		h.DeferBuiltins()
+		return h, nil
 	}
 	if err := h.LoadBuiltins(ctx); err != nil {
 		h.Close(ctx)
@@ -72,8 +78,8 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger) (*plugi
 }
 
 // openKeyer starts a plugin host and a Keyer over it; close the host when done.
-func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCanonical bool) (*keying.Keyer, *plugins.Host, error) {
-	h, err := openHost(ctx, o, logger)
+func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCanonical, lazy bool) (*keying.Keyer, *plugins.Host, error) {
+	h, err := openHost(ctx, o, logger, lazy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,12 +98,14 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 	if po.CacheDir == "" {
 		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
 	}
-	k, h, err := openKeyer(ctx, po, logger, false)
+	k, h, err := openKeyer(ctx, po, logger, false, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start plugins: %w", err)
 	}
-	for _, i := range h.Plugins() {
-		logger.Info("plugin ready", "plugin", i.ID, "backends", i.Backends, "source", i.Source)
+	if po.Dir != "" {
+		for _, i := range h.Plugins() {
+			logger.Info("plugin ready", "plugin", i.ID, "backends", i.Backends, "source", i.Source)
+		}
 	}
 	return k, func() { h.Close(context.Background()) }, nil
 }
@@ -156,7 +164,7 @@ func runPlugin(ctx context.Context, args []string, sio stdio) error {
 		if len(pos) > 0 {
 			return usagef("unexpected arguments: %s", strings.Join(pos, " "))
 		}
-		h, err := openHost(ctx, o, logger)
+		h, err := openHost(ctx, o, logger, false)
 		if err != nil {
 			return err
 		}
