@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,8 +33,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// loadWasm loads the committed xla.wasm into a real wazero host, once per
-// test binary (compiling the module is the slow part, especially under -race).
+// loadWasm returns the built-in xla plugin of a real wazero host (the
+// embedded copy of the committed xla.wasm, checked equal to the file), loaded
+// once per test binary: compiling the module is the slow part, especially
+// under -race.
 func loadWasm(t testing.TB) *plugins.Plugin {
 	t.Helper()
 	loadOnce.Do(func() {
@@ -42,13 +45,23 @@ func loadWasm(t testing.TB) *plugins.Plugin {
 			loadErr = fmt.Errorf("read committed xla.wasm (run scripts/build-plugins.sh): %w", err)
 			return
 		}
+		if mods, _ := plugins.Builtins(); !bytes.Equal(mods["xla.wasm"], wasm) {
+			loadErr = fmt.Errorf("the embedded built-in xla.wasm differs from plugins/builtin/xla/xla.wasm")
+			return
+		}
 		ctx := context.Background()
-		loadedHost, err = plugins.NewHost(ctx, plugins.Config{PoolSize: 1})
+		loadedHost, err = plugins.NewHost(ctx, plugins.Config{PoolSize: 2})
 		if err != nil {
 			loadErr = err
 			return
 		}
-		loaded, loadErr = loadedHost.Load(ctx, "test:xla.wasm", wasm)
+		if loadErr = loadedHost.LoadBuiltins(ctx); loadErr != nil {
+			return
+		}
+		var ok bool
+		if loaded, ok = loadedHost.ForBackend("xla"); !ok {
+			loadErr = fmt.Errorf("no built-in plugin for backend xla")
+		}
 	})
 	if loadErr != nil {
 		t.Fatal(loadErr)
