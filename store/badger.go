@@ -66,8 +66,9 @@ type Config struct {
 	// quarantined.
 	SyncWrites bool
 
-	// ChunkSize is the size of the checksummed chunks blobs are stored in.
-	// Default 1 MiB. Changing it affects only new blobs.
+	// ChunkSize is the size of the checksummed chunks blobs are stored in,
+	// from 4 KiB to 64 MiB. Default 1 MiB. Changing it affects only new
+	// blobs.
 	ChunkSize int
 	// FlushInterval is how often batched access times and hit counts are
 	// written to the metadata. Default 5s. Close flushes too.
@@ -190,6 +191,9 @@ var _ Store = (*Badger)(nil)
 func Open(cfg Config) (*Badger, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("open store: Config.Dir is empty")
+	}
+	if cfg.ChunkSize != 0 && (cfg.ChunkSize < 4<<10 || cfg.ChunkSize > 64<<20) {
+		return nil, fmt.Errorf("open store %s: chunk size %d is outside 4 KiB to 64 MiB", cfg.Dir, cfg.ChunkSize)
 	}
 	cfg = cfg.withDefaults()
 	db, err := badger.Open(cfg.badgerOptions())
