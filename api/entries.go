@@ -55,7 +55,7 @@ func entryParams(c *fiber.Ctx) (string, store.Key, error) {
 
 // putOptions reads and validates the PUT headers.
 func putOptions(c *fiber.Ctx) (store.PutOptions, error) {
-	opts := store.PutOptions{Size: -1, Writer: c.IP()}
+	opts := store.PutOptions{Size: -1, Writer: writerName(c)} // auth.go
 	if v := c.Get(HeaderContentSHA256); v != "" {
 		var d [32]byte
 		if len(v) != 64 {
@@ -141,6 +141,7 @@ func (s *Server) handlePutEntry(c *fiber.Ctx) error {
 		s.totals.putsExisting.Add(1)
 	}
 	setEntryHeaders(c, res.Meta)
+	s.setProvenance(c, res.Meta) // provenance.go
 	return c.Status(status).JSON(PutResponse{
 		Namespace: ns,
 		Key:       key.String(),
@@ -221,6 +222,7 @@ func (s *Server) handleHeadEntry(c *fiber.Ctx) error {
 		return entryErr(err, ns, key)
 	}
 	setEntryHeaders(c, m)
+	s.setProvenance(c, m) // provenance.go
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	c.Status(http.StatusOK)
 	c.Response().SkipBody = true
@@ -265,6 +267,7 @@ func (s *Server) handleGetEntry(c *fiber.Ctx) error {
 	}
 	s.recordEntryLookup(c, ns, key, &m, servedBytes(m.Size, off, n))
 	setEntryHeaders(c, m)
+	s.setProvenance(c, m) // provenance.go
 	if notModified(c, m) {
 		_ = rc.Close()
 		return c.SendStatus(http.StatusNotModified)

@@ -124,6 +124,7 @@ func (s *Server) handleLookup(c *fiber.Ctx) error {
 	}
 	s.countLookup(ns, run, res.Backend, key, &m, m.Size)
 	setEntryHeaders(c, m)
+	s.setProvenance(c, m) // provenance.go
 	br := bufio.NewReaderSize(rc, 32<<10)
 	if m.Size > 0 {
 		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {

@@ -27,7 +27,8 @@ type serveOptions struct {
 	LogFormat     string
 	LogLevel      string
 	ShutdownGrace time.Duration
-	Plugins       pluginOptions // plugin.go
+	Plugins       pluginOptions   // plugin.go
+	Security      securityOptions // security.go
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -44,6 +45,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
+	o.Security.register(fs)        // security.go
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
@@ -85,6 +87,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // closes the store. ready, if non-nil, is called with the bound address once
 // the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
+	// Tokens, TLS files and signing key first: a bad file, or serving
+	// without auth beyond loopback, stops serve before anything opens.
+	var sec api.Config
+	if err := o.Security.apply(o.Addr, &sec, logger); err != nil { // security.go
+		return err
+	}
 	// Listen first: a taken port fails before the store is opened.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -125,12 +133,21 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Stats:         sts,
 		Keyer:         keyer,
 		Runs:          runsConfig(o.Data), // runs.go
+		Auth:          sec.Auth,
+		Signer:        sec.Signer,
+		TLS:           sec.TLS,
+		Limits:        sec.Limits,
 	})
 	if err != nil {
 		return fmt.Errorf("create server: %w", err)
 	}
 
-	url := "http://" + displayAddr(ln.Addr())
+	reloadOnSIGHUP(ctx, sec.Auth) // security.go
+	scheme := "http://"
+	if sec.TLS != nil {
+		scheme = "https://"
+	}
+	url := scheme + displayAddr(ln.Addr())
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 
