@@ -15,7 +15,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 	e := emitter{src: src, out: dst, base: len(dst)}
 	base := e.base
 	var name string
-	pats := [...]lazyPattern{{pat: "metadata=", anchor: 8}, {pat: "stack_frame_id=", anchor: 5}, {pat: "HloModule", anchor: 0}}
+	pats := [...]lazyPattern{{pat: "metadata=", anchor: 4}, {pat: "stack_frame_id=", anchor: 4}, {pat: "HloModule", anchor: 0}}
 	const (
 		pMeta = iota
 		pFrame
@@ -120,6 +120,15 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 				i = end
 			}
 		case cQuote:
+			// Short strings end within the next word: no call.
+			if i+9 <= n {
+				if m := hasByte8(load64(src, i+1), '"') | hasByte8(load64(src, i+1), '\\'); m != 0 {
+					if k := i + 1 + firstFlag(m); src[k] == '"' {
+						i = k + 1
+						break
+					}
+				}
+			}
 			end := skipString(src, i)
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unterminated string at byte %d", ErrModule, i)
