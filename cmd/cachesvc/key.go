@@ -55,8 +55,10 @@ func (m *moduleFlags) fields() map[string]any {
 	return out
 }
 
-// keyOutput is what `cachesvc key --json` prints.
+// keyOutput is what `cachesvc key --json` prints (one JSON object per line
+// and input).
 type keyOutput struct {
+	File          string            `json:"file,omitempty"`
 	Key           string            `json:"key"`
 	Backend       string            `json:"backend"`
 	Plugin        string            `json:"plugin"`
@@ -71,30 +73,32 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	var o pluginOptions
 	var backend string
 	var jsonOut bool
-	fs := newFlagSet("key", "Print the cache key, display name and components of a signature FILE (JSON) or of a bare module FILE with --platform, --jaxlib-version, ...; '-' reads stdin. Offline: the same plugins and code path as the server.", sio)
+	fs := newFlagSet("key", "Print the cache key, display name and components of each signature FILE (JSON) or bare module FILE with --platform, --jaxlib-version, ...; '-' reads stdin. Offline: the same plugins and code path as the server.", sio)
 	addPluginFlags(fs, &o)
 	fs.StringVar(&backend, "backend", "", "backend for a bare module, or to add to a signature lacking one (default xla for bare modules)")
-	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	fs.BoolVar(&jsonOut, "json", false, "print one JSON object per line and FILE")
 	mf := newModuleFlags(fs)
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one FILE or -, got %d arguments", len(pos))
+	if len(pos) == 0 {
+		return usagef("want a FILE (or several, or - for stdin)")
 	}
-	var in []byte
-	if pos[0] == "-" {
-		in, err = io.ReadAll(io.LimitReader(sio.Stdin, o.MaxSignature+1))
-	} else {
-		in, err = os.ReadFile(pos[0])
-	}
-	if err != nil {
-		return fmt.Errorf("read signature: %w", err)
-	}
-	sig, err := buildSignature(in, backend, mf.fields())
-	if err != nil {
-		return err
+	sigs := make([][]byte, len(pos))
+	for i, name := range pos {
+		var in []byte
+		if name == "-" {
+			in, err = io.ReadAll(io.LimitReader(sio.Stdin, o.MaxSignature+1))
+		} else {
+			in, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return fmt.Errorf("read signature: %w", err)
+		}
+		if sigs[i], err = buildSignature(in, backend, mf.fields()); err != nil {
+			return err
+		}
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = defaultWasmCache()
@@ -104,14 +108,35 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	defer h.Close(ctx)
-	res, err := k.Key(ctx, sig)
-	if err != nil {
-		return err
+	enc := json.NewEncoder(sio.Stdout)
+	for i, sig := range sigs {
+		res, err := k.Key(ctx, sig)
+		if err != nil {
+			if len(sigs) > 1 {
+				return fmt.Errorf("%s: %w", pos[i], err)
+			}
+			return err
+		}
+		out := keyOutput{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin, DisplayName: res.DisplayName,
+			Components: res.Components, CanonicalSize: res.CanonicalSize}
+		if len(sigs) > 1 {
+			out.File = pos[i]
+		}
+		if jsonOut {
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+			continue
+		}
+		printKey(sio, out)
 	}
-	out := keyOutput{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin, DisplayName: res.DisplayName,
-		Components: res.Components, CanonicalSize: res.CanonicalSize}
-	if jsonOut {
-		return writeJSON(sio, out)
+	return nil
+}
+
+// printKey prints one key as aligned text.
+func printKey(sio stdio, out keyOutput) {
+	if out.File != "" {
+		fmt.Fprintf(sio.Stdout, "== %s\n", out.File)
 	}
 	fmt.Fprintf(sio.Stdout, "key           %s\nbackend       %s\nplugin        %s\ndisplay name  %s\ncanonical     %d bytes\n",
 		out.Key, out.Backend, out.Plugin, out.DisplayName, out.CanonicalSize)
@@ -126,7 +151,6 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	for _, n := range names {
 		fmt.Fprintf(sio.Stdout, "  %-22s %s\n", n, out.Components[n])
 	}
-	return nil
 }
 
 // buildSignature returns in as a signature: a JSON object is used as is
