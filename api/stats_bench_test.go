@@ -1,0 +1,103 @@
+package api_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/stats/statstest"
+)
+
+// getLoop sends n GETs of url from conc goroutines over keep-alive
+// connections and returns the elapsed time.
+func getLoop(b *testing.B, hc *http.Client, url string, n, conc int) time.Duration {
+	var wg sync.WaitGroup
+	per := n / conc
+	start := time.Now()
+	for g := 0; g < conc; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Header.Set("X-Cachesvc-Run", "bench-run")
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("GET: %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// BenchmarkGETStatsOverhead measures GET throughput of a 4 KiB entry with
+// stats off and on, side by side: two real servers, measured in alternating
+// rounds so that machine noise hits both alike. It reports requests/s of
+// each, the on/off throughput ratio over all rounds and the median of the
+// per-round ratios (1.0 = no cost).
+//
+//	go test -run '^$' -bench GETStatsOverhead -benchtime 20000x ./api/
+func BenchmarkGETStatsOverhead(b *testing.B) {
+	off := apitest.Start(b, apitest.Options{})
+	on := statstest.Start(b, nil)
+	body := bytes.Repeat([]byte("x"), 4096)
+	key := statstest.Key(0, 0)
+	for _, s := range []*apitest.Server{off, on.Server} {
+		resp := s.Do(http.MethodPut, s.EntryURL("bench", key), bytes.NewReader(body), "X-Compile-Seconds", "3", "X-Cachesvc-Backend", "xla")
+		apitest.ReadAll(b, resp)
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("PUT: %d", resp.StatusCode)
+		}
+	}
+	const conc = 4
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2}}
+	// Warm up both.
+	getLoop(b, hc, off.EntryURL("bench", key), 400, conc)
+	getLoop(b, hc, on.EntryURL("bench", key), 400, conc)
+	// Many short rounds in alternating order; the median of the per-round
+	// ratios resists the bursts of load other processes cause.
+	const round = 500
+	rounds := max(2, b.N/round)
+	var tOff, tOn time.Duration
+	ratios := make([]float64, 0, rounds)
+	b.ResetTimer()
+	for r := 0; r < rounds; r++ {
+		var dOff, dOn time.Duration
+		if r%2 == 0 {
+			dOff = getLoop(b, hc, off.EntryURL("bench", key), round, conc)
+			dOn = getLoop(b, hc, on.EntryURL("bench", key), round, conc)
+		} else {
+			dOn = getLoop(b, hc, on.EntryURL("bench", key), round, conc)
+			dOff = getLoop(b, hc, off.EntryURL("bench", key), round, conc)
+		}
+		tOff += dOff
+		tOn += dOn
+		ratios = append(ratios, dOff.Seconds()/dOn.Seconds())
+	}
+	b.StopTimer()
+	sort.Float64s(ratios)
+	n := float64(rounds * round)
+	rpsOff, rpsOn := n/tOff.Seconds(), n/tOn.Seconds()
+	b.ReportMetric(rpsOff, "req/s-off")
+	b.ReportMetric(rpsOn, "req/s-on")
+	b.ReportMetric(rpsOn/rpsOff, "on/off-total")
+	b.ReportMetric(ratios[len(ratios)/2], "on/off-median")
+	if got := on.Stats().Snapshot(stats.SnapshotOptions{}).Totals.Lookups; got < int64(n) {
+		b.Fatalf("stats counted %d lookups, want at least %d", got, int64(n))
+	}
+}

@@ -1,0 +1,188 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/stats/report"
+	"github.com/cachesvc/cachesvc/stats/statstest"
+)
+
+// startWithStats starts a test server with persisted stats.
+func startWithStats(t *testing.T) *statstest.Server {
+	t.Helper()
+	return statstest.Start(t, nil)
+}
+
+func getStats(t *testing.T, url string) api.StatsResponse {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := apitest.ReadAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	var r api.StatsResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return r
+}
+
+// TestSeededStatsExactAcrossRestart seeds 1,000 lookups (750 hits) across two
+// namespaces and two runs over HTTP and checks the exact numbers in
+// /v1/stats, /v1/{ns}/stats, /metrics and `cachesvc stats` output, before and
+// after a real server restart.
+func TestSeededStatsExactAcrossRestart(t *testing.T) {
+	srv := startWithStats(t)
+	statstest.Seed(t, srv.URL)
+
+	check := func(when string) {
+		r := getStats(t, srv.URL+"/v1/stats?since=1h&step=1m")
+		tot := r.Totals
+		if tot.Lookups != statstest.Lookups || tot.Hits != statstest.Hits || tot.Misses != statstest.Misses ||
+			tot.HitRate != 0.75 || tot.CompileSecondsSaved != statstest.SavedSeconds || tot.Writes != statstest.Writes ||
+			tot.BytesIn != statstest.Writes*statstest.EntryBytes || tot.BytesOut != statstest.Hits*statstest.EntryBytes {
+			t.Fatalf("%s: totals = %+v", when, tot)
+		}
+		if !r.Server.StatsEnabled || r.Store.Entries != statstest.Writes {
+			t.Fatalf("%s: server %+v store %+v", when, r.Server, r.Store)
+		}
+		if len(r.Namespaces) != 2 {
+			t.Fatalf("%s: namespaces = %+v", when, r.Namespaces)
+		}
+		for i, n := range r.Namespaces {
+			if n.Namespace != statstest.NS[i] || n.Lookups != statstest.NSLookups || n.Hits != statstest.NSHits ||
+				n.CompileSecondsSaved != statstest.NSHits*statstest.CompileSeconds[i] || len(n.Backends) != 1 || n.Backends[0].Backend != "xla" {
+				t.Fatalf("%s: namespace %d = %+v", when, i, n)
+			}
+		}
+		runs := map[string]stats.RunTotals{}
+		for _, run := range r.Runs {
+			runs[run.Run] = run
+		}
+		if r1, r2 := runs["sweep-1"], runs["sweep-2"]; len(runs) != 2 ||
+			r1.Lookups != 500 || r1.Hits != statstest.Run1Hits || r1.CompileSecondsSaved != statstest.Run1Saved ||
+			r2.Lookups != 500 || r2.Hits != statstest.Run2Hits || r2.CompileSecondsSaved != statstest.Run2Saved || r2.HitRate != 0.5 {
+			t.Fatalf("%s: runs = %+v", when, r.Runs)
+		}
+		if len(r.TopEntries) != 10 || r.TopEntries[0].Namespace != "team-b" || r.TopEntries[0].Name == "" {
+			t.Fatalf("%s: top entries = %+v", when, r.TopEntries)
+		}
+		var sl, sh int64
+		var ss float64
+		for i := range r.Series.Time {
+			sl += r.Series.Total.Lookups[i]
+			sh += r.Series.Total.Hits[i]
+			ss += r.Series.Total.SecondsSaved[i]
+		}
+		if sl != statstest.Lookups || sh != statstest.Hits || ss != statstest.SavedSeconds || len(r.Series.Namespaces) != 2 {
+			t.Fatalf("%s: series sums lookups %d hits %d saved %v", when, sl, sh, ss)
+		}
+
+		ns := getStats(t, srv.URL+"/v1/team-b/stats")
+		if ns.Totals.Lookups != 500 || ns.Totals.Hits != 375 || ns.Totals.CompileSecondsSaved != 1500 || ns.Series == nil || len(ns.Namespaces) != 1 {
+			t.Fatalf("%s: team-b = %+v", when, ns.Totals)
+		}
+
+		for series, want := range map[string]float64{
+			`cachesvc_lookups_total{backend="xla",namespace="team-a",result="hit"}`:         375,
+			`cachesvc_lookups_total{backend="xla",namespace="team-a",result="miss"}`:        125,
+			`cachesvc_lookups_total{backend="xla",namespace="team-b",result="hit"}`:         375,
+			`cachesvc_lookups_total{backend="xla",namespace="team-b",result="miss"}`:        125,
+			`cachesvc_compile_seconds_saved_total{backend="xla",namespace="team-a"}`:        937.5,
+			`cachesvc_compile_seconds_saved_total{backend="xla",namespace="team-b"}`:        1500,
+			`cachesvc_entries_stored_total{backend="xla",namespace="team-a"}`:               5,
+			`cachesvc_lookup_bytes_total{backend="xla",direction="out",namespace="team-b"}`: 375 * statstest.EntryBytes,
+			`cachesvc_leases_held`: 0,
+		} {
+			if got := srv.Metric(series); got != want {
+				t.Errorf("%s: %s = %v, want %v", when, series, got, want)
+			}
+		}
+
+		var out strings.Builder
+		if err := report.Render(&out, &r, report.Options{Server: srv.URL}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"1,000", "hits 750, misses 250", "75.0%", "2,437.5 s", "sweep-1", "sweep-2", "50.0%", "team-a", "team-b"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: cachesvc stats output lacks %q:\n%s", when, want, out.String())
+			}
+		}
+	}
+	check("before restart")
+	srv.Restart()
+	check("after restart")
+}
+
+func TestStatsBadInput(t *testing.T) {
+	srv := startWithStats(t)
+	for _, tt := range []struct {
+		url    string
+		status int
+		code   string
+	}{
+		{"/v1/stats?since=yesterday", 400, "bad_since"},
+		{"/v1/stats?since=2099-01-01T00:00:00Z", 400, "bad_since"},
+		{"/v1/stats?since=1h&step=-5m", 400, "bad_step"},
+		{"/v1/Bad_NS/stats", 400, "bad_namespace"},
+		{"/v1/team-a/misses?limit=0", 400, "bad_limit"},
+	} {
+		resp, err := http.Get(srv.URL + tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		body := apitest.ReadAll(t, resp)
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != tt.status || e.Error.Code != tt.code || e.Error.Message == "" {
+			t.Errorf("GET %s: %d %s, want %d %s", tt.url, resp.StatusCode, body, tt.status, tt.code)
+		}
+	}
+}
+
+func TestEmptyStatsAndDashboardAssets(t *testing.T) {
+	srv := startWithStats(t)
+	r := getStats(t, srv.URL+"/v1/stats")
+	if r.Totals.Lookups != 0 || r.Namespaces == nil || r.Runs == nil || r.RecentMisses == nil || r.Series != nil {
+		t.Fatalf("empty stats = %+v", r)
+	}
+	var out strings.Builder
+	if err := report.Render(&out, &r, report.Options{Server: srv.URL}); err != nil || !strings.Contains(out.String(), "The cache is empty") {
+		t.Fatalf("empty report: %v\n%s", err, out.String())
+	}
+	for path, ctype := range map[string]string{
+		"/":                                "text/html",
+		"/assets/app.js":                   "text/javascript",
+		"/assets/style.css":                "text/css",
+		"/assets/vendor/uPlot.iife.min.js": "text/javascript",
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := apitest.ReadAll(t, resp)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) || len(body) == 0 {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+	for _, path := range []string{"/assets/nope.js", "/assets/../web.go", "/assets/"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apitest.ReadAll(t, resp)
+		if resp.StatusCode != 404 {
+			t.Errorf("GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+}
