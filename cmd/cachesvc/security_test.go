@@ -5,10 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/auth"
@@ -127,4 +131,120 @@ func TestSecurityApply(t *testing.T) {
 	if err := (securityOptions{SigningKey: filepath.Join(dir, "none")}).apply("127.0.0.1:0", &cfg, log); err == nil {
 		t.Fatal("missing signing key accepted")
 	}
+}
+
+// TestServeSecurityProcess runs the real binary: a corrupted tokens file or
+// an exposed address without auth stop serve at once with a clear message;
+// SIGHUP swaps the tokens file, and a bad file on reload keeps the old one.
+func TestServeSecurityProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeRule := func(content string) {
+		t.Helper()
+		tmp := tokens + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, tokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule := func(name, secret, scopes string) string {
+		sc, err := auth.ParseScopes(scopes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := auth.FormatRule(name, auth.HashToken(secret), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line + "\n"
+	}
+
+	refuse := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"corrupt tokens", []string{"--tokens", tokens}, []string{tokens, "line 2", "64 lowercase hex"}},
+		{"missing tokens", []string{"--tokens", tokens + ".missing"}, []string{tokens + ".missing", "no such file"}},
+		{"exposed without auth", []string{"--addr", "0.0.0.0:0"}, []string{"refusing to serve without authentication", "--insecure-no-auth"}},
+	}
+	writeRule("# a damaged file\nci not-a-hash default:write\n")
+	for _, tc := range refuse {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, tc.args...)
+			cmd := exec.Command(bin, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("serve did not refuse to start")
+			}
+			if cmd.ProcessState.ExitCode() != 1 {
+				t.Fatalf("exit %d, want 1; stderr:\n%s", cmd.ProcessState.ExitCode(), stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+
+	writeRule(rule("first", "secret-first", "default:write"))
+	p := startServer(t, bin, filepath.Join(dir, "data"), "--tokens", tokens, "--log-level", "info")
+	status := func(secret string) int {
+		req, _ := http.NewRequest("HEAD", p.url+"/v1/default/entries/"+strings.Repeat("ab", 32), nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitStatus := func(secret string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); status(secret) != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("token %q: status %d, want %d after SIGHUP", secret, status(secret), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStatus("secret-first", 404)
+	waitStatus("secret-second", 401)
+
+	writeRule(rule("second", "secret-second", "default:read"))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitStatus("secret-second", 404)
+	waitStatus("secret-first", 401)
+
+	writeRule(rule("third", "secret-third", "default:read") + "broken line here\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), "reload failed"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload failure logged:\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(p.stderr.String(), "line 2") {
+		t.Errorf("reload failure does not name the line:\n%s", p.stderr.String())
+	}
+	if status("secret-second") != 404 || status("secret-third") != 401 {
+		t.Fatal("a bad tokens file replaced the tokens in force")
+	}
+	p.stop(t, 30*time.Second)
 }
