@@ -7,7 +7,8 @@
   var STEPS = { "1h": "1m", "6h": "5m", "24h": "15m", "48h": "30m", "168h": "3h", "720h": "12h", "2160h": "24h" };
   var PALETTE = ["#4cc2ff", "#3fcf8e", "#f5b942", "#c38bff", "#ff8a65", "#4dd0c8", "#ff6b9a", "#a3d95b", "#9aa7ff", "#e0c36a"];
   var nf = new Intl.NumberFormat("en-US");
-  var state = { ns: "", range: "6h", charts: {}, timer: null, lastOK: 0, inflight: false };
+  var state = { ns: "", range: "6h", charts: {}, timer: null, lastOK: 0, inflight: false, token: "" };
+  try { state.token = localStorage.getItem("cachesvc-token") || ""; } catch (e) { /* storage disabled */ }
 
   function $(id) { return document.getElementById(id); }
   function esc(s) {
@@ -56,20 +57,35 @@
   function refresh() {
     if (state.inflight) return;
     state.inflight = true;
-    fetch(statsURL(), { headers: { Accept: "application/json" }, cache: "no-store" })
+    var headers = { Accept: "application/json" };
+    if (state.token) headers.Authorization = "Bearer " + state.token;
+    fetch(statsURL(), { headers: headers, cache: "no-store" })
       .then(function (r) {
         return r.json().then(function (body) {
-          if (!r.ok) throw new Error((body && body.error && body.error.message) || ("HTTP " + r.status));
+          if (!r.ok) {
+            var err = new Error((body && body.error && body.error.message) || ("HTTP " + r.status));
+            err.status = r.status;
+            throw err;
+          }
           return body;
         });
       })
       .then(function (d) {
         state.lastOK = Date.now();
         $("error-banner").hidden = true;
+        $("auth-form").hidden = true;
         render(d);
         setLive(true, "live · updated " + new Date().toLocaleTimeString());
       })
       .catch(function (e) {
+        if (e.status === 401 || e.status === 403) {
+          $("auth-form").hidden = false;
+          $("error-banner").hidden = true;
+          $("auth-text").textContent = e.message + (state.ns ? "" :
+            " Reading every namespace needs an admin token; a read token works for its own namespace (choose it above, or add ?ns=NAME).");
+          setLive(false, "token needed");
+          return;
+        }
         $("error-banner").hidden = false;
         $("error-banner").textContent = "Cannot read " + statsURL() + ": " + e.message + ". Retrying every " + REFRESH_MS / 1000 + " s.";
         setLive(false, "disconnected");
@@ -310,6 +326,12 @@
     Array.prototype.forEach.call(document.querySelectorAll(".server-url"), function (e) { e.textContent = location.origin; });
     $("ns-select").addEventListener("change", function (e) { state.ns = e.target.value; syncURL(); restart(); });
     $("range-select").addEventListener("change", function (e) { state.range = e.target.value; syncURL(); restart(); });
+    $("auth-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      state.token = $("auth-token").value.trim();
+      try { localStorage.setItem("cachesvc-token", state.token); } catch (err) { /* storage disabled */ }
+      restart();
+    });
     var pending = null;
     window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(resizeCharts, 100); });
     restart();
