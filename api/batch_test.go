@@ -350,3 +350,19 @@ func TestBatchCorruptEntryAbortsStream(t *testing.T) {
 		t.Fatalf("after quarantine: missing %v, err %v", missing, err)
 	}
 }
+
+// TestRunManifestSurvivesRestart: with Config.Runs.Path set, manifests are
+// saved at shutdown and loaded at start.
+func TestRunManifestSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.json")
+	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Runs.Path = path }})
+	putEntry(t, newClient(t, srv.URL, "persisted-run"), "default", testKey(7), []byte("seven"), "jit_seven")
+	srv.Restart()
+	m, err := newClient(t, srv.URL, "").Manifest(context.Background(), "default", "persisted-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Keys) != 1 || m.Keys[0].Key != testKey(7) || !m.Keys[0].Written || m.Keys[0].Name != "jit_seven" {
+		t.Fatalf("manifest after restart: %+v", m)
+	}
+}

@@ -82,6 +82,13 @@ func TestAgentThenWarm(t *testing.T) {
 	if code, out, _ = runCmd(t, "warm", "--server", srv.URL, "--run", "arm-a", "--jax-cache-dir", dst); code != 0 || !strings.Contains(out, "3 already present") {
 		t.Fatalf("second warm: exit %d %s", code, out)
 	}
+	// An agent that pre-warms a new directory fetches the run and uploads
+	// nothing back.
+	dst3 := t.TempDir()
+	code, out, errOut = runCmd(t, "agent", "--server", srv.URL, "--jax-cache-dir", dst3, "--warm-run", "arm-a", "--once", "--interval", "20ms")
+	if code != 0 || !strings.Contains(out, "3 written") || !strings.Contains(out, "0 uploaded") {
+		t.Fatalf("agent --warm-run: exit %d\n%s\n%s", code, out, errOut)
+	}
 	// A manifest file saved from the server works too.
 	cl, _ := client.New(client.Config{BaseURL: srv.URL})
 	resp, err := cl.Manifest(context.Background(), "default", "arm-a")
