@@ -24,6 +24,16 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// testWasmCache is the compiled-plugin cache the tests share (the user
+// cache dir, as the offline commands use), so that only the first server
+// of a run pays for compiling the built-in plugins.
+func testWasmCache(t *testing.T) string {
+	if dir := defaultWasmCache(); dir != "" {
+		return dir
+	}
+	return filepath.Join(os.TempDir(), "cachesvc-test-wasm-cache")
+}
+
 // proc is a `cachesvc serve` subprocess.
 type proc struct {
 	cmd    *exec.Cmd
@@ -36,7 +46,8 @@ type proc struct {
 // and waits until it prints its URL.
 func startServer(t *testing.T, bin, data string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--log-level", "warn"}, extra...)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--log-level", "warn",
+		"--wasm-cache", testWasmCache(t)}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOGC=100")
 	stdout, err := cmd.StdoutPipe()
@@ -63,7 +74,7 @@ func startServer(t *testing.T, bin, data string, extra ...string) *proc {
 	case p.url = <-urlc:
 	case <-p.exited:
 		t.Fatalf("cachesvc serve exited before serving:\n%s", p.stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(5 * time.Minute): // a cold plugin compile takes a while
 		t.Fatalf("cachesvc serve did not start:\n%s", p.stderr.String())
 	}
 	return p

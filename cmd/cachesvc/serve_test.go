@@ -41,7 +41,7 @@ var servingRE = regexp.MustCompile(`serving on (http://\S+)`)
 // waitURL polls out for the "serving on URL" line.
 func waitURL(t *testing.T, out *syncBuffer, exited <-chan int) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(5 * time.Minute) // a cold plugin compile under -race is slow
 	for time.Now().Before(deadline) {
 		if m := servingRE.FindStringSubmatch(out.String()); m != nil {
 			return m[1]
@@ -52,7 +52,7 @@ func waitURL(t *testing.T, out *syncBuffer, exited <-chan int) string {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Fatal("serve did not print its URL")
+	t.Fatalf("serve did not print its URL; stdout %q", out.String())
 	return ""
 }
 
@@ -67,6 +67,7 @@ func TestServeFromEnv(t *testing.T) {
 	t.Setenv("CACHESVC_MAX_ENTRY_SIZE", "1MiB")
 	t.Setenv("CACHESVC_LOG_FORMAT", "json")
 	t.Setenv("CACHESVC_SHUTDOWN_GRACE", "5s")
+	t.Setenv("CACHESVC_WASM_CACHE", testWasmCache(t))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
