@@ -47,7 +47,8 @@ func xlaSignature(mut func(map[string]any)) []byte {
 // component, and the misses are kept and counted by reason.
 func TestLookupMissExplanations(t *testing.T) {
 	ctx := context.Background()
-	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(t)})
+	pm := api.NewPluginMetrics()
+	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(t), Observe: pm.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +61,7 @@ func TestLookupMissExplanations(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Keyer = keyer })
+	srv.Registry.MustRegister(pm)
 
 	lookup := func(sig []byte) (int, api.LookupMiss) {
 		t.Helper()
@@ -155,6 +157,18 @@ func TestLookupMissExplanations(t *testing.T) {
 	}
 	if got := srv.Metric(`cachesvc_miss_explanations_total{reason="xla_flags"}`); got != 1 {
 		t.Errorf("cachesvc_miss_explanations_total{reason=xla_flags} = %v", got)
+	}
+	// Every distinct signature was one call into the xla plugin.
+	xlaID := ""
+	for _, i := range h.Plugins() {
+		for _, b := range i.Backends {
+			if b == "xla" {
+				xlaID = i.ID
+			}
+		}
+	}
+	if got := srv.Metric(`cachesvc_plugin_call_duration_seconds_count{plugin="` + xlaID + `"}`); got < 5 {
+		t.Errorf("plugin %q calls observed = %v, want at least 5", xlaID, got)
 	}
 	st := getStats(t, srv.URL+"/v1/team-a/stats")
 	if st.Totals.Lookups != 6 || st.Totals.Hits != 1 || st.Totals.CompileSecondsSaved != 12 || len(st.RecentMisses) != 5 {

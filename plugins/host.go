@@ -76,6 +76,11 @@ type Config struct {
 	AcquireTimeout time.Duration
 	// Logger receives load and failure logs. Nil discards them.
 	Logger *slog.Logger
+	// Observe, when set, is called after every call into a plugin with the
+	// plugin's ID ("name@version"), the call's duration (including the wait
+	// for an instance) and its error (nil on success). It must be cheap and
+	// safe for concurrent use; the server exports it as metrics.
+	Observe func(plugin string, d time.Duration, err error)
 }
 
 func (c Config) withDefaults() Config {

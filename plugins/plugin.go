@@ -149,12 +149,15 @@ func (p *Plugin) fail(kind error, format string, args ...any) *Error {
 // with runs fn on an instance (a pooled one, or a fresh one) under the call
 // timeout, and discards the instance unless fn succeeded or the plugin merely
 // rejected the input.
-func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) error) error {
+func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) error) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
 	}
+	if obs := p.host.cfg.Observe; obs != nil {
+		start := time.Now()
+		defer func() { obs(p.info.ID, time.Since(start), err) }()
+	}
 	var inst *instance
-	var err error
 	if fresh {
 		inst, err = p.newInstance(ctx)
 	} else {
@@ -493,7 +496,7 @@ func (p *Plugin) classify(ctx context.Context, stderr *headWriter, err error) er
 		}
 	}
 	if strings.Contains(tail, "out of memory") {
-		return p.fail(ErrMemory, "exceeded its memory limit of %d MiB: %s", p.host.cfg.MaxMemoryBytes>>20, lastLines(tail, 3))
+		return p.fail(ErrMemory, "exceeded its memory limit of %d MiB: %s", p.host.cfg.MaxMemoryBytes>>20, lastLines(tail, 2))
 	}
 	msg := err.Error()
 	if tail != "" {

@@ -24,6 +24,8 @@ type pluginOptions struct {
 	Memory       int64
 	Pool         int
 	MaxSignature int64
+	// observe, when set, receives every plugin call (serve: metrics).
+	observe func(plugin string, d time.Duration, err error)
 }
 
 // addPluginFlags defines the plugin flags on fs.
@@ -56,6 +58,7 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		MaxInputBytes:  o.MaxSignature,
 		PoolSize:       o.Pool,
 		Logger:         logger,
+		Observe:        o.observe,
 	})
 	if err != nil {
 		return nil, err

@@ -119,6 +119,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return err
 	}
 	defer closeStats(sts, logger)
+	pluginMetrics := api.NewPluginMetrics()
+	o.Plugins.observe = pluginMetrics.Observe
 	keyer, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
 	if err != nil {
 		return err
@@ -140,6 +142,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	})
 	if err != nil {
 		return fmt.Errorf("create server: %w", err)
+	}
+	if err := srv.Registry().Register(pluginMetrics); err != nil {
+		return fmt.Errorf("register plugin metrics: %w", err)
 	}
 
 	reloadOnSIGHUP(ctx, sec.Auth) // security.go
