@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/store"
 )
 
 // handleHealthz serves GET /healthz: 200 while the process serves HTTP.
@@ -18,7 +22,7 @@ func (s *Server) handleReadyz(c *fiber.Ctx) error {
 	if s.closing.Load() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
 	}
-	if err := s.storeReady(); err != nil {
+	if err := s.storeReady(c.UserContext()); err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: sentence(err.Error()), Err: err}
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
@@ -27,17 +31,16 @@ func (s *Server) handleReadyz(c *fiber.Ctx) error {
 // readier is implemented by stores that can say whether they serve requests.
 type readier interface{ Ready() error }
 
-// storeReady reports whether the store is open: through its Ready method if
-// it has one, else by asking for its usage.
-func (s *Server) storeReady() (err error) {
+// storeReady reports whether the store serves requests: through its Ready
+// method if it has one, else by a metadata lookup of a probe key, which
+// answers ErrNotFound from an open store and ErrClosed from a closed one.
+func (s *Server) storeReady(ctx context.Context) error {
 	if r, ok := s.cfg.Store.(readier); ok {
 		return r.Ready()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = errors.New("store is not open")
-		}
-	}()
-	_ = s.cfg.Store.Usage()
-	return nil
+	_, err := s.cfg.Store.Stat(ctx, store.DefaultNamespace, store.Key{})
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("store is not ready: %w", err)
 }
