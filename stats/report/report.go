@@ -105,11 +105,11 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 
 	if len(r.Namespaces) > 0 {
 		p.f("\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "NAMESPACE\tBACKEND\tLOOKUPS\tHITS\tMISSES\tHIT RATE\tSAVED\tSERVED\tWRITES\t\n")
 		for _, n := range r.Namespaces {
 			for _, b := range n.Backends {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n.Namespace, b.Backend, Num(b.Lookups), Num(b.Hits), Num(b.Misses),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Namespace, b.Backend, Num(b.Lookups), Num(b.Hits), Num(b.Misses),
 					Rate(b.HitRate, b.Lookups), Duration(b.CompileSecondsSaved), Bytes(b.BytesOut), Num(b.Writes))
 			}
 		}
@@ -117,17 +117,17 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 	}
 	if len(r.Runs) > 0 {
 		p.f("\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "RUN\tNAMESPACES\tLOOKUPS\tHITS\tHIT RATE\tTIME SAVED\tLAST SEEN\t\n")
 		for _, run := range r.Runs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", run.Run, strings.Join(run.Namespaces, ","), Num(run.Lookups), Num(run.Hits),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", run.Run, strings.Join(run.Namespaces, ","), Num(run.Lookups), Num(run.Hits),
 				Rate(run.HitRate, run.Lookups), Duration(run.CompileSecondsSaved), Ago(o.Now, run.LastSeen))
 		}
 		p.flush(tw)
 	}
 	if len(r.TopEntries) > 0 {
 		p.f("\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "TOP ENTRY\tKEY\tNAMESPACE\tCOMPILE\tHITS\tSAVED\t\n")
 		for i, e := range r.TopEntries {
 			if i == 10 {
@@ -137,7 +137,7 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 			if name == "" {
 				name = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", name, e.Key[:min(12, len(e.Key))], e.Namespace, Duration(e.CompileSeconds), Num(e.Hits), Duration(e.SecondsSaved))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, e.Key[:min(12, len(e.Key))], e.Namespace, Duration(e.CompileSeconds), Num(e.Hits), Duration(e.SecondsSaved))
 		}
 		p.flush(tw)
 	}
