@@ -106,7 +106,7 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 	if len(r.Namespaces) > 0 {
 		p.f("\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "NAMESPACE\tBACKEND\tLOOKUPS\tHITS\tMISSES\tHIT RATE\tSAVED\tSERVED\tWRITES\t\n")
+		fmt.Fprintf(tw, "NAMESPACE\tBACKEND\tLOOKUPS\tHITS\tMISSES\tHIT RATE\tSAVED\tSERVED\tWRITES\n")
 		for _, n := range r.Namespaces {
 			for _, b := range n.Backends {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Namespace, b.Backend, Num(b.Lookups), Num(b.Hits), Num(b.Misses),
@@ -118,7 +118,7 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 	if len(r.Runs) > 0 {
 		p.f("\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "RUN\tNAMESPACES\tLOOKUPS\tHITS\tHIT RATE\tTIME SAVED\tLAST SEEN\t\n")
+		fmt.Fprintf(tw, "RUN\tNAMESPACES\tLOOKUPS\tHITS\tHIT RATE\tTIME SAVED\tLAST SEEN\n")
 		for _, run := range r.Runs {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", run.Run, strings.Join(run.Namespaces, ","), Num(run.Lookups), Num(run.Hits),
 				Rate(run.HitRate, run.Lookups), Duration(run.CompileSecondsSaved), Ago(o.Now, run.LastSeen))
@@ -128,7 +128,7 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 	if len(r.TopEntries) > 0 {
 		p.f("\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "TOP ENTRY\tKEY\tNAMESPACE\tCOMPILE\tHITS\tSAVED\t\n")
+		fmt.Fprintf(tw, "TOP ENTRY\tKEY\tNAMESPACE\tCOMPILE\tHITS\tSAVED\n")
 		for i, e := range r.TopEntries {
 			if i == 10 {
 				break
