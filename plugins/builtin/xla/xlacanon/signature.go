@@ -141,6 +141,9 @@ func (c *Canonicalizer) Canonicalize(sig []byte) (Result, error) {
 		return Result{}, err
 	}
 	modLen := len(out) - modAt
+	if modLen == 0 {
+		return Result{}, fmt.Errorf("%w: module is empty after removing locations, comments and whitespace", ErrModule)
+	}
 	digits := strconv.AppendInt(c.key[:0], int64(modLen), 10)
 	copy(out[lenAt+20-len(digits):lenAt+20], digits)
 	out = append(out, '\n')

@@ -38,6 +38,7 @@ func TestSignatureErrors(t *testing.T) {
 		{"lone surrogate", `{"backend":"xla","platform":"cpu","module":"\ud800x"}`, "surrogate"},
 		{"invalid utf8", "{\"backend\":\"xla\",\"platform\":\"cpu\",\"module\":\"module {\xff}\"}", "UTF-8"},
 		{"unterminated", `{"backend":"xla","platform":"cpu","module":"abc`, "unterminated"},
+		{"nothing but debug info", `{"backend":"xla","platform":"cpu","module_format":"stablehlo","module":"#loc = loc(unknown)\n// c\n"}`, "empty after removing"},
 		{"bad module text", `{"backend":"xla","platform":"cpu","module":"module { x = \"abc }"}`, "unterminated string"},
 	}
 	for _, tt := range tests {
