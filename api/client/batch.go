@@ -87,8 +87,11 @@ func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m 
 			m.CompileSeconds, _ = strconv.ParseFloat(s, 64)
 		}
 		hsh := sha256.New()
-		r := io.TeeReader(tr, hsh)
+		r := &streamReader{r: io.TeeReader(tr, hsh)}
 		if err := fn(m, r); err != nil {
+			if r.err != nil { // the stream broke under fn
+				return nil, fmt.Errorf("%w: read %s: %w", ErrBrokenStream, m.Key, r.err)
+			}
 			return nil, fmt.Errorf("handle %s: %w", m.Key, err)
 		}
 		if _, err := io.Copy(hsh, tr); err != nil {
@@ -98,4 +101,20 @@ func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m 
 			return nil, fmt.Errorf("%w: member %s has sha256 %s, header says %s", ErrBrokenStream, m.Key, got, m.SHA256)
 		}
 	}
+}
+
+// streamReader remembers the first read error other than io.EOF, so that a
+// callback's failure caused by a broken stream is reported as one.
+type streamReader struct {
+	r   io.Reader
+	err error
+}
+
+// Read reads from the member.
+func (s *streamReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }

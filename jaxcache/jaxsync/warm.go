@@ -127,40 +127,69 @@ func Warm(ctx context.Context, cfg WarmConfig) (WarmResult, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(done, res.Requested, 0)
 	}
+	handled := make(map[string]bool, len(keys))
 	for i := 0; i < len(keys); i += chunk {
 		part := keys[i:min(i+chunk, len(keys))]
-		missing, err := cfg.Client.Batch(ctx, cfg.Namespace, part, func(m client.Member, r io.Reader) error {
-			defer progress()
-			if jaxcache.ValidateName(m.Name) != nil {
-				res.Unnamed++
-				log.Debug("warm: skipping entry without a JAX key name", "namespace", cfg.Namespace, "key", m.Key, "name", m.Name)
+		// A broken stream (an entry evicted or found corrupt mid-batch) is
+		// retried once for the keys not yet handled.
+		for attempt := 0; ; attempt++ {
+			missing, err := cfg.Client.Batch(ctx, cfg.Namespace, part, func(m client.Member, r io.Reader) error {
+				if err := warmMember(cfg, &res, m, r, log); err != nil {
+					return err
+				}
+				handled[m.Key] = true
+				progress()
 				return nil
+			})
+			if err == nil {
+				res.Missing += len(missing)
+				for range missing {
+					progress()
+				}
+				break
 			}
-			written, err := cfg.Dir.Write(m.Name, r, m.SHA256, time.Now())
-			if err != nil {
-				return fmt.Errorf("write %s: %w", m.Name, err)
+			if attempt == 0 && errors.Is(err, client.ErrBrokenStream) && ctx.Err() == nil {
+				log.Warn("warm: batch stream broke; retrying the rest once", "namespace", cfg.Namespace, "err", err)
+				var rest []string
+				for _, k := range part {
+					if !handled[k] {
+						rest = append(rest, k)
+					}
+				}
+				if len(rest) == 0 {
+					break
+				}
+				part = rest
+				continue
 			}
-			if written {
-				res.Written++
-				res.Bytes += m.Size
-			} else {
-				res.Present++
-			}
-			return nil
-		})
-		if err != nil {
 			res.Seconds = time.Since(start).Seconds()
 			return res, fmt.Errorf("warm batch of %d keys: %w", len(part), err)
-		}
-		res.Missing += len(missing)
-		for range missing {
-			progress()
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
 	log.Info("warm done", "namespace", cfg.Namespace, "dir", cfg.Dir.Path(), "requested", res.Requested,
 		"written", res.Written, "present", res.Present, "missing", res.Missing, "unnamed", res.Unnamed, "bytes", res.Bytes)
 	return res, nil
+}
+
+// warmMember writes one batch member into the directory.
+func warmMember(cfg WarmConfig, res *WarmResult, m client.Member, r io.Reader, log *slog.Logger) error {
+	if jaxcache.ValidateName(m.Name) != nil {
+		res.Unnamed++
+		log.Debug("warm: skipping entry without a JAX key name", "namespace", cfg.Namespace, "key", m.Key, "name", m.Name)
+		return nil
+	}
+	written, err := cfg.Dir.Write(m.Name, r, m.SHA256, time.Now())
+	if err != nil {
+		return fmt.Errorf("write %s: %w", m.Name, err)
+	}
+	if written {
+		res.Written++
+		res.Bytes += m.Size
+	} else {
+		res.Present++
+	}
+	return nil
 }
 
 // FromManifest turns a server manifest into the entries to warm.

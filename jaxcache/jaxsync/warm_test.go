@@ -19,6 +19,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
+	"github.com/cachesvc/cachesvc/store/storetest"
 )
 
 // jaxValue builds a value the way JAX does: compress(4-byte big-endian
@@ -151,5 +152,47 @@ func TestReadManifestFile(t *testing.T) {
 	}
 	if _, err := jaxsync.ReadManifestFile(filepath.Join(dir, "absent.json")); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("absent file: %v", err)
+	}
+}
+
+// TestWarmRetriesBrokenStream: an entry whose stored bytes are corrupt
+// breaks the batch stream mid-member; warm retries the rest once, the corrupt
+// entry (now quarantined) is reported missing, and no partial file is left.
+func TestWarmRetriesBrokenStream(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	ctx := context.Background()
+	c, _ := client.New(client.Config{BaseURL: srv.URL})
+	big := storetest.Data(42, 3<<20)
+	vals := [][]byte{[]byte("first"), big, []byte("third")}
+	var wants []jaxsync.Want
+	for i, v := range vals {
+		sum := sha256.Sum256(v)
+		key := hexOf(jaxKey(i))
+		if _, err := c.Put(ctx, "default", key, bytes.NewReader(v), client.PutOptions{Size: int64(len(v)), SHA256: sum[:], Name: jaxKey(i)}); err != nil {
+			t.Fatal(err)
+		}
+		wants = append(wants, jaxsync.Want{Key: key})
+	}
+	srv.Close()
+	if _, err := storetest.FlipInValueLog(srv.Dir, big[2<<20+100:2<<20+164]); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	c, _ = client.New(client.Config{BaseURL: srv.URL})
+	dir, _ := jaxcache.Open(t.TempDir())
+	res, err := jaxsync.Warm(ctx, jaxsync.WarmConfig{Client: c, Namespace: "default", Dir: dir, Entries: wants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Written != 2 || res.Missing != 1 {
+		t.Fatalf("warm = %+v, want 2 written and the corrupt entry missing", res)
+	}
+	des, _ := os.ReadDir(dir.Path())
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	if len(des) != 4 || dir.Has(jaxKey(1)) {
+		t.Fatalf("dir holds %v, want the two good entries and their -atime files only", names)
 	}
 }
