@@ -74,6 +74,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. For tests.
 	Now func() time.Time
+
+	coarse bool // Now was nil: the record path reads a clock updated every second
 }
 
 func (c *Config) defaults() {
@@ -109,6 +111,7 @@ func (c *Config) defaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+		c.coarse = true
 	}
 }
 
@@ -128,6 +131,10 @@ type Stats struct {
 	rr     atomic.Uint32
 
 	agg aggregate // merged state; see aggregate.go
+
+	// clock is the Unix time in seconds, updated every second when the
+	// clock is the real one, so that recording does not read the time.
+	clock atomic.Int64
 
 	flushMu sync.Mutex // serializes flushes
 	closed  atomic.Bool
@@ -171,6 +178,7 @@ func Open(cfg Config) (*Stats, error) {
 		s.shards[i].reset()
 	}
 	s.agg.init()
+	s.clock.Store(cfg.Now().Unix())
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("load stats from %s: %w", cfg.Dir, err)
@@ -198,16 +206,29 @@ func (s *Stats) loop() {
 	defer close(s.done)
 	t := time.NewTicker(s.cfg.FlushInterval)
 	defer t.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case now := <-tick.C:
+			s.clock.Store(now.Unix())
 		case <-t.C:
 			if err := s.flush(); err != nil {
 				s.cfg.Logger.Error("flush stats", "err", err)
 			}
 		}
 	}
+}
+
+// now returns the time for recording: the coarse clock (whole seconds,
+// updated every second) with the real clock, Config.Now otherwise.
+func (s *Stats) now() time.Time {
+	if s.cfg.coarse {
+		return time.Unix(s.clock.Load(), 0)
+	}
+	return s.cfg.Now()
 }
 
 // Index returns the in-memory index of entry components that explains
@@ -251,7 +272,7 @@ func (s *Stats) RecordLookup(l Lookup) {
 	} else {
 		c.Misses = 1
 	}
-	now := s.cfg.Now()
+	now := s.now()
 	sh := s.shard(l.Namespace, l.Key)
 	sh.mu.Lock()
 	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
@@ -288,7 +309,7 @@ func (s *Stats) RecordWrite(w Write) {
 	be := s.backends.admit(BackendOrUnknown(w.Backend))
 	run := s.runs.admit(w.Run)
 	c := Counters{Writes: 1, BytesIn: w.Bytes}
-	now := s.cfg.Now()
+	now := s.now()
 	sh := s.shard(w.Namespace, w.Key)
 	sh.mu.Lock()
 	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
@@ -311,7 +332,7 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(seriesKey{minute: s.cfg.Now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(BackendOrUnknown(backend))}, &c)
+	sh.addSeries(seriesKey{minute: s.now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(BackendOrUnknown(backend))}, &c)
 	sh.mu.Unlock()
 }
 
