@@ -95,6 +95,13 @@ type Config struct {
 	// BadgerDefaults ignores the tuning above and opens Badger with its own
 	// defaults; it exists to measure the tuning.
 	BadgerDefaults bool
+	// MinFreeDisk is the free space the filesystem under Dir must keep:
+	// a chunk write that would leave less fails with ErrFull (diskfree.go).
+	// Badger writes through memory maps, where a full disk is a SIGBUS that
+	// kills the process, so the store stops short of it. Default
+	// 2×MemTableSize + 16 MiB (room for memtable flushes and compactions);
+	// negative disables the check.
+	MinFreeDisk int64
 }
 
 func (c Config) withDefaults() Config {
@@ -124,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ValueThreshold <= 0 {
 		c.ValueThreshold = DefaultValueThreshold
+	}
+	if c.MinFreeDisk == 0 {
+		c.MinFreeDisk = 2*c.MemTableSize + 16<<20
 	}
 	return c
 }

@@ -435,6 +435,9 @@ func (w *chunkWriter) write(n int) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
+	if err := w.s.checkDiskFree(int64(4 + n)); err != nil { // diskfree.go
+		return err
+	}
 	if err := w.s.enter(); err != nil {
 		return err
 	}
