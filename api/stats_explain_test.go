@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
@@ -170,8 +171,23 @@ func TestLookupMissExplanations(t *testing.T) {
 	if got := srv.Metric(`cachesvc_plugin_call_duration_seconds_count{plugin="` + xlaID + `"}`); got < 5 {
 		t.Errorf("plugin %q calls observed = %v, want at least 5", xlaID, got)
 	}
+	// After a restart the index is seeded from the store's entries: misses
+	// are still explained. (Seeding runs in the background; poll for it.)
+	srv.Restart()
+	flags := func(s map[string]any) { s["xla_flags"] = []string{"--xla_cpu_enable_fast_math=true"} }
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, miss := lookup(xlaSignature(flags))
+		if code == http.StatusNotFound && miss.Explanation.Reason == "xla_flags" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after restart: %d reason %q", code, miss.Explanation.Reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	st := getStats(t, srv.URL+"/v1/team-a/stats")
-	if st.Totals.Lookups != 6 || st.Totals.Hits != 1 || st.Totals.CompileSecondsSaved != 12 || len(st.RecentMisses) != 5 {
+	if st.Totals.Lookups < 7 || st.Totals.Hits != 1 || st.Totals.CompileSecondsSaved != 12 || len(st.RecentMisses) < 6 {
 		t.Errorf("team-a stats: %+v, %d recent misses", st.Totals, len(st.RecentMisses))
 	}
 }

@@ -198,6 +198,19 @@ func TestDashboardShowsSeededTraffic(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-laptop.png", 1366, 768)
 	screenshot(t, ctx, "dashboard-wide.png", 2560, 1440)
+
+	// Filtering by namespace shows that namespace's numbers only.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/?ns=team-b&range=24h"),
+		waitText("#kpi-lookups", "500"),
+		waitText("#kpi-hits", "375"),
+	); err != nil {
+		t.Fatalf("namespace view: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#ns-table tr.ns-row").length`))
+	if err != nil || rows != 1 {
+		t.Fatalf("namespace view rows = %d, %v", rows, err)
+	}
 }
 
 // TestDashboardEmptyState checks that an empty cache explains how to connect
