@@ -159,12 +159,12 @@ func (s *Server) handleBatch(c *fiber.Ctx) error {
 			return fmt.Errorf("stat %s/%s: %w", ns, k, err)
 		}
 		s.recordLookup(true)
-		hdr, err := memberHeader(k, m)
+		hdrLen, err := memberHeaderLen(k, m)
 		if err != nil {
 			return fmt.Errorf("tar header for %s/%s: %w", ns, k, err)
 		}
-		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, hdrLen: len(hdr)})
-		total += int64(len(hdr)) + m.Size + tarPad(m.Size)
+		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, hdrLen: hdrLen})
+		total += int64(hdrLen) + m.Size + tarPad(m.Size)
 	}
 	tail, err := tarTail(missing)
 	if err != nil {
@@ -194,9 +194,8 @@ type planned struct {
 // tarPad is the zero padding after a member's data.
 func tarPad(size int64) int64 { return (512 - size%512) % 512 }
 
-// memberHeader returns the tar header blocks (PAX extended header and the
-// member's own header) for an entry.
-func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
+// paxRecords are the PAX records of an entry's member.
+func paxRecords(m store.Meta) map[string]string {
 	pax := map[string]string{
 		PAXSHA256:         hex.EncodeToString(m.SHA256[:]),
 		PAXCompileSeconds: strconv.FormatFloat(m.CompileSeconds, 'f', -1, 64),
@@ -207,6 +206,12 @@ func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
 	if m.Backend != "" && utf8.ValidString(m.Backend) {
 		pax[PAXBackend] = m.Backend
 	}
+	return pax
+}
+
+// memberHeader returns the tar header blocks (PAX extended header and the
+// member's own header) for an entry.
+func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := tw.WriteHeader(&tar.Header{
@@ -216,9 +221,35 @@ func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
 		Size:       m.Size,
 		ModTime:    m.Created.Truncate(time.Second),
 		Format:     tar.FormatPAX,
-		PAXRecords: pax,
+		PAXRecords: paxRecords(m),
 	})
 	return buf.Bytes(), err
+}
+
+// maxUSTARSize is the largest size a USTAR header holds (11 octal digits);
+// larger members need a PAX size record that memberHeaderLen does not count.
+const maxUSTARSize = 1<<33 - 1
+
+// memberHeaderLen returns len(memberHeader(k, m)) without building it: the
+// PAX header block, its records padded to 512 bytes, and the member's header
+// block. (Names are 64 characters and times whole seconds, so archive/tar
+// adds no records of its own below maxUSTARSize.) writeMember checks the
+// real length against it and aborts the stream on a mismatch.
+func memberHeaderLen(k store.Key, m store.Meta) (int, error) {
+	if m.Size > maxUSTARSize {
+		h, err := memberHeader(k, m)
+		return len(h), err
+	}
+	n := 0
+	for key, v := range paxRecords(m) {
+		size := len(key) + len(v) + 3 // ' ', '=', '\n'
+		size += len(strconv.Itoa(size))
+		if size2 := len(strconv.Itoa(size)) + len(key) + len(v) + 3; size2 != size {
+			size = size2
+		}
+		n += size
+	}
+	return 512 + (n+511)/512*512 + 512, nil
 }
 
 // tarTail returns the missing.json member and the end-of-archive blocks.
