@@ -232,5 +232,9 @@ func TestDashboardEmptyState(t *testing.T) {
 	if hidden || !strings.Contains(text, "cachesvc.jax.install(\""+srv.URL+"\")") || !strings.Contains(text, "CACHESVC_URL") {
 		t.Fatalf("empty state hidden=%v text=%q", hidden, text)
 	}
+	authShown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("auth-form")).display !== "none"`))
+	if err != nil || authShown {
+		t.Fatalf("token form shown on a server without auth (%v)", err)
+	}
 	screenshot(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
 }

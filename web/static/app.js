@@ -141,6 +141,9 @@
     renderReasons(d.miss_reasons || []);
     renderMisses(d.recent_misses || []);
     if (d.series) renderCharts(d.series, st);
+    // Charts drawn while hidden (empty cache) get their size when shown.
+    if (state.wasEmpty && !empty) resizeCharts();
+    state.wasEmpty = empty;
   }
 
   function updateNamespaces(d) {
@@ -219,6 +222,8 @@
 
   // ---- charts -------------------------------------------------------------
 
+  var INT_INCRS = [];
+  for (var e = 0; e < 16; e++) [1, 2, 5].forEach(function (m) { INT_INCRS.push(m * Math.pow(10, e)); });
   var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
 
   function chartSize(el) {
@@ -240,7 +245,7 @@
       var s = { label: n, stroke: color, width: i === 0 ? 2.2 : 1.5, spanGaps: true,
         value: function (u, v) { return v == null ? "–" : fmt(v); },
         // Show points where data is sparse, so a lone bucket is visible.
-        points: { size: 6, fill: color, show: function (u, si) { return nonNull(u.data[si]) <= 48; } } };
+        points: { size: 6, fill: color, show: function (u, si) { var n = nonNull(u.data[si]); return n > 0 && n <= 48; } } };
       if (opts.dash && opts.dash[i]) s.dash = [6, 4];
       if (opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
       if (opts.bars) {
@@ -258,7 +263,7 @@
       cursor: { points: { size: 7 } },
       scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
       axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
-        opts.ints ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, 1e7] } : {}, AXIS)],
+        opts.ints ? { incrs: INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
     state.charts[id] = { u: u, sig: sig };
@@ -286,14 +291,14 @@
     s.total.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
     draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; }, { colors: ["#3fcf8e"], fill: true });
 
-    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true] });
+    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: true });
 
     // Store size: carry the last sample forward; the limit is a flat line.
     var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
     var limit = t.map(function () { return store.max_bytes || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
     draw("chart-store", store.max_bytes ? ["store size", "limit"] : ["store size"], store.max_bytes ? [t, size, limit] : [t, size], bytes,
-      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true });
+      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: true });
 
     draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
       { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
