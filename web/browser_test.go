@@ -237,4 +237,15 @@ func TestDashboardEmptyState(t *testing.T) {
 		t.Fatalf("token form shown on a server without auth (%v)", err)
 	}
 	screenshot(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
+
+	// Live refresh: traffic that arrives while the page is open appears
+	// without a reload, and the charts take their full width.
+	statstest.Seed(t, srv.URL)
+	if err := chromedp.Do(ctx, waitText("#kpi-lookups", "1,000"), waitText("#kpi-hit-rate", "75.0%"), chromedp.Sleep(300*time.Millisecond)); err != nil {
+		t.Fatalf("live refresh: %v", err)
+	}
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelector("#chart-hit-rate .uplot canvas").clientWidth`))
+	if err != nil || width < 400 {
+		t.Fatalf("hit rate chart is %d px wide after the page filled (%v)", width, err)
+	}
 }
