@@ -372,9 +372,14 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 			e.drop(p, r, true)
 			return e.start
 		}
-		// The dictionary becomes empty: drop its braces too.
+		// The dictionary becomes empty: drop its braces too, unless they
+		// are an op's properties `<{...}>`, which keep `<{}>`.
 		e.flush(p)
 		e.trimSpace()
+		if k := len(e.out) - 1; k > e.base && e.out[k] == '{' && e.out[k-1] == '<' {
+			e.start = r
+			return r
+		}
 		if len(e.out) > e.base && e.out[len(e.out)-1] == '{' {
 			e.out = e.out[:len(e.out)-1]
 			e.trimSpace()

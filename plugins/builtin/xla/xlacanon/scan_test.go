@@ -26,6 +26,7 @@ func TestCanonMLIRUnits(t *testing.T) {
 			`func.func @m() -> (t {mhlo.sharding = "{replicated}"})`, ""},
 		{"result_info alone drops dict", `func.func @m(%arg0: t {jax.arg_info = "a"} loc("x"), %arg1: t) -> (t {jax.result_info = ""}) {`,
 			`func.func @m(%0: t, %1: t) -> (t) {`, ""},
+		{"result_info alone in properties keeps <{}>", `"x.op"(%a) <{jax.result_info = "r"}> : (t) -> t`, `"x.op"(%0) <{}> : (t) -> t`, ""},
 		{"result_info middle", `{a = 1, jax.result_info = "x", b = 2}`, `{a = 1, b = 2}`, ""},
 		{"result_info needs string value", `{jax.result_info = 3}`, `{jax.result_info = 3}`, ""},
 		{"result_info outside dict kept", `x jax.result_info = "a"`, `x jax.result_info = "a"`, ""},
