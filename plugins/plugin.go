@@ -167,7 +167,7 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 		return err
 	}
 	err = p.guarded(ctx, inst, fn)
-	keep := inst.interrupted.Load() == 0 && (err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge))
+	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
 	}
@@ -183,36 +183,21 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 	return err
 }
 
-// Reasons an instance was interrupted (instance.interrupted).
-const (
-	interruptTimeout  = 1
-	interruptCanceled = 2
-)
-
-// guarded runs fn on inst, closing the instance (which stops the running
-// wasm: close-on-context-done is on) when the call timeout passes or ctx
-// ends. A per-instance timer and context.AfterFunc replace a per-call
-// context deadline: wazero would otherwise start a watcher goroutine for
-// every exported call.
+// guarded runs fn on inst under the call timeout. wazero (close-on-context-
+// done) stops the running wasm and closes the instance when the context
+// ends; classify turns that into ErrTimeout or the caller's own error.
+// (Closing the module from a timer goroutine instead races with WASI host
+// functions inside wazero, so the context is the only safe interrupt.)
 func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) error) error {
 	inst.stderr.reset()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("call plugin %s: %w", p.info.ID, err)
 	}
-	stop := context.AfterFunc(ctx, func() { inst.interrupt(interruptCanceled) })
-	inst.timer.Reset(p.host.cfg.CallTimeout)
-	err := fn(context.WithoutCancel(ctx), inst)
-	inst.timer.Stop()
-	stop()
-	switch inst.interrupted.Load() {
-	case interruptTimeout:
-		if err != nil {
-			return p.fail(ErrTimeout, "did not finish within %s", p.host.cfg.CallTimeout)
-		}
-	case interruptCanceled:
-		if err != nil {
-			return fmt.Errorf("call plugin %s: %w", p.info.ID, context.Cause(ctx))
-		}
+	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
+	err := fn(cctx, inst)
+	cancel()
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrPlugin) {
+		return fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
 	}
 	return err
 }
@@ -274,22 +259,9 @@ type instance struct {
 	bufPtr       uint32 // input buffer from the latest alloc
 	bufCap       uint32 // its size
 	hasBuf       bool
-	timer        *time.Timer   // fires interrupt(interruptTimeout); stopped between calls
-	interrupted  atomic.Uint32 // 0, or why the instance was closed mid-call
 }
 
-// interrupt closes the module, which makes a running call return; the
-// instance is then unusable and is discarded.
-func (inst *instance) interrupt(reason uint32) {
-	if inst.interrupted.CompareAndSwap(0, reason) {
-		_ = inst.mod.CloseWithExitCode(context.Background(), 0xdead0000+reason)
-	}
-}
-
-func (inst *instance) close(ctx context.Context) {
-	inst.timer.Stop()
-	inst.mod.Close(ctx)
-}
+func (inst *instance) close(ctx context.Context) { inst.mod.Close(ctx) }
 
 // constantWalltime hides the real clock: every reading is the Unix epoch.
 func constantWalltime() (int64, int32) { return 0, 0 }
@@ -316,8 +288,6 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		normalize:    mod.ExportedFunction("normalize"),
 		stderr:       stderr,
 	}
-	inst.timer = time.AfterFunc(time.Hour, func() { inst.interrupt(interruptTimeout) })
-	inst.timer.Stop()
 	if inst.normalize != nil && (len(inst.normalize.Definition().ParamTypes()) != 2 || len(inst.normalize.Definition().ResultTypes()) != 1) {
 		inst.normalize = nil
 	}
