@@ -2,6 +2,7 @@ package client
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -59,7 +60,8 @@ func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	tr := tar.NewReader(resp.Body)
+	// Large reads from the connection: tar asks for small pieces.
+	tr := tar.NewReader(bufio.NewReaderSize(resp.Body, 256<<10))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {

@@ -27,6 +27,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/cachesvc/cachesvc/api"
@@ -50,7 +51,8 @@ func main() {
 }
 
 func run(server, ns string, n, size, rounds int, rtt time.Duration, asJSON bool) error {
-	if server == "" {
+	inProcess := server == ""
+	if inProcess {
 		url, stop, err := startServer()
 		if err != nil {
 			return err
@@ -100,8 +102,9 @@ func run(server, ns string, n, size, rounds int, rtt time.Duration, asJSON bool)
 		}
 	}
 	var seqTimes, batchTimes []time.Duration
+	var seqCPU, batchCPU []time.Duration
 	for r := 0; r < rounds; r++ {
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime()
 		var total int64
 		for _, k := range keys {
 			resp, err := cl.Get(ctx, ns, k, 0)
@@ -120,11 +123,12 @@ func run(server, ns string, n, size, rounds int, rtt time.Duration, asJSON bool)
 			total += m
 		}
 		seqTimes = append(seqTimes, time.Since(t0))
+		seqCPU = append(seqCPU, cpuTime()-c0)
 		if total != int64(n*size) {
 			return fmt.Errorf("sequential GETs read %d bytes, want %d", total, n*size)
 		}
 
-		t0 = time.Now()
+		t0, c0 = time.Now(), cpuTime()
 		total = 0
 		count := 0
 		missing, err := cl.Batch(ctx, ns, keys, func(m client.Member, r io.Reader) error {
@@ -137,6 +141,7 @@ func run(server, ns string, n, size, rounds int, rtt time.Duration, asJSON bool)
 			return fmt.Errorf("batch: %w", err)
 		}
 		batchTimes = append(batchTimes, time.Since(t0))
+		batchCPU = append(batchCPU, cpuTime()-c0)
 		if count != n || len(missing) != 0 || total != int64(n*size) {
 			return fmt.Errorf("batch returned %d members (%d bytes), %d missing", count, total, len(missing))
 		}
@@ -168,8 +173,19 @@ func run(server, ns string, n, size, rounds int, rtt time.Duration, asJSON bool)
 	fmt.Printf("  small request round trip (GET /healthz, median): %.3f ms\n", ms(ping))
 	fmt.Printf("  %d sequential GETs, one keep-alive connection: %8.1f ms  (%6.1f MiB/s, %.0f req/s)\n", n, ms(seq), mb/seq.Seconds(), float64(n)/seq.Seconds())
 	fmt.Printf("  1 batch request (tar stream):                %8.1f ms  (%6.1f MiB/s)\n", ms(batch), mb/batch.Seconds())
-	fmt.Printf("  ratio sequential/batch: %.2fx\n", ratio)
+	fmt.Printf("  ratio sequential/batch: %.2fx (wall time)\n", ratio)
+	if inProcess {
+		fmt.Printf("  CPU time of this process (client and in-process server), median: GETs %.1f ms, batch %.1f ms, ratio %.2fx\n",
+			ms(median(seqCPU)), ms(median(batchCPU)), median(seqCPU).Seconds()/median(batchCPU).Seconds())
+	}
 	return nil
+}
+
+// cpuTime is the user+system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
