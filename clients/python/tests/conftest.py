@@ -107,15 +107,21 @@ def cachesvc_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(out)
 
 
+@pytest.fixture(scope="session")
+def wasm_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One compiled-plugin cache for every server of the session (fast starts)."""
+    return str(tmp_path_factory.mktemp("wasm-cache"))
+
+
 @pytest.fixture
-def start_server(cachesvc_binary: str, tmp_path: Path) -> Iterator:
+def start_server(cachesvc_binary: str, wasm_cache: str, tmp_path: Path) -> Iterator:
     """A factory: start_server(addr=..., extra=[...]) -> ready Server; all stopped at teardown."""
     servers: list[Server] = []
 
     def start(addr: str = "127.0.0.1:0", extra: list[str] | None = None, data: Path | None = None,
               wait: bool = True) -> Server:
         d = data or tmp_path / f"data{len(servers)}"
-        s = Server(cachesvc_binary, d, addr, extra)
+        s = Server(cachesvc_binary, d, addr, ["--wasm-cache", wasm_cache, *(extra or [])])
         servers.append(s)
         return s.wait_ready() if wait else s
 
@@ -128,6 +134,16 @@ def start_server(cachesvc_binary: str, tmp_path: Path) -> Iterator:
 def server(start_server) -> Server:
     """One ready server with an empty data directory."""
     return start_server()
+
+
+@pytest.fixture(scope="module")
+def shared_server(cachesvc_binary: str, wasm_cache: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for a whole test module; tests keep apart by namespace."""
+    s = Server(cachesvc_binary, tmp_path_factory.mktemp("shared-data"), extra=["--wasm-cache", wasm_cache])
+    try:
+        yield s.wait_ready()
+    finally:
+        s.stop()
 
 
 def run_py(script: Path, args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> tuple[dict, str]:

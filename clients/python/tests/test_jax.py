@@ -28,21 +28,24 @@ EIGHT = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 
 
 def env_for(server, run: str, **extra: str) -> dict[str, str]:
-    e = {"CACHESVC_URL": server.url, "CACHESVC_NAMESPACE": "default", "CACHESVC_RUN": run}
+    """Environment of one JAX process; the namespace defaults to the test's own."""
+    ns = os.environ.get("PYTEST_CURRENT_TEST", "t").split("::")[-1].split(" ")[0]
+    ns = "".join(ch if ch.isalnum() else "-" for ch in ns.lower()).strip("-")[:60] or "default"
+    e = {"CACHESVC_URL": server.url, "CACHESVC_NAMESPACE": ns, "CACHESVC_RUN": run}
     e.update(extra)
     return e
 
 
 @pytest.mark.parametrize("mode", ["canonical", "jax-key"])
-def test_second_process_compiles_nothing(server, mode):
-    cold, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(server, "cold"))
+def test_second_process_compiles_nothing(shared_server, mode):
+    cold, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(shared_server, "cold"))
     assert cold["real_compiles"] > 0 and cold["xla_compiles"] == cold["real_compiles"]
     st = cold["stats"]
     assert st["errors"] == 0 and st["put_errors"] == 0, st
     assert st["puts"] == cold["xla_compiles"], st  # every compile was written
     assert st["canonical_fallbacks"] == 0 or mode == "jax-key", st
 
-    warm, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(server, "warm"))
+    warm, _ = run_py(PROG, ["mlp", "--mode", mode], env_for(shared_server, "warm"))
     assert warm["real_compiles"] == 0, warm
     assert warm["xla_compiles"] == 0, warm
     assert warm["cache_hits"] == warm["backend_compile_events"] == cold["backend_compile_events"]
@@ -50,29 +53,29 @@ def test_second_process_compiles_nothing(server, mode):
     assert warm["digest"] == cold["digest"] and warm["losses"] == cold["losses"]
 
 
-def test_canonical_mode_shares_one_entry(server):
+def test_canonical_mode_shares_one_entry(shared_server):
     """f, a renamed copy g and an equivalent lambda share one entry; another
     dtype or shape misses. JAX's own key (jax-key mode) cannot do that."""
-    r, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(server, "canon"))
+    r, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(shared_server, "canon"))
     assert r["compiles_per_call"] == {"f": 1, "g": 0, "lambda": 0, "f_float16": 1, "f_shape": 1}, r
     assert r["same_result"]
     assert r["stats"]["puts"] == 3 and r["stats"]["hits"] == 2, r["stats"]
 
     # A second process hits every one of them.
-    r2, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(server, "canon2"))
+    r2, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(shared_server, "canon2"))
     assert r2["real_compiles"] == 0 and r2["digest"] == r["digest"]
 
     # jax-key mode on a fresh namespace keys by function name: g and the lambda compile.
-    r3, _ = run_py(PROG, ["canonical", "--mode", "jax-key"], env_for(server, "jk", CACHESVC_NAMESPACE="jaxkey"))
+    r3, _ = run_py(PROG, ["canonical", "--mode", "jax-key"], env_for(shared_server, "jk", CACHESVC_NAMESPACE="canonical-test-jaxkey"))
     assert r3["compiles_per_call"] == {"f": 1, "g": 1, "lambda": 1, "f_float16": 1, "f_shape": 1}, r3
     assert r3["digest"] == r["digest"]
 
 
-def test_sharded_eight_devices_hit_across_processes(server):
-    cold, _ = run_py(PROG, ["sharded"], env_for(server, "s1", **EIGHT))
+def test_sharded_eight_devices_hit_across_processes(shared_server):
+    cold, _ = run_py(PROG, ["sharded"], env_for(shared_server, "s1", **EIGHT))
     assert cold["real_compiles"] > 0 and cold["stats"]["puts"] == cold["real_compiles"]
     assert cold["shardings"] == "P(None, 'model')"
-    warm, _ = run_py(PROG, ["sharded"], env_for(server, "s2", **EIGHT))
+    warm, _ = run_py(PROG, ["sharded"], env_for(shared_server, "s2", **EIGHT))
     assert warm["real_compiles"] == 0 and warm["xla_compiles"] == 0, warm
     assert warm["stats"]["hits"] == cold["backend_compile_events"]
     assert warm["digest"] == cold["digest"] and warm["losses"] == cold["losses"]
@@ -188,12 +191,12 @@ def test_install_and_uninstall_restore_jax(monkeypatch):
     assert ck.get is orig_get and cc._cache is None and cj.installed() is None
 
 
-def test_four_processes_with_leases_compile_once(server):
+def test_four_processes_with_leases_compile_once(shared_server):
     """Four processes started together on an empty cache, with leases: each
     program is compiled once in total (summed over the processes)."""
     base = dict(os.environ, PYTHONPATH=str(PY_DIR), JAX_PLATFORMS="cpu")
     procs = [subprocess.Popen([sys.executable, str(PROG), "mlp", "--leases"],
-                              env=dict(base, **env_for(server, f"lease{i}")),
+                              env=dict(base, **env_for(shared_server, f"lease{i}")),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(4)]
     reports = []
@@ -209,11 +212,11 @@ def test_four_processes_with_leases_compile_once(server):
     assert len({r["digest"] for r in reports}) == 1
 
 
-def test_prefetch_serves_hits_from_memory(server):
+def test_prefetch_serves_hits_from_memory(shared_server):
     """jax-key mode: a run's manifest warms the process; every hit is served
     from the prefetched view (the passthrough key is computed locally)."""
-    cold, _ = run_py(PROG, ["mlp", "--mode", "jax-key"], env_for(server, "pf-cold"))
-    warm, _ = run_py(PROG, ["mlp", "--mode", "jax-key", "--prefetch", "pf-cold"], env_for(server, "pf-warm"))
+    cold, _ = run_py(PROG, ["mlp", "--mode", "jax-key"], env_for(shared_server, "pf-cold"))
+    warm, _ = run_py(PROG, ["mlp", "--mode", "jax-key", "--prefetch", "pf-cold"], env_for(shared_server, "pf-warm"))
     assert warm["prefetched"] == cold["stats"]["puts"]
     assert warm["real_compiles"] == 0 and warm["digest"] == cold["digest"]
     assert warm["stats"]["prefetch_hits"] == warm["stats"]["hits"] == warm["cache_hits"]
