@@ -174,10 +174,17 @@ type Badger struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// gcMu is held shared by every operation that writes to db and
+	// exclusively by value-log GC. Badger's GC reads the memtable's max
+	// version without synchronizing with concurrent writes (a data race in
+	// Badger v4.9.6, value.go rewrite -> DB.MaxVersion), so writes pause
+	// while it runs; reads go on. Lock order: closeMu, gcMu, wmu, mu.
+	gcMu sync.RWMutex
+
 	// wmu serializes metadata writes (commits, deletes, evictions,
 	// quarantines, access flushes) so that accounting and disk agree.
 	wmu sync.Mutex
-	// mu guards acct. Lock order: wmu, then mu.
+	// mu guards acct.
 	mu   sync.Mutex
 	acct *accounting
 
@@ -371,10 +378,10 @@ func (s *Badger) purgeChunks(u uploadID, n uint32) {
 	if n == 0 {
 		return
 	}
-	if s.enter() != nil {
+	if s.enterWrite() != nil {
 		return // collected at the next Open
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	keys := make([][]byte, 0, min(n, 4096))
 	flush := func() {
 		if err := s.deleteKeys(keys); err != nil {
@@ -403,6 +410,21 @@ func (s *Badger) enter() error {
 }
 
 func (s *Badger) leave() { s.closeMu.RUnlock() }
+
+// enterWrite starts a short operation that writes to the database;
+// leaveWrite ends it. Writes are paused while value-log GC runs (see runGC).
+func (s *Badger) enterWrite() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.gcMu.RLock()
+	return nil
+}
+
+func (s *Badger) leaveWrite() {
+	s.gcMu.RUnlock()
+	s.leave()
+}
 
 // Stat returns the entry's metadata without counting an access.
 func (s *Badger) Stat(ctx context.Context, ns string, key Key) (Meta, error) {
@@ -462,13 +484,13 @@ func (s *Badger) Delete(ctx context.Context, ns string, key Key) error {
 	if err := checkNamespace("delete entry", ns); err != nil {
 		return err
 	}
-	if err := s.enter(); err != nil {
+	if err := s.enterWrite(); err != nil {
 		return err
 	}
 	s.wmu.Lock()
 	purge, err := s.deleteLocked(entryRef{ns, key}, "")
 	s.wmu.Unlock()
-	s.leave()
+	s.leaveWrite()
 	if err != nil {
 		return err
 	}
@@ -705,11 +727,11 @@ func (s *Badger) flushLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if s.enter() != nil {
+			if s.enterWrite() != nil {
 				return
 			}
 			err := s.flushAccess()
-			s.leave()
+			s.leaveWrite()
 			if err != nil {
 				s.log.Warn("flush access times failed", "err", err)
 			}
@@ -796,7 +818,9 @@ func (s *Badger) runGC() int {
 		if s.enter() != nil {
 			return n
 		}
+		s.gcMu.Lock()
 		err := s.db.RunValueLogGC(s.cfg.GCDiscardRatio)
+		s.gcMu.Unlock()
 		s.leave()
 		if err != nil {
 			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {

@@ -227,10 +227,10 @@ func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
 			p()
 		}
 	}()
-	if s.enter() != nil {
+	if s.enterWrite() != nil {
 		return
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var current blobRecord

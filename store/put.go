@@ -303,10 +303,10 @@ func copyMap(m map[string]string) map[string]string {
 // metadata. blob is nil when no chunks were staged (the blob must exist).
 // keepChunks says whether the staged chunks now belong to a blob.
 func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64) (res PutResult, keepChunks bool, err error) {
-	if err := s.enter(); err != nil {
+	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	txn := s.db.NewTransaction(true)
@@ -373,10 +373,10 @@ func (s *Badger) reserve(n int64) error {
 			p()
 		}
 	}()
-	if err := s.enter(); err != nil {
+	if err := s.enterWrite(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	for {
@@ -438,13 +438,13 @@ func (w *chunkWriter) write(n int) error {
 	if err := w.s.checkDiskFree(int64(4 + n)); err != nil { // diskfree.go
 		return err
 	}
-	if err := w.s.enter(); err != nil {
+	if err := w.s.enterWrite(); err != nil {
 		return err
 	}
 	txn := w.s.db.NewTransaction(true)
 	if err := txn.Set(chunkKey(w.u, w.n), w.bufs[w.cur][:4+n]); err != nil {
 		txn.Discard()
-		w.s.leave()
+		w.s.leaveWrite()
 		return err
 	}
 	if w.done == nil {
@@ -454,7 +454,7 @@ func (w *chunkWriter) write(n int) error {
 	w.n++
 	w.cur ^= 1
 	txn.CommitWith(func(err error) {
-		w.s.leave()
+		w.s.leaveWrite()
 		w.done <- err
 	})
 	return nil
@@ -504,10 +504,10 @@ func (s *Badger) unpin(sha [32]byte, token *acctBlob) {
 			purge()
 		}
 	}()
-	if s.enter() != nil {
+	if s.enterWrite() != nil {
 		return // the blob record is collected at the next Open if unused
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -523,10 +523,10 @@ func (s *Badger) unpin(sha [32]byte, token *acctBlob) {
 
 // writeChunk commits one chunk in its own transaction.
 func (s *Badger) writeChunk(key, val []byte) error {
-	if err := s.enter(); err != nil {
+	if err := s.enterWrite(); err != nil {
 		return err
 	}
-	defer s.leave()
+	defer s.leaveWrite()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	if err := txn.Set(key, val); err != nil {
