@@ -233,6 +233,7 @@ def main() -> None:
     report.update(COUNTS)
     report["real_compiles"] = real_compiles()
     report["stats"] = backend.stats() if backend is not None else {}
+    report["local_passthrough_keys"] = bool(backend is not None and backend._passthrough_plugin)
     sys.stdout.flush()
     print(json.dumps(report, sort_keys=True))
 

@@ -220,3 +220,4 @@ def test_prefetch_serves_hits_from_memory(shared_server):
     assert warm["prefetched"] == cold["stats"]["puts"]
     assert warm["real_compiles"] == 0 and warm["digest"] == cold["digest"]
     assert warm["stats"]["prefetch_hits"] == warm["stats"]["hits"] == warm["cache_hits"]
+    assert warm["local_passthrough_keys"]  # no request at all for those hits
