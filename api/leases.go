@@ -268,6 +268,9 @@ func (s *Server) waitForEntry(c *fiber.Ctx) error {
 			if w.Outcome() == lease.Written || present() {
 				return nil
 			}
+			if w.Outcome() == lease.Closed {
+				return Errorf(http.StatusServiceUnavailable, "shutting_down", "The server is shutting down; entry %s was not written yet.", key)
+			}
 			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
 		case <-expiry.C:
 			if cur, held := s.leases.Holder(ns, key); held {

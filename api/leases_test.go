@@ -198,3 +198,36 @@ func asError(err error, target **client.Error) bool {
 	}
 	return ok
 }
+
+// TestShutdownEndsLongPolls: a GET ?wait= parked behind a lease ends at once
+// with 503 when the server shuts down, instead of holding the shutdown.
+func TestShutdownEndsLongPolls(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	c := newClient(t, srv.URL, "")
+	ctx := context.Background()
+	key := testKey(45)
+	if _, ok, err := c.AcquireLease(ctx, "default", key, "h", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, "default", key, 300*time.Second)
+		done <- err
+	}()
+	for {
+		if _, w := srv.API.LeaseCounts(); w == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t0 := time.Now()
+	srv.Close()
+	err := <-done
+	var ce *client.Error
+	if !asError(err, &ce) || ce.Status != 503 || ce.Code != "shutting_down" {
+		t.Fatalf("waiter got %v, want 503 shutting_down", err)
+	}
+	if d := time.Since(t0); d > 30*time.Second {
+		t.Errorf("shutdown with a parked long poll took %s", d)
+	}
+}

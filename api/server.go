@@ -212,6 +212,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // handler touches the store, so the caller may close it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	s.leases.Close() // end long polls now (leases.go)
 	defer s.saveRunsLogged()
 	err := s.app.ShutdownWithContext(ctx)
 	if err == nil && s.inflight.Load() == 0 {

@@ -71,6 +71,8 @@ const (
 	Released
 	// Expired means the lease expired and was swept from the table.
 	Expired
+	// Closed means the table was closed (the server is shutting down).
+	Closed
 )
 
 // String names the outcome.
@@ -82,6 +84,8 @@ func (o Outcome) String() string {
 		return "released"
 	case Expired:
 		return "expired"
+	case Closed:
+		return "closed"
 	default:
 		return "pending"
 	}
@@ -128,6 +132,7 @@ type Table struct {
 	maxLeases  int
 	maxWaiters int
 	now        func() time.Time
+	closed     bool
 }
 
 // New returns an empty table.
@@ -258,7 +263,7 @@ func (t *Table) Wait(ns string, key store.Key) (w *Waiter, l Lease, ok bool, err
 	defer t.mu.Unlock()
 	id := slotID{ns, key}
 	s := t.slots[id]
-	if s == nil || s.holder == "" || !t.now().Before(s.expires) {
+	if t.closed || s == nil || s.holder == "" || !t.now().Before(s.expires) {
 		return nil, Lease{}, false, nil
 	}
 	if t.waiters >= t.maxWaiters {
@@ -289,6 +294,23 @@ func (t *Table) Cancel(w *Waiter) {
 	t.waiters--
 	if s.holder == "" && len(s.waiters) == 0 {
 		delete(t.slots, w.id)
+	}
+}
+
+// Close wakes every parked waiter with Closed and refuses new waiters;
+// leases can still be taken and released. The server calls it when it
+// starts shutting down, so that long polls end at once.
+func (t *Table) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for _, s := range t.slots {
+		for w := range s.waiters {
+			w.outcome = Closed
+			close(w.c)
+		}
+		t.waiters -= len(s.waiters)
+		s.waiters = nil
 	}
 }
 

@@ -211,3 +211,24 @@ func TestHammer(t *testing.T) {
 		t.Fatal("no lease was ever granted")
 	}
 }
+
+func TestClose(t *testing.T) {
+	tb := New(Config{})
+	tb.Acquire("ns", key(1), "a", time.Minute)
+	w, _, ok, err := tb.Wait("ns", key(1))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	tb.Close()
+	<-w.C()
+	if w.Outcome() != Closed {
+		t.Fatalf("outcome = %v", w.Outcome())
+	}
+	if _, _, ok, _ := tb.Wait("ns", key(1)); ok {
+		t.Fatal("wait after Close must not park")
+	}
+	if _, waiting := tb.Counts(); waiting != 0 {
+		t.Fatalf("waiting = %d", waiting)
+	}
+	tb.Written("ns", key(1)) // no double close
+}
