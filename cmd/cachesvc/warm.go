@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -65,6 +66,20 @@ func (c *clientFlags) client(run string) (*client.Client, error) {
 	return cl, nil
 }
 
+// flagGiven reports whether args set flag name on the command line.
+func flagGiven(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -84,6 +99,11 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	// CACHESVC_RUN often names the current run (clients tag requests with
+	// it); with --manifest on the command line it is not a source.
+	if *manifest != "" && *run != "" && !flagGiven(args, "run") {
+		*run = ""
 	}
 	if *run != "" {
 		if err := runlog.ValidateRun(*run); err != nil {

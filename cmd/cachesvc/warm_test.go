@@ -102,6 +102,7 @@ func TestAgentThenWarm(t *testing.T) {
 	}
 	os.WriteFile(mf, []byte(`{"keys":[`+strings.Join(keys, ",")+`]}`), 0o644)
 	dst2 := t.TempDir()
+	t.Setenv("CACHESVC_RUN", "the-current-run") // set by launchers for clients: not a source here
 	if code, out, errOut = runCmd(t, "warm", "--server", srv.URL, "--manifest", mf, "--jax-cache-dir", dst2); code != 0 || !strings.Contains(out, "3 written") {
 		t.Fatalf("warm --manifest: exit %d\n%s\n%s", code, out, errOut)
 	}
