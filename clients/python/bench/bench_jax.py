@@ -94,7 +94,8 @@ def main() -> None:
                   f"first step {med(0, 'first_step_secs'):.3f}/{med(1, 'first_step_secs'):.3f}/{med(2, 'first_step_secs'):.3f}s; "
                   f"wall {med(0, 'wall_secs'):.3f}/{med(1, 'wall_secs'):.3f}/{med(2, 'wall_secs'):.3f}s")
             cold_stats = rows[-1][1]["stats"]
-            print(f"cold client time: lookups {cold_stats['lookup_seconds']:.3f}s for {cold_stats['lookups']} misses, "
+            print(f"cold client time: signatures {cold_stats.get('signature_seconds', 0):.3f}s, "
+                  f"lookups {cold_stats['lookup_seconds']:.3f}s for {cold_stats['lookups']} misses, "
                   f"puts {cold_stats['put_seconds']:.3f}s for {cold_stats['puts']} writes ({cold_stats['put_bytes']} bytes)")
 
             # Overhead per lookup on a miss, one keep-alive connection.

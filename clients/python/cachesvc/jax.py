@@ -99,6 +99,7 @@ class CacheStats:
     put_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     canonical_fallbacks: int = 0  # keys sent as passthrough because the signature failed
+    signature_seconds: float = 0.0  # building xla signatures (module text, digests)
     leases_granted: int = 0  # misses this process compiled under a lease
     lease_waits: int = 0  # misses that waited for another holder's compile
     lease_wait_hits: int = 0  # ... and received its entry
@@ -472,6 +473,7 @@ def _backend_class(base: type) -> type:
         def _capture(self, jax_key: str, module: Any, devices: Any, compile_options: Any,
                      backend: Any, args: tuple, kwargs: dict) -> None:
             """Called from the wrapped ``cache_key.get``: records the xla signature."""
+            t0 = time.monotonic()
             try:
                 sig = _xla_signature(module, devices, compile_options, backend, args, kwargs)
             except Exception as exc:  # noqa: BLE001 - never break JAX's key computation
@@ -479,6 +481,9 @@ def _backend_class(base: type) -> type:
                     self._stats.canonical_fallbacks += 1
                 log.debug("cachesvc: cannot build xla signature for %s: %s", jax_key, exc)
                 return
+            finally:
+                with self._lock:
+                    self._stats.signature_seconds += time.monotonic() - t0
             if len(sig["module"]) > self._MAX_MODULE_BYTES:
                 with self._lock:
                     self._stats.canonical_fallbacks += 1
