@@ -19,6 +19,7 @@ import (
 
 // FuzzBatchTar checks the batch stream's tar framing: for any entry
 // metadata and content, memberHeader either fails cleanly or yields blocks
+// exactly as long as memberHeaderLen planned
 // that archive/tar reads back with the same name, size, content and PAX
 // records, and tarTail ends the archive with a missing.json that decodes
 // to the keys it was given.
@@ -36,6 +37,10 @@ func FuzzBatchTar(f *testing.F) {
 		hdr, err := memberHeader(key, m)
 		if err != nil {
 			return // the handler turns this into an error response
+		}
+		// The planned length (Content-Length) must match what is written.
+		if n, err := memberHeaderLen(key, m); err != nil || n != len(hdr) {
+			t.Fatalf("memberHeaderLen = %d, %v; memberHeader wrote %d bytes", n, err, len(hdr))
 		}
 		var archive bytes.Buffer
 		archive.Write(hdr)
