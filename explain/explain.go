@@ -294,14 +294,14 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(Label(d.Component))
+		b.WriteString(d.Component + " ")
 		switch {
 		case d.Missing:
-			b.WriteString(" is " + quote(d.Want) + " here, absent there")
+			b.WriteString(quote(d.Want) + " here, absent there")
 		case d.Extra:
-			b.WriteString(" is absent here, " + quote(d.Have) + " there")
+			b.WriteString("absent here, " + quote(d.Have) + " there")
 		default:
-			b.WriteString(" is " + quote(d.Want) + " here, " + quote(d.Have) + " there")
+			b.WriteString(quote(d.Want) + " here, " + quote(d.Have) + " there")
 		}
 	}
 	b.WriteString(".")

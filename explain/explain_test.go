@@ -141,5 +141,5 @@ func ExampleExplain() {
 	fmt.Println(ex.Summary)
 	// Output:
 	// jaxlib_version
-	// Jaxlib version differs from the nearest entry (jit_f): jaxlib version is "0.4.36" here, "0.4.38" there.
+	// Jaxlib version differs from the nearest entry (jit_f): jaxlib_version "0.4.36" here, "0.4.38" there.
 }
