@@ -125,6 +125,10 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 
 	h := sha256.New()
 	var total int64
+	// inline is the only chunk of a blob that fits in one: it is committed
+	// in the metadata's transaction instead of its own (one write, not two;
+	// still all or nothing).
+	var inline []byte
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
@@ -148,6 +152,10 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 			}
 			h.Write(data)
 			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, w.n, data))
+			if w.n == 0 && (rerr == io.EOF || rerr == io.ErrUnexpectedEOF) {
+				inline = buf[:4+n]
+				break
+			}
 			if err := w.write(n); err != nil {
 				return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, w.n, err)
 			}
@@ -182,7 +190,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 
 	m := s.newMeta(ref, sum, total, opts)
 	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
-	res, keepChunks, err = s.commit(ref, m, blob, reserved)
+	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline)
 	if err != nil {
 		return res, err
 	}
@@ -263,7 +271,7 @@ func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, op
 	if err != nil {
 		return PutResult{}, err
 	}
-	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0)
+	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil)
 	return res, err
 }
 
@@ -301,8 +309,10 @@ func copyMap(m map[string]string) map[string]string {
 // commit makes the entry visible: under wmu, in one transaction, it checks
 // for an existing entry, writes the blob record when the blob is new, and the
 // metadata. blob is nil when no chunks were staged (the blob must exist).
-// keepChunks says whether the staged chunks now belong to a blob.
-func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64) (res PutResult, keepChunks bool, err error) {
+// inline, if not nil, is the blob's single chunk, written in the same
+// transaction when the blob is new. keepChunks says whether the staged
+// chunks now belong to a blob.
+func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte) (res PutResult, keepChunks bool, err error) {
 	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
@@ -332,6 +342,15 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64) 
 		b, err := encodeBlob(*blob)
 		if err != nil {
 			return res, false, err
+		}
+		if inline != nil {
+			u, err := blob.uploadID()
+			if err != nil {
+				return res, false, err
+			}
+			if err := txn.Set(chunkKey(u, 0), inline); err != nil {
+				return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+			}
 		}
 		if err := txn.Set(blobKey(m.SHA256), b); err != nil {
 			return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
