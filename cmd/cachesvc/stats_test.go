@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/stats/statstest"
+)
+
+// TestStatsCommand runs `cachesvc stats` in-process against a real server
+// seeded with 1,000 lookups (750 hits) and checks the tables.
+func TestStatsCommand(t *testing.T) {
+	srv := statstest.Start(t, nil)
+	statstest.Seed(t, srv.URL)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  []string
+		err  string
+	}{
+		{"all namespaces", []string{"stats", "--server", srv.URL}, 0,
+			[]string{"all namespaces", "Lookups     1,000  (hits 750, misses 250)", "Hit rate    75.0%", "(2,437.5 s)", "team-a", "team-b", "sweep-1", "100.0%", "sweep-2", "50.0%", "jit_step_team-b_0"}, ""},
+		{"one namespace", []string{"stats", "--server", srv.URL + "/", "--ns", "team-b"}, 0,
+			[]string{"namespace team-b", "Lookups     500  (hits 375, misses 125)", "(1,500 s)"}, ""},
+		{"bad namespace", []string{"stats", "--server", srv.URL, "--ns", "Bad NS"}, 1, nil, "bad_namespace"},
+		{"not a url", []string{"stats", "--server", "cache:8080"}, 1, nil, "not an http(s) URL"},
+		{"extra argument", []string{"stats", "--server", srv.URL, "extra"}, 2, nil, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr.String())
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			if tt.err != "" && !strings.Contains(stderr.String(), tt.err) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.err)
+			}
+		})
+	}
+}
