@@ -13,7 +13,7 @@
 // chunk's upload and position, while computing the SHA-256; the chunks go to
 // Badger's value log under a fresh upload id, and the entry's metadata (with,
 // for new content, the blob record naming the upload) commits last in one
-// transaction. Neither side ever holds a whole blob in memory. Get verifies
+// transaction; a blob that fits in one chunk commits in that transaction too. Neither side ever holds a whole blob in memory. Get verifies
 // every chunk it serves; a bad chunk quarantines every entry sharing the blob
 // (their metadata moves under a quarantine prefix, the chunks are deleted)
 // and counts Usage.IntegrityFailures. On Open, chunks that no committed blob
