@@ -201,6 +201,15 @@ func (a *Agent) Poll(ctx context.Context) (AgentStats, error) {
 			delete(a.seen, n)
 		}
 	}
+	// Forget files that are gone (evicted or deleted), so the state stays
+	// as small as the directory; one that comes back is uploaded again, a
+	// no-op on the server.
+	for n := range a.state.Uploaded {
+		if !current[n] {
+			delete(a.state.Uploaded, n)
+			changed = true
+		}
+	}
 	if changed {
 		if err := a.saveState(); err != nil {
 			return st, err
