@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -118,18 +119,11 @@ func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
 		}
 		return pub, nil
 	}
-	raw, err := base64.StdEncoding.DecodeString(string(trimSpace(b)))
+	raw, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(b)))
 	if err != nil || len(raw) != ed25519.PublicKeySize {
 		return nil, errors.New("parse public key: want PEM PUBLIC KEY or base64 of 32 bytes")
 	}
 	return ed25519.PublicKey(raw), nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 func writeNew(path string, data []byte, mode os.FileMode) (err error) {

@@ -288,7 +288,7 @@ func parseRule(text string) (Rule, error) {
 	if len(f) != 3 {
 		return Rule{}, fmt.Errorf("want 3 fields (name, sha256 of the token, namespace:scope list), got %d", len(f))
 	}
-	r := Rule{Name: f[0], Scopes: map[string]Scope{}}
+	r := Rule{Name: f[0]}
 	if !nameRE.MatchString(r.Name) {
 		return Rule{}, fmt.Errorf("name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '@' or '-'", truncate(r.Name))
 	}
@@ -304,28 +304,16 @@ func parseRule(text string) (Rule, error) {
 			return Rule{}, errors.New("field 2 must be the SHA-256 of the token as 64 lowercase hex characters (never the token itself)")
 		}
 	}
-	for _, item := range strings.Split(f[2], ",") {
-		ns, sc, ok := strings.Cut(item, ":")
-		if !ok {
-			return Rule{}, fmt.Errorf("scope %q must be namespace:scope, e.g. default:read", truncate(item))
-		}
-		if ns != AllNamespaces {
-			if err := store.ValidateNamespace(ns); err != nil {
-				return Rule{}, err
-			}
-		}
-		s, err := ParseScope(sc)
-		if err != nil {
-			return Rule{}, err
-		}
-		if _, dup := r.Scopes[ns]; dup {
-			return Rule{}, fmt.Errorf("namespace %q is listed twice", ns)
-		}
+	scopes, err := ParseScopes(f[2])
+	if err != nil {
+		return Rule{}, err
+	}
+	for _, s := range scopes {
 		if r.Name == AnonymousName && s != ScopeRead {
 			return Rule{}, fmt.Errorf("the anonymous rule may grant read only, not %s", s)
 		}
-		r.Scopes[ns] = s
 	}
+	r.Scopes = scopes
 	return r, nil
 }
 
@@ -374,11 +362,28 @@ func FormatRule(name string, hash [32]byte, scopes map[string]Scope) (string, er
 	return line, nil
 }
 
-// ParseScopes parses a scope list such as "default:write,team-a:read".
+// ParseScopes parses a scope list such as "default:write,team-a:read": each
+// namespace (or "*") at most once.
 func ParseScopes(list string) (map[string]Scope, error) {
-	r, err := parseRule("x " + strings.Repeat("0", 64) + " " + list)
-	if err != nil {
-		return nil, err
+	scopes := map[string]Scope{}
+	for _, item := range strings.Split(list, ",") {
+		ns, sc, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, fmt.Errorf("scope %q must be namespace:scope, e.g. default:read", truncate(item))
+		}
+		if ns != AllNamespaces {
+			if err := store.ValidateNamespace(ns); err != nil {
+				return nil, err
+			}
+		}
+		s, err := ParseScope(sc)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := scopes[ns]; dup {
+			return nil, fmt.Errorf("namespace %q is listed twice", ns)
+		}
+		scopes[ns] = s
 	}
-	return r.Scopes, nil
+	return scopes, nil
 }
