@@ -153,6 +153,9 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 			h.Write(data)
 			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, w.n, data))
 			if w.n == 0 && (rerr == io.EOF || rerr == io.ErrUnexpectedEOF) {
+				if err := s.checkDiskFree(int64(4 + n)); err != nil { // diskfree.go
+					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+				}
 				inline = buf[:4+n]
 				break
 			}
