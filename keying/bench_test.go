@@ -1,0 +1,63 @@
+package keying
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/plugins/builtin/xla/xlacanon"
+)
+
+func xlaSignature(b *testing.B, size int) []byte {
+	mod := xlacanon.GenerateModule(size)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as Python's json.dumps: no \u003c for '<'
+	if err := enc.Encode(map[string]any{"backend": "xla", "platform": "cuda", "jaxlib_version": "0.7.1",
+		"xla_flags": []string{"--xla_gpu_autotune_level=2"}, "module": string(mod)}); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// benchKey measures the whole key path (signature digest, backend, plugin
+// call through wazero, key hash) with the memo off, so that every
+// iteration runs the xla plugin.
+func benchKey(b *testing.B, size int, memo int) {
+	k := newTestKeyer(b, plugins.Config{PoolSize: 1}, Config{MemoEntries: memo})
+	sig := xlaSignature(b, size)
+	ctx := context.Background()
+	if _, err := k.Key(ctx, sig); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(sig)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := k.Key(ctx, sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKeyXLA1MiB keys a 1 MiB module through the xla plugin.
+func BenchmarkKeyXLA1MiB(b *testing.B) { benchKey(b, 1<<20, -1) }
+
+// BenchmarkKeyXLA10MiB keys a 10 MiB module through the xla plugin.
+func BenchmarkKeyXLA10MiB(b *testing.B) { benchKey(b, 10<<20, -1) }
+
+// BenchmarkKeyXLA10MiBMemo is a repeated 10 MiB lookup answered by the memo
+// (signature digest only; the plugin is skipped).
+func BenchmarkKeyXLA10MiBMemo(b *testing.B) { benchKey(b, 10<<20, 0) }
+
+// BenchmarkBackendOf10MiB is the cost of finding the backend field.
+func BenchmarkBackendOf10MiB(b *testing.B) {
+	sig := xlaSignature(b, 10<<20)
+	b.SetBytes(int64(len(sig)))
+	for i := 0; i < b.N; i++ {
+		if _, err := backendOf(sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
