@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
@@ -281,6 +282,12 @@ func TestLeaseBadInput(t *testing.T) {
 	l2, ok, err := c.AcquireLease(context.Background(), "default", testKey(1), "b", 30e9)
 	if err != nil || ok || l2.Holder != "a" || !l2.Expires.Equal(l.Expires) {
 		t.Fatalf("second acquire: %+v %v %v", l2, ok, err)
+	}
+	// The holder renews by posting again.
+	time.Sleep(10 * time.Millisecond)
+	l3, ok, err := c.AcquireLease(context.Background(), "default", testKey(1), "a", 60e9)
+	if err != nil || !ok || !l3.Expires.After(l.Expires) {
+		t.Fatalf("renewal: %+v %v %v (was %+v)", l3, ok, err, l)
 	}
 	var ce *client.Error
 	if err := c.ReleaseLease(context.Background(), "default", testKey(1), "b"); !errors.As(err, &ce) || ce.Status != 409 {
