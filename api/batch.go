@@ -31,7 +31,10 @@ const (
 	PAXCompileSeconds = "CACHESVC.compile_seconds"
 	PAXName           = "CACHESVC.name"
 	PAXBackend        = "CACHESVC.backend"
-	MissingMember     = "missing.json"
+	// PAXSignature is the entry's X-Cachesvc-Signature, when the server
+	// signs entries (provenance.go).
+	PAXSignature  = "CACHESVC.signature"
+	MissingMember = "missing.json"
 )
 
 // keysRequest is the body of batch and exists requests.
@@ -159,11 +162,12 @@ func (s *Server) handleBatch(c *fiber.Ctx) error {
 			return fmt.Errorf("stat %s/%s: %w", ns, k, err)
 		}
 		s.recordLookup(true)
-		hdrLen, err := memberHeaderLen(k, m)
+		sig := s.signature(m) // provenance.go
+		hdrLen, err := memberHeaderLen(k, m, sig)
 		if err != nil {
 			return fmt.Errorf("tar header for %s/%s: %w", ns, k, err)
 		}
-		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, hdrLen: hdrLen})
+		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, sig: sig, hdrLen: hdrLen})
 		total += int64(hdrLen) + m.Size + tarPad(m.Size)
 	}
 	tail, err := tarTail(missing)
@@ -188,14 +192,16 @@ type planned struct {
 	key    store.Key
 	size   int64
 	sha    [32]byte
+	sig    string // PAXSignature, "" without a signing key
 	hdrLen int
 }
 
 // tarPad is the zero padding after a member's data.
 func tarPad(size int64) int64 { return (512 - size%512) % 512 }
 
-// paxRecords are the PAX records of an entry's member.
-func paxRecords(m store.Meta) map[string]string {
+// paxRecords are the PAX records of an entry's member; sig, if not empty,
+// is its signature.
+func paxRecords(m store.Meta, sig string) map[string]string {
 	pax := map[string]string{
 		PAXSHA256:         hex.EncodeToString(m.SHA256[:]),
 		PAXCompileSeconds: strconv.FormatFloat(m.CompileSeconds, 'f', -1, 64),
@@ -206,12 +212,15 @@ func paxRecords(m store.Meta) map[string]string {
 	if m.Backend != "" && utf8.ValidString(m.Backend) {
 		pax[PAXBackend] = m.Backend
 	}
+	if sig != "" {
+		pax[PAXSignature] = sig
+	}
 	return pax
 }
 
 // memberHeader returns the tar header blocks (PAX extended header and the
 // member's own header) for an entry.
-func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
+func memberHeader(k store.Key, m store.Meta, sig string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := tw.WriteHeader(&tar.Header{
@@ -221,7 +230,7 @@ func memberHeader(k store.Key, m store.Meta) ([]byte, error) {
 		Size:       m.Size,
 		ModTime:    m.Created.Truncate(time.Second),
 		Format:     tar.FormatPAX,
-		PAXRecords: paxRecords(m),
+		PAXRecords: paxRecords(m, sig),
 	})
 	return buf.Bytes(), err
 }
@@ -235,13 +244,13 @@ const maxUSTARSize = 1<<33 - 1
 // block. (Names are 64 characters and times whole seconds, so archive/tar
 // adds no records of its own below maxUSTARSize.) writeMember checks the
 // real length against it and aborts the stream on a mismatch.
-func memberHeaderLen(k store.Key, m store.Meta) (int, error) {
+func memberHeaderLen(k store.Key, m store.Meta, sig string) (int, error) {
 	if m.Size > maxUSTARSize {
-		h, err := memberHeader(k, m)
+		h, err := memberHeader(k, m, sig)
 		return len(h), err
 	}
 	n := 0
-	for key, v := range paxRecords(m) {
+	for key, v := range paxRecords(m, sig) {
 		size := len(key) + len(v) + 3 // ' ', '=', '\n'
 		size += len(strconv.Itoa(size))
 		if size2 := len(strconv.Itoa(size)) + len(key) + len(v) + 3; size2 != size {
@@ -324,7 +333,7 @@ func (b *batchStream) writeMember(w io.Writer, p planned, m store.Meta, r io.Rea
 	if m.Size != p.size || m.SHA256 != p.sha {
 		return errors.New("entry changed since the batch was planned")
 	}
-	hdr, err := memberHeader(p.key, m)
+	hdr, err := memberHeader(p.key, m, p.sig)
 	if err != nil || len(hdr) != p.hdrLen {
 		return fmt.Errorf("tar header changed since the batch was planned: %w", err)
 	}

@@ -20,11 +20,11 @@ func TestMemberHeaderLen(t *testing.T) {
 				if nameLen%2 == 1 {
 					m.Backend = "passthrough"
 				}
-				h, err := memberHeader(k, m)
+				h, err := memberHeader(k, m, "")
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := memberHeaderLen(k, m)
+				got, err := memberHeaderLen(k, m, "")
 				if err != nil || got != len(h) {
 					t.Fatalf("size %d name %d: computed %d, archive/tar wrote %d (%v)", size, nameLen, got, len(h), err)
 				}

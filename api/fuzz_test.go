@@ -3,6 +3,7 @@ package api
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -24,22 +26,27 @@ import (
 // records, and tarTail ends the archive with a missing.json that decodes
 // to the keys it was given.
 func FuzzBatchTar(f *testing.F) {
-	f.Add("jit_f", "xla", 1.5, []byte("executable"), "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", int64(0))
-	f.Add("", "", 0.0, []byte{}, "", int64(1700000000))
-	f.Add("naïve\x00name", "b\xffad", math.Inf(1), bytes.Repeat([]byte{0}, 513), "zz", int64(-1))
-	f.Fuzz(func(t *testing.T, name, backend string, secs float64, content []byte, missingKey string, created int64) {
+	f.Add("jit_f", "xla", 1.5, []byte("executable"), "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", int64(0), true)
+	f.Add("", "", 0.0, []byte{}, "", int64(1700000000), false)
+	f.Add("naïve\x00name", "b\xffad", math.Inf(1), bytes.Repeat([]byte{0}, 513), "zz", int64(-1), true)
+	signer := auth.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	f.Fuzz(func(t *testing.T, name, backend string, secs float64, content []byte, missingKey string, created int64, signed bool) {
 		key := store.Key(sha256.Sum256([]byte(name)))
 		m := store.Meta{
 			Key: key, Size: int64(len(content)), SHA256: sha256.Sum256(content),
 			Name: name, Backend: backend, CompileSeconds: secs,
 			Created: time.Unix(created%(1<<34), 0),
 		}
-		hdr, err := memberHeader(key, m)
+		sig := ""
+		if signed {
+			sig = signer.Sign(key, m.SHA256)
+		}
+		hdr, err := memberHeader(key, m, sig)
 		if err != nil {
 			return // the handler turns this into an error response
 		}
 		// The planned length (Content-Length) must match what is written.
-		if n, err := memberHeaderLen(key, m); err != nil || n != len(hdr) {
+		if n, err := memberHeaderLen(key, m, sig); err != nil || n != len(hdr) {
 			t.Fatalf("memberHeaderLen = %d, %v; memberHeader wrote %d bytes", n, err, len(hdr))
 		}
 		var archive bytes.Buffer
@@ -76,6 +83,9 @@ func FuzzBatchTar(f *testing.F) {
 		}
 		if backend != "" && utf8.ValidString(backend) {
 			want[PAXBackend] = backend
+		}
+		if signed {
+			want[PAXSignature] = sig
 		}
 		for k, v := range want {
 			if h.PAXRecords[k] != v {

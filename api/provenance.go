@@ -35,7 +35,16 @@ func (s *Server) setProvenance(c *fiber.Ctx, m store.Meta) {
 	if m.Run != "" {
 		h.Set(HeaderRun, m.Run)
 	}
-	if s.cfg.Signer != nil {
-		h.Set(HeaderSignature, s.cfg.Signer.Sign(m.Key, m.SHA256))
+	if sig := s.signature(m); sig != "" {
+		h.Set(HeaderSignature, sig)
 	}
+}
+
+// signature returns m's signature, or "" when the server has no signing
+// key.
+func (s *Server) signature(m store.Meta) string {
+	if s.cfg.Signer == nil {
+		return ""
+	}
+	return s.cfg.Signer.Sign(m.Key, m.SHA256)
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -511,5 +512,16 @@ func TestProvenanceAndSignature(t *testing.T) {
 		if auth.Verify(signer.PublicKey(), sk, sha256.Sum256([]byte("poison")), h.Get(api.HeaderSignature)) {
 			t.Fatalf("%s: signature verifies other content", method)
 		}
+	}
+	// Batch members carry the same signature as a PAX record.
+	resp = srv.Do("POST", srv.URL+"/v1/default/batch", strings.NewReader(`{"keys":["`+key+`"]}`), bearer(tokReader)...)
+	defer resp.Body.Close()
+	hdr, err := tar.NewReader(resp.Body).Next()
+	if err != nil || hdr.Name != key {
+		t.Fatalf("batch: %v %v", hdr, err)
+	}
+	k, _ := hex.DecodeString(key)
+	if !auth.Verify(signer.PublicKey(), [32]byte(k), sha256.Sum256([]byte(content)), hdr.PAXRecords[api.PAXSignature]) {
+		t.Fatalf("batch member signature %q does not verify", hdr.PAXRecords[api.PAXSignature])
 	}
 }
