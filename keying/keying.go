@@ -95,6 +95,9 @@ const (
 	DefaultMaxSignatureBytes = 64 << 20
 	DefaultMemoEntries       = 4096
 	DefaultRecallEntries     = 4096
+	// DefaultMemoBytes bounds the memo and the recall table each, counting
+	// the strings of every result (components dominate).
+	DefaultMemoBytes = 16 << 20
 	DefaultRecallTTL         = 6 * time.Hour
 )
 
@@ -113,6 +116,9 @@ type Config struct {
 	// their components for Recall, and for how long. 0 means the defaults.
 	RecallEntries int
 	RecallTTL     time.Duration
+	// MemoBytes bounds the memo and the recall table each in bytes of result
+	// text. 0 means DefaultMemoBytes.
+	MemoBytes int64
 	// KeepCanonical makes Key return the canonical bytes (the CLI prints
 	// their size and digest; the server does not need them).
 	KeepCanonical bool
@@ -155,11 +161,25 @@ func New(cfg Config) (*Keyer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MemoBytes <= 0 {
+		cfg.MemoBytes = DefaultMemoBytes
+	}
 	k := &Keyer{cfg: cfg, recall: newLRU[store.Key, recalled](cfg.RecallEntries)}
+	k.recall.maxBytes, k.recall.sizeOf = cfg.MemoBytes, func(r recalled) int64 { return resultSize(r.res) }
 	if cfg.MemoEntries > 0 {
 		k.memo = newLRU[[32]byte, Result](cfg.MemoEntries)
+		k.memo.maxBytes, k.memo.sizeOf = cfg.MemoBytes, resultSize
 	}
 	return k, nil
+}
+
+// resultSize estimates the memory a remembered result holds.
+func resultSize(r Result) int64 {
+	n := int64(128 + len(r.Backend) + len(r.Plugin) + len(r.DisplayName))
+	for k, v := range r.Components {
+		n += int64(len(k) + len(v) + 32)
+	}
+	return n
 }
 
 // MaxSignatureBytes is the configured signature size limit.

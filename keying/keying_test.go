@@ -175,6 +175,21 @@ func TestCallerCancelDoesNotPoisonFlight(t *testing.T) {
 	}
 }
 
+func TestLRUBytes(t *testing.T) {
+	l := newLRU[int, string](100)
+	l.maxBytes, l.sizeOf = 10, func(s string) int64 { return int64(len(s)) }
+	l.put(1, "aaaa")
+	l.put(2, "bbbb")
+	l.put(3, "cccc") // 12 bytes > 10: evicts 1
+	if _, ok := l.get(1); ok || l.len() != 2 || l.bytes != 8 {
+		t.Fatalf("len %d bytes %d", l.len(), l.bytes)
+	}
+	l.put(2, "b") // resize in place
+	if l.bytes != 5 {
+		t.Fatalf("bytes %d", l.bytes)
+	}
+}
+
 func TestLRU(t *testing.T) {
 	l := newLRU[int, string](2)
 	l.put(1, "a")

@@ -2,21 +2,26 @@ package keying
 
 import "container/list"
 
-// lru is a fixed-capacity least-recently-used map. Not safe for concurrent
-// use: the Keyer's mutex owns it.
+// lru is a least-recently-used map bounded in entries and, when sizeOf is
+// set, in total bytes. Not safe for concurrent use: the Keyer's mutex owns
+// it.
 type lru[K comparable, V any] struct {
-	max   int
-	order *list.List // front = most recent; values are *lruEntry
-	items map[K]*list.Element
+	max      int
+	maxBytes int64
+	bytes    int64
+	sizeOf   func(V) int64 // nil: entries only
+	order    *list.List    // front = most recent; values are *lruEntry
+	items    map[K]*list.Element
 }
 
 type lruEntry[K comparable, V any] struct {
-	key K
-	val V
+	key  K
+	val  V
+	size int64
 }
 
 func newLRU[K comparable, V any](max int) *lru[K, V] {
-	return &lru[K, V]{max: max, order: list.New(), items: make(map[K]*list.Element, max)}
+	return &lru[K, V]{max: max, order: list.New(), items: make(map[K]*list.Element)}
 }
 
 func (l *lru[K, V]) get(k K) (V, bool) {
@@ -30,24 +35,35 @@ func (l *lru[K, V]) get(k K) (V, bool) {
 }
 
 func (l *lru[K, V]) put(k K, v V) {
-	if e, ok := l.items[k]; ok {
-		e.Value.(*lruEntry[K, V]).val = v
-		l.order.MoveToFront(e)
-		return
+	var size int64
+	if l.sizeOf != nil {
+		size = l.sizeOf(v)
 	}
-	l.items[k] = l.order.PushFront(&lruEntry[K, V]{key: k, val: v})
-	for l.order.Len() > l.max {
-		last := l.order.Back()
-		l.order.Remove(last)
-		delete(l.items, last.Value.(*lruEntry[K, V]).key)
+	if e, ok := l.items[k]; ok {
+		ent := e.Value.(*lruEntry[K, V])
+		l.bytes += size - ent.size
+		ent.val, ent.size = v, size
+		l.order.MoveToFront(e)
+	} else {
+		l.items[k] = l.order.PushFront(&lruEntry[K, V]{key: k, val: v, size: size})
+		l.bytes += size
+	}
+	for l.order.Len() > l.max || (l.maxBytes > 0 && l.bytes > l.maxBytes && l.order.Len() > 1) {
+		l.removeElement(l.order.Back())
 	}
 }
 
 func (l *lru[K, V]) remove(k K) {
 	if e, ok := l.items[k]; ok {
-		l.order.Remove(e)
-		delete(l.items, k)
+		l.removeElement(e)
 	}
+}
+
+func (l *lru[K, V]) removeElement(e *list.Element) {
+	ent := e.Value.(*lruEntry[K, V])
+	l.order.Remove(e)
+	delete(l.items, ent.key)
+	l.bytes -= ent.size
 }
 
 func (l *lru[K, V]) len() int { return l.order.Len() }

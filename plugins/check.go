@@ -25,15 +25,22 @@ type Probe struct {
 
 // CheckResult is the outcome of one conformance check.
 type CheckResult struct {
-	Name    string `json:"name"`
-	OK      bool   `json:"ok"`
-	Skipped bool   `json:"skipped,omitempty"`
-	Detail  string `json:"detail,omitempty"`
+	// Name says what was checked and on which probe.
+	Name string `json:"name"`
+	// OK is true when the check passed.
+	OK bool `json:"ok"`
+	// Skipped is true when the check could not run (for example no
+	// normalize export); a skipped check does not fail the report.
+	Skipped bool `json:"skipped,omitempty"`
+	// Detail explains a failure, or summarizes a pass.
+	Detail string `json:"detail,omitempty"`
 }
 
 // CheckReport is the outcome of Check.
 type CheckReport struct {
-	Info    Info          `json:"plugin"`
+	// Info is what the plugin's describe said.
+	Info Info `json:"plugin"`
+	// Results lists every check in the order run.
 	Results []CheckResult `json:"checks"`
 	// OK is true when no check failed (skipped checks do not fail).
 	OK bool `json:"ok"`
