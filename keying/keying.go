@@ -98,7 +98,7 @@ const (
 	// DefaultMemoBytes bounds the memo and the recall table each, counting
 	// the strings of every result (components dominate).
 	DefaultMemoBytes = 16 << 20
-	DefaultRecallTTL         = 6 * time.Hour
+	DefaultRecallTTL = 6 * time.Hour
 )
 
 // Config configures a Keyer. The zero value of every field except Host means

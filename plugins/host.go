@@ -110,11 +110,14 @@ func (c Config) withDefaults() Config {
 
 // Info describes a loaded plugin.
 type Info struct {
-	// Name and Version come from describe; ID is "name@version".
-	Name    string `json:"name"`
+	// Name comes from describe.
+	Name string `json:"name"`
+	// Version comes from describe.
 	Version string `json:"version"`
-	ID      string `json:"id"`
-	ABI     int    `json:"abi"`
+	// ID is "name@version", hashed into every key.
+	ID string `json:"id"`
+	// ABI is the ABI version the plugin implements.
+	ABI int `json:"abi"`
 	// Backends are the signature backend values the plugin handles.
 	Backends []string `json:"backends"`
 	// Reads lists the signature fields the plugin reads.
