@@ -367,7 +367,7 @@ class Client:
 
     # ---- the request loop -----------------------------------------------------
 
-    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+    def _headers(self, extra: Mapping[str, str | None] | None) -> dict[str, str]:
         h = {"User-Agent": self._user_agent}
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
@@ -397,7 +397,7 @@ class Client:
         body: bytes | None = None,
         body_file: IO[bytes] | None = None,
         body_len: int | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | None] | None = None,
         timeout: float | None = None,
         ok: tuple[int, ...] = (200,),
         allow: tuple[int, ...] = (),
@@ -608,7 +608,7 @@ class Client:
                         n += len(chunk)
                     spool.seek(0)
                     digest, length, body_file = h.hexdigest(), n, spool
-            headers = {
+            headers: dict[str, str | None] = {
                 "Content-Type": "application/octet-stream",
                 "X-Content-SHA256": digest,
                 "X-Compile-Seconds": None if compile_seconds is None else f"{compile_seconds:.6f}",

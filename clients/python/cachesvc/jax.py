@@ -274,7 +274,8 @@ def install(
         mode = "jax-key"
 
     if client is None:
-        client = Client(url, namespace=namespace, token=token, timeout=timeout,
+        assert url is not None
+        client = Client(url, namespace=namespace or "default", token=token, timeout=timeout,
                         retries=retries, run=run)
     elif client.run is None:
         client.run = run
@@ -311,7 +312,7 @@ def install(
 
             get_with_signature.__wrapped__ = orig  # type: ignore[attr-defined]
             get_with_signature.__cachesvc__ = True  # type: ignore[attr-defined]
-            ck.get = get_with_signature
+            ck.get = get_with_signature  # type: ignore[assignment]
         _installed = backend
     global _atexit_registered
     if not _atexit_registered:

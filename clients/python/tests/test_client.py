@@ -269,3 +269,20 @@ def test_key_bad_signature(server):
         with pytest.raises(cachesvc.Error) as ei:
             c.key(bad)
         assert 400 <= ei.value.status < 500 and ei.value.code and ei.value.message
+
+
+def test_bearer_token_and_auth_errors(start_server, tmp_path):
+    """--tokens: the client's token is sent; 401/403 come back as Error codes."""
+    writer, reader = "cachesvc_" + "w" * 40, "cachesvc_" + "r" * 40
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {hashlib.sha256(writer.encode()).hexdigest()} default:write\n"
+                      f"bob {hashlib.sha256(reader.encode()).hexdigest()} default:read\n")
+    s = start_server(extra=["--tokens", str(tokens)])
+    key = k("auth")
+    assert cachesvc.Client(s.url, token=writer).put(key, b"v").created
+    assert cachesvc.Client(s.url, token=reader).get(key) == b"v"
+    for token, status in [(None, 401), ("cachesvc_wrong", 401), (reader, 403)]:
+        with pytest.raises(cachesvc.Error) as ei:
+            cachesvc.Client(s.url, token=token).put(k("auth2"), b"x")
+        assert ei.value.status == status and ei.value.code and ei.value.message, (token, ei.value)
+        assert not ei.value.retryable
