@@ -7,7 +7,8 @@ The client speaks the v1 REST API described in DESIGN.md:
 
 A :class:`Client` is safe to use from many threads: it keeps a small pool of
 keep-alive ``http.client`` connections, each used by one request at a time.
-Connection errors and ``503 Service Unavailable`` are retried with exponential
+Connection errors, ``503 Service Unavailable`` and ``429 Too Many Requests``
+(honouring ``Retry-After``) are retried with exponential
 backoff and full jitter, a bounded number of times and within the call's time
 budget. Every other failure raises :class:`Error`, which carries the server's
 JSON error ``code`` and ``message``.
@@ -69,8 +70,8 @@ class Error(Exception):
 
     @property
     def retryable(self) -> bool:
-        """Whether the failure is transient (connection trouble or 503)."""
-        return self.status == 503 or (
+        """Whether the failure is transient (connection trouble, 503 or 429)."""
+        return self.status in (429, 503) or (
             self.status == 0 and self.code in ("connection_failed", "timeout")
         )
 
@@ -297,7 +298,7 @@ class Client:
         timeout: the time budget of one call in seconds, retries included;
             also the socket timeout of each attempt. ``None`` waits forever.
         retries: how many times a call is retried after a connection error or a
-            503 (so at most ``retries + 1`` attempts).
+            503 or 429 (so at most ``retries + 1`` attempts).
         backoff: the first retry's maximum delay in seconds; it doubles with
             every retry (capped at ``max_backoff``) and each delay is drawn
             uniformly from ``[0, cap]`` (full jitter).
@@ -453,7 +454,7 @@ class Client:
             except Error:
                 data = b""
             err = _error_from_body(r.status, data)
-            if r.status == 503 and attempt < self.retries and (body_file is None or _seekable(body_file)):
+            if r.status in (429, 503) and attempt < self.retries and (body_file is None or _seekable(body_file)):
                 retry_after = _float_header(resp.getheader("Retry-After"))
                 if self._sleep_backoff(attempt, deadline, retry_after):
                     attempt += 1

@@ -226,9 +226,10 @@ def install(
             so that only one process in a fleet compiles a program while the
             others wait for its entry (default ``$CACHESVC_LEASES`` or off).
             Only a process that writes (JAX process 0) takes leases; the others
-            only wait. A holder that never writes (e.g. a program with host
-            callbacks, which JAX does not cache) blocks waiters until
-            ``lease_ttl`` or ``lease_wait`` runs out.
+            only wait. A holder that never writes (a program with host
+            callbacks, which JAX does not cache, or one under a raised
+            ``min_compile_time_secs``) delays waiters until ``lease_ttl`` or
+            ``lease_wait`` runs out.
         lease_ttl: seconds a lease lasts (longer compiles: raise it).
         lease_wait: how long a miss waits for another holder's entry before
             compiling itself.
