@@ -224,6 +224,8 @@
 
   var INT_INCRS = [];
   for (var e = 0; e < 16; e++) [1, 2, 5].forEach(function (m) { INT_INCRS.push(m * Math.pow(10, e)); });
+  var BYTE_INCRS = [];
+  for (var p2 = 0; p2 < 52; p2++) BYTE_INCRS.push(Math.pow(2, p2));
   var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
 
   function chartSize(el) {
@@ -263,7 +265,7 @@
       cursor: { points: { size: 7 } },
       scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
       axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
-        opts.ints ? { incrs: INT_INCRS } : {}, AXIS)],
+        opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
     state.charts[id] = { u: u, sig: sig };
@@ -291,14 +293,14 @@
     s.total.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
     draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; }, { colors: ["#3fcf8e"], fill: true });
 
-    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: true });
+    draw("chart-bytes", ["served", "uploaded"], [t, s.total.bytes_out, s.total.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
 
     // Store size: carry the last sample forward; the limit is a flat line.
     var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
     var limit = t.map(function () { return store.max_bytes || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
     draw("chart-store", store.max_bytes ? ["store size", "limit"] : ["store size"], store.max_bytes ? [t, size, limit] : [t, size], bytes,
-      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: true });
+      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes" });
 
     draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
       { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
