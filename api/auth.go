@@ -17,15 +17,12 @@ import (
 const identityKey = "cachesvc.identity"
 
 // access is what a request needs: a scope in a namespace ("*" across
-// namespaces, "" in any one namespace), or nothing when public.
+// namespaces), or nothing when public.
 type access struct {
 	public bool
 	ns     string
 	need   auth.Scope
 }
-
-// globalResources are the /v1/<name> paths that are not namespaces.
-var globalResources = map[string]bool{"stats": true, "plugins": true}
 
 // accessFor decides what method on path needs. It sees the path as the
 // router does (lowercased, trailing slashes stripped), so that no spelling
@@ -49,13 +46,14 @@ func accessFor(method, path string) access {
 		}
 		return access{ns: auth.AllNamespaces, need: auth.ScopeAdmin}
 	}
+	// /v1/<name> is global; /v1/<ns>/... is in a namespace, even when ns
+	// is spelled like a global ("/v1/stats/entries/k" is namespace "stats"),
+	// exactly as the router reads it.
 	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, "/v1"), "/"), "/")
 	switch {
-	case seg[0] == "stats": // every namespace's stats
+	case len(seg) == 1 && seg[0] == "stats": // every namespace's stats
 		return access{ns: auth.AllNamespaces, need: auth.ScopeAdmin}
-	case seg[0] == "plugins" && read: // which plugins are loaded
-		return access{ns: auth.AnyNamespace, need: auth.ScopeRead}
-	case globalResources[seg[0]] || len(seg) < 2 || store.ValidateNamespace(seg[0]) != nil:
+	case len(seg) < 2 || store.ValidateNamespace(seg[0]) != nil:
 		if read {
 			return access{ns: auth.AllNamespaces, need: auth.ScopeRead}
 		}
@@ -135,8 +133,6 @@ func where(ns string) string {
 	switch ns {
 	case auth.AllNamespaces:
 		return `on every namespace ("*")`
-	case auth.AnyNamespace:
-		return "in any namespace"
 	}
 	return fmt.Sprintf("in namespace %q", ns)
 }

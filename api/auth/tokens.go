@@ -96,10 +96,6 @@ func ParseScope(s string) (Scope, error) {
 // AllNamespaces is the namespace pattern that matches every namespace.
 const AllNamespaces = "*"
 
-// AnyNamespace, passed to Authorize as the namespace, asks for the scope in
-// at least one namespace (for listings that belong to no namespace).
-const AnyNamespace = ""
-
 // AnonymousName is the reserved rule name for requests without a token.
 const AnonymousName = "anonymous"
 
@@ -125,17 +121,10 @@ type Rule struct {
 }
 
 // Allows reports whether the rule grants need in namespace ns. For ns ==
-// "*" only the rule's "*" scope counts; ns == "" asks whether the rule
-// grants need in at least one namespace.
+// "*" only the rule's "*" scope counts.
 func (r *Rule) Allows(ns string, need Scope) bool {
 	have := r.Scopes[AllNamespaces]
-	switch ns {
-	case AllNamespaces:
-	case AnyNamespace:
-		for _, s := range r.Scopes {
-			have = max(have, s)
-		}
-	default:
+	if ns != AllNamespaces {
 		have = max(have, r.Scopes[ns])
 	}
 	return need != ScopeNone && have >= need

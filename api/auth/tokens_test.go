@@ -42,9 +42,6 @@ func TestAuthorize(t *testing.T) {
 		{"", "public", ScopeWrite, "", ErrUnauthenticated},
 		{"", "*", ScopeRead, "", ErrUnauthenticated},
 		{"secret-ci", "default", ScopeNone, "ci-writer", ErrForbidden},
-		{"secret-ci", AnyNamespace, ScopeWrite, "ci-writer", nil},
-		{"secret-ci", AnyNamespace, ScopeAdmin, "ci-writer", ErrForbidden},
-		{"", AnyNamespace, ScopeRead, "anonymous", nil},
 	}
 	for _, tc := range tests {
 		id, err := tk.Authorize(tc.secret, tc.ns, tc.need)
