@@ -105,6 +105,7 @@ class CacheStats:
     lease_wait_hits: int = 0  # ... and received its entry
     prefetched: int = 0  # entries loaded by prefetch()
     prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
+    local_hits: int = 0  # hits served from the local directory tier
 
 
 class _Breaker:
@@ -196,6 +197,7 @@ def install(
     leases: bool | None = None,
     lease_ttl: float = 120.0,
     lease_wait: float = 60.0,
+    local_dir: str | None = None,
     client: Client | None = None,
 ) -> Any:
     """Installs cachesvc as JAX's persistent compilation cache.
@@ -233,6 +235,11 @@ def install(
         lease_ttl: seconds a lease lasts (longer compiles: raise it).
         lease_wait: how long a miss waits for another holder's entry before
             compiling itself.
+        local_dir: a local directory tier in front of the server, in JAX's
+            own ``LRUCache`` layout and keyed by JAX's key: checked first (even
+            while the server is down), filled on remote hits and on writes.
+            Default: ``jax_compilation_cache_dir`` when it is set, so that
+            installing cachesvc never disables an existing local cache.
         client: use this :class:`cachesvc.Client` instead of building one.
 
     Returns:
@@ -281,6 +288,18 @@ def install(
     elif client.run is None:
         client.run = run
 
+    if local_dir is None:
+        local_dir = getattr(jax.config, "jax_compilation_cache_dir", None) or None
+    local = None
+    if local_dir:
+        try:
+            from jax._src.lru_cache import LRUCache
+            max_size = int(getattr(jax.config, "jax_compilation_cache_max_size", -1))
+            local = LRUCache(str(local_dir), max_size=max_size)
+        except Exception as exc:  # noqa: BLE001 - the remote tier still works
+            log.warning("cachesvc: local cache dir %s unusable (%s: %s); using the server only",
+                        local_dir, type(exc).__name__, exc)
+
     backend_cls = _backend_class(CacheInterface)
     backend = backend_cls(
         client=client,
@@ -293,6 +312,7 @@ def install(
         leases=bool(leases),
         lease_ttl=lease_ttl,
         lease_wait=lease_wait,
+        local=local,
     )
 
     with _lock:
@@ -408,7 +428,7 @@ def _backend_class(base: type) -> type:
         def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
                      warn_interval: float, breaker: _Breaker,
                      decompress: Callable[[bytes], bytes] | None, leases: bool = False,
-                     lease_ttl: float = 120.0, lease_wait: float = 60.0) -> None:
+                     lease_ttl: float = 120.0, lease_wait: float = 60.0, local: Any = None) -> None:
             self._path = f"cachesvc:{client.url}/{client.namespace}"
             self.client = client
             self.mode = mode
@@ -432,6 +452,7 @@ def _backend_class(base: type) -> type:
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
             self._sig_bytes = 0  # module bytes held in _signatures
+            self.local = local  # JAX LRUCache tier in front of the server, or None
 
         # ---- bookkeeping -------------------------------------------------------
 
@@ -515,6 +536,32 @@ def _backend_class(base: type) -> type:
 
         def get(self, key: str) -> bytes | None:
             """Returns the value for JAX's key, or None (a miss, or any failure)."""
+            if self.local is not None:
+                v = self._local_get(key)
+                if v is not None:
+                    with self._lock:
+                        self._stats.local_hits += 1
+                        self._stats.hits += 1
+                    return v
+            v = self._remote_get(key)
+            if v is not None and self.local is not None:
+                self._local_put(key, v)
+            return v
+
+        def _local_get(self, key: str) -> bytes | None:
+            try:
+                return self.local.get(key)
+            except Exception as exc:  # noqa: BLE001 - a broken local tier is a miss
+                log.debug("cachesvc: local get %s: %s", key, exc)
+                return None
+
+        def _local_put(self, key: str, value: bytes) -> None:
+            try:
+                self.local.put(key, value)
+            except Exception as exc:  # noqa: BLE001
+                log.debug("cachesvc: local put %s: %s", key, exc)
+
+        def _remote_get(self, key: str) -> bytes | None:
             if not self.breaker.allow():
                 with self._lock:
                     self._stats.skipped += 1
@@ -657,6 +704,8 @@ def _backend_class(base: type) -> type:
 
         def put(self, key: str, value: bytes) -> None:
             """Stores JAX's value; never raises."""
+            if self.local is not None:
+                self._local_put(key, value)
             try:
                 self._put(key, value)
             except Exception as exc:  # noqa: BLE001 - a failed write never reaches JAX

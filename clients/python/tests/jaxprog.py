@@ -218,13 +218,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--leases", action="store_true", help="compile under leases (one compile per fleet)")
     ap.add_argument("--prefetch", metavar="RUN", help="warm the in-process view from RUN's manifest first")
+    ap.add_argument("--local-dir", help="local directory tier in front of the server")
     args = ap.parse_args()
     backend = None
     report: dict = {"program": args.program}
     if not args.no_cache:
         import cachesvc.jax
         backend = cachesvc.jax.install(mode=args.mode, timeout=args.timeout, breaker_cooldown=5.0,
-                                       leases=args.leases or None)
+                                       leases=args.leases or None, local_dir=args.local_dir)
         if args.prefetch:
             report["prefetched"] = cachesvc.jax.prefetch(args.prefetch)
     t0 = time.perf_counter()

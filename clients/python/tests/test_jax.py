@@ -221,3 +221,21 @@ def test_prefetch_serves_hits_from_memory(shared_server):
     assert warm["real_compiles"] == 0 and warm["digest"] == cold["digest"]
     assert warm["stats"]["prefetch_hits"] == warm["stats"]["hits"] == warm["cache_hits"]
     assert warm["local_passthrough_keys"]  # no request at all for those hits
+
+
+def test_local_dir_tier_serves_while_server_down(shared_server, tmp_path):
+    """With local_dir, a second process on the same host hits the local tier
+    even when the server is unreachable; remote hits fill an empty local dir."""
+    d1, d2 = tmp_path / "local1", tmp_path / "local2"
+    cold, _ = run_py(PROG, ["canonical", "--local-dir", str(d1)], env_for(shared_server, "ld1"))
+    assert cold["stats"]["puts"] == 3 and any(p.name.endswith("-cache") for p in d1.iterdir())
+    from conftest import free_port
+    dead = {"CACHESVC_URL": f"http://127.0.0.1:{free_port()}"}
+    offline, err = run_py(PROG, ["canonical", "--local-dir", str(d1)], dead)
+    # g and the lambda were remote hits in the first process: written locally too.
+    assert offline["real_compiles"] == 0, offline
+    assert offline["stats"]["local_hits"] == 5 and offline["digest"] == cold["digest"]
+    # A fresh local dir is filled from the server's hits.
+    warm, _ = run_py(PROG, ["canonical", "--local-dir", str(d2)], env_for(shared_server, "ld2"))
+    assert warm["real_compiles"] == 0 and warm["stats"]["local_hits"] == 0
+    assert len([p for p in d2.iterdir() if p.name.endswith("-cache")]) == 5
