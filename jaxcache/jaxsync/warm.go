@@ -16,6 +16,16 @@
 // a JAX cache key ("<module>-<64 hex>"); others (entries stored through the
 // xla backend, or written without the name) are counted as unnamed and
 // skipped.
+//
+// # Same keys on both sides
+//
+// JAX 0.10.2 hashes "<jax_compilation_cache_dir>/xla_gpu_per_fusion_autotune_cache_dir"
+// into its keys (jax_persistent_cache_enable_xla_caches defaults to that
+// flag, on CPU too), so a JAX key depends on the cache directory's path.
+// Warm only helps a process whose cache directory has the same path as the
+// uploader's (the usual sweep setup: one configured path on every host), or
+// when both set jax_persistent_cache_enable_xla_caches=none
+// (JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none).
 package jaxsync
 
 import (
