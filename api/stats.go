@@ -313,30 +313,25 @@ func (s *Server) recordEntryWrite(c *fiber.Ctx, ns string, key store.Key, m stor
 
 // explainMiss explains a miss of a signature by its components, records it
 // among the namespace's recent misses and returns the explanation for the
-// 404 body. Without stats it still explains against nothing.
+// 404 body. Without stats it says that it cannot explain.
 func (s *Server) explainMiss(c *fiber.Ctx, ns, backend string, key store.Key, displayName string, components map[string]string) explain.Explanation {
 	st := s.cfg.Stats
 	if st == nil {
-		return explain.Explain(components, nil)
+		return explain.Explanation{Reason: explain.ReasonUnavailable,
+			Summary: "This server keeps no statistics, so it cannot compare the signature with stored entries."}
 	}
 	ex := st.Explain(ns, backend, components)
 	st.RecordMiss(stats.Miss{Namespace: ns, Backend: backend, Key: key.String(), DisplayName: displayName, Run: c.Get(HeaderRun), Explanation: ex})
 	return ex
 }
 
-// leaseCounter is implemented by lease tables that can count what is in
-// flight.
-type leaseCounter interface{ Counts() (held, waiting int) }
-
-// leaseCounts returns the leases held and waited for, or zeros when the
-// lease table cannot count them.
+// leaseCounts returns the leases held and waited for.
 func (s *Server) leaseCounts() LeaseCounts {
-	var lc any = s.leases
-	if t, ok := lc.(leaseCounter); ok && t != nil {
-		h, w := t.Counts()
-		return LeaseCounts{Held: int64(h), Waiting: int64(w)}
+	if s.leases == nil {
+		return LeaseCounts{}
 	}
-	return LeaseCounts{}
+	h, w := s.leases.Counts()
+	return LeaseCounts{Held: int64(h), Waiting: int64(w)}
 }
 
 // initStats wires the configured stats: /metrics collectors fed from the

@@ -28,6 +28,9 @@ const (
 	// ReasonIdentical means an entry with identical components exists under
 	// another key (for example a different plugin version produced it).
 	ReasonIdentical = "identical_components"
+	// ReasonUnavailable means the server keeps no index to compare against
+	// (it runs without statistics).
+	ReasonUnavailable = "unavailable"
 )
 
 // Diff is one component that differs between the missed signature and a
@@ -126,6 +129,8 @@ func ReasonLabel(reason string) string {
 		return "signature has no components to compare"
 	case ReasonIdentical:
 		return "an entry with identical components exists under another key"
+	case ReasonUnavailable:
+		return "not explained (statistics are off)"
 	case "":
 		return "unexplained"
 	}
