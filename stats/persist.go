@@ -186,16 +186,77 @@ func (s *Stats) flush() error {
 		w.setJSON([]byte(pMisses+ns), pm, 0)
 	}
 	if err := w.finish(); err != nil {
+		s.restore(minutes, gmin, totals, runs, entries, deadRuns, deadEntries, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}
 	return nil
 }
 
+// restore puts back what a failed flush took, so that the next flush writes
+// it: absolute values (totals, runs, entries, misses, store counters) are
+// marked dirty again; bucket deltas are merged back unless part of the batch
+// was already committed (then re-adding them could count them twice, and
+// losing them only thins the time series).
+func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global, totals map[nsBackend]Counters, runs []Run, entries []Entry,
+	deadRuns []string, deadEntries []entryKey, global bool, misses map[string]persistedMisses, partial bool) {
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for nb := range totals {
+		a.dirtyTotals[nb] = true
+	}
+	for _, r := range runs {
+		if a.runs[r.Run] != nil {
+			a.dirtyRuns[r.Run] = true
+		}
+	}
+	for _, e := range entries {
+		var k [32]byte
+		if _, err := hex.Decode(k[:], []byte(e.Key)); err == nil && a.entries[entryKey{e.Namespace, k}] != nil {
+			a.dirtyEntries[entryKey{e.Namespace, k}] = true
+		}
+	}
+	a.deadRuns = append(a.deadRuns, deadRuns...)
+	a.deadEntries = append(a.deadEntries, deadEntries...)
+	for ns := range misses {
+		a.dirtyMisses[ns] = true
+	}
+	if global {
+		a.dirtyGlobal = true
+	}
+	if partial {
+		return
+	}
+	for k, c := range minutes {
+		m := a.minutes[k]
+		if m == nil {
+			m = new(Counters)
+			a.minutes[k] = m
+		}
+		m.add(c)
+	}
+	if global {
+		for m, g := range gmin {
+			cur := a.globalMinutes[m]
+			if cur == nil {
+				cur = new(Global)
+				a.globalMinutes[m] = cur
+			}
+			cur.Evictions += g.Evictions
+			cur.IntegrityFailures += g.IntegrityFailures
+			if cur.StoreBytes == 0 {
+				cur.StoreBytes, cur.StoreEntries, cur.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+			}
+		}
+	}
+}
+
 // batch writes in as many transactions as Badger's size limits need.
 type batch struct {
-	db  *badger.DB
-	txn *badger.Txn
-	err error
+	db        *badger.DB
+	txn       *badger.Txn
+	err       error
+	committed bool // a transaction was committed before the last
 }
 
 func newBatch(db *badger.DB) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
@@ -211,6 +272,7 @@ func (b *batch) apply(fn func(*badger.Txn) error) {
 		if b.err = b.txn.Commit(); b.err != nil {
 			return
 		}
+		b.committed = true
 		b.txn = b.db.NewTransaction(true)
 		err = fn(b.txn)
 	}

@@ -274,3 +274,34 @@ func TestRecordAfterCloseIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedFlushKeepsState checks that a flush that fails leaves what it
+// took to be written by the next one.
+func TestFailedFlushKeepsState(t *testing.T) {
+	s, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RecordLookup(Lookup{Namespace: "a", Backend: "xla", Run: "r", Key: key(1), Hit: true, CompileSeconds: 1})
+	s.RecordMiss(Miss{Namespace: "a", Backend: "xla", Key: "k"})
+	db := s.db
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err == nil {
+		t.Fatal("flush to a closed database succeeded")
+	}
+	a := &s.agg
+	a.mu.Lock()
+	dirty := len(a.dirtyTotals) == 1 && len(a.dirtyRuns) == 1 && len(a.dirtyEntries) == 1 && len(a.dirtyMisses) == 1 && len(a.minutes) == 1
+	a.mu.Unlock()
+	if !dirty {
+		t.Fatalf("state not restored: totals %d runs %d entries %d misses %d minutes %d", len(a.dirtyTotals), len(a.dirtyRuns), len(a.dirtyEntries), len(a.dirtyMisses), len(a.minutes))
+	}
+	if tot := s.Snapshot(SnapshotOptions{}).Totals; tot.Lookups != 1 {
+		t.Fatalf("totals = %+v", tot)
+	}
+	s.closed.Store(true) // the database is already closed
+	close(s.stop)
+	<-s.done
+}
