@@ -304,7 +304,11 @@ func (b *batchStream) WriteTo(w io.Writer) (int64, error) {
 	err := b.write(cw)
 	b.s.metrics.bytesOut.Add(float64(cw.n))
 	b.s.totals.bytesOut.Add(cw.n)
-	if err != nil && b.ctx.Err() == nil {
+	switch {
+	case err == nil || b.ctx.Err() != nil:
+	case cw.err != nil: // the client went away
+		b.s.log.Info("batch stream cut by the client", "namespace", b.ns, "members", len(b.members), "sent", cw.n, "of", b.total, "err", err)
+	default:
 		b.s.log.Error("batch stream aborted", "namespace", b.ns, "members", len(b.members), "sent", cw.n, "of", b.total, "err", err)
 	}
 	return cw.n, err
@@ -390,15 +394,20 @@ func (b *batchStream) Close() error {
 	return nil
 }
 
-// countingWriter counts bytes written through it.
+// countingWriter counts bytes written through it and keeps the first
+// write error.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	err error
 }
 
 // Write writes p and counts it.
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
