@@ -14,6 +14,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/plugins/builtin/xla/xlacanon"
+	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 	"github.com/cachesvc/cachesvc/plugins/sdk"
 )
 
@@ -50,7 +51,9 @@ func loadWasm(t testing.TB) *plugins.Plugin {
 			return
 		}
 		ctx := context.Background()
-		loadedHost, err = plugins.NewHost(ctx, plugins.Config{PoolSize: 2})
+		// A shared compilation cache (precompiled without the race
+		// detector when this binary has it) keeps -race runs fast.
+		loadedHost, err = plugins.NewHost(ctx, plugins.Config{PoolSize: 2, CacheDir: pluginstest.CacheDir(t)})
 		if err != nil {
 			loadErr = err
 			return
