@@ -90,7 +90,7 @@ def test_lease_one_compiles_others_wait(server):
 def test_lease_holder_dies_waiter_takes_over(server):
     c = cachesvc.Client(server.url)
     key = k("abandoned")
-    dead = c.lease(key, holder="dead:1", ttl=1, renew=False)
+    dead = c.lease(key, holder="dead:1", ttl=3, renew=False)
     assert dead.acquire()  # and never writes nor releases
     waiter = c.lease(key, holder="w:2", ttl=30)
     assert not waiter.acquire()

@@ -112,7 +112,7 @@ def test_put_from_non_seekable_stream(server):
 def test_retries_until_server_starts(start_server):
     """Connection refused is retried with backoff until the server is up."""
     port = free_port()
-    c = cachesvc.Client(f"http://127.0.0.1:{port}", timeout=60, retries=12, backoff=0.2, max_backoff=2.0)
+    c = cachesvc.Client(f"http://127.0.0.1:{port}", timeout=180, retries=100, backoff=0.2, max_backoff=1.0)
     timer = threading.Timer(1.0, lambda: start_server(addr=f"127.0.0.1:{port}", wait=False))
     timer.start()
     try:
