@@ -7,7 +7,7 @@
 # even when an earlier one failed; the script fails at the end if any did.
 #
 # Environment:
-#   CACHESVC_BIG_TESTS=1   also run the large tests (2 GiB memory test, ...)
+#   CACHESVC_BIG_TESTS=0   skip the 2 GiB memory test (runs by default, without -race)
 #   CACHESVC_SKIP=a,b      skip suites by name (e.g. CACHESVC_SKIP=browser)
 #   GO_TEST_FLAGS          extra flags for go test (e.g. -run TestFoo -v)
 set -euo pipefail
@@ -80,8 +80,9 @@ suite_go() {
 	# would only slow the client generating 2 GiB. CACHESVC_BIG_TESTS=0 skips
 	# it. CACHESVC_CRASH_REPEAT=N repeats the SIGKILL crash test N times.
 	if [[ "${CACHESVC_BIG_TESTS:-1}" == 1 ]]; then
-		log "go test -run TestMemoryBigRoundTrip ./cmd/cachesvc (2 GiB, RssAnon bound)"
+		log "2 GiB RssAnon tests: server over HTTP (cmd/cachesvc) and store (store)"
 		CACHESVC_BIG_TESTS=1 go test -count=1 -timeout 10m -run '^TestMemoryBigRoundTrip$' -v ./cmd/cachesvc || rc=1
+		CACHESVC_BIG_TESTS=1 go test -count=1 -timeout 10m -run '^TestBig' -v ./store || rc=1
 	fi
 	log "go test -race ./..."
 	# shellcheck disable=SC2086
