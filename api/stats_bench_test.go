@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/stats"
@@ -127,4 +130,86 @@ func BenchmarkGETStatsOverhead(b *testing.B) {
 	if got := on.Stats().Snapshot(stats.SnapshotOptions{}).Totals.Lookups; got < int64(n) {
 		b.Fatalf("stats counted %d lookups, want at least %d", got, int64(n))
 	}
+}
+
+// BenchmarkHandlerGETStats calls the server's fasthttp handler directly (no
+// sockets, no client: only the server's own work) for a GET hit of a 4 KiB
+// entry, with stats off and on, in alternating rounds; it reports ns per
+// request for each and the on/off throughput ratio.
+//
+//	go test -run '^$' -bench HandlerGETStats -benchtime 200000x ./api/
+func BenchmarkHandlerGETStats(b *testing.B) {
+	off := apitest.Start(b, apitest.Options{})
+	on := statstest.Start(b, nil)
+	body := bytes.Repeat([]byte("y"), 4096)
+	key := statstest.Key(1, 1)
+	type target struct {
+		h   fasthttp.RequestHandler
+		uri string
+		ctx fasthttp.RequestCtx
+	}
+	var ts [2]*target
+	for i, s := range []*apitest.Server{off, on.Server} {
+		resp := s.Do(http.MethodPut, s.EntryURL("bench", key), bytes.NewReader(body), "X-Compile-Seconds", "3", "X-Cachesvc-Backend", "xla")
+		apitest.ReadAll(b, resp)
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("PUT: %d", resp.StatusCode)
+		}
+		ts[i] = &target{h: s.API.App().Handler(), uri: "/v1/bench/entries/" + key}
+	}
+	w := bufio.NewWriter(io.Discard)
+	one := func(t *target) {
+		t.ctx.Request.Reset()
+		t.ctx.Response.Reset()
+		t.ctx.Request.Header.SetMethod(http.MethodGet)
+		t.ctx.Request.SetRequestURI(t.uri)
+		t.ctx.Request.Header.Set("X-Cachesvc-Run", "bench-run")
+		t.h(&t.ctx)
+		if err := t.ctx.Response.Write(w); err != nil {
+			b.Fatal(err)
+		}
+		_ = w.Flush()
+		if t.ctx.Response.StatusCode() != http.StatusOK {
+			b.Fatalf("GET: %d", t.ctx.Response.StatusCode())
+		}
+	}
+	const round = 2000
+	rounds := max(2, b.N/round)
+	var tOff, tOn, cpuOff, cpuOn time.Duration
+	ratios := make([]float64, 0, rounds)
+	for i := 0; i < 1000; i++ { // warm up
+		one(ts[0])
+		one(ts[1])
+	}
+	b.ResetTimer()
+	for r := 0; r < rounds; r++ {
+		var d [2]time.Duration
+		order := [2]int{0, 1}
+		if r%2 == 1 {
+			order = [2]int{1, 0}
+		}
+		for _, i := range order {
+			c, start := processCPU(), time.Now()
+			for j := 0; j < round; j++ {
+				one(ts[i])
+			}
+			d[i] = time.Since(start)
+			if i == 0 {
+				cpuOff += processCPU() - c
+			} else {
+				cpuOn += processCPU() - c
+			}
+		}
+		tOff += d[0]
+		tOn += d[1]
+		ratios = append(ratios, d[0].Seconds()/d[1].Seconds())
+	}
+	b.StopTimer()
+	sort.Float64s(ratios)
+	n := float64(rounds * round)
+	b.ReportMetric(float64(tOff.Nanoseconds())/n, "ns/req-off")
+	b.ReportMetric(float64(tOn.Nanoseconds())/n, "ns/req-on")
+	b.ReportMetric(tOff.Seconds()/tOn.Seconds(), "on/off-total")
+	b.ReportMetric(ratios[len(ratios)/2], "on/off-median")
+	b.ReportMetric(cpuOff.Seconds()/cpuOn.Seconds(), "on/off-cpu")
 }
