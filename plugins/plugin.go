@@ -36,7 +36,6 @@ type Plugin struct {
 	compiled wazero.CompiledModule
 	source   string
 	info     Info
-	trusted  bool // compiled without termination checks (Config.TrustBuiltins)
 
 	idle  chan *instance // ready instances
 	slots chan struct{}  // one token per live instance (bounds the pool)
@@ -88,20 +87,24 @@ func (p *Plugin) Close(ctx context.Context) {
 // ErrTrap, ErrMemory, ErrOutput, ErrInputTooLarge or ErrBusy; ErrClosed; or
 // ctx's error if ctx ends first.
 func (p *Plugin) Canonicalize(ctx context.Context, signature []byte) (Result, error) {
-	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
-		return p.canonicalize(ctx, inst, signature)
+	var res Result
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+		var err error
+		res, err = p.canonicalize(ctx, inst, signature)
+		return err
 	})
-	res, _ := v.(Result)
 	return res, err
 }
 
 // CanonicalizeFresh is Canonicalize on a new instance that is discarded
 // afterwards (conformance checks: results must not depend on history).
 func (p *Plugin) CanonicalizeFresh(ctx context.Context, signature []byte) (Result, error) {
-	v, err := p.with(ctx, true, func(ctx context.Context, inst *instance) (any, error) {
-		return p.canonicalize(ctx, inst, signature)
+	var res Result
+	err := p.with(ctx, true, func(ctx context.Context, inst *instance) error {
+		var err error
+		res, err = p.canonicalize(ctx, inst, signature)
+		return err
 	})
-	res, _ := v.(Result)
 	return res, err
 }
 
@@ -115,26 +118,27 @@ var ErrUnsupported = errors.New("plugin does not implement normalize")
 //
 // ErrUnsupported if the plugin has no normalize; otherwise as Canonicalize.
 func (p *Plugin) Normalize(ctx context.Context, signature []byte) ([]byte, error) {
-	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
+	var out []byte
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
 		if inst.normalize == nil {
-			return nil, ErrUnsupported
+			return ErrUnsupported
 		}
 		var r resultJSON
 		region, err := p.invoke(ctx, inst, inst.normalize, signature, "normalized", &r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case r.Unsupported:
-			return nil, ErrUnsupported
+			return ErrUnsupported
 		case r.Error != nil:
-			return nil, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
+			return &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
 		case region == nil:
-			return nil, p.fail(ErrOutput, "normalize result has neither normalized_ptr/normalized_len nor error")
+			return p.fail(ErrOutput, "normalize result has neither normalized_ptr/normalized_len nor error")
 		}
-		return region, nil
+		out = region
+		return nil
 	})
-	out, _ := v.([]byte)
 	return out, err
 }
 
@@ -145,9 +149,9 @@ func (p *Plugin) fail(kind error, format string, args ...any) *Error {
 // with runs fn on an instance (a pooled one, or a fresh one) under the call
 // timeout, and discards the instance unless fn succeeded or the plugin merely
 // rejected the input.
-func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) (any, error)) (v any, err error) {
+func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) error) (err error) {
 	if p.closed.Load() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	if obs := p.host.cfg.Observe; obs != nil && p.info.Name != "" { // not describe during Load
 		start := time.Now()
@@ -160,43 +164,23 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 		inst, err = p.acquire(ctx)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var abandoned <-chan struct{}
-	if p.trusted {
-		v, err, abandoned = p.unguarded(ctx, inst, fn)
-	} else {
-		v, err = p.guarded(ctx, inst, fn)
-	}
-	if abandoned != nil {
-		// The call still runs and cannot be stopped: its instance keeps its
-		// pool slot until it returns, then is discarded.
-		p.failures.Add(1)
-		p.host.cfg.Logger.Error("trusted plugin call abandoned; it keeps running", "plugin", p.info.ID, "err", err)
-		go func() {
-			<-abandoned
-			if fresh {
-				inst.close(context.Background())
-				return
-			}
-			p.release(inst, false)
-		}()
-		return nil, err
-	}
+	err = p.guarded(ctx, inst, fn)
 	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
 	}
 	if fresh {
 		inst.close(context.Background())
-		return v, err
+		return err
 	}
 	if !keep {
 		p.failures.Add(1)
 		p.host.cfg.Logger.Warn("plugin instance discarded", "plugin", p.info.ID, "err", err)
 	}
 	p.release(inst, keep)
-	return v, err
+	return err
 }
 
 // guarded runs fn on inst under the call timeout. wazero (close-on-context-
@@ -204,50 +188,18 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 // ends; classify turns that into ErrTimeout or the caller's own error.
 // (Closing the module from a timer goroutine instead races with WASI host
 // functions inside wazero, so the context is the only safe interrupt.)
-func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error) {
+func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) error) error {
 	inst.stderr.reset()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err)
+		return fmt.Errorf("call plugin %s: %w", p.info.ID, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
-	v, err := fn(cctx, inst)
+	err := fn(cctx, inst)
 	cancel()
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrPlugin) {
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
+		return fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
 	}
-	return v, err
-}
-
-// unguarded runs fn for a trusted plugin (compiled without termination
-// checks, see Config.TrustBuiltins) on its own goroutine. If the timeout or
-// ctx ends first it returns ErrTimeout (or ctx's error) at once together
-// with a channel closed when the call finally returns.
-func (p *Plugin) unguarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error, <-chan struct{}) {
-	inst.stderr.reset()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err), nil
-	}
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		v, err := fn(context.Background(), inst)
-		ch <- result{v, err}
-	}()
-	t := time.NewTimer(p.host.cfg.CallTimeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.v, r.err, nil
-	case <-t.C:
-		return nil, p.fail(ErrTimeout, "did not finish within %s (trusted built-in: still running)", p.host.cfg.CallTimeout), done
-	case <-ctx.Done():
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err()), done
-	}
+	return err
 }
 
 func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
@@ -323,11 +275,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		WithStartFunctions("_initialize").
 		WithStderr(stderr).
 		WithWalltime(constantWalltime, 1)
-	rt := p.host.rt
-	if p.trusted {
-		rt = p.host.rtTrusted
-	}
-	mod, err := rt.InstantiateModule(ctx, p.compiled, cfg)
+	mod, err := p.host.rt.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
 		return nil, p.classify(ctx, stderr, fmt.Errorf("start instance: %w", err))
 	}
@@ -352,17 +300,18 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 
 // describe starts the first instance, calls describe and parses it.
 func (p *Plugin) describe(ctx context.Context) (Info, error) {
-	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
+	var info Info
+	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
 		if err := inst.describe.CallWithStack(ctx, inst.stack[:]); err != nil {
-			return nil, p.classify(ctx, inst.stderr, fmt.Errorf("call describe: %w", err))
+			return p.classify(ctx, inst.stderr, fmt.Errorf("call describe: %w", err))
 		}
 		raw, err := p.read(inst, inst.stack[0], 64<<10)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return parseDescribe(p.source, raw)
+		info, err = parseDescribe(p.source, raw)
+		return err
 	})
-	info, _ := v.(Info)
 	return info, err
 }
 
