@@ -13,7 +13,6 @@ package stats
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,9 +33,6 @@ const Other = "_other"
 // UnknownBackend labels lookups whose backend is not known (a GET miss by
 // key carries none).
 const UnknownBackend = "unknown"
-
-// ErrClosed is returned by methods called after Close.
-var ErrClosed = errors.New("stats closed")
 
 // Config configures Stats. The zero value of every field means its default.
 type Config struct {
