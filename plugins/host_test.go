@@ -352,3 +352,51 @@ func TestFreshInstanceIsolation(t *testing.T) {
 		t.Fatalf("fresh instances differ: %q %q", f1.Canonical, f2.Canonical)
 	}
 }
+
+// TestTrustedPlugins runs the faults plugin compiled without termination
+// checks (Config.TrustBuiltins): failures are still precise, and a call past
+// the timeout fails at once while its instance keeps its slot until the wasm
+// returns on its own (a finite spin here; an endless loop would keep it).
+func TestTrustedPlugins(t *testing.T) {
+	ctx := context.Background()
+	load := func(timeout time.Duration) *Plugin {
+		h, err := NewHost(ctx, Config{CacheDir: testCacheDir(t), TrustBuiltins: true, CallTimeout: timeout,
+			PoolSize: 1, AcquireTimeout: 2 * time.Minute, MaxMemoryBytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close(ctx) })
+		p, err := h.LoadTrusted(ctx, "faults.wasm", readTestdata(t, "faults"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.trusted {
+			t.Fatal("not compiled as trusted")
+		}
+		return p
+	}
+	p := load(time.Minute)
+	for _, tt := range []struct {
+		mode string
+		kind error
+	}{{"error", ErrPlugin}, {"trap", ErrTrap}, {"grow", ErrMemory}, {"big", ErrMemory}} {
+		if _, err := p.Canonicalize(ctx, []byte(`{"mode":"`+tt.mode+`"}`)); !errors.Is(err, tt.kind) {
+			t.Errorf("%s: %v; want %v", tt.mode, err, tt.kind)
+		}
+	}
+	p = load(50 * time.Millisecond)
+	start := time.Now()
+	_, err := p.Canonicalize(ctx, []byte(`{"mode":"spin"}`))
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("spin: %v", err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("timeout returned after %s", time.Since(start))
+	}
+	// The only slot is held by the spinning call; the next call waits for it
+	// to end, then runs on a new instance.
+	res, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`))
+	if err != nil || res.DisplayName != "ok" {
+		t.Fatalf("after spin: %v %+v", err, res)
+	}
+}

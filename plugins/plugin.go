@@ -36,6 +36,7 @@ type Plugin struct {
 	compiled wazero.CompiledModule
 	source   string
 	info     Info
+	trusted  bool // compiled without termination checks (Config.TrustBuiltins)
 
 	idle  chan *instance // ready instances
 	slots chan struct{}  // one token per live instance (bounds the pool)
@@ -87,24 +88,20 @@ func (p *Plugin) Close(ctx context.Context) {
 // ErrTrap, ErrMemory, ErrOutput, ErrInputTooLarge or ErrBusy; ErrClosed; or
 // ctx's error if ctx ends first.
 func (p *Plugin) Canonicalize(ctx context.Context, signature []byte) (Result, error) {
-	var res Result
-	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
-		var err error
-		res, err = p.canonicalize(ctx, inst, signature)
-		return err
+	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
+		return p.canonicalize(ctx, inst, signature)
 	})
+	res, _ := v.(Result)
 	return res, err
 }
 
 // CanonicalizeFresh is Canonicalize on a new instance that is discarded
 // afterwards (conformance checks: results must not depend on history).
 func (p *Plugin) CanonicalizeFresh(ctx context.Context, signature []byte) (Result, error) {
-	var res Result
-	err := p.with(ctx, true, func(ctx context.Context, inst *instance) error {
-		var err error
-		res, err = p.canonicalize(ctx, inst, signature)
-		return err
+	v, err := p.with(ctx, true, func(ctx context.Context, inst *instance) (any, error) {
+		return p.canonicalize(ctx, inst, signature)
 	})
+	res, _ := v.(Result)
 	return res, err
 }
 
@@ -118,27 +115,26 @@ var ErrUnsupported = errors.New("plugin does not implement normalize")
 //
 // ErrUnsupported if the plugin has no normalize; otherwise as Canonicalize.
 func (p *Plugin) Normalize(ctx context.Context, signature []byte) ([]byte, error) {
-	var out []byte
-	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
 		if inst.normalize == nil {
-			return ErrUnsupported
+			return nil, ErrUnsupported
 		}
 		var r resultJSON
 		region, err := p.invoke(ctx, inst, inst.normalize, signature, "normalized", &r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case r.Unsupported:
-			return ErrUnsupported
+			return nil, ErrUnsupported
 		case r.Error != nil:
-			return &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
+			return nil, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
 		case region == nil:
-			return p.fail(ErrOutput, "normalize result has neither normalized_ptr/normalized_len nor error")
+			return nil, p.fail(ErrOutput, "normalize result has neither normalized_ptr/normalized_len nor error")
 		}
-		out = region
-		return nil
+		return region, nil
 	})
+	out, _ := v.([]byte)
 	return out, err
 }
 
@@ -149,9 +145,9 @@ func (p *Plugin) fail(kind error, format string, args ...any) *Error {
 // with runs fn on an instance (a pooled one, or a fresh one) under the call
 // timeout, and discards the instance unless fn succeeded or the plugin merely
 // rejected the input.
-func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) error) (err error) {
+func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) (any, error)) (v any, err error) {
 	if p.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if obs := p.host.cfg.Observe; obs != nil && p.info.Name != "" { // not describe during Load
 		start := time.Now()
@@ -164,23 +160,43 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 		inst, err = p.acquire(ctx)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = p.guarded(ctx, inst, fn)
+	var abandoned <-chan struct{}
+	if p.trusted {
+		v, err, abandoned = p.unguarded(ctx, inst, fn)
+	} else {
+		v, err = p.guarded(ctx, inst, fn)
+	}
+	if abandoned != nil {
+		// The call still runs and cannot be stopped: its instance keeps its
+		// pool slot until it returns, then is discarded.
+		p.failures.Add(1)
+		p.host.cfg.Logger.Error("trusted plugin call abandoned; it keeps running", "plugin", p.info.ID, "err", err)
+		go func() {
+			<-abandoned
+			if fresh {
+				inst.close(context.Background())
+				return
+			}
+			p.release(inst, false)
+		}()
+		return nil, err
+	}
 	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
 	}
 	if fresh {
 		inst.close(context.Background())
-		return err
+		return v, err
 	}
 	if !keep {
 		p.failures.Add(1)
 		p.host.cfg.Logger.Warn("plugin instance discarded", "plugin", p.info.ID, "err", err)
 	}
 	p.release(inst, keep)
-	return err
+	return v, err
 }
 
 // guarded runs fn on inst under the call timeout. wazero (close-on-context-
@@ -188,18 +204,50 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 // ends; classify turns that into ErrTimeout or the caller's own error.
 // (Closing the module from a timer goroutine instead races with WASI host
 // functions inside wazero, so the context is the only safe interrupt.)
-func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) error) error {
+func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error) {
 	inst.stderr.reset()
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("call plugin %s: %w", p.info.ID, err)
+		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
-	err := fn(cctx, inst)
+	v, err := fn(cctx, inst)
 	cancel()
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrPlugin) {
-		return fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
+		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
 	}
-	return err
+	return v, err
+}
+
+// unguarded runs fn for a trusted plugin (compiled without termination
+// checks, see Config.TrustBuiltins) on its own goroutine. If the timeout or
+// ctx ends first it returns ErrTimeout (or ctx's error) at once together
+// with a channel closed when the call finally returns.
+func (p *Plugin) unguarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error, <-chan struct{}) {
+	inst.stderr.reset()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err), nil
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err := fn(context.Background(), inst)
+		ch <- result{v, err}
+	}()
+	t := time.NewTimer(p.host.cfg.CallTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err, nil
+	case <-t.C:
+		return nil, p.fail(ErrTimeout, "did not finish within %s (trusted built-in: still running)", p.host.cfg.CallTimeout), done
+	case <-ctx.Done():
+		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err()), done
+	}
 }
 
 func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
@@ -275,7 +323,11 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		WithStartFunctions("_initialize").
 		WithStderr(stderr).
 		WithWalltime(constantWalltime, 1)
-	mod, err := p.host.rt.InstantiateModule(ctx, p.compiled, cfg)
+	rt := p.host.rt
+	if p.trusted {
+		rt = p.host.rtTrusted
+	}
+	mod, err := rt.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
 		return nil, p.classify(ctx, stderr, fmt.Errorf("start instance: %w", err))
 	}
@@ -300,18 +352,17 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 
 // describe starts the first instance, calls describe and parses it.
 func (p *Plugin) describe(ctx context.Context) (Info, error) {
-	var info Info
-	err := p.with(ctx, false, func(ctx context.Context, inst *instance) error {
+	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
 		if err := inst.describe.CallWithStack(ctx, inst.stack[:]); err != nil {
-			return p.classify(ctx, inst.stderr, fmt.Errorf("call describe: %w", err))
+			return nil, p.classify(ctx, inst.stderr, fmt.Errorf("call describe: %w", err))
 		}
 		raw, err := p.read(inst, inst.stack[0], 64<<10)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		info, err = parseDescribe(p.source, raw)
-		return err
+		return parseDescribe(p.source, raw)
 	})
+	info, _ := v.(Info)
 	return info, err
 }
 

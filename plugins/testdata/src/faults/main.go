@@ -1,5 +1,6 @@
 // Command faults is a test plugin that misbehaves on request: the signature's
-// "mode" field selects ok, error, loop, grow, trap, exit, nilderef or big.
+// "mode" field selects ok, error, loop, grow, trap, exit, nilderef, big or
+// spin (a long but finite busy loop).
 package main
 
 import (
@@ -10,7 +11,10 @@ import (
 	"github.com/cachesvc/cachesvc/plugins/sdk"
 )
 
-var hoard [][]byte
+var (
+	hoard [][]byte
+	sink  int
+)
 
 func init() {
 	sdk.Register(sdk.Description{Name: "faults", Version: "1", Backends: []string{"faults"}, Reads: []string{"mode"}}, canonicalize)
@@ -38,6 +42,10 @@ func canonicalize(in []byte) (sdk.Result, error) {
 	case mode(in, "nilderef"):
 		var p *[4]byte
 		return sdk.Result{Canonical: p[:]}, nil
+	case mode(in, "spin"):
+		for i := 0; i < 500_000_000; i++ {
+			sink += i ^ sink>>3
+		}
 	case mode(in, "big"):
 		return sdk.Result{Canonical: make([]byte, 100<<20)}, nil
 	}
