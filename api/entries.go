@@ -281,35 +281,72 @@ func (s *Server) handleGetEntry(c *fiber.Ctx) error {
 	} else if off > 0 {
 		size = m.Size - off
 	}
+	c.Status(status)
+	return s.sendEntryBody(c, ns, key, rc, size)
+}
+
+// smallBodyBytes is the largest entry body sent from memory: read whole from
+// the store (one short read transaction, fully verified before the status is
+// sent) into fasthttp's pooled response buffer and written with the headers.
+// Larger bodies stream.
+const smallBodyBytes = 64 << 10
+
+// bufReaders holds the 32 KiB readers that streamed bodies peek through.
+var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// sendEntryBody sends size bytes of rc (an entry's bytes from the store) as
+// the response body and takes ownership of rc. The response status and
+// headers other than the content type are set by the caller.
+func (s *Server) sendEntryBody(c *fiber.Ctx, ns string, key store.Key, rc io.ReadCloser, size int64) error {
+	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
+	if size <= smallBodyBytes {
+		// A bad chunk fails with a clean JSON error before anything is sent.
+		n, err := copyEntry(c.Response().BodyWriter(), rc)
+		_ = rc.Close()
+		if err == nil && n != size {
+			err = fmt.Errorf("entry is %d bytes, read %d", size, n)
+		}
+		if err != nil {
+			c.Response().ResetBody()
+			return fmt.Errorf("read %s/%s: %w", ns, key, err)
+		}
+		s.metrics.bytesOut.Add(float64(n))
+		s.totals.bytesOut.Add(n)
+		return nil
+	}
 	// Read the first chunk before answering, so that an entry whose first
 	// chunk is corrupt fails with a clean JSON error. A later bad chunk
 	// aborts the connection mid-body: the client never gets a complete
 	// wrong body.
-	br := bufio.NewReaderSize(rc, 32<<10)
-	if size > 0 {
-		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
-			_ = rc.Close()
-			return fmt.Errorf("read %s/%s: %w", ns, key, err)
-		}
+	br := bufReaders.Get().(*bufio.Reader)
+	br.Reset(rc)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		br.Reset(nil)
+		bufReaders.Put(br)
+		_ = rc.Close()
+		return fmt.Errorf("read %s/%s: %w", ns, key, err)
 	}
-	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
-	c.Status(status)
 	s.inflight.Add(1) // until fasthttp closes the body: the store stays open
-	c.Context().SetBodyStream(&responseBody{r: br, c: rc, done: func() { s.inflight.Add(-1) }, count: func(k int) {
-		s.metrics.bytesOut.Add(float64(k))
-		s.totals.bytesOut.Add(int64(k))
-	}}, int(size))
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, s: s}, int(size))
 	return nil
+}
+
+// copyEntry copies r to w, through r's WriteTo when it has one (the store's
+// reader writes its verified chunks directly).
+func copyEntry(w io.Writer, r io.Reader) (int64, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, r)
 }
 
 // responseBody streams an entry to the client, counts the bytes, and closes
 // the store reader when fasthttp is done with it (fasthttp calls Close).
 type responseBody struct {
-	r     io.Reader
-	c     io.Closer
-	count func(int)
-	done  func()
-	once  sync.Once
+	r    *bufio.Reader
+	c    io.Closer
+	s    *Server
+	once sync.Once
 }
 
 // Read reads from the entry.
@@ -321,10 +358,30 @@ func (b *responseBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo writes the rest of the entry to w in the store's chunk-sized
+// writes (fasthttp's copy prefers it to Read, which would go through its 4
+// KiB copy buffer: one write system call per 4 KiB).
+func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := b.r.WriteTo(w)
+	if n > 0 {
+		b.count(int(n))
+	}
+	return n, err
+}
+
+func (b *responseBody) count(n int) {
+	b.s.metrics.bytesOut.Add(float64(n))
+	b.s.totals.bytesOut.Add(int64(n))
+}
+
 // Close closes the store reader.
 func (b *responseBody) Close() error {
 	err := b.c.Close()
-	b.once.Do(b.done)
+	b.once.Do(func() {
+		b.r.Reset(nil)
+		bufReaders.Put(b.r)
+		b.s.inflight.Add(-1)
+	})
 	return err
 }
 

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -58,7 +57,9 @@ func (s *Server) keyFor(c *fiber.Ctx) (string, keying.Result, error) {
 	body := bodyStream(c, limit, func(n int) { s.metrics.bytesIn.Add(float64(n)) })
 	var buf bytes.Buffer
 	if cl := c.Request().Header.ContentLength(); cl > 0 {
-		buf.Grow(cl)
+		// Room for the EOF read too: bytes.Buffer.ReadFrom grows (a copy of
+		// the whole signature) when less than MinRead bytes are free.
+		buf.Grow(cl + bytes.MinRead)
 	}
 	if _, err := io.Copy(&buf, body); err != nil {
 		if errors.Is(err, store.ErrTooLarge) {
@@ -125,21 +126,8 @@ func (s *Server) handleLookup(c *fiber.Ctx) error {
 	s.countLookup(ns, run, res.Backend, key, &m, m.Size)
 	setEntryHeaders(c, m)
 	s.setProvenance(c, m) // provenance.go
-	br := bufio.NewReaderSize(rc, 32<<10)
-	if m.Size > 0 {
-		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
-			_ = rc.Close()
-			return fmt.Errorf("read %s/%s: %w", ns, key, err)
-		}
-	}
-	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	c.Status(http.StatusOK)
-	s.inflight.Add(1) // until fasthttp closes the body: the store stays open
-	c.Context().SetBodyStream(&responseBody{r: br, c: rc, done: func() { s.inflight.Add(-1) }, count: func(k int) {
-		s.metrics.bytesOut.Add(float64(k))
-		s.totals.bytesOut.Add(int64(k))
-	}}, int(m.Size))
-	return nil
+	return s.sendEntryBody(c, ns, key, rc, m.Size) // entries.go
 }
 
 // recallSignature fills what a PUT did not declare (components, backend,

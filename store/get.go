@@ -146,6 +146,38 @@ func (r *blobReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo writes the rest of the range to w one verified chunk at a time,
+// straight from the chunk buffer (io.Copy and bufio.Reader.WriteTo use it),
+// so a large entry reaches the connection in chunk-sized writes instead of
+// through a small intermediate buffer.
+func (r *blobReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if r.err != nil {
+			return total, r.err
+		}
+		if r.closed {
+			return total, errors.New("read entry: reader is closed")
+		}
+		if r.remaining == 0 {
+			return total, nil
+		}
+		if len(r.cur) == 0 {
+			if err := r.load(); err != nil {
+				r.err = err
+				return total, err
+			}
+		}
+		n, err := w.Write(r.cur[:min(int64(len(r.cur)), r.remaining)])
+		r.cur = r.cur[n:]
+		r.remaining -= int64(n)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
 // load reads and verifies chunk r.idx.
 func (r *blobReader) load() error {
 	corrupt, err := r.loadChunk()
