@@ -28,6 +28,9 @@ How it hooks in (JAX has no official backend API; coded against jax 0.10.2):
 What is saved: XLA compilation only. Tracing and lowering to StableHLO still
 run on a hit (the key is computed from the lowered module).
 
+Writes: ``put`` queues the entry for a background uploader thread (bounded in
+bytes; flushed at exit and by :func:`flush`), so training continues at once.
+
 Fault tolerance: a server that is down, slow or failing behaves as a miss. One
 warning is logged (then at most one per ``warn_interval`` seconds); a failed
 write never raises into JAX; every call has a time budget; after
@@ -61,7 +64,7 @@ from typing import Any, Callable
 
 from .client import Client, Error
 
-__all__ = ["install", "uninstall", "installed", "stats", "prefetch", "CacheStats"]
+__all__ = ["install", "uninstall", "installed", "stats", "flush", "prefetch", "CacheStats"]
 
 log = logging.getLogger("cachesvc.jax")
 
@@ -76,6 +79,8 @@ _atexit_registered = False
 def _release_at_exit() -> None:
     b = _installed
     if b is not None:
+        if not b.flush(b.flush_at_exit):
+            log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", b.flush_at_exit)
         b.release_leases()
 
 
@@ -106,6 +111,7 @@ class CacheStats:
     prefetched: int = 0  # entries loaded by prefetch()
     prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
     local_hits: int = 0  # hits served from the local directory tier
+    put_dropped: int = 0  # writes not made because the upload queue was full
 
 
 class _Breaker:
@@ -139,6 +145,69 @@ class _Breaker:
                 self.open_until = time.monotonic() + self.cooldown
                 return True
             return False
+
+
+class _Uploader:
+    """One background thread draining a queue of writes bounded in items and bytes.
+
+    ``submit`` never blocks: it refuses work when the queue is full (the
+    server is slower than compiles). ``flush`` waits for the queue to drain.
+    Safe for concurrent use; restarts its thread after a fork.
+    """
+
+    def __init__(self, fn: Callable[..., None], max_items: int, max_bytes: int) -> None:
+        self._fn = fn
+        self._max_items = max_items
+        self._max_bytes = max_bytes
+        self._q: collections.deque[tuple[tuple, int]] = collections.deque()
+        self._bytes = 0
+        self._busy = False
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def submit(self, args: tuple, size: int) -> bool:
+        with self._cv:
+            if len(self._q) >= self._max_items or (self._q and self._bytes + size > self._max_bytes):
+                return False
+            self._q.append((args, size))
+            self._bytes += size
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._busy = False
+                self._thread = threading.Thread(target=self._run, name="cachesvc-upload", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._q:
+                    self._cv.wait()
+                args, size = self._q.popleft()
+                self._busy = True
+            try:
+                self._fn(*args)
+            except Exception:  # noqa: BLE001 - fn reports its own failures
+                pass
+            finally:
+                with self._cv:
+                    self._bytes -= size
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def flush(self, timeout: float | None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._q or self._busy:
+                if self._thread is None or not self._thread.is_alive():
+                    return False
+                rem = None if end is None else end - time.monotonic()
+                if rem is not None and rem <= 0:
+                    return False
+                self._cv.wait(rem)
+            return True
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -198,6 +267,9 @@ def install(
     lease_ttl: float = 120.0,
     lease_wait: float = 60.0,
     local_dir: str | None = None,
+    background_uploads: bool = True,
+    upload_queue_bytes: int = 1 << 30,
+    flush_at_exit: float = 60.0,
     client: Client | None = None,
 ) -> Any:
     """Installs cachesvc as JAX's persistent compilation cache.
@@ -240,6 +312,11 @@ def install(
             while the server is down), filled on remote hits and on writes.
             Default: ``jax_compilation_cache_dir`` when it is set, so that
             installing cachesvc never disables an existing local cache.
+        background_uploads: write entries from a background thread, so a
+            compile returns to training at once; at most ``upload_queue_bytes``
+            wait (further writes are dropped, counted as ``put_dropped``), and
+            at exit the process waits up to ``flush_at_exit`` seconds for them
+            (:func:`flush` waits explicitly).
         client: use this :class:`cachesvc.Client` instead of building one.
 
     Returns:
@@ -314,6 +391,9 @@ def install(
         lease_wait=lease_wait,
         local=local,
     )
+    if background_uploads:
+        backend.uploader = _Uploader(backend._write, max_items=1024, max_bytes=upload_queue_bytes)
+    backend.flush_at_exit = flush_at_exit
 
     with _lock:
         _uninstall_locked()
@@ -355,6 +435,7 @@ def _uninstall_locked() -> None:
     _orig_cache_key_get = None
     if cc._cache is _installed:
         cc.reset_cache()
+    _installed.flush(_installed.flush_at_exit)
     _installed.release_leases()
     _installed = None
 
@@ -374,6 +455,13 @@ def stats() -> dict[str, Any]:
     """The installed backend's counters as a dict (empty if not installed)."""
     b = _installed
     return b.stats() if b is not None else {}
+
+
+def flush(timeout: float | None = 60.0) -> bool:
+    """Waits until the installed backend's queued uploads are written (or
+    failed); False if ``timeout`` ran out. True when nothing is installed."""
+    b = _installed
+    return True if b is None else b.flush(timeout)
 
 
 def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> int:
@@ -453,6 +541,8 @@ def _backend_class(base: type) -> type:
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
             self._sig_bytes = 0  # module bytes held in _signatures
             self.local = local  # JAX LRUCache tier in front of the server, or None
+            self.uploader: _Uploader | None = None  # background writes, or None (synchronous)
+            self.flush_at_exit = 60.0
 
         # ---- bookkeeping -------------------------------------------------------
 
@@ -703,25 +793,43 @@ def _backend_class(base: type) -> type:
             return loaded
 
         def put(self, key: str, value: bytes) -> None:
-            """Stores JAX's value; never raises."""
+            """Stores JAX's value; never raises. With background uploads (the
+            default) it only queues the write: training goes on at once."""
+            written_at = time.monotonic()
             if self.local is not None:
                 self._local_put(key, value)
+            if self.uploader is None:
+                self._write(key, value, written_at)
+            elif not self.uploader.submit((key, value, written_at), len(value)):
+                with self._lock:
+                    self._stats.put_dropped += 1
+                log.debug("cachesvc: upload queue full; not writing %s", key)
+                self._release_lease(key)
+
+        def _write(self, key: str, value: bytes, written_at: float) -> None:
             try:
-                self._put(key, value)
+                self._put(key, value, written_at)
             except Exception as exc:  # noqa: BLE001 - a failed write never reaches JAX
                 with self._lock:
                     self._stats.put_errors += 1
                 self._failed(f"write of {key.split('-')[0]}", exc)
             finally:
-                with self._lock:
-                    lease = self._held.pop(key, None)
-                if lease is not None:  # a successful PUT released it already
-                    try:
-                        lease.release()
-                    except Exception:  # noqa: BLE001 - it expires by itself
-                        pass
+                self._release_lease(key)
 
-        def _put(self, key: str, value: bytes) -> None:
+        def _release_lease(self, key: str) -> None:
+            with self._lock:
+                lease = self._held.pop(key, None)
+            if lease is not None:  # a successful PUT released it already
+                try:
+                    lease.release()
+                except Exception:  # noqa: BLE001 - it expires by itself
+                    pass
+
+        def flush(self, timeout: float | None = 60.0) -> bool:
+            """Waits until queued uploads are done; False if ``timeout`` ran out."""
+            return True if self.uploader is None else self.uploader.flush(timeout)
+
+        def _put(self, key: str, value: bytes, written_at: float) -> None:
             if not self.breaker.allow():
                 with self._lock:
                     self._stats.skipped += 1
@@ -734,7 +842,7 @@ def _backend_class(base: type) -> type:
             compile_seconds: float | None = None
             if known is not None:
                 server_key, missed_at, backend = known
-                compile_seconds = time.monotonic() - missed_at
+                compile_seconds = max(0.0, written_at - missed_at)
             else:
                 if sig is None:
                     sig = self._signature(key)

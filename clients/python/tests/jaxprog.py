@@ -219,18 +219,22 @@ def main() -> None:
     ap.add_argument("--leases", action="store_true", help="compile under leases (one compile per fleet)")
     ap.add_argument("--prefetch", metavar="RUN", help="warm the in-process view from RUN's manifest first")
     ap.add_argument("--local-dir", help="local directory tier in front of the server")
+    ap.add_argument("--sync-uploads", action="store_true", help="write entries inside put (no background thread)")
     args = ap.parse_args()
     backend = None
     report: dict = {"program": args.program}
     if not args.no_cache:
         import cachesvc.jax
         backend = cachesvc.jax.install(mode=args.mode, timeout=args.timeout, breaker_cooldown=5.0,
-                                       leases=args.leases or None, local_dir=args.local_dir)
+                                       leases=args.leases or None, local_dir=args.local_dir,
+                                       background_uploads=not args.sync_uploads)
         if args.prefetch:
             report["prefetched"] = cachesvc.jax.prefetch(args.prefetch)
     t0 = time.perf_counter()
     PROGRAMS[args.program](report)
     report["wall_secs"] = time.perf_counter() - t0
+    if backend is not None:
+        report["flushed"] = backend.flush(120)  # background uploads done before the counters are read
     report.update(COUNTS)
     report["real_compiles"] = real_compiles()
     report["stats"] = backend.stats() if backend is not None else {}

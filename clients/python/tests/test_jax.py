@@ -56,7 +56,7 @@ def test_second_process_compiles_nothing(shared_server, mode):
 def test_canonical_mode_shares_one_entry(shared_server):
     """f, a renamed copy g and an equivalent lambda share one entry; another
     dtype or shape misses. JAX's own key (jax-key mode) cannot do that."""
-    r, _ = run_py(PROG, ["canonical", "--mode", "canonical"], env_for(shared_server, "canon"))
+    r, _ = run_py(PROG, ["canonical", "--mode", "canonical", "--sync-uploads"], env_for(shared_server, "canon"))
     assert r["compiles_per_call"] == {"f": 1, "g": 0, "lambda": 0, "f_float16": 1, "f_shape": 1}, r
     assert r["same_result"]
     assert r["stats"]["puts"] == 3 and r["stats"]["hits"] == 2, r["stats"]
@@ -239,3 +239,20 @@ def test_local_dir_tier_serves_while_server_down(shared_server, tmp_path):
     warm, _ = run_py(PROG, ["canonical", "--local-dir", str(d2)], env_for(shared_server, "ld2"))
     assert warm["real_compiles"] == 0 and warm["stats"]["local_hits"] == 0
     assert len([p for p in d2.iterdir() if p.name.endswith("-cache")]) == 5
+
+
+def test_uploads_queued_at_exit_are_written(shared_server, tmp_path):
+    """A process that exits right after compiling still writes its entries:
+    background uploads are flushed at exit."""
+    script = tmp_path / "quick.py"
+    script.write_text(
+        "import json, cachesvc.jax, jax, jax.numpy as jnp, numpy as np\n"
+        "cachesvc.jax.install()\n"
+        "x = np.ones((16, 16), np.float32)\n"
+        "print(jax.jit(lambda a: jnp.sin(a) @ a.T)(x).sum())\n"
+        "print(json.dumps(cachesvc.jax.stats()))\n")
+    first, _ = run_py(script, [], env_for(shared_server, "quick1"))
+    programs = first["misses"]
+    assert programs >= 1 and first["errors"] == 0, first  # (its puts may still be queued here)
+    again, _ = run_py(script, [], env_for(shared_server, "quick2"))
+    assert again["hits"] == programs and again["misses"] == 0, again
