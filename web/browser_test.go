@@ -199,6 +199,17 @@ func TestDashboardShowsSeededTraffic(t *testing.T) {
 	screenshot(t, ctx, "dashboard-laptop.png", 1366, 768)
 	screenshot(t, ctx, "dashboard-wide.png", 2560, 1440)
 
+	// After a restart of the server the page shows the same numbers.
+	srv.Restart()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#kpi-lookups", "1,000"),
+		waitText("#kpi-hit-rate", "75.0%"),
+		waitText("#runs-table tbody", "sweep-2"),
+	); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+
 	// Filtering by namespace shows that namespace's numbers only.
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/?ns=team-b&range=24h"),
