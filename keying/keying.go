@@ -280,6 +280,20 @@ func (k *Keyer) compute(ctx context.Context, signature []byte) (Result, error) {
 	if err := k.cfg.Host.Ready(); err != nil {
 		return Result{}, &Error{Kind: ErrPluginFailed, Message: "load plugins: " + err.Error(), Err: err}
 	}
+	res, err := k.canonicalize(ctx, backend, signature)
+	if err != nil && (errors.Is(err, ErrUnknownBackend) || errors.Is(err, ErrPluginError)) && !json.Valid(signature) {
+		// The fast backend scan does not validate; report malformed JSON as
+		// such rather than as the plugin's complaint.
+		_, jerr := backendOfSlow(signature)
+		if jerr == nil {
+			jerr = &Error{Kind: ErrMalformed, Message: "signature is not valid JSON"}
+		}
+		return Result{}, jerr
+	}
+	return res, err
+}
+
+func (k *Keyer) canonicalize(ctx context.Context, backend string, signature []byte) (Result, error) {
 	p, ok := k.cfg.Host.ForBackend(backend)
 	if !ok {
 		known := k.cfg.Host.Backends()
@@ -320,8 +334,19 @@ func pluginError(id string, err error) error {
 	}
 }
 
-// backendOf returns the signature's top-level "backend" string.
+// backendOf returns the signature's top-level "backend" string: by the fast
+// scan when it understands the input, else by encoding/json, whose errors
+// are precise. A signature the fast scan accepted is validated in full only
+// when keying fails (see compute), so that malformed JSON is still a 400.
 func backendOf(signature []byte) (string, error) {
+	if b, ok := scanBackend(signature); ok && b != "" {
+		return b, nil
+	}
+	return backendOfSlow(signature)
+}
+
+// backendOfSlow is backendOf through encoding/json.
+func backendOfSlow(signature []byte) (string, error) {
 	var s struct {
 		Backend *json.RawMessage `json:"backend"`
 	}

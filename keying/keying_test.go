@@ -77,6 +77,7 @@ func TestKey(t *testing.T) {
 		{name: "passthrough", sig: `{"backend":"passthrough","kind":"jax","key":"jit_f-0a1b"}`, key: goldenKey, display: "jit_f-0a1b"},
 		{name: "field order and spacing", sig: "{ \"key\": \"jit_f-0a1b\",\r\n \"kind\":\"jax\", \"backend\":\"passthrough\" }", key: goldenKey, display: "jit_f-0a1b"},
 		{name: "not JSON", sig: `{"backend":`, kind: ErrMalformed, text: "not valid JSON"},
+		{name: "malformed past the backend", sig: `{"backend":"passthrough","kind":"jax","key":"k","x":tru}`, kind: ErrMalformed, text: "not valid JSON"},
 		{name: "array", sig: `[1]`, kind: ErrMalformed, text: "JSON object"},
 		{name: "no backend", sig: `{"kind":"jax"}`, kind: ErrMalformed, text: `no "backend" field`},
 		{name: "numeric backend", sig: `{"backend":7}`, kind: ErrMalformed, text: "non-empty string"},
