@@ -27,6 +27,7 @@ type serveOptions struct {
 	LogFormat     string
 	LogLevel      string
 	ShutdownGrace time.Duration
+	PprofAddr     string
 	Plugins       pluginOptions   // plugin.go
 	Security      securityOptions // security.go
 }
@@ -44,6 +45,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	o.Security.register(fs)        // security.go
 	if err := parseFlags(fs, args, sio); err != nil {
@@ -155,6 +157,14 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	url := scheme + displayAddr(ln.Addr())
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
+
+	if o.PprofAddr != "" {
+		_, stopPprof, err := servePprof(o.PprofAddr, logger) // pprof.go
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
