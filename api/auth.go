@@ -110,6 +110,11 @@ func (s *Server) authorize(c *fiber.Ctx) error {
 	id, err := s.cfg.Auth.Authorize(tok, acc.ns, acc.need)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
+		// Failed attempts count against the client address, so that a
+		// flood of bad tokens meets the rate limit too.
+		if lerr := s.rateLimit(c, "addr:"+c.IP()); lerr != nil {
+			return lerr
+		}
 		s.sec.authFailures.WithLabelValues("unauthenticated").Inc()
 		if tok == "" {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="cachesvc"`)

@@ -120,12 +120,8 @@ func (s *Server) limitRequests(c *fiber.Ctx) error {
 	if id, ok := requestIdentity(c); ok && !id.Anonymous {
 		who = "token:" + id.Name
 	}
-	if ok, wait := s.sec.rates.Allow(who); !ok {
-		s.sec.rejected.WithLabelValues("rate").Inc()
-		c.Set(fiber.HeaderRetryAfter, retryAfter(wait))
-		return Errorf(http.StatusTooManyRequests, "rate_limited",
-			"Too many requests: the limit is %g per second with bursts of %d; retry after %s seconds.",
-			s.cfg.Limits.RequestsPerSecond, s.cfg.Limits.Burst, retryAfter(wait))
+	if err := s.rateLimit(c, who); err != nil {
+		return err
 	}
 	if c.Method() == http.MethodPut && strings.Contains(path, "/entries/") {
 		if !s.sec.uploads.TryEnter() {
@@ -137,6 +133,19 @@ func (s *Server) limitRequests(c *fiber.Ctx) error {
 		defer s.sec.uploads.Leave()
 	}
 	return c.Next()
+}
+
+// rateLimit takes a request from who's bucket, or returns the 429.
+func (s *Server) rateLimit(c *fiber.Ctx, who string) error {
+	ok, wait := s.sec.rates.Allow(who)
+	if ok {
+		return nil
+	}
+	s.sec.rejected.WithLabelValues("rate").Inc()
+	c.Set(fiber.HeaderRetryAfter, retryAfter(wait))
+	return Errorf(http.StatusTooManyRequests, "rate_limited",
+		"Too many requests: the limit is %g per second with bursts of %d; retry after %s seconds.",
+		s.cfg.Limits.RequestsPerSecond, s.cfg.Limits.Burst, retryAfter(wait))
 }
 
 // retryAfter renders a wait as whole seconds, at least 1.

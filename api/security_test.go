@@ -189,6 +189,15 @@ func TestRateLimit(t *testing.T) {
 	if resp := srv.Do("GET", url, nil, bearer(tokWriter)...); resp.StatusCode != 404 {
 		t.Fatalf("other token: %d", resp.StatusCode)
 	}
+	// Requests with bad tokens count against the client address.
+	for i := 0; i < 2; i++ {
+		if resp := srv.Do("GET", url, nil, "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+			t.Fatalf("bad token %d: %d", i, resp.StatusCode)
+		}
+	}
+	if resp := srv.Do("GET", url, nil, "Authorization", "Bearer wrong"); resp.StatusCode != 429 {
+		t.Fatalf("bad-token flood: %d, want 429", resp.StatusCode)
+	}
 	// Health checks are not limited.
 	if resp := srv.Do("GET", srv.URL+"/healthz", nil); resp.StatusCode != 200 {
 		t.Fatalf("healthz: %d", resp.StatusCode)
