@@ -63,6 +63,7 @@ func DefaultProbes(info Info) []Probe {
 // is; every other regular file is a bare module wrapped as
 // {"backend": <first backend>, "module": <text>} (when the plugin reads
 // "module"), with extra fields merged in (for example platform and versions).
+// Hidden files and *.md are skipped.
 // Files are sorted by name; subdirectories are walked.
 func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 	var out []Probe
@@ -70,8 +71,8 @@ func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return nil
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), ".md") {
+			return nil // documentation (SOURCES.md, README.md) is not a module
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
