@@ -6,7 +6,7 @@ One line at the top of a training script::
 
 or, with no code change beyond the import, from the environment
 (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``, ``CACHESVC_TOKEN``, ``CACHESVC_RUN``,
-``CACHESVC_MODE``)::
+``CACHESVC_MODE``, ``CACHESVC_LEASES``)::
 
     import cachesvc.jax; cachesvc.jax.install()
 
