@@ -14,6 +14,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/api/auth/authtest"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/stats/statstest"
 )
@@ -258,5 +261,38 @@ func TestDashboardEmptyState(t *testing.T) {
 	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelector("#chart-hit-rate .uplot canvas").clientWidth`))
 	if err != nil || width < 400 {
 		t.Fatalf("hit rate chart is %d px wide after the page filled (%v)", width, err)
+	}
+}
+
+// TestDashboardAsksForToken checks that on a server with authentication the
+// page asks for a token, and shows the statistics once given one.
+func TestDashboardAsksForToken(t *testing.T) {
+	ctx := browser(t)
+	admin := authtest.Token{Name: "alice", Secret: "s3cr3t-dashboard-admin", Scopes: "*:admin"}
+	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{admin}, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#live-text", "token needed"),
+	); err != nil {
+		t.Fatalf("no token prompt: %v", err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("auth-form")).display !== "none"`))
+	if err != nil || !shown {
+		t.Fatalf("token form not shown (%v)", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+admin.Secret+`"; document.querySelector("#auth-form button").click();`),
+		waitText("#live-text", "live"),
+		waitText("#kpi-lookups", "0"),
+	); err != nil {
+		t.Fatalf("after entering the token: %v", err)
+	}
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("auth-form")).display === "none" && !document.getElementById("empty-state").hidden`))
+	if err != nil || !hidden {
+		t.Fatalf("token form still shown or empty state hidden (%v)", err)
 	}
 }
