@@ -25,8 +25,8 @@ func xlaSignature(b *testing.B, size int) []byte {
 // benchKey measures the whole key path (signature digest, backend, plugin
 // call through wazero, key hash) with the memo off, so that every
 // iteration runs the xla plugin.
-func benchKey(b *testing.B, size int, memo int) {
-	k := newTestKeyer(b, plugins.Config{PoolSize: 1}, Config{MemoEntries: memo})
+func benchKey(b *testing.B, size int, memo int, trust ...bool) {
+	k := newTestKeyer(b, plugins.Config{PoolSize: 1, TrustBuiltins: len(trust) > 0 && trust[0]}, Config{MemoEntries: memo})
 	sig := xlaSignature(b, size)
 	ctx := context.Background()
 	if _, err := k.Key(ctx, sig); err != nil {
@@ -46,6 +46,13 @@ func BenchmarkKeyXLA1MiB(b *testing.B) { benchKey(b, 1<<20, -1) }
 
 // BenchmarkKeyXLA10MiB keys a 10 MiB module through the xla plugin.
 func BenchmarkKeyXLA10MiB(b *testing.B) { benchKey(b, 10<<20, -1) }
+
+// BenchmarkKeyXLA1MiBTrusted is BenchmarkKeyXLA1MiB with the built-ins
+// compiled without termination checks (plugins.Config.TrustBuiltins).
+func BenchmarkKeyXLA1MiBTrusted(b *testing.B) { benchKey(b, 1<<20, -1, true) }
+
+// BenchmarkKeyXLA10MiBTrusted is BenchmarkKeyXLA10MiB with TrustBuiltins.
+func BenchmarkKeyXLA10MiBTrusted(b *testing.B) { benchKey(b, 10<<20, -1, true) }
 
 // BenchmarkKeyXLA10MiBMemo is a repeated 10 MiB lookup answered by the memo
 // (signature digest only; the plugin is skipped).
