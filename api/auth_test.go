@@ -1,10 +1,13 @@
 package api
 
 import (
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/store"
 )
 
 func TestAccessFor(t *testing.T) {
@@ -61,5 +64,42 @@ func TestAccessFor(t *testing.T) {
 		if got := accessFor(tc.method, tc.path); got != tc.want {
 			t.Errorf("accessFor(%s %s) = %+v, want %+v", tc.method, tc.path, got, tc.want)
 		}
+	}
+}
+
+// TestEveryRouteIsGuarded walks the routes actually registered: every /v1
+// route needs at least read, and every /v1 route that changes state needs
+// at least write, so a route added later cannot slip out unguarded.
+func TestEveryRouteIsGuarded(t *testing.T) {
+	st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := New(Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer(":ns", "team-a", ":key", strings.Repeat("ab", 32), ":run", "r1", "*", "x")
+	readOnly := map[string]bool{"keys": true, "lookup": true, "batch": true, "exists": true}
+	n := 0
+	for _, r := range s.App().GetRoutes(true) {
+		if r.Method == "USE" || !strings.HasPrefix(r.Path, "/v1") {
+			continue
+		}
+		n++
+		path := fill.Replace(r.Path)
+		acc := accessFor(r.Method, path)
+		if acc.public || acc.need < auth.ScopeRead {
+			t.Errorf("%s %s is not guarded: %+v", r.Method, r.Path, acc)
+		}
+		seg := strings.Split(path, "/")
+		changes := r.Method != http.MethodGet && r.Method != http.MethodHead && !(len(seg) > 3 && readOnly[seg[3]])
+		if changes && acc.need < auth.ScopeWrite {
+			t.Errorf("%s %s changes state but needs only %s", r.Method, r.Path, acc.need)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d /v1 routes found", n)
 	}
 }
