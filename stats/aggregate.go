@@ -76,6 +76,9 @@ type aggregate struct {
 	haveUsage     bool
 	dirtyGlobal   bool
 
+	// missMu guards the recent misses apart from mu, so that recording a
+	// miss never waits for a snapshot being built.
+	missMu      sync.Mutex
 	misses      map[string]*missRing
 	reasons     map[string]map[string]int64 // ns → reason → count
 	dirtyMisses map[string]bool

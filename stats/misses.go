@@ -78,8 +78,8 @@ func (s *Stats) RecordMiss(m Miss) {
 		reason = "unexplained"
 	}
 	a := &s.agg
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.missMu.Lock()
+	defer a.missMu.Unlock()
 	r := a.misses[ns]
 	if r == nil {
 		r = &missRing{}
@@ -113,8 +113,8 @@ func (s *Stats) Misses(ns string, limit int) MissReport {
 		limit = s.cfg.MissesPerNamespace
 	}
 	a := &s.agg
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.missMu.Lock()
+	defer a.missMu.Unlock()
 	rep := MissReport{Namespace: ns, ByReason: reasonCounts(a.reasons[ns]), Recent: []Miss{}}
 	for _, rc := range rep.ByReason {
 		rep.Total += rc.Count

@@ -113,6 +113,9 @@ func (s *Stats) flush() error {
 		a.globalMinutes = make(map[int64]*Global)
 		a.dirtyGlobal = false
 	}
+	a.mu.Unlock()
+
+	a.missMu.Lock()
 	misses := make(map[string]persistedMisses, len(a.dirtyMisses))
 	for ns := range a.dirtyMisses {
 		pm := persistedMisses{Reasons: make(map[string]int64, len(a.reasons[ns]))}
@@ -129,7 +132,7 @@ func (s *Stats) flush() error {
 		misses[ns] = pm
 	}
 	clear(a.dirtyMisses)
-	a.mu.Unlock()
+	a.missMu.Unlock()
 
 	w := newBatch(s.db)
 	// Minute and hour buckets are read-modify-write: a bucket may be flushed
@@ -218,9 +221,11 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 	}
 	a.deadRuns = append(a.deadRuns, deadRuns...)
 	a.deadEntries = append(a.deadEntries, deadEntries...)
+	a.missMu.Lock()
 	for ns := range misses {
 		a.dirtyMisses[ns] = true
 	}
+	a.missMu.Unlock()
 	if global {
 		a.dirtyGlobal = true
 	}

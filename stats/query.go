@@ -77,8 +77,8 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 	}
 	s.collect()
 	a := &s.agg
+	// Copy what is needed under the lock; sort and sum outside it.
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	snap := Snapshot{
 		GeneratedAt:   s.cfg.Now().UTC(),
 		Namespaces:    []NamespaceTotals{},
@@ -87,23 +87,40 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 		TopEntries:    []TopEntry{},
 		StoreCounters: a.global,
 	}
+	totals := make(map[nsBackend]Counters, len(a.totals))
+	for nb, c := range a.totals {
+		if opt.Namespace == "" || nb.ns == opt.Namespace {
+			totals[nb] = *c
+		}
+	}
+	for _, r := range a.runs {
+		if opt.Namespace != "" && !contains(r.Namespaces, opt.Namespace) {
+			continue
+		}
+		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.Totals()})
+	}
+	for _, e := range a.entries {
+		if opt.Namespace != "" && e.Namespace != opt.Namespace {
+			continue
+		}
+		snap.TopEntries = append(snap.TopEntries, TopEntry{Namespace: e.Namespace, Key: e.Key, Name: e.Name, Backend: e.Backend, CompileSeconds: e.CompileSeconds, Hits: e.Hits, SecondsSaved: float64(e.SavedMicros) / 1e6, LastHit: e.LastHit})
+	}
+	a.mu.Unlock()
+
 	var all Counters
 	perNS := map[string]*Counters{}
 	perNSBackend := map[string][]BackendTotals{}
 	perBackend := map[string]*Counters{}
-	for nb, c := range a.totals {
-		if opt.Namespace != "" && nb.ns != opt.Namespace {
-			continue
-		}
-		all.add(c)
+	for nb, c := range totals {
+		all.add(&c)
 		if perNS[nb.ns] == nil {
 			perNS[nb.ns] = new(Counters)
 		}
-		perNS[nb.ns].add(c)
+		perNS[nb.ns].add(&c)
 		if perBackend[nb.backend] == nil {
 			perBackend[nb.backend] = new(Counters)
 		}
-		perBackend[nb.backend].add(c)
+		perBackend[nb.backend].add(&c)
 		perNSBackend[nb.ns] = append(perNSBackend[nb.ns], BackendTotals{Backend: nb.backend, Totals: c.Totals()})
 	}
 	snap.Totals = all.Totals()
@@ -117,12 +134,6 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 		snap.Backends = append(snap.Backends, BackendTotals{Backend: be, Totals: c.Totals()})
 	}
 	sort.Slice(snap.Backends, func(i, j int) bool { return snap.Backends[i].Backend < snap.Backends[j].Backend })
-	for _, r := range a.runs {
-		if opt.Namespace != "" && !contains(r.Namespaces, opt.Namespace) {
-			continue
-		}
-		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.Totals()})
-	}
 	sort.Slice(snap.Runs, func(i, j int) bool {
 		if !snap.Runs[i].LastSeen.Equal(snap.Runs[j].LastSeen) {
 			return snap.Runs[i].LastSeen.After(snap.Runs[j].LastSeen)
@@ -131,12 +142,6 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 	})
 	if len(snap.Runs) > opt.MaxRuns {
 		snap.Runs = snap.Runs[:opt.MaxRuns]
-	}
-	for _, e := range a.entries {
-		if opt.Namespace != "" && e.Namespace != opt.Namespace {
-			continue
-		}
-		snap.TopEntries = append(snap.TopEntries, TopEntry{Namespace: e.Namespace, Key: e.Key, Name: e.Name, Backend: e.Backend, CompileSeconds: e.CompileSeconds, Hits: e.Hits, SecondsSaved: float64(e.SavedMicros) / 1e6, LastHit: e.LastHit})
 	}
 	sort.Slice(snap.TopEntries, func(i, j int) bool {
 		if snap.TopEntries[i].SecondsSaved != snap.TopEntries[j].SecondsSaved {
@@ -148,6 +153,7 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 		snap.TopEntries = snap.TopEntries[:opt.MaxTopEntries]
 	}
 	reasons := map[string]int64{}
+	a.missMu.Lock()
 	for ns, rc := range a.reasons {
 		if opt.Namespace != "" && ns != opt.Namespace {
 			continue
@@ -156,6 +162,7 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 			reasons[r] += n
 		}
 	}
+	a.missMu.Unlock()
 	snap.MissReasons = reasonCounts(reasons)
 	return snap
 }
