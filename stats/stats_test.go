@@ -305,3 +305,66 @@ func TestFailedFlushKeepsState(t *testing.T) {
 	close(s.stop)
 	<-s.done
 }
+
+// TestHammer records lookups, writes and misses from many goroutines while
+// others read snapshots, series and misses and flush, under the race
+// detector; the totals must come out exact.
+func TestHammer(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir(), FlushInterval: 5 * time.Millisecond, MaxEntries: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 1500; i++ {
+				ns := fmt.Sprint("ns", (g+i)%4)
+				s.RecordLookup(Lookup{Namespace: ns, Backend: "xla", Run: fmt.Sprint("run", i%7), Key: key(i), Hit: i%3 != 0, CompileSeconds: 0.25, Bytes: 10})
+				if i%3 == 0 {
+					s.RecordMiss(Miss{Namespace: ns, Backend: "xla", Key: fmt.Sprint(i), Explanation: s.Explain(ns, "xla", map[string]string{"platform": "cpu"})})
+				}
+				if i%100 == 0 {
+					s.RecordWrite(Write{Namespace: ns, Backend: "xla", Key: key(i), Components: map[string]string{"platform": "tpu"}})
+				}
+			}
+		}(g)
+	}
+	var readers sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.Snapshot(SnapshotOptions{})
+				s.Misses("ns1", 10)
+				if _, err := s.Series("", time.Now().Add(-time.Hour), time.Minute); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	tot := s.Snapshot(SnapshotOptions{}).Totals
+	if tot.Lookups != 9000 || tot.Hits != 6000 || tot.CompileSecondsSaved != 1500 || tot.Writes != 90 {
+		t.Fatalf("totals = %+v", tot)
+	}
+	var misses int64
+	for i := 0; i < 4; i++ {
+		misses += s.Misses(fmt.Sprint("ns", i), 0).Total
+	}
+	if misses != 3000 {
+		t.Fatalf("misses counted = %d, want 3000", misses)
+	}
+}
