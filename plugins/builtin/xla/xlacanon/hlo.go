@@ -32,8 +32,10 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 			}
 		}
 	}
-	refresh(0)
-	i := 0
+	// Leading whitespace goes (trailing whitespace is trimmed at the end).
+	i := skipSpace(src, 0)
+	e.start = i
+	refresh(i)
 	for i < n {
 		for i+8 <= lim {
 			x := load64(src, i)
@@ -53,7 +55,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 			switch {
 			case pats[pMeta].next == i:
 				body := i + len("metadata=")
-				if !tokenStart(src, i) || body >= n || src[body] != '{' {
+				if !e.tokenStartAt(i) || body >= n || src[body] != '{' {
 					i++
 					break
 				}
@@ -69,7 +71,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 				for k < n && isDigit(src[k]) {
 					k++
 				}
-				if !tokenStart(src, i) || k == j || !tokenEnd(src, k) {
+				if !e.tokenStartAt(i) || k == j || !tokenEnd(src, k) {
 					i++
 					break
 				}
@@ -77,7 +79,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 				i = e.start
 			case pats[pHeader].next == i:
 				j := i + len("HloModule")
-				if !tokenStart(src, i) || j >= n || !isSpace(src[j]) {
+				if !e.tokenStartAt(i) || j >= n || !isSpace(src[j]) {
 					i++
 					break
 				}
@@ -158,7 +160,44 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 	}
 	e.flush(n)
 	e.trimSpace()
-	return e.out, name, nil
+	// As for MLIR module names: a removed construct between `HloModule`
+	// and a following name leaves them adjacent in the output, where a
+	// second pass would see a header name; settle it here.
+	out, late := renameHloHeader(e.out, base)
+	if name == "" {
+		name = late
+	}
+	return out, name, nil
+}
+
+// renameHloHeader replaces the name after the first `HloModule` token of
+// canonical text out[base:] (before any '{', outside strings) by anonHLO,
+// as a second canonicalization of the output would.
+func renameHloHeader(out []byte, base int) ([]byte, string) {
+	for i := base; i < len(out); i++ {
+		switch c := out[i]; {
+		case c == '"':
+			end := skipString(out, i)
+			if end < 0 {
+				return out, ""
+			}
+			i = end - 1
+		case c == '{':
+			return out, ""
+		case c == 'H' && hasPrefixAt(out, i, "HloModule ") && tokenStart(out, i):
+			k := i + len("HloModule ")
+			m := k
+			for m < len(out) && identChar[out[m]] {
+				m++
+			}
+			if m == k || string(out[k:m]) == anonHLO {
+				return out, ""
+			}
+			name := string(out[k:m])
+			return append(append(out[:k], anonHLO...), out[m:]...), name
+		}
+	}
+	return out, ""
 }
 
 // anonHLO replaces the HloModule name in canonical text (HLO requires one).

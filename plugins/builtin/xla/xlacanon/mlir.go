@@ -126,6 +126,11 @@ func (s *ssaNames) grow() {
 // canonMLIR appends the canonical form of the StableHLO/MLIR text src to dst
 // and returns it with the module's symbol name (the display name).
 func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
+	return c.canonMLIRPass(dst, src)
+}
+
+// canonMLIRPass is one scan of src (see canonMLIR).
+func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 	e := emitter{src: src, out: dst, base: len(dst)}
 	base := e.base
 	c.ssa.reset(src)
@@ -147,8 +152,10 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 			}
 		}
 	}
-	refresh(0)
-	i := 0
+	// Leading whitespace goes (trailing whitespace is trimmed at the end).
+	i := skipSpace(src, 0)
+	e.start = i
+	refresh(i)
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
@@ -172,7 +179,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 		if i == lim {
 			switch {
 			case pats[pModule].next == i:
-				if !tokenStart(src, i) || !tokenEnd(src, i+6) {
+				if !e.tokenStartAt(i) || !tokenEnd(src, i+6) {
 					i++
 					break
 				}
@@ -186,7 +193,8 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				if j < n && src[j] == '@' {
 					end, sym := symbolAt(src, j+1)
 					if end < 0 {
-						return nil, "", fmt.Errorf("%w: malformed module name at byte %d", ErrModule, j)
+						i += 6 // not a name: keep what follows verbatim
+						break
 					}
 					name = sym
 					e.flush(i + 6)
@@ -205,14 +213,14 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 				case hasPrefixAt(src, k, "arg_info"):
 					attr = k + len("arg_info")
 				}
-				if attr == 0 || !tokenStart(src, i) || !tokenEnd(src, attr) {
+				if attr == 0 || !e.tokenStartAt(i) || !tokenEnd(src, attr) {
 					i++
 					break
 				}
 				i = e.dropAttr(i, attr, "")
 			case pats[pLayout].next == i:
 				attr := i + len("mhlo.layout_mode")
-				if !tokenStart(src, i) || !tokenEnd(src, attr) {
+				if !e.tokenStartAt(i) || !tokenEnd(src, attr) {
 					i++
 					break
 				}
@@ -226,7 +234,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 		switch mlirClass[src[i]] {
 		case cParen:
 			p := i - 3
-			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !tokenStart(src, p) {
+			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !e.tokenStartAt(p) {
 				i++
 				break
 			}
@@ -305,7 +313,7 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 					j++
 				}
 			}
-			if j == i+1 || !tokenStart(src, i) {
+			if j == i+1 || !e.tokenStartAt(i) {
 				i++
 				continue
 			}
@@ -320,7 +328,10 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 			e.start = j
 			i = j
 		case cHash:
-			end := locAliasEnd(src, i)
+			end := -1
+			if e.tokenStartAt(i) {
+				end = locAliasEnd(src, i)
+			}
 			if end == -2 {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( in alias at byte %d", ErrModule, i)
 			}
@@ -337,7 +348,70 @@ func (c *Canonicalizer) canonMLIR(dst, src []byte) ([]byte, string, error) {
 	}
 	e.flush(n)
 	e.trimSpace()
-	return e.out, name, nil
+	out, late, changed := stripModuleNames(e.out, base)
+	if name == "" {
+		name = late
+	}
+	// Only garbage gets here (a name glued to the keyword through removed
+	// constructs): scan the result again so that the output is a fixed
+	// point. Each round removes a name, so this ends.
+	for round := 0; changed && round < 8; round++ {
+		again := append([]byte(nil), out[base:]...)
+		var err error
+		out, _, err = c.canonMLIRPass(out[:base], again)
+		if err != nil {
+			return nil, "", err
+		}
+		out, _, changed = stripModuleNames(out, base)
+	}
+	return out, name, nil
+}
+
+// stripModuleNames removes the top-level module's symbol name(s) from
+// canonical text out[base:] if the scan left any: the scan decides on the
+// source, where a removed construct (a loc, a comment) may sit between
+// `module` and its name; in the output they are adjacent, and canonicalizing
+// the output again must change nothing. In well-formed input the scan has
+// already removed the name and this finds nothing to do.
+func stripModuleNames(out []byte, base int) ([]byte, string, bool) {
+	var name string
+	changed := false
+	for i := base; i < len(out); {
+		switch c := out[i]; {
+		case c == '"':
+			end := skipString(out, i)
+			if end < 0 {
+				return out, name, changed
+			}
+			i = end
+			continue
+		case c == '{':
+			return out, name, changed
+		case c == 'm' && hasPrefixAt(out, i, "module") && tokenStart(out, i) && tokenEnd(out, i+6):
+			j := i + 6
+			for j+1 < len(out) && out[j] == ' ' && out[j+1] == '@' {
+				end, sym := symbolAt(out, j+2)
+				if end < 0 {
+					break
+				}
+				if name == "" {
+					name = sym
+				}
+				k := end
+				for k < len(out) && out[k] == ' ' {
+					k++
+				}
+				out = append(out[:j+1], out[k:]...) // keep one separator
+				changed = true
+			}
+			if j == len(out)-1 && out[j] == ' ' {
+				out = out[:j]
+			}
+			return out, name, changed
+		}
+		i++
+	}
+	return out, name, changed
 }
 
 // dropAttr removes the attribute-dictionary entry `name = value` whose name
@@ -392,12 +466,10 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 }
 
 // locAliasEnd returns the end of a location alias definition
-// `#name = loc(...)` starting at src[i] == '#', -1 if there is none there,
-// or -2 if its loc( is not closed.
+// `#name = loc(...)` starting at src[i] == '#' (the caller checks that it
+// starts a token), -1 if there is none there, or -2 if its loc( is not
+// closed.
 func locAliasEnd(src []byte, i int) int {
-	if !tokenStart(src, i) {
-		return -1
-	}
 	j := i + 1
 	for j < len(src) && identChar[src[j]] {
 		j++

@@ -148,6 +148,20 @@ func hasPrefixAt(s []byte, i int, p string) bool {
 // byte cannot be part of the same name).
 func tokenStart(s []byte, i int) bool { return i == 0 || !wordChar[s[i-1]] }
 
+// tokenStartAt is tokenStart in the output's context: when position i
+// starts the pending run (what preceded it was removed or was whitespace),
+// the byte before it in the output decides, so that canonicalizing the
+// output again makes the same decision.
+func (e *emitter) tokenStartAt(i int) bool {
+	if i > e.start {
+		return !wordChar[e.src[i-1]]
+	}
+	if e.pending || len(e.out) == e.base {
+		return true
+	}
+	return !wordChar[e.out[len(e.out)-1]]
+}
+
 // tokenEnd reports whether position i of s ends a name.
 func tokenEnd(s []byte, i int) bool { return i >= len(s) || !identChar[s[i]] }
 

@@ -26,6 +26,8 @@ func TestCanonMLIRUnits(t *testing.T) {
 			`func.func @m() -> (t {mhlo.sharding = "{replicated}"})`, ""},
 		{"result_info alone drops dict", `func.func @m(%arg0: t {jax.arg_info = "a"} loc("x"), %arg1: t) -> (t {jax.result_info = ""}) {`,
 			`func.func @m(%0: t, %1: t) -> (t) {`, ""},
+		{"names glued together", "module@0@0@0", `module`, "0"},
+		{"name after a removed loc", `module loc(#l) @x @y {}`, `module {}`, "x"},
 		{"result_info alone in properties keeps <{}>", `"x.op"(%a) <{jax.result_info = "r"}> : (t) -> t`, `"x.op"(%0) <{}> : (t) -> t`, ""},
 		{"result_info middle", `{a = 1, jax.result_info = "x", b = 2}`, `{a = 1, b = 2}`, ""},
 		{"result_info needs string value", `{jax.result_info = 3}`, `{jax.result_info = 3}`, ""},
@@ -89,6 +91,7 @@ ENTRY e { ROOT c = f32[] constant(1), metadata={op_name="x[axis_names=(\'x\',) s
 			`HloModule _, entry_computation_layout={()->pred[]} ENTRY %c () -> pred[] {ROOT %c = pred[] constant(true)}`, "m"},
 		{"header attributes kept", "HloModule jit_f.10, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs=\"d7\"}\n",
 			`HloModule _, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs="d7"}`, "jit_f.10"},
+		{"name after removed metadata", "HloModule,metadata={}00", `HloModule _`, "00"},
 		{"crlf", "HloModule m\r\n\r\nENTRY e {\r\n  ROOT c = f32[] constant(1)\r\n}\r\n", `HloModule _ ENTRY e {ROOT c = f32[] constant(1)}`, "m"},
 	}
 	for _, tt := range tests {
