@@ -916,6 +916,11 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
         include_meta = bool(meta_flag.value) if meta_flag is not None else False
         text = m.operation.get_asm(enable_debug_info=include_meta)
 
+    # JAX points XLA's own caches (autotune results, GPU kernels) into
+    # jax_compilation_cache_dir, so its key depends on that directory's path.
+    # The path does not change the executable: clear it, so hosts with
+    # different cache directories share keys.
+    compile_options = _without_cache_paths(compile_options)
     opts = hashlib.sha256()
     if hasattr(ck, "_hash_serialized_compile_options"):
         ck._hash_serialized_compile_options(opts, compile_options,
@@ -950,3 +955,24 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
         "codec": str(compression),
         "extra": extra,
     }
+
+
+_CACHE_PATH_OPTIONS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
+
+
+def _without_cache_paths(compile_options: Any) -> Any:
+    """A copy of ``compile_options`` with XLA's cache-file paths cleared (the
+    original goes to the compiler untouched); the original if none is set."""
+    try:
+        dbg = compile_options.executable_build_options.debug_options
+        if not any(getattr(dbg, name, "") for name in _CACHE_PATH_OPTIONS):
+            return compile_options
+        import copy
+        c = copy.deepcopy(compile_options)
+        dbg = c.executable_build_options.debug_options
+        for name in _CACHE_PATH_OPTIONS:
+            if getattr(dbg, name, ""):
+                setattr(dbg, name, "")
+        return c
+    except Exception:  # noqa: BLE001 - unknown options object: hash it as is
+        return compile_options

@@ -256,3 +256,20 @@ def test_uploads_queued_at_exit_are_written(shared_server, tmp_path):
     assert programs >= 1 and first["errors"] == 0, first  # (its puts may still be queued here)
     again, _ = run_py(script, [], env_for(shared_server, "quick2"))
     assert again["hits"] == programs and again["misses"] == 0, again
+
+
+@pytest.mark.parametrize("mode,hits", [("canonical", True), ("jax-key", False)])
+def test_cache_dir_path_not_in_canonical_key(shared_server, tmp_path, mode, hits):
+    """JAX 0.10.2 puts jax_compilation_cache_dir's path into the compile
+    options (XLA's autotune cache dir), so JAX's own key differs between hosts
+    with different cache paths; canonical mode clears those paths."""
+    ns = {"CACHESVC_NAMESPACE": f"cachedir-{mode}"}
+    a, _ = run_py(PROG, ["canonical", "--mode", mode],
+                  env_for(shared_server, "cd1", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "a"), **ns))
+    b, _ = run_py(PROG, ["canonical", "--mode", mode],
+                  env_for(shared_server, "cd2", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "b"), **ns))
+    assert a["digest"] == b["digest"]
+    if hits:
+        assert b["real_compiles"] == 0 and b["stats"]["local_hits"] == 0, b  # from the server
+    else:
+        assert b["real_compiles"] == a["real_compiles"], b  # JAX's key changed with the path
