@@ -191,6 +191,11 @@ type Badger struct {
 	// bufs holds chunk buffers of 4+ChunkSize bytes.
 	bufs sync.Pool
 
+	// metas and blobs cache decoded metadata and blob records
+	// (metacache.go).
+	metas recordCache[entryRef, Meta]
+	blobs recordCache[[32]byte, blobRecord]
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -224,6 +229,7 @@ func Open(cfg Config) (*Badger, error) {
 		acct: newAccounting(cfg.MaxBytes),
 		stop: make(chan struct{}),
 	}
+	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -439,7 +445,7 @@ func (s *Badger) Stat(ctx context.Context, ns string, key Key) (Meta, error) {
 	var m Meta
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
-		m, err = s.readMeta(txn, ref)
+		m, err = s.readMetaCached(txn, ref)
 		return err
 	})
 	if err != nil {

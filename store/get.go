@@ -45,7 +45,7 @@ func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Met
 			txn.Discard()
 		}
 	}()
-	m, err := s.readMeta(txn, ref)
+	m, err := s.readMetaCached(txn, ref)
 	if err != nil {
 		return Meta{}, nil, err
 	}
@@ -53,12 +53,8 @@ func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Met
 	if err != nil {
 		return Meta{}, nil, fmt.Errorf("get entry %s/%s: read blob record: %w", ns, key, err)
 	}
-	var blob blobRecord
-	if err := item.Value(func(v []byte) error {
-		var err error
-		blob, err = decodeBlob(v)
-		return err
-	}); err != nil {
+	blob, err := s.readBlobCached(item, m.SHA256) // metacache.go
+	if err != nil {
 		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
 	}
 	u, err := blob.uploadID()
