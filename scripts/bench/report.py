@@ -56,9 +56,13 @@ def main():
         "WebDAV `PUT`, one worker per core, access log off) on loopback, driven by the same load",
         "generator (`scripts/bench/loadgen`) in the same run. Ratio = cachesvc / nginx (higher is",
         "better for req/s and MB/s). The machine is small and shared; compare ratios, not absolutes.",
+        "Server CPU is the server processes' CPU time per request during the run (cachesvc; nginx",
+        "master and workers); the load generator runs on the same cores. Where other processes load",
+        "the machine, the CPU ratio (nginx / cachesvc, higher is better for cachesvc) is the steadier",
+        "comparison.",
         "",
-        "| scenario | c | cachesvc req/s | cachesvc MB/s | cachesvc p50 / p99 ms | nginx req/s | nginx MB/s | nginx p50 / p99 ms | ratio (req/s) | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | c | cachesvc req/s | cachesvc MB/s | cachesvc p50 / p99 ms | nginx req/s | nginx MB/s | nginx p50 / p99 ms | ratio (req/s) | server CPU us/req cachesvc / nginx | CPU ratio | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios = {}
     for name, t in by.items():
@@ -71,9 +75,13 @@ def main():
         errs = sum(x["errors"] for x in (c, n) if x)
         cell = lambda x, k, d=1: fmt(x[k], d) if x else "-"
         lat = lambda x: f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f}" if x and x["p50_ms"] else "-"
+        cpu = lambda x: x["server_cpu_s"] * 1e6 / x["requests"] if x and x.get("server_cpu_s") and x["requests"] else None
+        cc, nc = cpu(c), cpu(n)
+        cpu_ratio = f"{nc / cc:.2f}x" if cc and nc else "-"
         lines.append(
             f"| {name} | {any_r['concurrency']} | {cell(c, 'rps')} | {cell(c, 'mb_per_s')} | {lat(c)} | "
-            f"{cell(n, 'rps')} | {cell(n, 'mb_per_s')} | {lat(n)} | {fmt(ratio, 2) + 'x' if ratio else '-'} | {errs} |"
+            f"{cell(n, 'rps')} | {cell(n, 'mb_per_s')} | {lat(n)} | {fmt(ratio, 2) + 'x' if ratio else '-'} | "
+            f"{fmt(cc, 0)} / {fmt(nc, 0)} | {cpu_ratio} | {errs} |"
         )
     batch, seq = by.get("batch-64k", {}).get("cachesvc"), by.get("seq-64k", {}).get("cachesvc")
     lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
@@ -96,8 +104,11 @@ def main():
     for name, t in by.items():
         if name.startswith("lookup-") and "cachesvc" in t:
             r = t["cachesvc"]
-            target(f"canonical lookup hit ({name[7:]}, {r['size'] / 2**20:.1f} MiB signature): p50 <= 15 ms",
-                   f"{r['p50_ms']:.2f} ms", r["p50_ms"] <= 15)
+            label = f"canonical lookup hit ({name[7:]}, {r['size'] / 2**20:.1f} MiB signature)"
+            if r["size"] <= 2 << 20:  # the target is for a module of about 1 MiB
+                target(f"{label}: p50 <= 15 ms", f"{r['p50_ms']:.2f} ms", r["p50_ms"] <= 15)
+            else:
+                lines.append(f"| {label} (no target; for reference) | {r['p50_ms']:.2f} ms p50 | - |")
     if batch and seq:
         sp = seq["seconds"] / batch["seconds"]
         target("1 batch of 1,000 x 64 KiB vs 1,000 sequential GETs: >= 5x", f"{sp:.1f}x", sp >= 5)

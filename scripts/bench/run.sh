@@ -51,8 +51,15 @@ ngport=$(free_port)
 cs="http://127.0.0.1:$csport"
 ng="http://127.0.0.1:$ngport"
 
-"$work/cachesvc" serve --addr "127.0.0.1:$csport" --data "$work/cachesvc-data" --log-format json >"$work/cachesvc.log" 2>&1 &
-pids+=($!)
+# Request logs off on both sides: nginx runs with access_log off, so cachesvc
+# logs warnings and errors only (at info it writes one JSON line, one write
+# system call, per request). --pprof-addr lets a run be profiled
+# (go tool pprof http://127.0.0.1:$ppport/debug/pprof/profile).
+ppport=$(free_port)
+"$work/cachesvc" serve --addr "127.0.0.1:$csport" --data "$work/cachesvc-data" --log-format json --log-level warn \
+  --pprof-addr "127.0.0.1:$ppport" >"$work/cachesvc.log" 2>&1 &
+cspid=$!
+pids+=($cspid)
 
 mkdir -p "$work/www/blobs" "$work/nginx-tmp"
 cat >"$work/nginx.conf" <<CONF
@@ -88,7 +95,23 @@ done
 [ "$ready" = 1 ] || { echo "servers did not start; logs in $work" >&2; cat "$work"/*.log >&2; exit 1; }
 
 results="$work/results.jsonl"
-lg() { "$work/loadgen" "$@" >>"$results"; tail -n1 "$results" >&2; }
+# CPU time (clock ticks) used so far by the server a run targets: the
+# cachesvc process, or the nginx master and its workers. Per request it is
+# what the server costs, which other processes' load on the machine disturbs
+# far less than throughput.
+server_ticks() {
+  local ps
+  if [ "$1" = cachesvc ]; then ps=$cspid; else ps="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"; fi
+  for p in $ps; do awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null; done | awk '{s+=$1} END {print s+0}'
+}
+lg() {
+  local target=$2 t0 t1 line
+  t0=$(server_ticks "$target")
+  line=$("$work/loadgen" "$@")
+  t1=$(server_ticks "$target")
+  python3 -c 'import json,sys,os; r=json.loads(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); r["server_cpu_s"]=(int(sys.argv[3])-int(sys.argv[2]))/hz; print(json.dumps(r))' "$line" "$t0" "$t1" >>"$results"
+  tail -n1 "$results" >&2
+}
 both() { # both MODE ARGS...: the same run against cachesvc and nginx
   lg -target cachesvc -url "$cs" "$@"
   lg -target nginx -url "$ng" "$@"
@@ -114,7 +137,7 @@ done
 # Canonical lookups (hit): the corpus' largest module and a generated 10 MiB one.
 corpus="$root/../shared/corpus"
 largest=$(ls -S "$corpus"/hlo/*.hlo "$corpus"/stablehlo/*.mlir 2>/dev/null | head -n1 || true)
-for spec in "corpus:$largest" "generated:10MiB"; do
+for spec in "corpus:$largest" "generated-1MiB:1MiB" "generated-10MiB:10MiB"; do
   kind=${spec%%:*}; arg=${spec#*:}
   sig="$work/sig-$kind.json"
   if [ "$kind" = corpus ]; then
