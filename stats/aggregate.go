@@ -111,7 +111,8 @@ func (s *Stats) collect() {
 	defer a.mu.Unlock()
 	for i := range s.shards {
 		se, ru, en := s.shards[i].take()
-		for k, c := range se {
+		for sk, v := range se {
+			k, c := seriesKey{minute: sk.minute, ns: v.ns, backend: v.backend}, &v.c
 			nb := nsBackend{k.ns, k.backend}
 			t := a.totals[nb]
 			if t == nil {
@@ -143,7 +144,8 @@ func (s *Stats) collect() {
 			r.Counters.add(&d.c)
 			a.dirtyRuns[id] = true
 		}
-		for k, d := range en {
+		for sk, d := range en {
+			k := entryKey{ns: d.ns, key: sk.key}
 			e := a.entries[k]
 			if e == nil {
 				e = &Entry{Namespace: k.ns, Key: hex.EncodeToString(k.key[:]), Name: d.name, Backend: d.backend, CompileSeconds: d.compileSeconds}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -164,9 +165,9 @@ func Open(cfg Config) (*Stats, error) {
 		cfg:        cfg,
 		db:         db,
 		index:      explain.NewIndex(cfg.Index),
-		namespaces: newLimiter(cfg.MaxNamespaces),
-		backends:   newLimiter(cfg.MaxBackends),
-		runs:       newLimiter(cfg.MaxRuns),
+		namespaces: limiter{max: cfg.MaxNamespaces},
+		backends:   limiter{max: cfg.MaxBackends},
+		runs:       limiter{max: cfg.MaxRuns},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -271,12 +272,12 @@ func (s *Stats) RecordLookup(l Lookup) {
 	now := s.now()
 	sh := s.shard(l.Namespace, l.Key)
 	sh.mu.Lock()
-	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
+	sh.addSeries(now.Unix()/60, ns, be, &c)
 	if run != "" {
 		sh.addRun(run, ns, now, &c)
 	}
 	if l.Hit && l.Key != ([32]byte{}) {
-		sh.addEntry(entryKey{ns: ns, key: l.Key}, l.Name, be, l.CompileSeconds, c.SavedMicros)
+		sh.addEntry(ns, l.Key, l.Name, be, l.CompileSeconds, c.SavedMicros)
 	}
 	sh.mu.Unlock()
 }
@@ -308,7 +309,7 @@ func (s *Stats) RecordWrite(w Write) {
 	now := s.now()
 	sh := s.shard(w.Namespace, w.Key)
 	sh.mu.Lock()
-	sh.addSeries(seriesKey{minute: now.Unix() / 60, ns: ns, backend: be}, &c)
+	sh.addSeries(now.Unix()/60, ns, be, &c)
 	if run != "" {
 		sh.addRun(run, ns, now, &c)
 	}
@@ -328,7 +329,7 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(seriesKey{minute: s.now().Unix() / 60, ns: s.namespaces.admit(ns), backend: s.backends.admit(BackendOrUnknown(backend))}, &c)
+	sh.addSeries(s.now().Unix()/60, s.namespaces.admit(ns), s.backends.admit(BackendOrUnknown(backend)), &c)
 	sh.mu.Unlock()
 }
 
@@ -351,16 +352,14 @@ func (s *Stats) shard(ns string, key [32]byte) *shard {
 	return &s.shards[i%numShards]
 }
 
-// limiter admits up to max distinct values; the rest become Other. Admitted
-// values are read lock-free.
+// limiter admits up to max distinct values; the rest become Other.
+// Admitted values are read lock-free from an immutable map that admission
+// replaces (copy on write: admissions are rare and bounded by max).
 type limiter struct {
-	known sync.Map // string → the same string, cloned
+	known atomic.Pointer[map[string]string] // value → the same string, cloned
 	mu    sync.Mutex
-	n     int
 	max   int
 }
-
-func newLimiter(max int) limiter { return limiter{max: max} }
 
 // admit returns the tracked copy of v if v is (or can become) tracked, and
 // Other otherwise. The empty string stays empty. The returned string never
@@ -369,41 +368,88 @@ func (l *limiter) admit(v string) string {
 	if v == "" {
 		return ""
 	}
-	if c, ok := l.known.Load(v); ok {
-		return c.(string)
+	if m := l.known.Load(); m != nil {
+		if c, ok := (*m)[v]; ok {
+			return c
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c, ok := l.known.Load(v); ok {
-		return c.(string)
+	old := l.known.Load()
+	if old != nil {
+		if c, ok := (*old)[v]; ok {
+			return c
+		}
 	}
-	if v == Other || l.n >= l.max {
+	if v == Other || (old != nil && len(*old) >= l.max) || l.max <= 0 {
 		return Other
 	}
+	m := make(map[string]string, 1+lenOf(old))
+	if old != nil {
+		for k, c := range *old {
+			m[k] = c
+		}
+	}
 	c := strings.Clone(v)
-	l.known.Store(c, c)
-	l.n++
+	m[c] = c
+	l.known.Store(&m)
 	return c
+}
+
+func lenOf(m *map[string]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 // forget frees v's slot.
 func (l *limiter) forget(v string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.known.LoadAndDelete(v); ok {
-		l.n--
+	old := l.known.Load()
+	if old == nil {
+		return
 	}
+	if _, ok := (*old)[v]; !ok {
+		return
+	}
+	m := make(map[string]string, len(*old))
+	for k, c := range *old {
+		if k != v {
+			m[k] = c
+		}
+	}
+	l.known.Store(&m)
 }
 
-// shard holds events recorded since the last merge.
+// shard holds events recorded since the last merge. Its maps are keyed by
+// the data pointers of the limiters' canonical strings (hashing a pointer is
+// much cheaper than hashing strings); the values carry the strings.
 type shard struct {
 	mu      sync.Mutex
-	series  map[seriesKey]*Counters
+	series  map[shardSeriesKey]*shardSeries
 	runs    map[string]*runDelta
-	entries map[entryKey]*entryDelta
+	entries map[shardEntryKey]*entryDelta
 	_       [64]byte // keep shards' locks on separate cache lines
 }
 
+type shardSeriesKey struct {
+	minute int64
+	ns, be *byte
+}
+
+type shardSeries struct {
+	ns, backend string
+	c           Counters
+}
+
+type shardEntryKey struct {
+	ns  *byte
+	key [32]byte
+}
+
+// seriesKey identifies a namespace × backend × minute (or hour) bucket.
 type seriesKey struct {
 	minute      int64
 	ns, backend string
@@ -415,16 +461,17 @@ type runDelta struct {
 	c           Counters
 }
 
+// entryKey identifies an entry.
 type entryKey struct {
 	ns  string
 	key [32]byte
 }
 
 type entryDelta struct {
-	name, backend  string
-	compileSeconds float64
-	hits           int64
-	savedMicros    int64
+	ns, name, backend string
+	compileSeconds    float64
+	hits              int64
+	savedMicros       int64
 }
 
 // maxShardEntries bounds the entries a shard accumulates between merges;
@@ -432,18 +479,21 @@ type entryDelta struct {
 const maxShardEntries = 1024
 
 func (sh *shard) reset() {
-	sh.series = make(map[seriesKey]*Counters)
+	sh.series = make(map[shardSeriesKey]*shardSeries)
 	sh.runs = make(map[string]*runDelta)
-	sh.entries = make(map[entryKey]*entryDelta)
+	sh.entries = make(map[shardEntryKey]*entryDelta)
 }
 
-func (sh *shard) addSeries(k seriesKey, c *Counters) {
+// addSeries adds c to the bucket of (minute, ns, backend); ns and backend
+// must be canonical strings from the limiters.
+func (sh *shard) addSeries(minute int64, ns, backend string, c *Counters) {
+	k := shardSeriesKey{minute, unsafe.StringData(ns), unsafe.StringData(backend)}
 	p := sh.series[k]
 	if p == nil {
-		p = new(Counters)
+		p = &shardSeries{ns: ns, backend: backend}
 		sh.series[k] = p
 	}
-	p.add(c)
+	p.c.add(c)
 }
 
 func (sh *shard) addRun(run, ns string, now time.Time, c *Counters) {
@@ -456,13 +506,14 @@ func (sh *shard) addRun(run, ns string, now time.Time, c *Counters) {
 	r.c.add(c)
 }
 
-func (sh *shard) addEntry(k entryKey, name, backend string, compileSeconds float64, saved int64) {
+func (sh *shard) addEntry(ns string, key [32]byte, name, backend string, compileSeconds float64, saved int64) {
+	k := shardEntryKey{unsafe.StringData(ns), key}
 	e := sh.entries[k]
 	if e == nil {
 		if len(sh.entries) >= maxShardEntries {
 			return
 		}
-		e = &entryDelta{name: strings.Clone(name), backend: backend, compileSeconds: compileSeconds}
+		e = &entryDelta{ns: ns, name: strings.Clone(name), backend: backend, compileSeconds: compileSeconds}
 		sh.entries[k] = e
 	}
 	e.hits++
@@ -470,7 +521,7 @@ func (sh *shard) addEntry(k entryKey, name, backend string, compileSeconds float
 }
 
 // take swaps out the shard's maps.
-func (sh *shard) take() (map[seriesKey]*Counters, map[string]*runDelta, map[entryKey]*entryDelta) {
+func (sh *shard) take() (map[shardSeriesKey]*shardSeries, map[string]*runDelta, map[shardEntryKey]*entryDelta) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if len(sh.series) == 0 && len(sh.runs) == 0 && len(sh.entries) == 0 {
