@@ -249,13 +249,20 @@ func (s *Server) handleMisses(c *fiber.Ctx) error {
 // recordLookup counts an entry lookup as a hit or a miss in the process
 // totals and /metrics (when no stats.Stats is configured).
 func (s *Server) recordLookup(hit bool) {
+	// With stats, /metrics exports the persisted lookup counters instead
+	// (initStats), so the process-lifetime counter is not kept.
+	withStats := s.cfg.Stats != nil
 	if hit {
 		s.totals.hits.Add(1)
-		s.metrics.lookups.WithLabelValues("hit").Inc()
+		if !withStats {
+			s.metrics.lookups.WithLabelValues("hit").Inc()
+		}
 		return
 	}
 	s.totals.misses.Add(1)
-	s.metrics.lookups.WithLabelValues("miss").Inc()
+	if !withStats {
+		s.metrics.lookups.WithLabelValues("miss").Inc()
+	}
 }
 
 // recordEntryLookup counts a lookup of entry (ns, key) by a request: a hit
