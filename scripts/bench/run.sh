@@ -126,12 +126,15 @@ for se in $sizes; do
   both -mode preload -size "$size" -entries "$n" -c 4 -name "preload-$size" >/dev/null
   # Large entries run by count, not by time: a window of a few seconds holds
   # only a handful of 64 MiB transfers, and a cut-off one is not counted.
-  bound=(-d "${dur}s")
-  [ "$size" -ge 67108864 ] && bound=(-d 300s -n "$((quick ? 4 : 24))")
+  # At least one transfer per connection, so that every connection is busy.
+  large=0; [ "$size" -ge 67108864 ] && large=1
+  bound() { if [ "$large" = 1 ]; then echo "-d 300s -n $(( $1 > (quick ? 4 : 24) ? $1 : (quick ? 4 : 24) ))"; else echo "-d ${dur}s"; fi; }
   for c in $concs; do
-    both -mode get -size "$size" -entries "$n" -c "$c" "${bound[@]}"
+    # shellcheck disable=SC2046
+    both -mode get -size "$size" -entries "$n" -c "$c" $(bound "$c")
   done
-  both -mode put -size "$size" -c 4 "${bound[@]}" -seed "put-$size"
+  # shellcheck disable=SC2046
+  both -mode put -size "$size" -c 4 $(bound 4) -seed "put-$size"
 done
 
 # Canonical lookups (hit): the corpus' largest module and a generated 10 MiB one.

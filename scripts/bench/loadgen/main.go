@@ -300,6 +300,7 @@ func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
 	defer cancel()
 	var (
 		reqs, errs, moved atomic.Int64
+		issued            atomic.Int64 // requests started, for -n
 		firstErr          atomic.Value
 		mu                sync.Mutex
 		samples           = make([]time.Duration, 0, 1<<16)
@@ -321,7 +322,9 @@ func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
 			}
 			defer flush()
 			for n := int64(0); ctx.Err() == nil; n++ {
-				if cfg.requests > 0 && reqs.Load() >= cfg.requests {
+				// Claim a request before starting it, so that -n bounds
+				// the run even when more workers than -n start at once.
+				if cfg.requests > 0 && issued.Add(1) > cfg.requests {
 					return
 				}
 				t0 := time.Now()
