@@ -199,6 +199,17 @@ func TestDashboardShowsSeededTraffic(t *testing.T) {
 	if got["canvases"] != "6" {
 		t.Errorf("uPlot canvases = %s, want one per chart (6)", got["canvases"])
 	}
+	// Clicking a reason shows only its misses.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('#reasons .reason[data-reason="platform"]').click()`)); err != nil {
+		t.Fatal(err)
+	}
+	shownReasons, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.prototype.map.call(document.querySelectorAll("#recent-misses .miss"), function (e) { return e.getAttribute("data-reason"); })`))
+	if err != nil || len(shownReasons) != 1 || shownReasons[0] != "platform" {
+		t.Fatalf("filtered misses = %v (%v)", shownReasons, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('#reasons .reason[data-reason="platform"]').click()`)); err != nil {
+		t.Fatal(err)
+	}
 	screenshot(t, ctx, "dashboard-laptop.png", 1366, 768)
 	screenshot(t, ctx, "dashboard-wide.png", 2560, 1440)
 

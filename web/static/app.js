@@ -7,7 +7,7 @@
   var STEPS = { "1h": "1m", "6h": "5m", "24h": "15m", "48h": "30m", "168h": "3h", "720h": "12h", "2160h": "24h" };
   var PALETTE = ["#4cc2ff", "#3fcf8e", "#f5b942", "#c38bff", "#ff8a65", "#4dd0c8", "#ff6b9a", "#a3d95b", "#9aa7ff", "#e0c36a"];
   var nf = new Intl.NumberFormat("en-US");
-  var state = { ns: "", range: "6h", charts: {}, timer: null, lastOK: 0, inflight: false, token: "" };
+  var state = { ns: "", range: "6h", charts: {}, timer: null, lastOK: 0, inflight: false, token: "", reason: "", last: null };
   try { state.token = localStorage.getItem("cachesvc-token") || ""; } catch (e) { /* storage disabled */ }
 
   function $(id) { return document.getElementById(id); }
@@ -102,6 +102,7 @@
   // ---- render -------------------------------------------------------------
 
   function render(d) {
+    state.last = d;
     var t = d.totals || {};
     var st = d.store || {};
     var empty = !t.lookups && !t.writes && !st.entries;
@@ -198,12 +199,15 @@
   function renderReasons(rs) {
     var total = rs.reduce(function (a, r) { return a + r.count; }, 0);
     $("reasons").innerHTML = rs.length ? rs.map(function (r) {
-      return '<div class="reason" data-reason="' + esc(r.reason) + '"><span class="label" title="' + esc(r.reason) + '">' + esc(r.label) +
+      var sel = state.reason === r.reason ? " selected" : "";
+      return '<div class="reason' + sel + '" data-reason="' + esc(r.reason) + '" title="Show only these misses"><span class="label">' + esc(r.label) +
         '</span><span class="bar"><i style="width:' + (100 * r.count / total).toFixed(1) + '%"></i></span><span class="count">' + num(r.count) + "</span></div>";
     }).join("") : '<div class="none">No explained misses yet. Lookups by signature (POST /v1/{ns}/lookup) explain every miss.</div>';
   }
 
   function renderMisses(ms) {
+    if (state.reason) ms = ms.filter(function (m) { return (m.explanation || {}).reason === state.reason; });
+    $("miss-filter").textContent = state.reason ? "· " + labelOf(state.reason) + " (click again for all)" : "";
     $("recent-misses").innerHTML = ms.length ? ms.slice(0, 30).map(function (m) {
       var ex = m.explanation || {};
       var near = (ex.nearest && ex.nearest[0]) || null;
@@ -338,6 +342,14 @@
       state.token = $("auth-token").value.trim();
       try { localStorage.setItem("cachesvc-token", state.token); } catch (err) { /* storage disabled */ }
       restart();
+    });
+    // Clicking a reason shows only its recent misses; clicking it again, all.
+    $("reasons").addEventListener("click", function (e) {
+      var row = e.target.closest(".reason");
+      if (!row) return;
+      var r = row.getAttribute("data-reason");
+      state.reason = state.reason === r ? "" : r;
+      if (state.last) render(state.last);
     });
     var pending = null;
     window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(resizeCharts, 100); });
