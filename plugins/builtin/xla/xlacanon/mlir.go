@@ -418,17 +418,22 @@ func stripModuleNames(out []byte, base int) ([]byte, string, bool) {
 // spans src[p:attr], if it is an entry of a dictionary (preceded by '{' or
 // ',') with a string value (equal to want unless want is empty). It returns
 // where scanning continues.
+//
+// The entry is judged as it will read in the output: its parts are looked
+// for past everything the scan removes anyway (whitespace, comments, loc(...)
+// and location aliases; see skipGone), so that `k = "v" loc(#l),` goes now
+// and not only when the output is canonicalized again.
 func (e *emitter) dropAttr(p, attr int, want string) int {
 	src := e.src
 	prev := e.lastNonSpace(p)
 	if prev != '{' && prev != ',' {
 		return p + 1
 	}
-	j := skipTrivia(src, attr, false)
+	j := skipGone(src, attr)
 	if j >= len(src) || src[j] != '=' {
 		return p + 1
 	}
-	j = skipTrivia(src, j+1, false)
+	j = skipGone(src, j+1)
 	if j >= len(src) || src[j] != '"' {
 		return p + 1
 	}
@@ -436,7 +441,7 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 	if q < 0 || (want != "" && string(src[j:q]) != want) {
 		return p + 1
 	}
-	r := skipTrivia(src, q, false)
+	r := skipGone(src, q)
 	switch {
 	case r < len(src) && src[r] == ',':
 		e.drop(p, r+1, false)
@@ -447,12 +452,25 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 			return e.start
 		}
 		// The dictionary becomes empty: drop its braces too, unless they
-		// are an op's properties `<{...}>`, which keep `<{}>`.
+		// are an op's properties `<{...}>`, which keep `<{}>`, or follow a
+		// string. The latter is never valid MLIR, but a removable entry's
+		// value is a string: judged before this dictionary went, the entry
+		// `k = "v" {…},` stayed, and after it `k = "v",` would go, so the
+		// output would not be a fixed point.
 		e.flush(p)
 		e.trimSpace()
-		if k := len(e.out) - 1; k > e.base && e.out[k] == '{' && e.out[k-1] == '<' {
-			e.start = r
-			return r
+		if k := len(e.out) - 1; k > e.base && e.out[k] == '{' {
+			before := byte(0)
+			for q := k - 1; q >= e.base; q-- {
+				if !isSpace(e.out[q]) {
+					before = e.out[q]
+					break
+				}
+			}
+			if e.out[k-1] == '<' || before == '"' {
+				e.start = r
+				return r
+			}
 		}
 		if len(e.out) > e.base && e.out[len(e.out)-1] == '{' {
 			e.out = e.out[:len(e.out)-1]
@@ -463,6 +481,34 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 		return e.start
 	}
 	return p + 1
+}
+
+// skipGone returns the index of the first byte at or after i that the MLIR
+// scan keeps: it skips whitespace, // comments, loc(...) and location alias
+// definitions `#name = loc(...)`, each under exactly the conditions on which
+// the scan removes it (a loc or alias must start a token; everything skipped
+// ends in a non-name byte, so the source byte before a position is also the
+// output's). An unclosed loc( stops it (the scan reports the error).
+func skipGone(src []byte, i int) int {
+	for {
+		i = skipTrivia(src, i, false)
+		switch {
+		case i < len(src) && src[i] == 'l' && hasPrefixAt(src, i, "loc(") && tokenStart(src, i):
+			end := skipBalanced(src, i+3, '(', ')')
+			if end < 0 {
+				return i
+			}
+			i = end
+		case i < len(src) && src[i] == '#' && tokenStart(src, i):
+			end := locAliasEnd(src, i)
+			if end < 0 {
+				return i
+			}
+			i = end
+		default:
+			return i
+		}
+	}
 }
 
 // locAliasEnd returns the end of a location alias definition
