@@ -16,14 +16,18 @@ func (s *Server) handleHealthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok", "version": s.cfg.Version})
 }
 
-// handleReadyz serves GET /readyz: 200 while the store is open and the server
-// is not shutting down, 503 otherwise.
+// handleReadyz serves GET /readyz: 200 while the store is open, the built-in
+// plugins have compiled and the server is not shutting down; 503 otherwise.
 func (s *Server) handleReadyz(c *fiber.Ctx) error {
 	if s.closing.Load() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
 	}
 	if err := s.storeReady(c.UserContext()); err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: sentence(err.Error()), Err: err}
+	}
+	if s.cfg.Keyer != nil && s.cfg.Keyer.Host() != nil && s.cfg.Keyer.Host().Pending() {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "plugins_compiling",
+			Message: "The built-in canonicalization plugins are still compiling (a first start takes seconds; later starts reuse the compiled code under the data dir)."}
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }

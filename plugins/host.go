@@ -380,6 +380,17 @@ func (h *Host) Ready() error {
 	return h.pendErr
 }
 
+// Pending reports, without blocking, whether modules registered by
+// DeferBuiltins have not finished loading: they are still compiling, or
+// loading them failed (Ready returns why). Readiness probes use it.
+func (h *Host) Pending() bool {
+	if !h.pendMu.TryLock() {
+		return true // Ready holds the lock while it compiles
+	}
+	defer h.pendMu.Unlock()
+	return len(h.pending) > 0 || h.pendErr != nil
+}
+
 // ForBackend returns the plugin handling backend, if any. It loads deferred
 // built-ins first (see Ready).
 func (h *Host) ForBackend(backend string) (*Plugin, bool) {

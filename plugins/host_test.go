@@ -400,3 +400,30 @@ func TestTrustedPlugins(t *testing.T) {
 		t.Fatalf("after spin: %v %+v", err, res)
 	}
 }
+
+// TestDeferredBuiltinsPending checks that Pending reports deferred built-ins
+// until Ready has loaded them, so /readyz can wait for the first compile.
+func TestDeferredBuiltinsPending(t *testing.T) {
+	ctx := context.Background()
+	h, err := NewHost(ctx, Config{CacheDir: testCacheDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	if h.Pending() {
+		t.Fatal("Pending before DeferBuiltins = true, want false")
+	}
+	h.DeferBuiltins()
+	if !h.Pending() {
+		t.Fatal("Pending after DeferBuiltins = false, want true")
+	}
+	if err := h.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if h.Pending() {
+		t.Fatal("Pending after Ready = true, want false")
+	}
+	if _, ok := h.ForBackend("passthrough"); !ok {
+		t.Fatal("passthrough not loaded by Ready")
+	}
+}

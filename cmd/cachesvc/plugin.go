@@ -113,6 +113,17 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 			logger.Info("plugin ready", "plugin", i.ID, "backends", i.Backends, "source", i.Source)
 		}
 	}
+	// Compile the built-ins now, in the background, rather than on the first
+	// key request: a cold compile takes seconds, longer than a trainer's
+	// lookup budget. /readyz answers 503 until it is done.
+	go func() {
+		start := time.Now()
+		if err := h.Ready(); err != nil {
+			logger.Error("built-in plugins failed to load; key and lookup requests will fail", "err", err)
+			return
+		}
+		logger.Info("built-in plugins ready", "backends", h.Backends(), "seconds", time.Since(start).Seconds())
+	}()
 	return k, func() { h.Close(context.Background()) }, nil
 }
 

@@ -88,7 +88,7 @@ CONF
 nginx -c "$work/nginx.conf"
 
 ready=0
-for _ in $(seq 100); do
+for _ in $(seq 600); do # up to 60 s: a first start compiles the built-in plugins
   if curl -fsS "$cs/readyz" >/dev/null 2>&1 && curl -s -o /dev/null "$ng/"; then ready=1; break; fi
   sleep 0.1
 done
