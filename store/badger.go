@@ -928,10 +928,14 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(b.msg(f, a), "component", "badger")
 }
 
-func (b badgerLogger) Infof(f string, a ...any) {
-	b.l.Debug(b.msg(f, a), "component", "badger")
-}
+func (b badgerLogger) Infof(f string, a ...any) { b.debug(f, a) }
 
-func (b badgerLogger) Debugf(f string, a ...any) {
-	b.l.Debug(b.msg(f, a), "component", "badger")
+func (b badgerLogger) Debugf(f string, a ...any) { b.debug(f, a) }
+
+// debug logs at debug level, formatting only when that level is on: Badger
+// logs a debug line for every write batch (~3% of a small PUT's CPU).
+func (b badgerLogger) debug(f string, a []any) {
+	if b.l.Enabled(context.Background(), slog.LevelDebug) {
+		b.l.Debug(b.msg(f, a), "component", "badger")
+	}
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -75,8 +77,11 @@ func cloneMeta(m Meta) Meta {
 // decodes each version of a record once.
 func (s *Badger) readMetaCached(txn *badger.Txn, ref entryRef) (Meta, error) {
 	item, err := txn.Get(metaKey(ref.ns, ref.key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Meta{}, ErrNotFound
+	}
 	if err != nil {
-		return s.readMeta(txn, ref) // maps the miss and wraps the error
+		return Meta{}, fmt.Errorf("read metadata of %s/%s: %w", ref.ns, ref.key, err)
 	}
 	if m, ok := s.metas.get(ref, item.Version()); ok {
 		return m, nil
