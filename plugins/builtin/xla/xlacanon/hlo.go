@@ -118,8 +118,9 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 			// A new line: the debug tables start only here.
 			i = e.newline(i)
 			if end := tablesEnd(src, i); end > i {
-				e.start = end
-				i = end
+				// Like any removed construct, with the blanks after it.
+				e.start = skipHSpace(src, end)
+				i = e.start
 			}
 		case cQuote:
 			// Short strings end within the next word: no call.

@@ -99,6 +99,7 @@ ENTRY e { ROOT c = f32[] constant(1), metadata={op_name="x[axis_names=(\'x\',) s
 		{"header attributes kept", "HloModule jit_f.10, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs=\"d7\"}\n",
 			`HloModule _, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs="d7"}`, "jit_f.10"},
 		{"name after removed metadata", "HloModule,metadata={}00", `HloModule _`, "00"},
+		{"blanks after a removed table fold", "HloModule m\nStackFrames  \t%p", `HloModule _ %p`, "m"},
 		{"crlf", "HloModule m\r\n\r\nENTRY e {\r\n  ROOT c = f32[] constant(1)\r\n}\r\n", `HloModule _ ENTRY e {ROOT c = f32[] constant(1)}`, "m"},
 	}
 	for _, tt := range tests {
