@@ -31,6 +31,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Union
 
+from . import _ed25519
+
 __all__ = [
     "BatchMember",
     "Client",
@@ -306,6 +308,14 @@ class Client:
             server can record the run's manifest.
         max_idle: how many idle keep-alive connections are kept.
         user_agent: the ``User-Agent`` header.
+        token_file: a file whose first line is the bearer token, used when
+            ``token`` is not given.
+        verify_key: an Ed25519 public key (base64 of its 32 bytes, as
+            ``cachesvc signkey new`` prints, or the PEM ``.pub`` file's
+            text). With it every entry the client returns (get, download,
+            lookup, batch) must carry a valid ``X-Cachesvc-Signature`` over
+            its key and SHA-256, else :class:`Error` ``bad_signature`` is
+            raised and the bytes are not returned.
 
     The client is safe for concurrent use by many threads. Close it with
     :meth:`close` (or use it as a context manager) to drop idle connections.
@@ -324,13 +334,18 @@ class Client:
         run: str | None = None,
         max_idle: int = 8,
         user_agent: str = _USER_AGENT,
+        token_file: str | os.PathLike[str] | None = None,
+        verify_key: str | bytes | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"cachesvc: url must be http(s)://host[:port], got {url!r}")
         self.url = url.rstrip("/")
         self.namespace = namespace
+        if not token and token_file:
+            token = read_token_file(token_file)
         self.token = token
+        self._verify_key = _ed25519.parse_public_key(verify_key) if verify_key else None
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
@@ -516,6 +531,7 @@ class Client:
         if want and got != want:
             raise Error(r.status, "digest_mismatch",
                         f"entry {key}: received bytes hash to {got}, server announced {want}")
+        self._check_signature(key, got, r.header("X-Cachesvc-Signature"))
         return EntryInfo(key=key, size=n, sha256=got,
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
                          etag=r.header("ETag"))
@@ -675,6 +691,7 @@ class Client:
         if want and h.hexdigest() != want:
             raise Error(200, "digest_mismatch",
                         f"lookup {key}: received bytes hash to {h.hexdigest()}, server announced {want}")
+        self._check_signature(key, h.hexdigest(), r.header("X-Cachesvc-Signature"))
         return LookupResult(key=key, value=bytes(buf),
                             compile_seconds=_float_header(r.header("X-Compile-Seconds")))
 
@@ -735,6 +752,10 @@ class Client:
                         name=str(pax.get("CACHESVC.name", "")),
                         backend=str(pax.get("CACHESVC.backend", "")),
                     )
+                    # The signature covers the announced SHA-256, checked
+                    # before handle sees a byte; the bytes are checked
+                    # against that SHA-256 after.
+                    self._check_signature(member.key, member.sha256, pax.get("CACHESVC.signature"))
                     f = tf.extractfile(ti)
                     hr = _HashingReader(f if f is not None else io.BytesIO())
                     handle(member, hr)  # type: ignore[arg-type]
@@ -782,6 +803,20 @@ class Client:
         """
         return Lease(self, key, holder or default_holder(), ttl, renew)
 
+    # ---- signatures ---------------------------------------------------------------
+
+    def _check_signature(self, key: str, sha256: str, signature: str | None) -> None:
+        """With a verify key, raises Error ``bad_signature`` unless
+        ``signature`` signs key ‖ sha256 under it."""
+        if self._verify_key is None:
+            return
+        if not signature:
+            raise Error(200, "bad_signature",
+                        f"entry {key} is not signed, but the client requires signatures (verify_key)")
+        if not _ed25519.verify_entry(self._verify_key, key, sha256, signature):
+            raise Error(200, "bad_signature",
+                        f"entry {key}: the signature does not match its key and sha256 {sha256} under the verify key")
+
     # ---- health -------------------------------------------------------------------
 
     def healthy(self, *, timeout: float | None = 2.0) -> bool:
@@ -792,6 +827,15 @@ class Client:
             return True
         except Error:
             return False
+
+
+def read_token_file(path: str | os.PathLike[str]) -> str:
+    """Returns the bearer token on the first line of the file at ``path``."""
+    with open(path, encoding="utf-8") as f:
+        token = f.readline().strip()
+    if not token:
+        raise ValueError(f"cachesvc: token file {os.fspath(path)!r} is empty")
+    return token
 
 
 def _json_body(r: _Response) -> dict[str, Any]:

@@ -271,6 +271,7 @@ def install(
     upload_queue_bytes: int = 1 << 30,
     flush_at_exit: float = 60.0,
     client: Client | None = None,
+    verify_key: str | None = None,
 ) -> Any:
     """Installs cachesvc as JAX's persistent compilation cache.
 
@@ -278,7 +279,10 @@ def install(
         url: the server URL; default ``$CACHESVC_URL``. With neither, a warning
             is logged and nothing is installed (returns None).
         namespace: default ``$CACHESVC_NAMESPACE`` or ``"default"``.
-        token: bearer token; default ``$CACHESVC_TOKEN``.
+        token: bearer token; default ``$CACHESVC_TOKEN``, else the first
+            line of the file ``$CACHESVC_TOKEN_FILE``.
+        verify_key: Ed25519 public key (base64) that every entry handed to
+            JAX must be signed with; default ``$CACHESVC_VERIFY_KEY``.
         mode: ``"canonical"`` (server-side canonical keys through the ``xla``
             plugin) or ``"jax-key"`` (JAX's key through ``passthrough``);
             default ``$CACHESVC_MODE`` or ``"canonical"``.
@@ -328,6 +332,8 @@ def install(
     url = url or _env("CACHESVC_URL")
     namespace = namespace or _env("CACHESVC_NAMESPACE", "default")
     token = token or _env("CACHESVC_TOKEN")
+    token_file = _env("CACHESVC_TOKEN_FILE")
+    verify_key = verify_key or _env("CACHESVC_VERIFY_KEY")
     mode = mode or _env("CACHESVC_MODE", "canonical")
     run = run or _env("CACHESVC_RUN") or _default_run_id()
     if leases is None:
@@ -360,7 +366,8 @@ def install(
 
     if client is None:
         assert url is not None
-        client = Client(url, namespace=namespace or "default", token=token, timeout=timeout,
+        client = Client(url, namespace=namespace or "default", token=token, token_file=token_file,
+                        verify_key=verify_key, timeout=timeout,
                         retries=retries, run=run)
     elif client.run is None:
         client.run = run
