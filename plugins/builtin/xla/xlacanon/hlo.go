@@ -78,8 +78,12 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 				e.drop(i, k, true)
 				i = e.start
 			case pats[pHeader].next == i:
+				// The first HloModule token is the header, whatever
+				// follows it: the output may lose the whitespace after
+				// it (`HloModule\n)` becomes `HloModule)`), and a second
+				// pass must pick the same one.
 				j := i + len("HloModule")
-				if !e.tokenStartAt(i) || j >= n || !isSpace(src[j]) {
+				if !e.tokenStartAt(i) || !tokenEnd(src, j) {
 					i++
 					break
 				}
@@ -94,7 +98,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 				for m < n && identChar[src[m]] {
 					m++
 				}
-				if m == k {
+				if k == j || m == k {
 					i = j
 					break
 				}
@@ -173,7 +177,8 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 
 // renameHloHeader replaces the name after the first `HloModule` token of
 // canonical text out[base:] (before any '{', outside strings) by anonHLO,
-// as a second canonicalization of the output would.
+// as a second canonicalization of the output would: that token is the
+// header, and only a name after whitespace is its name.
 func renameHloHeader(out []byte, base int) ([]byte, string) {
 	for i := base; i < len(out); i++ {
 		switch c := out[i]; {
@@ -185,17 +190,21 @@ func renameHloHeader(out []byte, base int) ([]byte, string) {
 			i = end - 1
 		case c == '{':
 			return out, ""
-		case c == 'H' && hasPrefixAt(out, i, "HloModule ") && tokenStart(out, i):
-			k := i + len("HloModule ")
+		case c == 'H' && hasPrefixAt(out, i, "HloModule") && tokenStart(out, i) && tokenEnd(out, i+len("HloModule")):
+			j := i + len("HloModule")
+			k := skipSpace(out, j)
 			m := k
 			for m < len(out) && identChar[out[m]] {
 				m++
 			}
-			if m == k || string(out[k:m]) == anonHLO {
+			if k == j || m == k || string(out[j:m]) == " "+anonHLO {
 				return out, ""
 			}
 			name := string(out[k:m])
-			return append(append(out[:k], anonHLO...), out[m:]...), name
+			if name == anonHLO {
+				name = ""
+			}
+			return append(append(out[:j], " "+anonHLO...), out[m:]...), name
 		}
 	}
 	return out, ""

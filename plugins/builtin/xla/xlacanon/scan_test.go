@@ -100,6 +100,9 @@ ENTRY e { ROOT c = f32[] constant(1), metadata={op_name="x[axis_names=(\'x\',) s
 			`HloModule _, is_scheduled=true, num_partitions=4, frontend_attributes={fingerprint_before_lhs="d7"}`, "jit_f.10"},
 		{"name after removed metadata", "HloModule,metadata={}00", `HloModule _`, "00"},
 		{"blanks after a removed table fold", "HloModule m\nStackFrames  \t%p", `HloModule _ %p`, "m"},
+		{"header is the first HloModule even without a name", "HloModule\r\n)\r\nHloModule x", `HloModule) HloModule x`, ""},
+		{"header without name then a tab", "HloModule /*c*/,HloModule\tHloModule x", "HloModule,HloModule\tHloModule x", ""},
+		{"name after a comment, tab kept before it", "HloModule\t/*c*/ x, y=1", `HloModule _, y=1`, "x"},
 		{"crlf", "HloModule m\r\n\r\nENTRY e {\r\n  ROOT c = f32[] constant(1)\r\n}\r\n", `HloModule _ ENTRY e {ROOT c = f32[] constant(1)}`, "m"},
 	}
 	for _, tt := range tests {

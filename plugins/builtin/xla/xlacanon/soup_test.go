@@ -15,12 +15,14 @@ var soupTokens = map[string][]string{
 		"loc()", "loc(#l)", `loc("a"(#l))`, "#l = loc(x)", "#l", "//c\n", "\n", " ", "\t",
 		",", "{", "}", "<", ">", "(", ")", "[", "]", "=", ":", "@m", "@\"q\"", "%a", "%0", "%b1",
 		"jax.result_info", "jax.arg_info", "mhlo.layout_mode", `"default"`, `""`, `"x"`,
-		"module", "x", "loc", "attributes", "/", "#", "%",
+		"module", "x", "loc", "attributes", "/", "#", "%", "<{", "}>", "\r\n", "0", "_", ".",
+		`"a\\"`, `"\""`, "@", "^bb0", "!t", "func.func",
 	},
 	FormatHLO: {
 		"HloModule", "m", "_", "metadata=", "metadata={op_name=\"}\"}", "{", "}", ",", " ", "\n",
 		"stack_frame_id=", "1", "//c\n", "/*c*/", "/", "*", "FileNames", "FunctionNames",
-		"StackFrames", `"a"`, "(", ")", "=", "x", "ENTRY", "%p",
+		"StackFrames", "FileLocations", `"a"`, "(", ")", "=", "x", "ENTRY", "%p", "\r\n", "\t",
+		"HloModule ", "metadata={", `"\""`, "0", "[", "]",
 	},
 }
 
