@@ -543,8 +543,9 @@ func TestEarlyRejectionClosesConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	// The body itself looks like a request: it must never be executed.
+	// (Over drainLimit, so the server closes rather than drains.)
 	smuggled := "DELETE /v1/default/entries/" + keyOf("x") + " HTTP/1.1\r\nHost: x\r\n\r\n"
-	body := smuggled + strings.Repeat("a", 2<<20-len(smuggled))
+	body := smuggled + strings.Repeat("a", 8<<20-len(smuggled))
 	fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", keyOf("early"), len(body))
 	go io.WriteString(conn, body)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -554,6 +555,36 @@ func TestEarlyRejectionClosesConnection(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 413 || !resp.Close {
 		t.Errorf("status %d, Connection close %v; want 413 and close", resp.StatusCode, resp.Close)
+	}
+}
+
+// TestEarlyRejectionDrainsSmallBody checks that a rejected body of a few
+// MiB is read and discarded: the client gets its 413 (not a reset) and the
+// connection serves the next request.
+func TestEarlyRejectionDrainsSmallBody(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{MaxEntryBytes: 1 << 20})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i := 0; i < 2; i++ {
+		fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", keyOf("drain"), 2<<20)
+		errc := make(chan error, 1)
+		go func() { _, err := conn.Write(make([]byte, 2<<20)); errc <- err }()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := <-errc; err != nil {
+			t.Fatalf("request %d: writing the body: %v", i, err)
+		}
+		if resp.StatusCode != 413 || resp.Close {
+			t.Fatalf("request %d: status %d, close %v, body %s; want 413 on a kept connection", i, resp.StatusCode, resp.Close, body)
+		}
 	}
 }
 

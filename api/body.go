@@ -25,9 +25,17 @@ const bodyDoneKey = "cachesvc.body_done"
 // headers; a body this small is always fully in memory.
 const prefetchBytes = 8 << 10
 
-// closeIfBodyUnread marks the connection to close after this response when
-// the handler left part of a streamed request body unread: the unread bytes
-// would otherwise be parsed as the next request.
+// drainLimit bounds how much of an unread request body the server reads and
+// discards before answering, so that a client still sending sees the answer
+// (say 413) instead of a connection reset. Larger remainders close the
+// connection instead.
+const drainLimit = 4 << 20
+
+// closeIfBodyUnread deals with a streamed request body the handler left
+// unread, whose bytes would otherwise be parsed as the next request: like
+// net/http, it reads and discards a remainder of at most drainLimit bytes
+// (keeping the connection), and otherwise marks the connection to close
+// after this response.
 func closeIfBodyUnread(c *fiber.Ctx) {
 	req := c.Request()
 	if !req.IsBodyStream() {
@@ -36,8 +44,16 @@ func closeIfBodyUnread(c *fiber.Ctx) {
 	if done, _ := c.Locals(bodyDoneKey).(bool); done {
 		return
 	}
-	if cl := req.Header.ContentLength(); cl >= 0 && cl <= prefetchBytes {
+	cl := req.Header.ContentLength()
+	if cl >= 0 && cl <= prefetchBytes {
 		return
+	}
+	c.Locals(bodyDoneKey, true) // never read the stream twice
+	if cl <= drainLimit {       // includes chunked (-1)
+		n, err := io.Copy(io.Discard, io.LimitReader(c.Context().RequestBodyStream(), drainLimit+1))
+		if err == nil && n <= drainLimit {
+			return
+		}
 	}
 	c.Response().Header.SetConnectionClose()
 }
