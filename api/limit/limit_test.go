@@ -37,7 +37,7 @@ func pacePair(t *testing.T, minRate int64) (*PaceConn, net.Conn) {
 }
 
 func TestPaceConnRead(t *testing.T) {
-	const base = 300 * time.Millisecond
+	const base = time.Second
 	tests := []struct {
 		name     string
 		chunk    int
@@ -46,8 +46,8 @@ func TestPaceConnRead(t *testing.T) {
 		wantFail bool
 	}{
 		// 10 KiB every 10 ms is ~1 MiB/s, 100x the minimum: never cut,
-		// though the transfer lasts five times the base timeout.
-		{"fast", 10 << 10, 10 * time.Millisecond, 5 * base, false},
+		// though the transfer lasts three times the base timeout.
+		{"fast", 10 << 10, 10 * time.Millisecond, 3 * base, false},
 		// 1 byte every 50 ms is a slow-loris: cut soon after base.
 		{"slowloris", 1, 50 * time.Millisecond, 20 * base, true},
 	}
@@ -115,10 +115,10 @@ func TestPaceConnWriteSlowReader(t *testing.T) {
 func TestPaceConnWriteFastReader(t *testing.T) {
 	srv, cli := pacePair(t, 1<<20)
 	go io.Copy(io.Discard, cli)
-	srv.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	srv.SetWriteDeadline(time.Now().Add(time.Second))
 	buf := make([]byte, 256<<10)
 	start := time.Now()
-	// 64 MiB: far more than 200 ms at the 1 MiB/s minimum would allow
+	// 64 MiB: far more than 1 s at the 1 MiB/s minimum would allow
 	// without pacing; loopback moves it at hundreds of MiB/s.
 	for i := 0; i < 256; i++ {
 		if _, err := srv.Write(buf); err != nil {
