@@ -121,14 +121,18 @@ func TestServeFromEnv(t *testing.T) {
 	}
 
 	cancel()
+	stopStart := time.Now()
 	select {
 	case code := <-exited:
 		if code != 0 {
 			t.Fatalf("serve exited %d; stderr:\n%s", code, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(5 * time.Minute):
+		// Generous: closing waits for a built-in plugin compile still running
+		// in the background, which is slow under -race on a cold cache.
 		t.Fatal("serve did not stop after cancellation")
 	}
+	t.Logf("serve stopped %s after cancellation", time.Since(stopStart).Round(time.Millisecond))
 
 	// Logs are JSON lines and name the namespace and key of entry requests.
 	var sawKey bool
