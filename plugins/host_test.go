@@ -119,9 +119,13 @@ func TestPassthrough(t *testing.T) {
 // fails with its precise error, that the failing instance is replaced, and
 // that other plugins keep answering while it happens.
 func TestFaults(t *testing.T) {
-	// quick fails fast on the infinite loop; roomy gives memory growth and the
-	// 100 MB output time to hit their own limits even under -race.
+	// quick fails fast on the infinite loop; patient gives the other faults
+	// time to happen on a loaded machine (a fresh instance under -race can
+	// take over a second to start), so they fail by their own kind, never by
+	// the timeout; roomy gives memory growth and the 100 MB output room to
+	// hit their own limits.
 	quick := newTestHost(t, Config{CallTimeout: time.Second, PoolSize: 2}, "empty", "faults")
+	patient := newTestHost(t, Config{CallTimeout: time.Minute, PoolSize: 2}, "empty", "faults")
 	roomy := newTestHost(t, Config{CallTimeout: time.Minute, MaxMemoryBytes: 192 << 20, MaxOutputBytes: 64 << 20, PoolSize: 2}, "empty", "faults")
 	tests := []struct {
 		mode    string
@@ -130,12 +134,12 @@ func TestFaults(t *testing.T) {
 		text    string
 		discard bool
 	}{
-		{"error", quick, ErrPlugin, "rejected on purpose", false},
+		{"error", patient, ErrPlugin, "rejected on purpose", false},
 		{"loop", quick, ErrTimeout, "did not finish within 1s", true},
 		{"grow", roomy, ErrMemory, "memory limit of 192 MiB", true},
-		{"trap", quick, ErrTrap, "deliberate panic", true},
-		{"exit", quick, ErrTrap, "exit_code(3)", true},
-		{"nilderef", quick, ErrTrap, "nil pointer", true},
+		{"trap", patient, ErrTrap, "deliberate panic", true},
+		{"exit", patient, ErrTrap, "exit_code(3)", true},
+		{"nilderef", patient, ErrTrap, "nil pointer", true},
 		{"big", roomy, ErrOutput, "exceeds the limit of 67108864 bytes", true},
 	}
 	for _, tt := range tests {
