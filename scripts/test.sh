@@ -196,8 +196,9 @@ run_suite faults
 log "summary ($((SECONDS - START))s)"
 for s in "${PASSED[@]}"; do echo "PASS  $s"; done
 for s in "${FAILED[@]}"; do echo "FAIL  $s"; done
+# The last line is the plain "N passed, N failed" count of suites.
 if ((${#FAILED[@]})); then
-	echo "FAIL: ${#FAILED[@]} suite(s) failed"
+	echo "suites: ${#PASSED[@]} passed, ${#FAILED[@]} failed"
 	exit 1
 fi
-echo "PASS: all suites passed"
+echo "suites: ${#PASSED[@]} passed, 0 failed"
