@@ -296,12 +296,8 @@ func (s *Badger) recover() error {
 				broken = append(broken, item.KeyCopy(nil))
 				continue
 			}
-			var m Meta
-			if err := item.Value(func(v []byte) error {
-				var err error
-				m, err = decodeMeta(ref, v)
-				return err
-			}); err != nil {
+			m, err := itemMeta(ref, item)
+			if err != nil {
 				s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
 				broken = append(broken, item.KeyCopy(nil))
 				continue
@@ -463,12 +459,7 @@ func (s *Badger) readMeta(txn *badger.Txn, ref entryRef) (Meta, error) {
 	if err != nil {
 		return Meta{}, fmt.Errorf("read metadata of %s/%s: %w", ref.ns, ref.key, err)
 	}
-	var m Meta
-	err = item.Value(func(v []byte) error {
-		m, err = decodeMeta(ref, v)
-		return err
-	})
-	return m, err
+	return itemMeta(ref, item)
 }
 
 // overlay adds batched, not yet written access state to stored metadata.
@@ -675,12 +666,8 @@ func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more 
 			if !ok {
 				continue
 			}
-			var m Meta
-			if err := item.Value(func(v []byte) error {
-				var err error
-				m, err = decodeMeta(ref, v)
-				return err
-			}); err != nil {
+			m, err := itemMeta(ref, item)
+			if err != nil {
 				s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
 				continue
 			}

@@ -86,11 +86,8 @@ func (s *Badger) readMetaCached(txn *badger.Txn, ref entryRef) (Meta, error) {
 	if m, ok := s.metas.get(ref, item.Version()); ok {
 		return m, nil
 	}
-	var m Meta
-	if err := item.Value(func(v []byte) error {
-		m, err = decodeMeta(ref, v)
-		return err
-	}); err != nil {
+	m, err := itemMeta(ref, item)
+	if err != nil {
 		return Meta{}, err
 	}
 	s.metas.put(ref, item.Version(), m)

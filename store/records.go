@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/dgraph-io/badger/v4"
 	"hash/crc32"
 )
 
@@ -126,6 +127,18 @@ func encodeMeta(m Meta) ([]byte, error) {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
 	return b, nil
+}
+
+// itemMeta decodes the metadata record item, stored under ref. The value is
+// decoded inside Item.Value, so nothing outlives the transaction.
+func itemMeta(ref entryRef, item *badger.Item) (Meta, error) {
+	var m Meta
+	err := item.Value(func(v []byte) error {
+		var err error
+		m, err = decodeMeta(ref, v)
+		return err
+	})
+	return m, err
 }
 
 // decodeMeta decodes an entry's metadata stored under ref.
