@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,8 +16,8 @@ import (
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"
-	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -26,34 +25,11 @@ import (
 // plugins of plugins/testdata (including the faulty ones).
 func startKeyServer(t *testing.T, hcfg plugins.Config, kcfg keying.Config) *apitest.Server {
 	t.Helper()
-	ctx := context.Background()
 	var files []string
 	for _, n := range []string{"empty", "faults", "nondet"} {
 		files = append(files, filepath.Join("..", "plugins", "testdata", n+".wasm"))
 	}
-	hcfg.CacheDir = pluginstest.CacheDir(t, files...)
-	h, err := plugins.NewHost(ctx, hcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	if err := h.LoadBuiltins(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.Load(ctx, f, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kcfg.Host = h
-	k, err := keying.New(kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := keyingtest.Keyer(t, hcfg, kcfg, files...)
 	return apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Keyer = k }})
 }
 
