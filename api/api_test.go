@@ -12,8 +12,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/store/storetest"
 )
 
 // keyOf returns a valid key derived from name.
@@ -346,27 +345,6 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	}
 }
 
-// flipInValueLog corrupts one byte of the first occurrence of needle in the
-// Badger directory's files and reports whether it found it.
-func flipInValueLog(t *testing.T, dir string, needle []byte) bool {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if i := bytes.Index(b, needle); i >= 0 {
-			b[i+len(needle)/2] ^= 0xff
-			if err := os.WriteFile(f, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return true
-		}
-	}
-	return false
-}
-
 func TestTamperedValueNotServed(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	const n = 64 << 10
@@ -379,8 +357,8 @@ func TestTamperedValueNotServed(t *testing.T) {
 	p := newPayload(11, n)
 	io.ReadFull(p, make([]byte, 1000))
 	io.ReadFull(p, needle)
-	if !flipInValueLog(t, srv.Dir, needle) {
-		t.Fatal("payload bytes not found in the Badger directory")
+	if _, err := storetest.FlipInValueLog(srv.Dir, needle); err != nil {
+		t.Fatal(err)
 	}
 	srv.Restart()
 	resp := srv.Do(http.MethodGet, srv.EntryURL("default", key), nil)
@@ -416,8 +394,8 @@ func TestTamperedLaterChunkAbortsBody(t *testing.T) {
 	io.CopyN(io.Discard, p, 4<<20+1234)
 	needle := make([]byte, 64)
 	io.ReadFull(p, needle)
-	if !flipInValueLog(t, srv.Dir, needle) {
-		t.Fatal("payload bytes not found in the Badger directory")
+	if _, err := storetest.FlipInValueLog(srv.Dir, needle); err != nil {
+		t.Fatal(err)
 	}
 	srv.Restart()
 	resp := srv.Do(http.MethodGet, srv.EntryURL("default", key), nil)

@@ -12,7 +12,6 @@ import (
 	"io"
 	"math/rand"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/store/storetest"
 )
 
 // testKey returns a deterministic key for i.
@@ -298,27 +298,6 @@ func TestLeaseBadInput(t *testing.T) {
 	}
 }
 
-// corruptInDir flips one byte in the middle of the first occurrence of needle
-// in the files of dir.
-func corruptInDir(t *testing.T, dir string, needle []byte) bool {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if i := bytes.Index(b, needle); i >= 0 {
-			b[i+len(needle)/2] ^= 0xff
-			if err := os.WriteFile(f, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // TestBatchCorruptEntryAbortsStream: a chunk that fails its checksum in the
 // middle of a member aborts the stream; the client never gets a complete
 // wrong member nor a missing.json that would claim completeness.
@@ -331,8 +310,8 @@ func TestBatchCorruptEntryAbortsStream(t *testing.T) {
 	putEntry(t, c, "default", testKey(2), bad, "")
 	putEntry(t, c, "default", testKey(3), []byte("good three"), "")
 	srv.Close()
-	if !corruptInDir(t, srv.Dir, bad[2<<20+100:2<<20+164]) {
-		t.Fatal("payload bytes not found in the Badger directory")
+	if _, err := storetest.FlipInValueLog(srv.Dir, bad[2<<20+100:2<<20+164]); err != nil {
+		t.Fatal(err)
 	}
 	srv.Restart()
 	c = newClient(t, srv.URL, "")
