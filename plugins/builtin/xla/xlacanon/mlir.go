@@ -135,36 +135,39 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 	base := e.base
 	c.ssa.reset(src)
 	var name string
-	pats := [...]lazyPattern{{pat: "module"}, {pat: "jax.", anchor: 0}, {pat: "mhlo.layout_mode", anchor: 7}}
-	const (
-		pModule = iota
-		pJax
-		pLayout
-	)
+	// "module" is searched for lazily (it is turned off after the first
+	// top-level one). The attribute names the scan drops, "jax." and
+	// "mhlo.layout_mode", are found by the word loop instead, through a
+	// byte pair that is rare in real modules: "x." (only in "jax." in the
+	// corpus and the generated module) and "_m" (about twice as common as
+	// "layout_mode" in the corpus, which is most of it in JAX output).
+	// Searching for them separately by a single byte ('j', 'y') stopped at
+	// every "jit(" location string and cost a quarter of the scan.
+	mod := lazyPattern{pat: "module"}
 	n := len(src)
 	lim := 0
-	refresh := func(i int) {
-		lim = n
-		for k := range pats {
-			pats[k].refresh(src, i)
-			if pats[k].next < lim {
-				lim = pats[k].next
-			}
-		}
-	}
 	// Leading whitespace goes (trailing whitespace is trimmed at the end).
 	i := skipSpace(src, 0)
 	e.start = i
-	refresh(i)
+	mod.refresh(src, i)
+	lim = mod.next
+	// from is where the scan last resumed after a handler: a pattern is
+	// recognized only if all of it lies in bytes the scan passed over as
+	// plain text (not inside a string or name that a handler skipped, nor
+	// partly before a position where a rejected candidate resumed).
+	from := i
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
 		// A '(' matters only after "loc": flag it only behind a 'c' (a
-		// false flag just stops the word loop early; the handlers check).
+		// false flag just stops the word loop early; the handlers check);
+		// likewise '.' behind 'x' ("jax.") and 'm' behind '_' ("_mode").
 		for i+8 <= lim && i > 0 {
 			x := load64(src, i)
+			y := load64(src, i-1)
 			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/') | hasByte8(x, '%') |
-				hasByte8(x, '#') | hasByte8(x, '(')&hasByte8(load64(src, i-1), 'c'); m != 0 {
+				hasByte8(x, '#') | hasByte8(x, '(')&hasByte8(y, 'c') |
+				hasByte8(x, '.')&hasByte8(y, 'x') | hasByte8(x, 'm')&hasByte8(y, '_'); m != 0 {
 				i += firstFlag(m)
 				break
 			}
@@ -177,20 +180,20 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			break
 		}
 		if i == lim {
-			switch {
-			case pats[pModule].next == i:
-				if !e.tokenStartAt(i) || !tokenEnd(src, i+6) {
-					i++
-					break
-				}
-				pats[pModule].off = true
+			// A "module" candidate. No dropped attribute name can be
+			// pending here: "module" cannot start inside "jax" or
+			// "mhlo.layout_", and one starting at the 'm' of
+			// "mhlo.layout_mode" is neither a token start nor leaves
+			// the attribute name a token end.
+			if !e.tokenStartAt(i) || !tokenEnd(src, i+6) {
+				i++
+			} else {
+				mod.off = true
 				e.flush(i)
-				if hasByte(e.out[base:], '{') {
+				switch j := skipTrivia(src, i+6, false); {
+				case hasByte(e.out[base:], '{'):
 					i += 6
-					break
-				}
-				j := skipTrivia(src, i+6, false)
-				if j < n && src[j] == '@' {
+				case j < n && src[j] == '@':
 					end, sym := symbolAt(src, j+1)
 					if end < 0 {
 						i += 6 // not a name: keep what follows verbatim
@@ -201,37 +204,50 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 					e.pending = true
 					e.start = skipHSpace(src, end)
 					i = e.start
-					break
+				default:
+					i += 6
 				}
-				i += 6
-			case pats[pJax].next == i:
-				k := i + len("jax.")
-				var attr int
-				switch {
-				case hasPrefixAt(src, k, "result_info"):
-					attr = k + len("result_info")
-				case hasPrefixAt(src, k, "arg_info"):
-					attr = k + len("arg_info")
-				}
-				if attr == 0 || !e.tokenStartAt(i) || !tokenEnd(src, attr) {
-					i++
-					break
-				}
-				i = e.dropAttr(i, attr, "")
-			case pats[pLayout].next == i:
-				attr := i + len("mhlo.layout_mode")
-				if !e.tokenStartAt(i) || !tokenEnd(src, attr) {
-					i++
-					break
-				}
-				i = e.dropAttr(i, attr, `"default"`)
-			default:
-				i++
 			}
-			refresh(i)
+			mod.refresh(src, i)
+			lim = mod.next
+			from = i
 			continue
 		}
 		switch mlirClass[src[i]] {
+		case cDot:
+			// "jax." ends here if the three bytes before it are "jax"
+			// and were scanned as plain text.
+			p := i - 3
+			if p < from || src[i-1] != 'x' || src[i-2] != 'a' || src[i-3] != 'j' {
+				i++
+				continue
+			}
+			k := i + 1
+			var attr int
+			switch {
+			case hasPrefixAt(src, k, "result_info"):
+				attr = k + len("result_info")
+			case hasPrefixAt(src, k, "arg_info"):
+				attr = k + len("arg_info")
+			}
+			if attr == 0 || !e.tokenStartAt(p) || !tokenEnd(src, attr) {
+				i++ // no other pattern or stop starts inside "jax"
+				break
+			}
+			i = e.dropAttr(p, attr, "")
+		case cEm:
+			// Likewise the 'm' of "mhlo.layout_mode".
+			p := i - len("mhlo.layout_")
+			if p < from || src[i-1] != '_' || !hasPrefixAt(src, p, "mhlo.layout_mode") {
+				i++
+				continue
+			}
+			attr := p + len("mhlo.layout_mode")
+			if !e.tokenStartAt(p) || !tokenEnd(src, attr) {
+				i++ // nor inside "mhlo.layout_"
+				break
+			}
+			i = e.dropAttr(p, attr, `"default"`)
 		case cParen:
 			p := i - 3
 			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !e.tokenStartAt(p) {
@@ -343,8 +359,10 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			i = e.start
 		}
 		if i > lim {
-			refresh(i)
+			mod.refresh(src, i)
+			lim = mod.next
 		}
+		from = i
 	}
 	e.flush(n)
 	e.trimSpace()

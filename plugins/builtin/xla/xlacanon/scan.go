@@ -10,6 +10,8 @@ const (
 	cPercent // '%' (MLIR SSA value name)
 	cHash    // '#' (MLIR alias definition)
 	cParen   // '(' (MLIR: may end "loc(")
+	cDot     // '.' (MLIR: may end "jax.")
+	cEm      // 'm' (MLIR: may be the 'm' of "mhlo.layout_mode")
 )
 
 var (
@@ -29,6 +31,8 @@ func init() {
 	mlirClass['%'] = cPercent
 	mlirClass['#'] = cHash
 	mlirClass['('] = cParen
+	mlirClass['.'] = cDot
+	mlirClass['m'] = cEm
 	for c := 0; c < 256; c++ {
 		b := byte(c)
 		if b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '$' || b == '.' || b == '-' {
