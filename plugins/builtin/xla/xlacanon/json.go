@@ -11,8 +11,9 @@ import (
 // because the module string dominates the input and encoding/json's
 // byte-at-a-time scanner is ten times slower under wasm.
 type jreader struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	high bool // the last str may hold a byte >= 0x80 (see str)
 }
 
 func (r *jreader) errorf(format string, args ...any) error {
@@ -41,9 +42,18 @@ func (r *jreader) null() bool {
 	return false
 }
 
-// str decodes the JSON string at the reader into dst (appended). Plain bytes
-// move a word at a time with no calls.
+// escByte maps the letter after a backslash to the byte a one-byte escape
+// stands for; 0 marks \u and invalid escapes, which take the slow path.
+var escByte = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// str decodes the JSON string at the reader into dst (appended) and records
+// in r.high whether it may hold a byte >= 0x80, so that callers run
+// utf8.Valid only when one can be invalid. Plain bytes and one-byte escapes
+// go through decodeRun, a word at a time with no calls; the closing quote,
+// \u escapes, errors, the last few bytes and growing the buffer are handled
+// here.
 func (r *jreader) str(dst []byte) ([]byte, error) {
+	r.high = false
 	if r.peek() != '"' {
 		return dst, r.errorf("expected a JSON string")
 	}
@@ -51,6 +61,7 @@ func (r *jreader) str(dst []byte) ([]byte, error) {
 	i := r.i + 1
 	o := len(dst)
 	buf := dst[:cap(dst)]
+	var hi uint64 // OR of every word copied: bit 7 of a byte marks a possible byte >= 0x80
 	for {
 		if o+16 > len(buf) {
 			// Grow geometrically, never past what the rest of the input
@@ -63,80 +74,65 @@ func (r *jreader) str(dst []byte) ([]byte, error) {
 			buf = grown
 			dst = buf[:o]
 		}
-		if i+8 <= len(b) {
-			x := load64(b, i)
-			m := hasByte8(x, '"') | hasByte8(x, '\\')
-			store64(buf, o, x)
-			if m == 0 {
-				i += 8
-				o += 8
-				continue
-			}
-			k := firstFlag(m)
-			i += k
-			o += k
-		} else {
-			if i >= len(b) {
-				return dst, r.errorf("unterminated JSON string")
-			}
-			if c := b[i]; c != '"' && c != '\\' {
-				buf[o] = c
-				i++
-				o++
-				continue
-			}
+		i, o, hi = decodeRun(b, i, buf, o, hi)
+		if i >= len(b) {
+			return dst, r.errorf("unterminated JSON string")
 		}
-		if b[i] == '"' {
+		if o+16 > len(buf) {
+			continue
+		}
+		c := b[i]
+		if c != '"' && c != '\\' {
+			buf[o] = c
+			hi |= uint64(c)
+			i++
+			o++
+			continue
+		}
+		if c == '"' {
 			r.i = i + 1
+			r.high = hi&hi8 != 0
 			return buf[:o], nil
 		}
 		// An escape at b[i].
 		if i+1 >= len(b) {
 			return dst, r.errorf("unterminated JSON string")
 		}
-		var c byte
-		switch e := b[i+1]; e {
-		case '"', '\\', '/':
-			c = e
-		case 'b':
-			c = '\b'
-		case 'f':
-			c = '\f'
-		case 'n':
-			c = '\n'
-		case 'r':
-			c = '\r'
-		case 't':
-			c = '\t'
-		case 'u':
-			v, ok := hex4(b, i+2)
-			if !ok {
+		e := b[i+1]
+		if e != 'u' {
+			c := escByte[e]
+			if c == 0 {
 				r.i = i
-				return dst, r.errorf("bad \\u escape in JSON string")
+				return dst, r.errorf("bad escape \\%c in JSON string", e)
+			}
+			buf[o] = c
+			o++
+			i += 2
+			continue
+		}
+		v, ok := hex4(b, i+2)
+		if !ok {
+			r.i = i
+			return dst, r.errorf("bad \\u escape in JSON string")
+		}
+		i += 6
+		rr := rune(v)
+		if utf16.IsSurrogate(rr) {
+			w, ok := -1, false
+			if hasPrefixAt(b, i, `\u`) {
+				w, ok = hex4(b, i+2)
+			}
+			rr = utf16.DecodeRune(rr, rune(w))
+			if !ok || rr == utf8.RuneError {
+				r.i = i
+				return dst, r.errorf("unpaired surrogate in JSON string")
 			}
 			i += 6
-			rr := rune(v)
-			if utf16.IsSurrogate(rr) {
-				w, ok := -1, false
-				if hasPrefixAt(b, i, `\u`) {
-					w, ok = hex4(b, i+2)
-				}
-				rr = utf16.DecodeRune(rr, rune(w))
-				if !ok || rr == utf8.RuneError {
-					r.i = i
-					return dst, r.errorf("unpaired surrogate in JSON string")
-				}
-				i += 6
-			}
-			o += utf8.EncodeRune(buf[o:], rr)
-			continue
-		default:
-			r.i = i
-			return dst, r.errorf("bad escape \\%c in JSON string", e)
 		}
-		buf[o] = c
-		o++
-		i += 2
+		if rr >= utf8.RuneSelf {
+			hi |= hi8
+		}
+		o += utf8.EncodeRune(buf[o:], rr)
 	}
 }
 

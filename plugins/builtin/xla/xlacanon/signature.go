@@ -76,6 +76,9 @@ type Canonicalizer struct {
 	out  []byte // canonical record
 	norm []byte // normalized signature
 	key  []byte // scratch for field names
+	// modHigh reports that mod may hold a byte >= 0x80; when it does not,
+	// mod is ASCII and parse skips utf8.Valid.
+	modHigh bool
 }
 
 // Canonicalize is a convenience wrapper around a fresh Canonicalizer; its
@@ -354,7 +357,7 @@ func (c *Canonicalizer) parse(sig []byte) (signature, error) {
 	}
 	s.module = c.mod
 	detected := detectFormat(s.module)
-	if detected != FormatMLIRBytecode && !utf8.Valid(s.module) {
+	if detected != FormatMLIRBytecode && c.modHigh && !utf8.Valid(s.module) {
 		return s, fmt.Errorf("%w: module is not valid UTF-8", ErrSignature)
 	}
 	switch {
@@ -383,7 +386,7 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 		if err != nil {
 			return err
 		}
-		if !utf8.Valid(v) {
+		if r.high && !utf8.Valid(v) {
 			return fmt.Errorf("%w: field %q is not valid UTF-8", ErrSignature, name)
 		}
 		*dst = string(v)
@@ -394,6 +397,7 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 		return optional(backend)
 	case fModule:
 		c.mod, err = r.str(c.mod[:0])
+		c.modHigh = r.high
 		return err
 	case fModuleB64:
 		var tmp []byte
@@ -403,6 +407,7 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 			return err
 		}
 		c.mod = c.mod[:0]
+		c.modHigh = true // binary, or text never checked byte by byte
 		c.mod, err = base64.StdEncoding.AppendDecode(c.mod, tmp)
 		if err != nil {
 			return fmt.Errorf("%w: module_b64 is not standard base64: %w", ErrSignature, err)
@@ -504,7 +509,7 @@ func (r *jreader) strings(name string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !utf8.Valid(v) {
+		if r.high && !utf8.Valid(v) {
 			return nil, fmt.Errorf("%w: field %q is not valid UTF-8", ErrSignature, name)
 		}
 		out = append(out, string(v))
