@@ -8,9 +8,10 @@ import "math/bits"
 // runs at about 15 MB/s, slower than everything else the plugin does; XXH64
 // runs at memory speed there.
 
-// The primes are variables so that their sums wrap around like the
-// reference implementation's unsigned arithmetic.
-var (
+// The primes are typed constants, so that the rounds multiply by
+// immediates; the two sums the reference implementation lets wrap around
+// (prime1+prime2, -prime1) are taken at run time in xxh64.
+const (
 	xxPrime1 uint64 = 11400714785074694791
 	xxPrime2 uint64 = 14029467366897019727
 	xxPrime3 uint64 = 1609587929392839161
@@ -39,16 +40,12 @@ func xxh64(b []byte) uint64 {
 	i := 0
 	var h uint64
 	if n >= 32 {
-		v1 := xxPrime1 + xxPrime2
+		p1 := xxPrime1 // a variable: the sums below wrap around
+		v1 := p1 + xxPrime2
 		v2 := xxPrime2
 		v3 := uint64(0)
-		v4 := 0 - xxPrime1
-		for ; i+32 <= n; i += 32 {
-			v1 = xxRound(v1, load64(b, i))
-			v2 = xxRound(v2, load64(b, i+8))
-			v3 = xxRound(v3, load64(b, i+16))
-			v4 = xxRound(v4, load64(b, i+24))
-		}
+		v4 := 0 - p1
+		i, v1, v2, v3, v4 = xxStripes(b, v1, v2, v3, v4)
 		h = bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
 		h = xxMerge(h, v1)
 		h = xxMerge(h, v2)
