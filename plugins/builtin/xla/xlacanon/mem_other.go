@@ -21,5 +21,8 @@ func indexByte(b []byte, i int, c byte) int {
 	return -1
 }
 
+// move32 copies the first 32 bytes of src to dst (both at least that long).
+func move32(dst, src []byte) { copy(dst[:32], src[:32]) }
+
 // appendRun appends src to dst.
 func appendRun(dst, src []byte) []byte { return append(dst, src...) }

@@ -20,9 +20,20 @@ func store64(b []byte, o int, v uint64) {
 // Under wasm the standard library's IndexByte is a byte loop; SWAR is faster.
 func indexByte(b []byte, i int, c byte) int { return indexByteSWAR(b, i, c) }
 
+// move32 copies the first 32 bytes of src to dst (both at least that long)
+// in four word moves.
+func move32(dst, src []byte) {
+	d := unsafe.Pointer(unsafe.SliceData(dst[:32]))
+	s := unsafe.Pointer(unsafe.SliceData(src[:32]))
+	*(*uint64)(d) = *(*uint64)(s)
+	*(*uint64)(unsafe.Add(d, 8)) = *(*uint64)(unsafe.Add(s, 8))
+	*(*uint64)(unsafe.Add(d, 16)) = *(*uint64)(unsafe.Add(s, 16))
+	*(*uint64)(unsafe.Add(d, 24)) = *(*uint64)(unsafe.Add(s, 24))
+}
+
 // appendRun appends src to dst. Under wasm, a memmove call costs far more
-// than the few bytes a typical run holds, so short runs are copied a word at
-// a time.
+// than the few bytes a typical run holds, so runs of up to 48 bytes go a
+// word at a time (see also emitter.copyRun).
 func appendRun(dst, src []byte) []byte {
 	n := len(src)
 	if n >= 48 {

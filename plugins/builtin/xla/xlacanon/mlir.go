@@ -2,6 +2,7 @@ package xlacanon
 
 import (
 	"fmt"
+	"strconv"
 )
 
 // ssaNames renames MLIR SSA values (%0, %c, %cst_3, %arg0 …) to %0, %1, … in
@@ -9,9 +10,11 @@ import (
 // renamed text parses to the same IR: printer-chosen names carry no meaning.
 // Numeric names index a slice; other names go to an open-addressing table
 // keyed by their position in the source (no allocation, no map: maps are slow
-// under wasm).
+// under wasm). Each new name's output text is rendered once (text), so that
+// emitting it is a single word store.
 type ssaNames struct {
 	num   []int32 // numeric names without leading zeros: new number+1, 0 = unseen
+	text  []uint64
 	slots []ssaSlot
 	used  int
 	n     int32
@@ -22,11 +25,13 @@ type ssaSlot struct {
 	off, len int32 // name bytes in src; len 0 = empty slot
 	hash     uint32
 	val      int32
+	key      uint64 // the name's bytes if it is at most eight long (see shortKey)
 }
 
 func (s *ssaNames) reset(src []byte) {
 	clear(s.num)
 	s.num = s.num[:0]
+	s.text = s.text[:0]
 	clear(s.slots)
 	if len(s.slots) == 0 {
 		s.slots = make([]ssaSlot, 256)
@@ -34,6 +39,28 @@ func (s *ssaNames) reset(src []byte) {
 	s.used = 0
 	s.n = 0
 	s.src = src
+}
+
+// next assigns the next new number and renders its text.
+func (s *ssaNames) next() int32 {
+	s.text = append(s.text, ssaText(s.n))
+	s.n++
+	return s.n - 1
+}
+
+// ssaText returns the output text of the new number k, "%k", as the bytes
+// of a little-endian word with their count in its top byte, or 0 if they do
+// not fit in seven bytes (k >= 1e6). Stored as a whole word, the text is
+// followed by one garbage byte, overwritten by the next output.
+func ssaText(k int32) uint64 {
+	if k >= 1e6 {
+		return 0
+	}
+	var w [8]byte
+	w[0] = '%'
+	t := strconv.AppendInt(w[:1], int64(k), 10)
+	w[7] = byte(len(t))
+	return load64(w[:], 0)
 }
 
 // lookupNum returns the new number of the numeric SSA name v (no leading
@@ -45,6 +72,10 @@ func (s *ssaNames) lookupNum(v int) int32 {
 	return s.lookupNumSlow(v)
 }
 
+// lookupNumSlow is lookupNum for a new name. Kept out of line so that
+// lookupNum stays small enough to inline.
+//
+//go:noinline
 func (s *ssaNames) lookupNumSlow(v int) int32 {
 	if v >= len(s.num) {
 		if v >= cap(s.num) {
@@ -56,13 +87,28 @@ func (s *ssaNames) lookupNumSlow(v int) int32 {
 		}
 	}
 	if s.num[v] == 0 {
-		s.n++
-		s.num[v] = s.n
+		s.num[v] = s.next() + 1
 	}
 	return s.num[v] - 1
 }
 
+// shortKey returns the bytes of the name src[a:b] (b-a <= 8) as a
+// little-endian word, zero above the name: equal names of equal length, and
+// only they, have equal keys. One masked word load when the word is in src.
+func shortKey(src []byte, a, b int) uint64 {
+	if a+8 <= len(src) {
+		return load64(src, a) & (1<<(8*uint(b-a)) - 1)
+	}
+	var k uint64
+	for i := b - 1; i >= a; i-- {
+		k = k<<8 | uint64(src[i])
+	}
+	return k
+}
+
 // lookup returns the new number of the SSA name src[a:b] (without '%').
+// Names of up to eight bytes (most: %arg0, %cst_1, %c) are hashed and
+// compared as one word (shortKey); longer ones byte by byte.
 func (s *ssaNames) lookup(a, b int) int32 {
 	id := s.src[a:b]
 	if isDigit(id[0]) && (id[0] != '0' || len(id) == 1) && len(id) <= 5 {
@@ -70,38 +116,33 @@ func (s *ssaNames) lookup(a, b int) int32 {
 		for _, c := range id {
 			v = v*10 + int(c-'0')
 		}
-		if v >= len(s.num) {
-			if v >= cap(s.num) {
-				grown := make([]int32, v+1, 2*v+64)
-				copy(grown, s.num)
-				s.num = grown
-			} else {
-				s.num = s.num[:v+1]
-			}
-		}
-		if s.num[v] == 0 {
-			s.n++
-			s.num[v] = s.n
-		}
-		return s.num[v] - 1
+		return s.lookupNum(v)
 	}
-	h := uint32(2166136261)
-	for _, c := range id {
-		h = (h ^ uint32(c)) * 16777619
+	var h uint32
+	var key uint64
+	if len(id) <= 8 {
+		key = shortKey(s.src, a, b)
+		h = uint32((key * 0x9e3779b97f4a7c15) >> 32) // Fibonacci hashing: the high bits mix all key bytes
+	} else {
+		h = uint32(2166136261)
+		for _, c := range id {
+			h = (h ^ uint32(c)) * 16777619
+		}
 	}
 	mask := len(s.slots) - 1
 	for k := int(h) & mask; ; k = (k + 1) & mask {
 		sl := &s.slots[k]
 		if sl.len == 0 {
-			sl.off, sl.len, sl.hash, sl.val = int32(a), int32(b-a), h, s.n
-			s.n++
+			v := s.next()
+			sl.off, sl.len, sl.hash, sl.key, sl.val = int32(a), int32(b-a), h, key, v
 			s.used++
 			if 2*s.used > len(s.slots) {
 				s.grow()
 			}
-			return s.n - 1
+			return v
 		}
-		if sl.hash == h && int(sl.len) == len(id) && string(s.src[sl.off:sl.off+sl.len]) == string(id) {
+		if int(sl.len) == len(id) && (len(id) <= 8 && sl.key == key ||
+			len(id) > 8 && sl.hash == h && string(s.src[sl.off:sl.off+sl.len]) == string(id)) {
 			return sl.val
 		}
 	}
@@ -254,19 +295,22 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 				break
 			}
-			// The common `loc(#loc12)` ends at the first ')': no call.
-			end := i + 1
-			if end < n && src[end] == '#' {
-				end++
-				for end < n && identChar[src[end]] {
-					end++
+			// The common `loc(#loc12)` holds no '(' or '"': then its end
+			// is the first ')', found in the next two words without a
+			// call (skipBalanced stops at the first of the three too).
+			end := -1
+			if i+17 <= n {
+				off := i + 1
+				m := hasByte8(load64(src, off), '(') | hasByte8(load64(src, off), ')') | hasByte8(load64(src, off), '"')
+				if m == 0 {
+					off += 8
+					m = hasByte8(load64(src, off), '(') | hasByte8(load64(src, off), ')') | hasByte8(load64(src, off), '"')
 				}
-				if end < n && src[end] == ')' {
-					end++
-				} else {
-					end = skipBalanced(src, i, '(', ')')
+				if k := off + firstFlag(m); m != 0 && src[k] == ')' {
+					end = k + 1
 				}
-			} else {
+			}
+			if end < 0 {
 				end = skipBalanced(src, i, '(', ')')
 			}
 			if end < 0 {
@@ -274,22 +318,20 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			}
 			// Inlined e.drop(p, end, false).
 			e.flush(p)
-			for len(e.out) > e.base && isSpace(e.out[len(e.out)-1]) {
-				e.out = e.out[:len(e.out)-1]
-			}
+			e.trimSpace()
 			e.pending = true
-			for end < n && (src[end] == ' ' || src[end] == '\t' || src[end] == '\r') {
-				end++
-			}
-			e.start = end
-			i = end
+			e.start = skipHSpace(src, end)
+			i = e.start
 		case cSpace:
 			// Inlined e.newline: one call (the run copy) per line.
 			e.flush(i)
-			for len(e.out) > e.base && isSpace(e.out[len(e.out)-1]) {
-				e.out = e.out[:len(e.out)-1]
-			}
+			e.trimSpace()
 			e.pending = true
+			// The blanks after it (mostly an indentation shorter than a
+			// word) in one word test; the loop goes on for longer runs.
+			if i+8 <= n {
+				i += leading(spaceMask(load64(src, i)))
+			}
 			for i < n && isSpace(src[i]) {
 				i++
 			}
@@ -317,14 +359,22 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 			}
 		case cPercent:
+			// The name: digits, or else name bytes. Up to seven of them
+			// are measured on one word, branch-free; the byte loops then
+			// only confirm the end (or go on for longer names).
 			j := i + 1
-			v := 0
-			if j < n && isDigit(src[j]) {
+			var x uint64
+			if i+9 <= n {
+				x = load64(src, j)
+			}
+			numeric := j < n && isDigit(src[j])
+			if numeric {
+				j += leading(digitMask(x))
 				for j < n && isDigit(src[j]) {
-					v = v*10 + int(src[j]-'0')
 					j++
 				}
 			} else {
+				j += leading(identMask(x))
 				for j < n && identChar[src[j]] {
 					j++
 				}
@@ -334,13 +384,30 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				continue
 			}
 			var k int32
-			if d := j - i - 1; isDigit(src[i+1]) && (src[i+1] != '0' || d == 1) && d <= 5 {
+			if d := j - i - 1; numeric && (src[i+1] != '0' || d == 1) && d <= 5 {
+				v := 0
+				if i+9 <= n {
+					v = digitsValue(x, d)
+				} else {
+					for _, c := range src[i+1 : j] {
+						v = v*10 + int(c-'0')
+					}
+				}
 				k = c.ssa.lookupNum(v)
 			} else {
 				k = c.ssa.lookup(i+1, j)
 			}
 			e.flush(i)
-			e.emitSSA(int(k))
+			if e.pending {
+				e.sep('%')
+			}
+			// The rendered name is one word store (see ssaText).
+			if w, o := c.ssa.text[k], len(e.out); w != 0 && cap(e.out)-o >= 8 {
+				store64(e.out[:o+8], o, w)
+				e.out = e.out[:o+int(w>>56)]
+			} else {
+				e.emitSSA(int(k))
+			}
 			e.start = j
 			i = j
 		case cHash:
@@ -355,7 +422,11 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 				continue
 			}
-			e.drop(i, end, false)
+			// Inlined e.drop(i, end, false).
+			e.flush(i)
+			e.trimSpace()
+			e.pending = true
+			e.start = skipHSpace(src, end)
 			i = e.start
 		}
 		if i > lim {
@@ -508,6 +579,21 @@ func (e *emitter) dropAttr(p, attr int, want string) int {
 // ends in a non-name byte, so the source byte before a position is also the
 // output's). An unclosed loc( stops it (the scan reports the error).
 func skipGone(src []byte, i int) int {
+	// Mostly there is at most one blank before a byte that starts none of
+	// them: then no call.
+	if i < len(src) && src[i] == ' ' {
+		i++
+	}
+	if i < len(src) && !goneStart[src[i]] {
+		return i
+	}
+	return skipGoneSlow(src, i)
+}
+
+// goneStart holds the bytes that may start something skipGone skips.
+var goneStart = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '/': true, 'l': true, '#': true}
+
+func skipGoneSlow(src []byte, i int) int {
 	for {
 		i = skipTrivia(src, i, false)
 		switch {
@@ -535,19 +621,26 @@ func skipGone(src []byte, i int) int {
 // closed.
 func locAliasEnd(src []byte, i int) int {
 	j := i + 1
+	if j+8 <= len(src) {
+		j += leading(identMask(load64(src, j))) // most names are short
+	}
 	for j < len(src) && identChar[src[j]] {
 		j++
 	}
 	if j == i+1 {
 		return -1
 	}
-	j = skipTrivia(src, j, false)
-	if j >= len(src) || src[j] != '=' {
-		return -1
-	}
-	j = skipTrivia(src, j+1, false)
-	if !hasPrefixAt(src, j, "loc(") {
-		return -1
+	if hasPrefixAt(src, j, " = loc(") {
+		j += len(" = ") // as printed: no trivia to skip
+	} else {
+		j = skipTrivia(src, j, false)
+		if j >= len(src) || src[j] != '=' {
+			return -1
+		}
+		j = skipTrivia(src, j+1, false)
+		if !hasPrefixAt(src, j, "loc(") {
+			return -1
+		}
 	}
 	end := skipBalanced(src, j+3, '(', ')')
 	if end < 0 {

@@ -59,6 +59,18 @@ func noSpaceBefore(c byte) bool { return c == ')' || c == ']' || c == '}' || c =
 // quote is at s[i], or -1 if it is not terminated. A quote preceded by an odd
 // number of backslashes is escaped.
 func skipString(s []byte, i int) int {
+	// Most strings are short: look for the closing quote (or a backslash,
+	// which needs the general loop) in the next two words without a call.
+	if j := i + 1; j+16 <= len(s) {
+		m := hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\')
+		if m == 0 {
+			j += 8
+			m = hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\')
+		}
+		if k := j + firstFlag(m); m != 0 && s[k] == '"' {
+			return k + 1
+		}
+	}
 	j := i + 1
 	for {
 		j = indexByte(s, j, '"')
@@ -229,33 +241,40 @@ func (e *emitter) flush(i int) {
 	e.start = i
 }
 
-// copyRun copies the non-empty run src[start:i]; runs of up to eight bytes
-// (the common case between two stops) take one word load and store.
+// copyRun copies the non-empty run src[start:i], settling a pending
+// separator first. It runs at almost every stop and, under wasm, every call
+// costs more than the work of a typical stop, so it calls nothing in the
+// common case: the separator test is inlined, and a run of up to 32 bytes
+// (most runs between two stops) is moved as 32 bytes (no branch on its
+// length), reading and writing past the run within the capacities of src
+// and out: the bytes written past out's new length are overwritten later.
 func (e *emitter) copyRun(i int) {
+	s, o := e.start, len(e.out)
 	if e.pending {
-		e.sep(e.src[e.start])
+		e.pending = false
+		if o > e.base && needSep(e.out[o-1], e.src[s]) {
+			e.out = append(e.out, ' ')
+			o++
+		}
 	}
-	n := i - e.start
-	o := len(e.out)
-	if n <= 8 && cap(e.out)-o >= 8 && e.start+8 <= len(e.src) {
-		store64(e.out[:o+8], o, load64(e.src, e.start))
+	if n := i - s; n <= 32 && cap(e.out)-o >= 32 && cap(e.src)-s >= 32 {
+		move32(e.out[o:o+32], e.src[s:s+32])
 		e.out = e.out[:o+n]
 		return
 	}
-	e.out = appendRun(e.out, e.src[e.start:i])
+	e.out = appendRun(e.out, e.src[s:i])
 }
+
+// needSep reports whether a pending separator between the output byte last
+// and the next output byte c must be written.
+func needSep(last, c byte) bool { return !isSpace(last) && !noSpaceAfter(last) && !noSpaceBefore(c) }
 
 // sep settles a pending separator before an output byte c.
 func (e *emitter) sep(c byte) {
 	e.pending = false
-	if len(e.out) == e.base {
-		return
+	if o := len(e.out); o > e.base && needSep(e.out[o-1], c) {
+		e.out = append(e.out, ' ')
 	}
-	last := e.out[len(e.out)-1]
-	if isSpace(last) || noSpaceAfter(last) || noSpaceBefore(c) {
-		return
-	}
-	e.out = append(e.out, ' ')
 }
 
 // emit appends a rewritten token.

@@ -147,3 +147,80 @@ func TestCanonModuleErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWordClassifiers checks the exact SWAR classifiers against their byte
+// tables for every byte value at every position of a word, with neighbours
+// that provoke carries and borrows (0x00, 0x80, 0xff and a match).
+func TestWordClassifiers(t *testing.T) {
+	type class struct {
+		name string
+		mask func(uint64) uint64
+		want func(byte) bool
+	}
+	classes := []class{
+		{"spaceMask", spaceMask, isSpace},
+		{"identMask", identMask, func(c byte) bool { return identChar[c] }},
+		{"digitMask", digitMask, isDigit},
+		{"eq8 '%'", func(x uint64) uint64 { return eq8(x, '%') }, func(c byte) bool { return c == '%' }},
+		{"zero8", zero8, func(c byte) bool { return c == 0 }},
+		{"in8 A-Z", func(x uint64) uint64 { return in8(x, 'A', 'Z') }, func(c byte) bool { return c >= 'A' && c <= 'Z' }},
+	}
+	for _, cl := range classes {
+		for _, fill := range []byte{0x00, 0x80, 0xff, ' ', 'a', '0', 0x7f} {
+			for pos := 0; pos < 8; pos++ {
+				for c := 0; c < 256; c++ {
+					var w [8]byte
+					for k := range w {
+						w[k] = fill
+					}
+					w[pos] = byte(c)
+					x := load64(w[:], 0)
+					m := cl.mask(x)
+					for k := range w {
+						if got, want := m>>(8*k+7)&1 == 1, cl.want(w[k]); got != want || m>>(8*k)&0x7f != 0 {
+							t.Fatalf("%s(% x): byte %d flag %v, want %v (mask %#x)", cl.name, w, k, got, want, m)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestLeadingAndDigits(t *testing.T) {
+	tests := []struct {
+		in        string
+		space     int
+		ident     int
+		digits    int
+		digitsVal int
+	}{
+		{"        ", 8, 0, 0, 0},
+		{"\n    %0 ", 5, 0, 0, 0},
+		{"arg0: te", 0, 4, 0, 0},
+		{"cst_0 = ", 0, 5, 0, 0},
+		{"12345678", 0, 8, 8, 12345678},
+		{"0 = stab", 0, 1, 1, 0},
+		{"907, %5 ", 0, 3, 3, 907},
+		{"$a.b-c_D", 0, 8, 0, 0},
+		{"x\xc3\xa9yz,  ", 0, 1, 0, 0},
+		{"\r\t \n\x0b   ", 4, 0, 0, 0},
+		{"00042)  ", 0, 5, 5, 42},
+	}
+	for _, tt := range tests {
+		x := load64([]byte(tt.in), 0)
+		if got := leading(spaceMask(x)); got != tt.space {
+			t.Errorf("%q: leading spaces %d, want %d", tt.in, got, tt.space)
+		}
+		if got := leading(identMask(x)); got != tt.ident {
+			t.Errorf("%q: leading ident bytes %d, want %d", tt.in, got, tt.ident)
+		}
+		d := leading(digitMask(x))
+		if d != tt.digits {
+			t.Errorf("%q: leading digits %d, want %d", tt.in, d, tt.digits)
+		}
+		if got := digitsValue(x, d); got != tt.digitsVal {
+			t.Errorf("%q: digits value %d, want %d", tt.in, got, tt.digitsVal)
+		}
+	}
+}
