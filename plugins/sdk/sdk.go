@@ -153,7 +153,10 @@ func AppendResult(dst []byte, r Result, canonPtr uint32) []byte {
 	if len(r.Components) == 0 {
 		return append(dst, "}}"...)
 	}
-	keys := make([]string, 0, len(r.Components))
+	// A fixed array holds the keys of a typical result, so that the call
+	// allocates nothing (sort.Strings does not keep its argument).
+	var arr [16]string
+	keys := arr[:0]
 	for k := range r.Components {
 		keys = append(keys, k)
 	}
