@@ -64,18 +64,16 @@ func ssaText(k int32) uint64 {
 }
 
 // lookupNum returns the new number of the numeric SSA name v (no leading
-// zeros); the common case, a name seen before, inlines.
+// zeros). The scan inlines the common case, a name seen before, and calls
+// lookupNumSlow for the rest.
 func (s *ssaNames) lookupNum(v int) int32 {
-	if v < len(s.num) && s.num[v] != 0 {
+	if uint(v) < uint(len(s.num)) && s.num[v] != 0 {
 		return s.num[v] - 1
 	}
 	return s.lookupNumSlow(v)
 }
 
-// lookupNumSlow is lookupNum for a new name. Kept out of line so that
-// lookupNum stays small enough to inline.
-//
-//go:noinline
+// lookupNumSlow is lookupNum for a name maybe not seen before.
 func (s *ssaNames) lookupNumSlow(v int) int32 {
 	if v >= len(s.num) {
 		if v >= cap(s.num) {
@@ -106,6 +104,10 @@ func shortKey(src []byte, a, b int) uint64 {
 	return k
 }
 
+// shortHash hashes a shortKey (Fibonacci hashing: the high half of the
+// product depends on all key bytes).
+func shortHash(key uint64) uint32 { return uint32((key * 0x9e3779b97f4a7c15) >> 32) }
+
 // lookup returns the new number of the SSA name src[a:b] (without '%').
 // Names of up to eight bytes (most: %arg0, %cst_1, %c) are hashed and
 // compared as one word (shortKey); longer ones byte by byte.
@@ -122,7 +124,7 @@ func (s *ssaNames) lookup(a, b int) int32 {
 	var key uint64
 	if len(id) <= 8 {
 		key = shortKey(s.src, a, b)
-		h = uint32((key * 0x9e3779b97f4a7c15) >> 32) // Fibonacci hashing: the high bits mix all key bytes
+		h = shortHash(key)
 	} else {
 		h = uint32(2166136261)
 		for _, c := range id {
@@ -393,13 +395,30 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 						v = v*10 + int(c-'0')
 					}
 				}
-				k = c.ssa.lookupNum(v)
+				// Inlined c.ssa.lookupNum(v), to the call for a new name.
+				if uint(v) < uint(len(c.ssa.num)) && c.ssa.num[v] != 0 {
+					k = c.ssa.num[v] - 1
+				} else {
+					k = c.ssa.lookupNumSlow(v)
+				}
+			} else if d < 8 && i+9 <= n {
+				// A name seen before mostly sits in its home slot:
+				// probe that inline (see lookup and shortKey).
+				key := x & (1<<(8*uint(d)) - 1)
+				if sl := &c.ssa.slots[int(shortHash(key))&(len(c.ssa.slots)-1)]; int(sl.len) == d && sl.key == key {
+					k = sl.val
+				} else {
+					k = c.ssa.lookup(i+1, j)
+				}
 			} else {
 				k = c.ssa.lookup(i+1, j)
 			}
 			e.flush(i)
-			if e.pending {
-				e.sep('%')
+			if e.pending { // inlined e.sep('%')
+				e.pending = false
+				if o := len(e.out); o > e.base && needSep(e.out[o-1], '%') {
+					e.out = append(e.out, ' ')
+				}
 			}
 			// The rendered name is one word store (see ssaText).
 			if w, o := c.ssa.text[k], len(e.out); w != 0 && cap(e.out)-o >= 8 {

@@ -60,15 +60,14 @@ func noSpaceBefore(c byte) bool { return c == ')' || c == ']' || c == '}' || c =
 // number of backslashes is escaped.
 func skipString(s []byte, i int) int {
 	// Most strings are short: look for the closing quote (or a backslash,
-	// which needs the general loop) in the next two words without a call.
-	if j := i + 1; j+16 <= len(s) {
-		m := hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\')
-		if m == 0 {
-			j += 8
-			m = hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\')
-		}
-		if k := j + firstFlag(m); m != 0 && s[k] == '"' {
-			return k + 1
+	// which needs the general loop) in the next eight words without a
+	// call; longer strings go on with indexByte (memchr natively).
+	for j := i + 1; j+8 <= len(s) && j < i+65; j += 8 {
+		if m := hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\'); m != 0 {
+			if k := j + firstFlag(m); s[k] == '"' {
+				return k + 1
+			}
+			break
 		}
 	}
 	j := i + 1
