@@ -53,3 +53,18 @@ func BenchmarkUTF8Valid10MiB(b *testing.B) {
 		benchSinkBool = utf8.Valid(mod)
 	}
 }
+
+// BenchmarkParseFirstCall10MiB measures parse on a fresh Canonicalizer, as
+// on a plugin instance's first call: buffer sizing included.
+func BenchmarkParseFirstCall10MiB(b *testing.B) {
+	sig := benchSignature(b, 10<<20)
+	b.SetBytes(int64(len(sig)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var c Canonicalizer
+		if _, err := c.parse(sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

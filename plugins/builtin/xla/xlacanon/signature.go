@@ -396,6 +396,13 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 	case fBackend:
 		return optional(backend)
 	case fModule:
+		// The module is never longer than the rest of the input: sizing
+		// c.mod for that once spares a first large call twenty doublings,
+		// their copies and their garbage (which stays in a plugin
+		// instance's linear memory for good).
+		if n := len(r.b) - r.i + 16; cap(c.mod) < n {
+			c.mod = make([]byte, 0, n)
+		}
 		c.mod, err = r.str(c.mod[:0])
 		c.modHigh = r.high
 		return err
