@@ -50,7 +50,7 @@ func (h *Host) DeferBuiltins() {
 func (h *Host) LoadBuiltins(ctx context.Context) error {
 	mods, names := Builtins()
 	for _, n := range names {
-		if _, err := h.LoadTrusted(ctx, "builtin:"+n, mods[n]); err != nil {
+		if _, err := h.Load(ctx, "builtin:"+n, mods[n]); err != nil {
 			return fmt.Errorf("load built-in plugins: %w", err)
 		}
 	}

@@ -120,8 +120,8 @@ func (h *Host) Check(ctx context.Context, source string, wasm []byte, probes []P
 	defer p.Close(ctx)
 	rep := CheckReport{Info: p.Info()}
 	add := func(r CheckResult) { rep.Results = append(rep.Results, r) }
-	add(CheckResult{Name: "describe", OK: true, Detail: fmt.Sprintf("%s, backends %s, reads %s",
-		p.ID(), strings.Join(rep.Info.Backends, ","), strings.Join(rep.Info.Reads, ","))})
+	add(CheckResult{Name: "describe", OK: true, Detail: fmt.Sprintf("%s, backends %s, reads %s, interrupt %s",
+		p.ID(), strings.Join(rep.Info.Backends, ","), strings.Join(rep.Info.Reads, ","), rep.Info.Interrupt)})
 	if probes == nil {
 		probes = DefaultProbes(rep.Info)
 	}

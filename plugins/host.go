@@ -1,9 +1,12 @@
 // Package plugins runs cachesvc's canonicalization plugins: WebAssembly
-// modules implementing the ABI in ABI.md, on one wazero runtime.
+// modules implementing the ABI in ABI.md, on wazero.
 //
 // A Host compiles each module once (with wazero's compilation cache on disk,
 // so restarts are fast), keeps a bounded pool of live instances per plugin and
-// bounds every call in memory, wall time, input and output. A failing call
+// bounds every call in memory, wall time, input and output. Every module is
+// rewritten first (plugins/internal/wasmstop) so that the host can stop a
+// call at its next loop iteration; one it cannot rewrite runs under wazero's
+// close-on-context-done instead (Info.Interrupt says which). A failing call
 // returns an *Error naming the failure (ErrTimeout, ErrTrap, ErrMemory,
 // ErrOutput, ErrBusy, ErrPlugin) and never takes the host down; an instance
 // that failed is discarded and replaced on demand.
@@ -30,6 +33,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/cachesvc/cachesvc/plugins/internal/wasmstop"
 )
 
 // ABIVersion is the plugin ABI version this host implements.
@@ -76,15 +81,13 @@ type Config struct {
 	AcquireTimeout time.Duration
 	// Logger receives load and failure logs. Nil discards them.
 	Logger *slog.Logger
-	// TrustBuiltins compiles the embedded built-ins without wazero's
-	// termination checks. Go compiles every branch of a function into a
-	// loop, so those checks (an indirect call per loop iteration) make Go
-	// plugins about five times slower; the built-ins are tested and fuzzed.
-	// The cost: a built-in call that exceeds CallTimeout still fails with
-	// ErrTimeout at once, but it cannot be stopped — it keeps one pool slot
-	// and a CPU until it returns on its own. Plugins from files are always
-	// checked. Default false (every plugin interruptible).
-	TrustBuiltins bool
+	// WazeroInterrupt runs every plugin under wazero's close-on-context-done
+	// instead of the host's own stop flag (see ABI.md, "Limits and
+	// failures"). Both stop a call at its next loop iteration; wazero's way
+	// exits to Go at every iteration, which makes Go plugins several times
+	// slower. For tests and benchmarks that compare the two; servers leave it
+	// false.
+	WazeroInterrupt bool
 	// Observe, when set, is called after every call into a plugin with the
 	// plugin's ID ("name@version"), the call's duration (including the wait
 	// for an instance) and its error (nil on success). It must be cheap and
@@ -133,15 +136,28 @@ type Info struct {
 	Reads []string `json:"reads"`
 	// Source is "builtin:NAME.wasm" or the file the plugin was loaded from.
 	Source string `json:"source"`
+	// Interrupt names how the host stops a call past its time limit:
+	// InterruptInstrumented or InterruptWazero.
+	Interrupt string `json:"interrupt"`
 }
+
+// Values of Info.Interrupt.
+const (
+	// InterruptInstrumented: the host added a stop flag to the module
+	// (plugins/internal/wasmstop) and sets it to end a call.
+	InterruptInstrumented = "instrumented"
+	// InterruptWazero: wazero's close-on-context-done ends a call; the
+	// module could not be instrumented, or Config.WazeroInterrupt is set.
+	InterruptWazero = "wazero"
+)
 
 // Host loads plugins and routes backends to them. It is safe for concurrent
 // use.
 type Host struct {
-	cfg       Config
-	rt        wazero.Runtime
-	rtTrusted wazero.Runtime // no termination checks; nil unless TrustBuiltins
-	cache     wazero.CompilationCache
+	cfg      Config
+	rt       wazero.Runtime // instrumented modules: no termination checks
+	rtWazero wazero.Runtime // the rest: close-on-context-done
+	cache    wazero.CompilationCache
 
 	mu        sync.RWMutex
 	closed    bool
@@ -163,7 +179,6 @@ type pendingModule struct {
 func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	cfg = cfg.withDefaults()
 	rc := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(uint32(min(cfg.MaxMemoryBytes>>16, 65536)))
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
@@ -177,24 +192,24 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		cache = c
 		rc = rc.WithCompilationCache(c)
 	}
+	// Both runtimes share the cache: wazero keys compiled code on the
+	// module bytes and on close-on-context-done.
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("instantiate wasi: %w", err)
-	}
-	var rtTrusted wazero.Runtime
-	if cfg.TrustBuiltins {
-		rtTrusted = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(false))
-		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rtTrusted); err != nil {
+	rtWazero := wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true))
+	for _, r := range []wazero.Runtime{rt, rtWazero} {
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 			rt.Close(ctx)
-			rtTrusted.Close(ctx)
+			rtWazero.Close(ctx)
+			if cache != nil {
+				cache.Close(ctx)
+			}
 			return nil, fmt.Errorf("instantiate wasi: %w", err)
 		}
 	}
 	return &Host{
 		cfg:       cfg,
 		rt:        rt,
-		rtTrusted: rtTrusted,
+		rtWazero:  rtWazero,
 		cache:     cache,
 		byName:    map[string]*Plugin{},
 		byBackend: map[string]*Plugin{},
@@ -217,25 +232,18 @@ var (
 //
 // ErrInvalid (wrapped) if the module does not compile, imports anything but
 // WASI preview 1, lacks an export, fails to start or describes itself
-// wrongly; ErrClosed if the host is closed.
+// wrongly; ErrClosed if the host is closed. A module that compiles but
+// cannot be instrumented is not an error: it loads with Info.Interrupt
+// InterruptWazero, and the host logs a warning.
 func (h *Host) Compile(ctx context.Context, source string, wasm []byte) (*Plugin, error) {
-	return h.compile(ctx, source, wasm, false)
-}
-
-func (h *Host) compile(ctx context.Context, source string, wasm []byte, trusted bool) (*Plugin, error) {
-	rt := h.rt
-	if trusted && h.rtTrusted != nil {
-		rt = h.rtTrusted
-	} else {
-		trusted = false
-	}
+	code, rt, interrupt, why := h.prepare(wasm)
 	h.mu.RLock()
 	closed := h.closed
 	h.mu.RUnlock()
 	if closed {
 		return nil, ErrClosed
 	}
-	cm, err := rt.CompileModule(ctx, wasm)
+	cm, err := rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, fmt.Errorf("compile plugin %s: %w: %w", source, ErrInvalid, err)
 	}
@@ -260,7 +268,8 @@ func (h *Host) compile(ctx context.Context, source string, wasm []byte, trusted 
 				source, ErrInvalid, want.name)
 		}
 	}
-	p := &Plugin{host: h, compiled: cm, source: source, trusted: trusted}
+	p := &Plugin{host: h, compiled: cm, rt: rt, source: source, instrumented: interrupt == InterruptInstrumented}
+	p.closing, p.close = context.WithCancel(context.Background())
 	p.info.ID = source // until described, errors name the source
 	p.idle = make(chan *instance, h.cfg.PoolSize)
 	p.slots = make(chan struct{}, h.cfg.PoolSize)
@@ -269,24 +278,41 @@ func (h *Host) compile(ctx context.Context, source string, wasm []byte, trusted 
 		p.Close(ctx)
 		return nil, fmt.Errorf("load plugin %s: %w", source, err)
 	}
+	info.Interrupt = interrupt
 	p.info = info
+	if why != nil {
+		h.cfg.Logger.Warn("plugin cannot be instrumented; it runs under wazero's slower close-on-context-done",
+			"plugin", info.ID, "source", source, "reason", why.Error())
+	}
 	return p, nil
 }
 
+// prepare returns the bytes to compile for wasm, the runtime to compile
+// them on and the resulting Info.Interrupt; why is the reason Instrument
+// refused wasm (nil if it did not, or was not asked).
+func (h *Host) prepare(wasm []byte) (code []byte, rt wazero.Runtime, interrupt string, why error) {
+	if h.cfg.WazeroInterrupt {
+		return wasm, h.rtWazero, InterruptWazero, nil
+	}
+	code, err := wasmstop.Instrument(wasm)
+	if err != nil {
+		return wasm, h.rtWazero, InterruptWazero, err
+	}
+	return code, h.rt, InterruptInstrumented, nil
+}
+
 // Precompile compiles wasm into the compilation cache (if the host has one)
-// without instantiating it, in both variants when TrustBuiltins is set.
+// without instantiating it: exactly the bytes, on exactly the runtime, that
+// Compile would use (the instrumented module, unless it cannot be
+// instrumented or Config.WazeroInterrupt is set).
 func (h *Host) Precompile(ctx context.Context, wasm []byte) error {
-	for _, rt := range []wazero.Runtime{h.rt, h.rtTrusted} {
-		if rt == nil {
-			continue
-		}
-		cm, err := rt.CompileModule(ctx, wasm)
-		if err != nil {
-			return fmt.Errorf("compile plugin: %w: %w", ErrInvalid, err)
-		}
-		if err := cm.Close(ctx); err != nil {
-			return fmt.Errorf("compile plugin: %w", err)
-		}
+	code, rt, _, _ := h.prepare(wasm)
+	cm, err := rt.CompileModule(ctx, code)
+	if err != nil {
+		return fmt.Errorf("compile plugin: %w: %w", ErrInvalid, err)
+	}
+	if err := cm.Close(ctx); err != nil {
+		return fmt.Errorf("compile plugin: %w", err)
 	}
 	return nil
 }
@@ -298,18 +324,7 @@ func (h *Host) Precompile(ctx context.Context, wasm []byte) error {
 // Those of Compile, and ErrDuplicate (wrapped) if its name or a backend is
 // already taken.
 func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, error) {
-	return h.load(ctx, source, wasm, false)
-}
-
-// LoadTrusted is Load without termination checks when the host was
-// configured with TrustBuiltins (see there); otherwise it is Load. The
-// built-ins load this way; tests use it for purpose-built plugins.
-func (h *Host) LoadTrusted(ctx context.Context, source string, wasm []byte) (*Plugin, error) {
-	return h.load(ctx, source, wasm, true)
-}
-
-func (h *Host) load(ctx context.Context, source string, wasm []byte, trusted bool) (*Plugin, error) {
-	p, err := h.compile(ctx, source, wasm, trusted)
+	p, err := h.Compile(ctx, source, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +350,7 @@ func (h *Host) load(ctx context.Context, source string, wasm []byte, trusted boo
 	for _, b := range p.info.Backends {
 		h.byBackend[b] = p
 	}
-	h.cfg.Logger.Info("plugin loaded", "plugin", p.info.ID, "backends", p.info.Backends, "source", source)
+	h.cfg.Logger.Info("plugin loaded", "plugin", p.info.ID, "backends", p.info.Backends, "source", source, "interrupt", p.info.Interrupt)
 	return p, nil
 }
 
@@ -373,7 +388,7 @@ func (h *Host) Ready() error {
 	for len(h.pending) > 0 && h.pendErr == nil {
 		pm := h.pending[0]
 		h.pending = h.pending[1:]
-		if _, err := h.LoadTrusted(context.Background(), pm.source, pm.wasm); err != nil {
+		if _, err := h.Load(context.Background(), pm.source, pm.wasm); err != nil {
 			h.pendErr = err
 		}
 	}
@@ -444,10 +459,7 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, p := range ps {
 		p.Close(ctx)
 	}
-	err := h.rt.Close(ctx)
-	if h.rtTrusted != nil {
-		err = errors.Join(err, h.rtTrusted.Close(ctx))
-	}
+	err := errors.Join(h.rt.Close(ctx), h.rtWazero.Close(ctx))
 	if h.cache != nil {
 		err = errors.Join(err, h.cache.Close(ctx))
 	}

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/plugins/internal/wasmstop"
 	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 )
 
@@ -117,16 +119,28 @@ func TestPassthrough(t *testing.T) {
 
 // TestFaults runs each misbehaviour of the faults plugin and checks that it
 // fails with its precise error, that the failing instance is replaced, and
-// that other plugins keep answering while it happens.
+// that other plugins keep answering while it happens; under both stop
+// mechanisms (the host's instrumented flag and wazero's close-on-context-
+// done).
 func TestFaults(t *testing.T) {
+	for _, wazeroInterrupt := range []bool{false, true} {
+		name := InterruptInstrumented
+		if wazeroInterrupt {
+			name = InterruptWazero
+		}
+		t.Run(name, func(t *testing.T) { testFaults(t, wazeroInterrupt) })
+	}
+}
+
+func testFaults(t *testing.T, wazeroInterrupt bool) {
 	// quick fails fast on the infinite loop; patient gives the other faults
 	// time to happen on a loaded machine (a fresh instance under -race can
 	// take over a second to start), so they fail by their own kind, never by
 	// the timeout; roomy gives memory growth and the 100 MB output room to
 	// hit their own limits.
-	quick := newTestHost(t, Config{CallTimeout: time.Second, PoolSize: 2}, "empty", "faults")
-	patient := newTestHost(t, Config{CallTimeout: time.Minute, PoolSize: 2}, "empty", "faults")
-	roomy := newTestHost(t, Config{CallTimeout: time.Minute, MaxMemoryBytes: 192 << 20, MaxOutputBytes: 64 << 20, PoolSize: 2}, "empty", "faults")
+	quick := newTestHost(t, Config{CallTimeout: time.Second, PoolSize: 2, WazeroInterrupt: wazeroInterrupt}, "empty", "faults")
+	patient := newTestHost(t, Config{CallTimeout: time.Minute, PoolSize: 2, WazeroInterrupt: wazeroInterrupt}, "empty", "faults")
+	roomy := newTestHost(t, Config{CallTimeout: time.Minute, MaxMemoryBytes: 192 << 20, MaxOutputBytes: 64 << 20, PoolSize: 2, WazeroInterrupt: wazeroInterrupt}, "empty", "faults")
 	tests := []struct {
 		mode    string
 		host    *Host
@@ -146,6 +160,9 @@ func TestFaults(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			faults := mustPlugin(t, tt.host, "faults")
 			empty := mustPlugin(t, tt.host, "empty")
+			if want := map[bool]string{false: InterruptInstrumented, true: InterruptWazero}[wazeroInterrupt]; faults.Info().Interrupt != want {
+				t.Fatalf("interrupt = %q; want %q", faults.Info().Interrupt, want)
+			}
 			_, discardedBefore := faults.Stats()
 			// Others keep being served while the fault happens.
 			stop := make(chan struct{})
@@ -166,7 +183,9 @@ func TestFaults(t *testing.T) {
 					}
 				}
 			}()
+			start := time.Now()
 			_, err := faults.Canonicalize(context.Background(), []byte(`{"backend":"faults","mode":"`+tt.mode+`"}`))
+			elapsed := time.Since(start)
 			close(stop)
 			served.Wait()
 			if otherErr != nil {
@@ -174,6 +193,9 @@ func TestFaults(t *testing.T) {
 			}
 			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("err = %v; want %v containing %q", err, tt.kind, tt.text)
+			}
+			if tt.mode == "loop" && elapsed > tt.host.cfg.CallTimeout+5*time.Second {
+				t.Errorf("loop stopped after %s; limit %s", elapsed, tt.host.cfg.CallTimeout)
 			}
 			if _, discarded := faults.Stats(); (discarded > discardedBefore) != tt.discard {
 				t.Errorf("instance discarded = %v; want %v", discarded > discardedBefore, tt.discard)
@@ -357,52 +379,164 @@ func TestFreshInstanceIsolation(t *testing.T) {
 	}
 }
 
-// TestTrustedPlugins runs the faults plugin compiled without termination
-// checks (Config.TrustBuiltins): failures are still precise, and a call past
-// the timeout fails at once while its instance keeps its slot until the wasm
-// returns on its own (a finite spin here; an endless loop would keep it).
-func TestTrustedPlugins(t *testing.T) {
-	ctx := context.Background()
-	load := func(timeout time.Duration) *Plugin {
-		h, err := NewHost(ctx, Config{CacheDir: testCacheDir(t), TrustBuiltins: true, CallTimeout: timeout,
-			PoolSize: 1, AcquireTimeout: 2 * time.Minute, MaxMemoryBytes: 64 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close(ctx) })
-		p, err := h.LoadTrusted(ctx, "faults.wasm", readTestdata(t, "faults"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !p.trusted {
-			t.Fatal("not compiled as trusted")
-		}
-		return p
-	}
-	p := load(time.Minute)
+// TestStopMechanisms checks which plugins are instrumented: all the
+// committed ones by default, none with WazeroInterrupt.
+func TestStopMechanisms(t *testing.T) {
 	for _, tt := range []struct {
-		mode string
-		kind error
-	}{{"error", ErrPlugin}, {"trap", ErrTrap}, {"grow", ErrMemory}, {"big", ErrMemory}} {
-		if _, err := p.Canonicalize(ctx, []byte(`{"mode":"`+tt.mode+`"}`)); !errors.Is(err, tt.kind) {
-			t.Errorf("%s: %v; want %v", tt.mode, err, tt.kind)
+		cfg  Config
+		want string
+	}{{Config{}, InterruptInstrumented}, {Config{WazeroInterrupt: true}, InterruptWazero}} {
+		h := newTestHost(t, tt.cfg)
+		for _, i := range h.Plugins() {
+			if i.Interrupt != tt.want {
+				t.Errorf("%s (WazeroInterrupt %v): interrupt %q; want %q", i.ID, tt.cfg.WazeroInterrupt, i.Interrupt, tt.want)
+			}
 		}
 	}
-	p = load(50 * time.Millisecond)
-	start := time.Now()
-	_, err := p.Canonicalize(ctx, []byte(`{"mode":"spin"}`))
-	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "still running") {
-		t.Fatalf("spin: %v", err)
+}
+
+// TestCallerCancelStopsPromptly: a caller that goes away mid-call stops the
+// instrumented instance within moments, far inside the call timeout, and
+// the instance is replaced.
+func TestCallerCancelStopsPromptly(t *testing.T) {
+	for _, wazeroInterrupt := range []bool{false, true} {
+		h := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, WazeroInterrupt: wazeroInterrupt}, "faults")
+		p := mustPlugin(t, h, "faults")
+		if _, err := p.Canonicalize(context.Background(), []byte(`{"mode":"ok"}`)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var cancelled time.Time
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			cancelled = time.Now()
+			cancel()
+		}()
+		_, err := p.Canonicalize(ctx, []byte(`{"mode":"loop"}`))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v; want context.Canceled", err)
+		}
+		if d := time.Since(cancelled); d > 5*time.Second {
+			t.Errorf("WazeroInterrupt %v: stopped %s after the cancel", wazeroInterrupt, d)
+		}
+		if _, discarded := p.Stats(); discarded != 1 {
+			t.Errorf("discarded = %d; want 1", discarded)
+		}
+		if res, err := p.Canonicalize(context.Background(), []byte(`{"mode":"ok"}`)); err != nil || res.DisplayName != "ok" {
+			t.Fatalf("after cancel: %v %+v", err, res)
+		}
 	}
-	if time.Since(start) > 30*time.Second {
-		t.Errorf("timeout returned after %s", time.Since(start))
+}
+
+// TestCloseStopsRunningCall: closing a plugin stops an instrumented call
+// that would otherwise run until its (hour-long) timeout.
+func TestCloseStopsRunningCall(t *testing.T) {
+	h := newTestHost(t, Config{CallTimeout: time.Hour}, "faults")
+	p := mustPlugin(t, h, "faults")
+	started, _ := p.Stats()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Canonicalize(context.Background(), []byte(`{"mode":"loop"}`))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	p.Close(context.Background())
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("err = %v; want ErrClosed (started %d instances before)", err, started)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the looping call survived Close")
 	}
-	// The only slot is held by the spinning call; the next call waits for it
-	// to end, then runs on a new instance.
-	res, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`))
-	if err != nil || res.DisplayName != "ok" {
-		t.Fatalf("after spin: %v %+v", err, res)
+}
+
+// TestStoppedInstanceNeverReused: when the timer sets the flag but the call
+// still succeeds (it was past its last loop), the result stands and the
+// instance, whose flag is set, is discarded rather than pooled.
+func TestStoppedInstanceNeverReused(t *testing.T) {
+	h := newTestHost(t, Config{CallTimeout: 50 * time.Millisecond, PoolSize: 1}, "faults")
+	p := mustPlugin(t, h, "faults")
+	ctx := context.Background()
+	if _, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`)); err != nil {
+		t.Fatal(err)
 	}
+	startedBefore, discardedBefore := p.Stats()
+	var stopped *instance
+	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
+		stopped = inst
+		time.Sleep(300 * time.Millisecond) // the timer fires meanwhile
+		return "done", nil
+	})
+	if err != nil || v != "done" {
+		t.Fatalf("with = %v, %v; want the call's own result", v, err)
+	}
+	if stopped.stop.Get() != 1 || !stopped.stopped {
+		t.Fatalf("flag = %d, stopped = %v; want the flag set", stopped.stop.Get(), stopped.stopped)
+	}
+	if _, discarded := p.Stats(); discarded != discardedBefore+1 {
+		t.Fatalf("discarded %d; want %d", discarded, discardedBefore+1)
+	}
+	if _, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if started, _ := p.Stats(); started != startedBefore+1 {
+		t.Fatalf("started %d instances; want %d (a fresh one after the stopped one)", started, startedBefore+1)
+	}
+}
+
+// TestUninstrumentableFallsBack: a module Instrument refuses runs under
+// wazero's mechanism; a module whose code names a global it does not have
+// (it could clear the stop flag once instrumented) does not load at all.
+func TestUninstrumentableFallsBack(t *testing.T) {
+	ctx := context.Background()
+	h := newTestHost(t, Config{}, "empty")
+	p, err := h.Compile(ctx, "faults.wasm", withExport(readTestdata(t, "faults"), wasmstop.ExportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if p.Info().Interrupt != InterruptWazero {
+		t.Fatalf("interrupt = %q; want %q", p.Info().Interrupt, InterruptWazero)
+	}
+	if res, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`)); err != nil || res.DisplayName != "ok" {
+		t.Fatalf("fallback plugin: %v %+v", err, res)
+	}
+	bad := []byte{0, 'a', 's', 'm', 1, 0, 0, 0,
+		1, 4, 1, 0x60, 0, 0, // type () -> ()
+		3, 2, 1, 0, // one function
+		6, 6, 1, 0x7f, 0x00, 0x41, 0x07, 0x0b, // one global: i32 7
+		10, 8, 1, 6, 0, 0x41, 0x00, 0x24, 0x01, 0x0b, // global.set 1
+	}
+	if _, err := h.Load(ctx, "bad.wasm", bad); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("module setting global 1 of 1: %v; want ErrInvalid", err)
+	}
+}
+
+// withExport appends an export of memory 0 named name to wasm's export
+// section (wasm must have one, after which comes no section but code,
+// data and custom ones).
+func withExport(wasm []byte, name string) []byte {
+	r := 8
+	for r < len(wasm) {
+		id := wasm[r]
+		size, n := binary.Uvarint(wasm[r+1:])
+		content := wasm[r+1+n : r+1+n+int(size)]
+		if id == 7 {
+			count, m := binary.Uvarint(content)
+			c := binary.AppendUvarint(nil, count+1)
+			c = append(c, content[m:]...)
+			c = append(binary.AppendUvarint(c, uint64(len(name))), name...)
+			c = append(c, 2, 0) // memory 0
+			out := append([]byte(nil), wasm[:r]...)
+			out = append(out, 7)
+			out = binary.AppendUvarint(out, uint64(len(c)))
+			out = append(out, c...)
+			return append(out, wasm[r+1+n+int(size):]...)
+		}
+		r += 1 + n + int(size)
+	}
+	panic("no export section")
 }
 
 // TestDeferredBuiltinsPending checks that Pending reports deferred built-ins

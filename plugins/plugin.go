@@ -15,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/cachesvc/cachesvc/plugins/internal/wasmstop"
 )
 
 // Result is one successful canonicalization. Its slices and map are owned by
@@ -32,11 +34,17 @@ type Result struct {
 // Plugin is one compiled module with its pool of live instances. It is safe
 // for concurrent use; at most Config.PoolSize calls run at once.
 type Plugin struct {
-	host     *Host
-	compiled wazero.CompiledModule
-	source   string
-	info     Info
-	trusted  bool // compiled without termination checks (Config.TrustBuiltins)
+	host         *Host
+	compiled     wazero.CompiledModule
+	rt           wazero.Runtime // the runtime compiled belongs to
+	source       string
+	info         Info
+	instrumented bool // stopped by its wasmstop flag, not by wazero
+
+	// closing ends when Close is called; it stops the instrumented calls
+	// still running.
+	closing context.Context
+	close   context.CancelFunc
 
 	idle  chan *instance // ready instances
 	slots chan struct{}  // one token per live instance (bounds the pool)
@@ -68,6 +76,9 @@ func (p *Plugin) Stats() (started, discarded int64) {
 func (p *Plugin) Close(ctx context.Context) {
 	if p.closed.Swap(true) {
 		return
+	}
+	if p.close != nil {
+		p.close()
 	}
 	for {
 		select {
@@ -162,28 +173,11 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 	if err != nil {
 		return nil, err
 	}
-	var abandoned <-chan struct{}
-	if p.trusted {
-		v, err, abandoned = p.unguarded(ctx, inst, fn)
-	} else {
-		v, err = p.guarded(ctx, inst, fn)
-	}
-	if abandoned != nil {
-		// The call still runs and cannot be stopped: its instance keeps its
-		// pool slot until it returns, then is discarded.
-		p.failures.Add(1)
-		p.host.cfg.Logger.Error("trusted plugin call abandoned; it keeps running", "plugin", p.info.ID, "err", err)
-		go func() {
-			<-abandoned
-			if fresh {
-				inst.close(context.Background())
-				return
-			}
-			p.release(inst, false)
-		}()
-		return nil, err
-	}
+	v, err = p.guarded(ctx, inst, fn)
 	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
+	if inst.stopped {
+		keep = false // its stop flag is set: it would trap at the next loop
+	}
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
 	}
@@ -199,55 +193,93 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 	return v, err
 }
 
-// guarded runs fn on inst under the call timeout. wazero (close-on-context-
-// done) stops the running wasm and closes the instance when the context
-// ends; classify turns that into ErrTimeout or the caller's own error.
-// (Closing the module from a timer goroutine instead races with WASI host
-// functions inside wazero, so the context is the only safe interrupt.)
+// guarded runs fn on inst under the call timeout and ctx.
+//
+// An instrumented plugin is stopped through its stop flag (see
+// plugins/internal/wasmstop): a timer for the call timeout, ctx ending or
+// the plugin closing sets it, and the running code traps at its next loop
+// iteration; guarded then reports ErrTimeout, ctx's error or ErrClosed
+// instead of the trap, and marks the instance stopped (never reused, even
+// if the call won the race and succeeded).
+//
+// Otherwise wazero (close-on-context-done) stops the running wasm and
+// closes the instance when the call's context ends, and classify turns
+// that into ErrTimeout or the caller's own error. (Closing the module from
+// a timer goroutine instead races with WASI host functions inside wazero,
+// so the context is the only safe interrupt there.)
 func (p *Plugin) guarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error) {
 	inst.stderr.reset()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
-	v, err := fn(cctx, inst)
-	cancel()
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrPlugin) {
+	if !p.instrumented {
+		cctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
+		v, err := fn(cctx, inst)
+		cancel()
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ErrPlugin) {
+			return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
+		}
+		return v, err
+	}
+	s := &stopper{flag: inst.stop}
+	timer := time.AfterFunc(p.host.cfg.CallTimeout, func() { s.stop(errStopTimeout) })
+	unhookCtx := context.AfterFunc(ctx, func() { s.stop(errStopCtx) })
+	unhookClose := context.AfterFunc(p.closing, func() { s.stop(ErrClosed) })
+	v, err := fn(ctx, inst)
+	why := s.finish()
+	timer.Stop()
+	unhookCtx()
+	unhookClose()
+	if why == nil {
+		return v, err
+	}
+	inst.stopped = true
+	switch {
+	case err == nil || errors.Is(err, ErrPlugin):
+		return v, err // finished before the flag was seen
+	case ctx.Err() != nil:
 		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err())
+	case why == ErrClosed:
+		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ErrClosed)
+	case why == errStopTimeout && errors.Is(err, ErrTrap):
+		return nil, p.fail(ErrTimeout, "did not finish within %s", p.host.cfg.CallTimeout)
 	}
 	return v, err
 }
 
-// unguarded runs fn for a trusted plugin (compiled without termination
-// checks, see Config.TrustBuiltins) on its own goroutine. If the timeout or
-// ctx ends first it returns ErrTimeout (or ctx's error) at once together
-// with a channel closed when the call finally returns.
-func (p *Plugin) unguarded(ctx context.Context, inst *instance, fn func(context.Context, *instance) (any, error)) (any, error, <-chan struct{}) {
-	inst.stderr.reset()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, err), nil
+// Reasons a stopper sets the flag (besides ErrClosed).
+var (
+	errStopTimeout = errors.New("call timeout")
+	errStopCtx     = errors.New("caller's context ended")
+)
+
+// stopper sets one instance's stop flag for one call: at most once, and
+// never after the call has ended (so a pooled instance is never stopped by
+// a call that is over).
+type stopper struct {
+	mu   sync.Mutex
+	flag api.MutableGlobal
+	done bool
+	why  error
+}
+
+func (s *stopper) stop(why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.why != nil {
+		return
 	}
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		v, err := fn(context.Background(), inst)
-		ch <- result{v, err}
-	}()
-	t := time.NewTimer(p.host.cfg.CallTimeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.v, r.err, nil
-	case <-t.C:
-		return nil, p.fail(ErrTimeout, "did not finish within %s (trusted built-in: still running)", p.host.cfg.CallTimeout), done
-	case <-ctx.Done():
-		return nil, fmt.Errorf("call plugin %s: %w", p.info.ID, ctx.Err()), done
-	}
+	s.why = why
+	s.flag.Set(1)
+}
+
+// finish ends the call: later stops do nothing. It returns why the flag
+// was set, or nil if it was not.
+func (s *stopper) finish() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	return s.why
 }
 
 func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
@@ -303,6 +335,8 @@ type instance struct {
 	canonicalize api.Function
 	normalize    api.Function // nil if not exported
 	stderr       *headWriter
+	stop         api.MutableGlobal // the wasmstop flag; nil unless instrumented
+	stopped      bool              // the flag was set: never call it again
 	stack        [2]uint64
 	bufPtr       uint32 // input buffer from the latest alloc
 	bufCap       uint32 // its size
@@ -315,21 +349,17 @@ func (inst *instance) close(ctx context.Context) { inst.mod.Close(ctx) }
 func constantWalltime() (int64, int32) { return 0, 0 }
 
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
+	ictx, cancel := context.WithTimeout(ctx, p.host.cfg.CallTimeout)
 	defer cancel()
 	stderr := &headWriter{max: 4096}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions("_initialize").
+		WithStartFunctions(). // _initialize runs below, under guarded
 		WithStderr(stderr).
 		WithWalltime(constantWalltime, 1)
-	rt := p.host.rt
-	if p.trusted {
-		rt = p.host.rtTrusted
-	}
-	mod, err := rt.InstantiateModule(ctx, p.compiled, cfg)
+	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
 	if err != nil {
-		return nil, p.classify(ctx, stderr, fmt.Errorf("start instance: %w", err))
+		return nil, p.classify(ictx, stderr, fmt.Errorf("start instance: %w", err))
 	}
 	p.instances.Add(1)
 	inst := &instance{
@@ -346,6 +376,24 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	if mod.Memory() == nil {
 		mod.Close(ctx)
 		return nil, p.fail(ErrInvalid, "module exports no memory")
+	}
+	if p.instrumented {
+		stop, ok := mod.ExportedGlobal(wasmstop.ExportName).(api.MutableGlobal)
+		if !ok {
+			mod.Close(ctx)
+			return nil, p.fail(ErrInvalid, "instrumented module exports no stop flag")
+		}
+		inst.stop = stop
+	}
+	initialize := mod.ExportedFunction("_initialize")
+	if _, err := p.guarded(ctx, inst, func(ctx context.Context, inst *instance) (any, error) {
+		if err := initialize.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return nil, p.classify(ctx, inst.stderr, fmt.Errorf("start instance: %w", err))
+		}
+		return nil, nil
+	}); err != nil {
+		mod.Close(ctx)
+		return nil, err
 	}
 	return inst, nil
 }

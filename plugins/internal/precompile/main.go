@@ -1,6 +1,8 @@
 // Command precompile fills a wazero compilation cache with the built-in
-// plugins and any extra modules named on the command line, using the same
-// runtime configuration as plugins.Host.
+// plugins and any extra modules named on the command line, through
+// plugins.Host.Precompile: the instrumented bytes a default Host compiles,
+// and the original bytes a Host with Config.WazeroInterrupt compiles (tests
+// run both).
 //
 //	go run ./plugins/internal/precompile -cache DIR [FILE.wasm ...]
 //
@@ -32,24 +34,28 @@ func run(cache string, files []string) error {
 		return fmt.Errorf("-cache is required")
 	}
 	ctx := context.Background()
-	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: cache, PoolSize: 1, TrustBuiltins: true})
-	if err != nil {
-		return err
-	}
-	defer h.Close(ctx)
 	mods, names := plugins.Builtins()
-	for _, n := range names {
-		if err := h.Precompile(ctx, mods[n]); err != nil {
-			return fmt.Errorf("precompile %s: %w", n, err)
-		}
-	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		if err := h.Precompile(ctx, b); err != nil {
-			return fmt.Errorf("precompile %s: %w", f, err)
+		mods[f] = b
+		names = append(names, f)
+	}
+	for _, wazeroInterrupt := range []bool{false, true} {
+		h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: cache, PoolSize: 1, WazeroInterrupt: wazeroInterrupt})
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := h.Precompile(ctx, mods[n]); err != nil {
+				h.Close(ctx)
+				return fmt.Errorf("precompile %s: %w", n, err)
+			}
+		}
+		if err := h.Close(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
