@@ -25,8 +25,10 @@ func xlaSignature(b *testing.B, size int) []byte {
 // benchKey measures the whole key path (signature digest, backend, plugin
 // call through wazero, key hash) with the memo off, so that every
 // iteration runs the xla plugin.
-func benchKey(b *testing.B, size int, memo int, trust ...bool) {
-	k := newTestKeyer(b, plugins.Config{PoolSize: 1, TrustBuiltins: len(trust) > 0 && trust[0]}, Config{MemoEntries: memo})
+// wazeroChecks (optional) runs the plugin under wazero's close-on-context-
+// done instead of the host's instrumented stop flag, for comparison.
+func benchKey(b *testing.B, size int, memo int, wazeroChecks ...bool) {
+	k := newTestKeyer(b, plugins.Config{PoolSize: 1, WazeroInterrupt: len(wazeroChecks) > 0 && wazeroChecks[0]}, Config{MemoEntries: memo})
 	sig := xlaSignature(b, size)
 	ctx := context.Background()
 	if _, err := k.Key(ctx, sig); err != nil {
@@ -47,12 +49,14 @@ func BenchmarkKeyXLA1MiB(b *testing.B) { benchKey(b, 1<<20, -1) }
 // BenchmarkKeyXLA10MiB keys a 10 MiB module through the xla plugin.
 func BenchmarkKeyXLA10MiB(b *testing.B) { benchKey(b, 10<<20, -1) }
 
-// BenchmarkKeyXLA1MiBTrusted is BenchmarkKeyXLA1MiB with the built-ins
-// compiled without termination checks (plugins.Config.TrustBuiltins).
-func BenchmarkKeyXLA1MiBTrusted(b *testing.B) { benchKey(b, 1<<20, -1, true) }
+// BenchmarkKeyXLA1MiBWazeroChecks is BenchmarkKeyXLA1MiB with the plugin
+// stopped by wazero's per-loop checks (plugins.Config.WazeroInterrupt), the
+// baseline for the instrumented stop flag.
+func BenchmarkKeyXLA1MiBWazeroChecks(b *testing.B) { benchKey(b, 1<<20, -1, true) }
 
-// BenchmarkKeyXLA10MiBTrusted is BenchmarkKeyXLA10MiB with TrustBuiltins.
-func BenchmarkKeyXLA10MiBTrusted(b *testing.B) { benchKey(b, 10<<20, -1, true) }
+// BenchmarkKeyXLA10MiBWazeroChecks is BenchmarkKeyXLA10MiB with
+// plugins.Config.WazeroInterrupt.
+func BenchmarkKeyXLA10MiBWazeroChecks(b *testing.B) { benchKey(b, 10<<20, -1, true) }
 
 // BenchmarkKeyXLA10MiBMemo is a repeated 10 MiB lookup answered by the memo
 // (signature digest only; the plugin is skipped).

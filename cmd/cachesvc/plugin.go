@@ -24,7 +24,6 @@ type pluginOptions struct {
 	Memory       int64
 	Pool         int
 	MaxSignature int64
-	Trust        bool // --plugin-trust-builtins
 	// observe, when set, receives every plugin call (serve: metrics).
 	observe func(plugin string, d time.Duration, err error)
 }
@@ -36,7 +35,6 @@ func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
-	fs.BoolVar(&o.Trust, "plugin-trust-builtins", false, "run the built-in plugins without per-loop termination checks (about 5x faster; a built-in call past --plugin-timeout fails but keeps running until it returns)")
 	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
 }
 
@@ -61,7 +59,6 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		PoolSize:       o.Pool,
 		Logger:         logger,
 		Observe:        o.observe,
-		TrustBuiltins:  o.Trust,
 	})
 	if err != nil {
 		return nil, err
@@ -191,9 +188,9 @@ func runPlugin(ctx context.Context, args []string, sio stdio) error {
 			return writeJSON(sio, infos)
 		}
 		tw := tabwriter.NewWriter(sio.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PLUGIN\tBACKENDS\tREADS\tSOURCE")
+		fmt.Fprintln(tw, "PLUGIN\tBACKENDS\tREADS\tINTERRUPT\tSOURCE")
 		for _, i := range infos {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.ID, strings.Join(i.Backends, ","), strings.Join(i.Reads, ","), i.Source)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ID, strings.Join(i.Backends, ","), strings.Join(i.Reads, ","), i.Interrupt, i.Source)
 		}
 		return tw.Flush()
 	default: // check
