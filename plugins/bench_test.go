@@ -8,8 +8,14 @@ import (
 // BenchmarkEmptyPluginCall measures the host's per-call overhead: the empty
 // plugin returns its input, so the time is alloc + copy in + canonicalize +
 // result JSON + copy out, on a pooled instance. Target: ≤ 20 µs.
-func BenchmarkEmptyPluginCall(b *testing.B) {
-	h := newTestHost(b, Config{PoolSize: 1}, "empty")
+func BenchmarkEmptyPluginCall(b *testing.B) { benchEmptyCall(b, false) }
+
+// BenchmarkEmptyPluginCallWazeroChecks is BenchmarkEmptyPluginCall under
+// wazero's close-on-context-done (Config.WazeroInterrupt), for comparison.
+func BenchmarkEmptyPluginCallWazeroChecks(b *testing.B) { benchEmptyCall(b, true) }
+
+func benchEmptyCall(b *testing.B, wazeroInterrupt bool) {
+	h := newTestHost(b, Config{PoolSize: 1, WazeroInterrupt: wazeroInterrupt}, "empty")
 	p := mustPlugin(b, h, "empty")
 	sig := []byte(`{"backend":"empty","key":"jit_f-0123456789abcdef"}`)
 	ctx := context.Background()
