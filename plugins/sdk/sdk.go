@@ -153,10 +153,7 @@ func AppendResult(dst []byte, r Result, canonPtr uint32) []byte {
 	if len(r.Components) == 0 {
 		return append(dst, "}}"...)
 	}
-	// A fixed array holds the keys of a typical result, so that the call
-	// allocates nothing (sort.Strings does not keep its argument).
-	var arr [16]string
-	keys := arr[:0]
+	keys := make([]string, 0, len(r.Components))
 	for k := range r.Components {
 		keys = append(keys, k)
 	}
