@@ -12,6 +12,7 @@ const (
 	cParen   // '(' (MLIR: may end "loc(")
 	cDot     // '.' (MLIR: may end "jax.")
 	cEm      // 'm' (MLIR: may be the 'm' of "mhlo.layout_mode")
+	cEquals  // '=' (HLO: may end "metadata=" or "stack_frame_id=")
 )
 
 var (
@@ -33,6 +34,7 @@ func init() {
 	mlirClass['('] = cParen
 	mlirClass['.'] = cDot
 	mlirClass['m'] = cEm
+	hloClass['='] = cEquals
 	for c := 0; c < 256; c++ {
 		b := byte(c)
 		if b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '$' || b == '.' || b == '-' {
