@@ -228,28 +228,12 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			// "mhlo.layout_", and one starting at the 'm' of
 			// "mhlo.layout_mode" is neither a token start nor leaves
 			// the attribute name a token end.
-			if !e.tokenStartAt(i) || !tokenEnd(src, i+6) {
-				i++
-			} else {
+			var sym string
+			if i, sym = e.moduleAt(i); i >= 0 {
 				mod.off = true
-				e.flush(i)
-				switch j := skipTrivia(src, i+6, false); {
-				case hasByte(e.out[base:], '{'):
-					i += 6
-				case j < n && src[j] == '@':
-					end, sym := symbolAt(src, j+1)
-					if end < 0 {
-						i += 6 // not a name: keep what follows verbatim
-						break
-					}
-					name = sym
-					e.flush(i + 6)
-					e.pending = true
-					e.start = skipHSpace(src, end)
-					i = e.start
-				default:
-					i += 6
-				}
+				name = sym
+			} else {
+				i = -i
 			}
 			mod.refresh(src, i)
 			lim = mod.next
@@ -257,40 +241,15 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			continue
 		}
 		switch mlirClass[src[i]] {
-		case cDot:
-			// "jax." ends here if the three bytes before it are "jax"
-			// and were scanned as plain text.
-			p := i - 3
-			if p < from || src[i-1] != 'x' || src[i-2] != 'a' || src[i-3] != 'j' {
+		case cDot, cEm:
+			// The end of "jax." or the 'm' of "mhlo.layout_mode", maybe
+			// (rare: in a function of its own, keeping this one small).
+			j := e.droppedAttrAt(i, from)
+			if j < 0 {
 				i++
 				continue
 			}
-			k := i + 1
-			var attr int
-			switch {
-			case hasPrefixAt(src, k, "result_info"):
-				attr = k + len("result_info")
-			case hasPrefixAt(src, k, "arg_info"):
-				attr = k + len("arg_info")
-			}
-			if attr == 0 || !e.tokenStartAt(p) || !tokenEnd(src, attr) {
-				i++ // no other pattern or stop starts inside "jax"
-				break
-			}
-			i = e.dropAttr(p, attr, "")
-		case cEm:
-			// Likewise the 'm' of "mhlo.layout_mode".
-			p := i - len("mhlo.layout_")
-			if p < from || src[i-1] != '_' || !hasPrefixAt(src, p, "mhlo.layout_mode") {
-				i++
-				continue
-			}
-			attr := p + len("mhlo.layout_mode")
-			if !e.tokenStartAt(p) || !tokenEnd(src, attr) {
-				i++ // nor inside "mhlo.layout_"
-				break
-			}
-			i = e.dropAttr(p, attr, `"default"`)
+			i = j
 		case cParen:
 			p := i - 3
 			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !e.tokenStartAt(p) {
@@ -473,6 +432,69 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		out, _, changed = stripModuleNames(out, base)
 	}
 	return out, name, nil
+}
+
+// moduleAt handles a "module" candidate at src[i] (see canonMLIRPass): if
+// it is the top-level module keyword, it drops the symbol name after it and
+// returns where the scan goes on and the name; otherwise it returns minus
+// where the scan goes on. The rare case lives here to keep the scan loop
+// small (under wasm, the code of a large function is slower throughout).
+func (e *emitter) moduleAt(i int) (int, string) {
+	src, n := e.src, len(e.src)
+	if !e.tokenStartAt(i) || !tokenEnd(src, i+6) {
+		return -(i + 1), ""
+	}
+	e.flush(i)
+	switch j := skipTrivia(src, i+6, false); {
+	case hasByte(e.out[e.base:], '{'):
+		return i + 6, ""
+	case j < n && src[j] == '@':
+		end, sym := symbolAt(src, j+1)
+		if end < 0 {
+			return i + 6, "" // not a name: keep what follows verbatim
+		}
+		e.flush(i + 6)
+		e.pending = true
+		e.start = skipHSpace(src, end)
+		return e.start, sym
+	}
+	return i + 6, ""
+}
+
+// droppedAttrAt handles a stop at the '.' of "jax." or the 'm' of
+// "mhlo.layout_mode" (see canonMLIRPass): the attribute name is recognized
+// only if the bytes before spell it and were scanned as plain text (it
+// starts at or after from). It returns -1 if there is no name, else where
+// the scan goes on.
+func (e *emitter) droppedAttrAt(i, from int) int {
+	src := e.src
+	if src[i] == '.' {
+		p := i - 3
+		if p < from || src[i-1] != 'x' || src[i-2] != 'a' || src[i-3] != 'j' {
+			return -1
+		}
+		k := i + 1
+		var attr int
+		switch {
+		case hasPrefixAt(src, k, "result_info"):
+			attr = k + len("result_info")
+		case hasPrefixAt(src, k, "arg_info"):
+			attr = k + len("arg_info")
+		}
+		if attr == 0 || !e.tokenStartAt(p) || !tokenEnd(src, attr) {
+			return i + 1 // no other pattern or stop starts inside "jax"
+		}
+		return e.dropAttr(p, attr, "")
+	}
+	p := i - len("mhlo.layout_")
+	if p < from || src[i-1] != '_' || !hasPrefixAt(src, p, "mhlo.layout_mode") {
+		return -1
+	}
+	attr := p + len("mhlo.layout_mode")
+	if !e.tokenStartAt(p) || !tokenEnd(src, attr) {
+		return i + 1 // nor inside "mhlo.layout_"
+	}
+	return e.dropAttr(p, attr, `"default"`)
 }
 
 // stripModuleNames removes the top-level module's symbol name(s) from
