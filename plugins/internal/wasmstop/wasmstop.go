@@ -1,8 +1,10 @@
 // Package wasmstop rewrites a WebAssembly module so that its host can stop
-// it at the next loop iteration by setting one exported global.
+// it at the next loop iteration or function call by setting one exported
+// global.
 //
 // Instrument appends a mutable i32 global (initially 0) to the module,
-// exports it as ExportName and inserts, right after every loop instruction,
+// exports it as ExportName and inserts, at the start of every function body
+// and right after every loop instruction,
 //
 //	global.get $stop
 //	if
@@ -10,16 +12,18 @@
 //	end
 //
 // so a host that sets the global to a non-zero value makes the running code
-// trap at its next loop iteration.
+// trap at its next loop iteration or call. (Loops alone are not enough:
+// a function that calls itself twice per level runs for exponential time
+// without a loop.)
 //
 // Setting the flag takes a Go goroutine, and Go cannot preempt a goroutine
 // running compiled wasm: code that never leaves wasm would hold its thread
 // and block every stop-the-world (the garbage collector's) and, with one P,
 // the timer that wants to stop it. So Instrument also appends a second,
-// unexported countdown global and, after the check, makes every
-// YieldEvery-th loop iteration execute "memory.grow 0" (which changes
-// nothing, and which wazero implements as a call into Go, where the
-// goroutine can be preempted):
+// unexported countdown global and, after each check, makes every
+// YieldEvery-th one execute "memory.grow 0" (which changes nothing, and
+// which wazero implements as a call into Go, where the goroutine can be
+// preempted):
 //
 //	global.get $tick
 //	i32.eqz
@@ -34,11 +38,11 @@
 //	  i32.const 1
 //	  i32.sub
 //	  global.set $tick
-//	end Every existing index (functions, globals,
+//	end
 //
-// types, tables, memories) is unchanged and every byte outside the global,
-// export and code sections is copied as is. The output is a pure function
-// of the input.
+// Every existing index (functions, globals, types, tables, memories) is
+// unchanged and every byte outside the global, export and code sections is
+// copied as is. The output is a pure function of the input.
 //
 // The module cannot see the flag: Instrument refuses a module whose code
 // names a global index beyond its own globals (such a reference, invalid in
@@ -54,7 +58,7 @@ import (
 // ExportName is the export under which Instrument exposes the stop global.
 const ExportName = "cachesvc:stop"
 
-// YieldEvery is how many loop iterations instrumented code runs between
+// YieldEvery is how many checks (loop iterations and calls) instrumented code runs between
 // two calls into the host (see the package documentation).
 const YieldEvery = 4096
 
@@ -105,7 +109,7 @@ type section struct {
 	content []byte
 }
 
-// Instrument returns wasm with the stop global, its export and the loop
+// Instrument returns wasm with the stop global, its export and the
 // checks added (see the package documentation). It never modifies wasm.
 //
 // # Errors
@@ -404,7 +408,7 @@ func scanImports(s *section) (globals, memories uint32, err error) {
 	return globals, memories, r.done("import section")
 }
 
-// instrumentCode rewrites the code section's contents, inserting check after
+// instrumentCode rewrites the code section's contents, inserting check at the entry and after
 // each loop; it returns them and the number of bodies.
 func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, error) {
 	r := reader{b: s.content, base: s.start}
@@ -445,7 +449,10 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		if err := br.done("function body"); err != nil {
 			return nil, 0, err
 		}
+		// The check also opens every function: code without loops can
+		// still run for ever by recursion that branches (f calls f twice).
 		prev := len(body)
+		body = append(body, check...)
 		for _, l := range loops {
 			body = append(body, br.b[prev:l]...)
 			body = append(body, check...)

@@ -101,7 +101,7 @@ func TestInstrumentGolden(t *testing.T) {
 	loopBody := func(stop uint32, instrumented bool) []byte {
 		c := []byte{0x41, 0x03, 0x1a, 0x03, 0x40}
 		if instrumented {
-			c = append(c, check(stop)...)
+			c = cat(check(stop), c, check(stop)) // at the entry and after the loop
 		}
 		return body(0, append(c, 0x0b, 0x0b)...)
 	}
@@ -135,7 +135,7 @@ func TestInstrumentGolden(t *testing.T) {
 				0x03, 0x01, 0x03, 0x40, 0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b)))),
 			mod(sec(secType, vec(fn(0, 0), fn(0, 1))), funcs, memory1, sec(secGlobal, vec2(stopGlobal)),
 				sec(secExport, vec(export(ExportName, 3, 0))), sec(secCode, vec(body(0, cat(
-					[]byte{0x03, 0x01}, check(0), []byte{0x03, 0x40}, check(0), []byte{0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b})...))))},
+					check(0), []byte{0x03, 0x01}, check(0), []byte{0x03, 0x40}, check(0), []byte{0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b})...))))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,6 +203,48 @@ func TestInstrumentedCodeRunsAndStops(t *testing.T) {
 	}
 	if _, err := m.ExportedFunction("count").Call(ctx, 5); err == nil {
 		t.Fatal("count ran with the flag set")
+	}
+}
+
+// TestStopsBranchingRecursion: code without a single loop can still run
+// for ever (fork(n) calls fork(n-1) twice: 2^n calls); the check at every
+// function entry stops it.
+func TestStopsBranchingRecursion(t *testing.T) {
+	ctx := context.Background()
+	fork := []byte{
+		0x20, 0x00, 0x45, 0x04, 0x40, 0x0f, 0x0b, // if n == 0 { return }
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x00, // fork(n-1)
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x00, // fork(n-1)
+		0x0b,
+	}
+	out, err := Instrument(mod(sec(secType, vec(fn(1, 0))), sec(secFunction, vec(u32(0))), memory1,
+		sec(secExport, vec(export("fork", 0, 0))), sec(secCode, vec(body(0, fork...)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	m, err := rt.Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ExportedFunction("fork").Call(ctx, 4); err != nil {
+		t.Fatalf("fork(4): %v", err)
+	}
+	flag := m.ExportedGlobal(ExportName).(api.MutableGlobal)
+	time.AfterFunc(20*time.Millisecond, func() { flag.Set(1) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.ExportedFunction("fork").Call(ctx, 60)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("fork(60): %v; want an unreachable trap", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("fork(60) did not stop after the flag was set")
 	}
 }
 
@@ -275,8 +317,8 @@ func TestInstrumentFeatures(t *testing.T) {
 				t.Fatal(err)
 			}
 			compile(t, out)
-			if n := bytes.Count(out, check(0)); n != tt.loops {
-				t.Fatalf("%d checks inserted; want %d", n, tt.loops)
+			if n := bytes.Count(out, check(0)); n != tt.loops+1 {
+				t.Fatalf("%d checks inserted; want %d (one per loop and one at the entry)", n, tt.loops+1)
 			}
 		})
 	}
