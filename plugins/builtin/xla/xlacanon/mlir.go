@@ -216,11 +216,17 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			}
 			i += 8
 		}
-		for i < lim && mlirClass[src[i]] == cPlain {
-			i++
-		}
-		if i >= n {
-			break
+		// Mostly the word loop stopped on a byte to handle: skip the
+		// byte loop (it is for the last bytes before lim and for false
+		// flags) with one test that falls through, rather than entering
+		// it to leave at once (a taken jump, costly under wasm).
+		if i+8 > lim || mlirClass[src[i]] == cPlain {
+			for i < lim && mlirClass[src[i]] == cPlain {
+				i++
+			}
+			if i >= n {
+				break
+			}
 		}
 		if i == lim {
 			// A "module" candidate. No dropped attribute name can be
