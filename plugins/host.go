@@ -17,6 +17,7 @@ package plugins
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,6 +164,9 @@ type Host struct {
 	closed    bool
 	byName    map[string]*Plugin
 	byBackend map[string]*Plugin
+	fromDir   map[string]*Plugin // by source path: loaded by LoadDir or ReloadDir
+
+	reloadMu sync.Mutex // one LoadDir or ReloadDir at a time
 
 	// Modules registered by DeferBuiltins, compiled on first use.
 	pendMu  sync.Mutex
@@ -213,6 +217,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		cache:     cache,
 		byName:    map[string]*Plugin{},
 		byBackend: map[string]*Plugin{},
+		fromDir:   map[string]*Plugin{},
 	}, nil
 }
 
@@ -271,6 +276,7 @@ func (h *Host) Compile(ctx context.Context, source string, wasm []byte) (*Plugin
 	p := &Plugin{host: h, compiled: cm, rt: rt, source: source, instrumented: interrupt == InterruptInstrumented}
 	p.closing, p.close = context.WithCancel(context.Background())
 	p.info.ID = source // until described, errors name the source
+	p.digest = sha256.Sum256(wasm)
 	p.idle = make(chan *instance, h.cfg.PoolSize)
 	p.slots = make(chan struct{}, h.cfg.PoolSize)
 	info, err := p.describe(ctx)
@@ -355,16 +361,15 @@ func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, e
 }
 
 // LoadDir loads every *.wasm file in dir, in name order. It stops at the
-// first failure, naming the file.
+// first failure, naming the file. The plugins it loads are the ones a later
+// ReloadDir replaces.
 func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
-	matches, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	matches, err := listDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list plugins in %s: %w", dir, err)
+		return nil, err
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open plugin dir: %w", err)
-	}
-	sort.Strings(matches)
 	var loaded []*Plugin
 	for _, path := range matches {
 		wasm, err := os.ReadFile(path)
@@ -375,9 +380,27 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 		if err != nil {
 			return loaded, err
 		}
+		h.mu.Lock()
+		if h.byName[p.info.Name] == p {
+			h.fromDir[path] = p
+		}
+		h.mu.Unlock()
 		loaded = append(loaded, p)
 	}
 	return loaded, nil
+}
+
+// listDir returns the *.wasm files in dir, sorted.
+func listDir(dir string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if err != nil {
+		return nil, fmt.Errorf("list plugins in %s: %w", dir, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open plugin dir: %w", err)
+	}
+	sort.Strings(matches)
+	return matches, nil
 }
 
 // Ready loads the modules DeferBuiltins registered, once; it returns the
@@ -454,7 +477,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.closed = true
 	ps := h.byName
-	h.byName, h.byBackend = map[string]*Plugin{}, map[string]*Plugin{}
+	h.byName, h.byBackend, h.fromDir = map[string]*Plugin{}, map[string]*Plugin{}, map[string]*Plugin{}
 	h.mu.Unlock()
 	for _, p := range ps {
 		p.Close(ctx)

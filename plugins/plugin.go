@@ -52,6 +52,17 @@ type Plugin struct {
 	closed    atomic.Bool
 	instances atomic.Int64 // instances created, for tests and metrics
 	failures  atomic.Int64 // instances discarded after a failure
+	live      atomic.Int64 // instances started and not yet closed
+
+	// digest is the sha256 of the module bytes as loaded (before
+	// instrumentation); Host.ReloadDir keeps a plugin whose file still has
+	// them.
+	digest [32]byte
+
+	// Calls in progress, for Drain.
+	callMu  sync.Mutex
+	calls   int
+	drained chan struct{} // closed when calls drops to 0 during Drain; nil otherwise
 }
 
 // Info describes the plugin.
@@ -89,6 +100,62 @@ func (p *Plugin) Close(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Drain closes the plugin gracefully: it waits for the calls in progress
+// to finish, for at most wait (or until ctx ends), and then closes it as
+// Close does, stopping whatever is still running with ErrClosed. Calls that
+// start while it waits still run (a caller may have looked the plugin up
+// just before it was retired); later calls fail with ErrClosed. Host.ReloadDir
+// drains the plugins it removes or replaces with wait set to
+// Config.AcquireTimeout + Config.CallTimeout, the longest a call that has
+// started may take.
+func (p *Plugin) Drain(ctx context.Context, wait time.Duration) {
+	p.callMu.Lock()
+	if p.calls == 0 || p.closed.Load() {
+		p.callMu.Unlock()
+		p.Close(ctx)
+		return
+	}
+	if p.drained == nil {
+		p.drained = make(chan struct{})
+	}
+	drained := p.drained
+	p.callMu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		p.host.cfg.Logger.Warn("plugin calls still running after the drain timeout; stopping them", "plugin", p.info.ID, "wait", wait)
+	case <-ctx.Done():
+	}
+	p.Close(ctx)
+}
+
+// enter counts a call in; every enter is paired with an exit.
+func (p *Plugin) enter() {
+	p.callMu.Lock()
+	p.calls++
+	p.callMu.Unlock()
+}
+
+// exit counts a call out and wakes Drain after the last one.
+func (p *Plugin) exit() {
+	p.callMu.Lock()
+	p.calls--
+	if p.calls == 0 && p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
+	p.callMu.Unlock()
+}
+
+// inFlight returns the number of calls in progress.
+func (p *Plugin) inFlight() int {
+	p.callMu.Lock()
+	defer p.callMu.Unlock()
+	return p.calls
 }
 
 // Canonicalize hands signature to the plugin and returns its result.
@@ -157,6 +224,8 @@ func (p *Plugin) fail(kind error, format string, args ...any) *Error {
 // timeout, and discards the instance unless fn succeeded or the plugin merely
 // rejected the input.
 func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, *instance) (any, error)) (v any, err error) {
+	p.enter()
+	defer p.exit()
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -335,6 +404,7 @@ type instance struct {
 	canonicalize api.Function
 	normalize    api.Function // nil if not exported
 	stderr       *headWriter
+	live         *atomic.Int64     // the plugin's count of live instances
 	stop         api.MutableGlobal // the wasmstop flag; nil unless instrumented
 	stopped      bool              // the flag was set: never call it again
 	stack        [2]uint64
@@ -343,7 +413,10 @@ type instance struct {
 	hasBuf       bool
 }
 
-func (inst *instance) close(ctx context.Context) { inst.mod.Close(ctx) }
+func (inst *instance) close(ctx context.Context) {
+	inst.mod.Close(ctx)
+	inst.live.Add(-1)
+}
 
 // constantWalltime hides the real clock: every reading is the Unix epoch.
 func constantWalltime() (int64, int32) { return 0, 0 }
@@ -362,7 +435,9 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		return nil, p.classify(ictx, stderr, fmt.Errorf("start instance: %w", err))
 	}
 	p.instances.Add(1)
+	p.live.Add(1)
 	inst := &instance{
+		live:         &p.live,
 		mod:          mod,
 		alloc:        mod.ExportedFunction("alloc"),
 		describe:     mod.ExportedFunction("describe"),
@@ -374,13 +449,13 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		inst.normalize = nil
 	}
 	if mod.Memory() == nil {
-		mod.Close(ctx)
+		inst.close(ctx)
 		return nil, p.fail(ErrInvalid, "module exports no memory")
 	}
 	if p.instrumented {
 		stop, ok := mod.ExportedGlobal(wasmstop.ExportName).(api.MutableGlobal)
 		if !ok {
-			mod.Close(ctx)
+			inst.close(ctx)
 			return nil, p.fail(ErrInvalid, "instrumented module exports no stop flag")
 		}
 		inst.stop = stop
@@ -392,7 +467,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		}
 		return nil, nil
 	}); err != nil {
-		mod.Close(ctx)
+		inst.close(ctx)
 		return nil, err
 	}
 	return inst, nil
