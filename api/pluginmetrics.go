@@ -15,14 +15,17 @@ import (
 // plugins are counted under "_other".
 const maxPluginLabels = 32
 
-// PluginMetrics exports plugin call durations and failures by plugin:
+// PluginMetrics exports plugin call durations and failures by plugin,
 // cachesvc_plugin_call_duration_seconds{plugin} and
-// cachesvc_plugin_failures_total{plugin,kind}. Set its Observe as
+// cachesvc_plugin_failures_total{plugin,kind}, and reloads of the plugin
+// directory by result, cachesvc_plugin_reloads_total{result} (see
+// ObserveReload). Set its Observe as
 // plugins.Config.Observe and register it on the server's registry
 // (Server.Registry). It is safe for concurrent use.
 type PluginMetrics struct {
 	duration *prometheus.HistogramVec
 	failures *prometheus.CounterVec
+	reloads  *prometheus.CounterVec
 	labels   labelLimiter
 }
 
@@ -38,8 +41,22 @@ func NewPluginMetrics() *PluginMetrics {
 			Name: "cachesvc_plugin_failures_total",
 			Help: "Failed plugin calls by plugin and kind: rejected (the plugin refused the signature), timeout, trap, memory, output, input_too_large, busy, canceled, closed, other.",
 		}, []string{"plugin", "kind"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_plugin_reloads_total",
+			Help: "Reloads of the --plugins directory (on SIGHUP) by result: ok (the directory's plugins now serve) or failed (the plugins in force were kept).",
+		}, []string{"result"}),
 		labels: labelLimiter{max: maxPluginLabels},
 	}
+}
+
+// ObserveReload counts one reload of the plugin directory; err is its
+// error (nil on success).
+func (m *PluginMetrics) ObserveReload(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("failed").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
 }
 
 // Observe records one plugin call; it has the signature of
@@ -56,12 +73,14 @@ func (m *PluginMetrics) Observe(plugin string, d time.Duration, err error) {
 func (m *PluginMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.duration.Describe(ch)
 	m.failures.Describe(ch)
+	m.reloads.Describe(ch)
 }
 
 // Collect sends the metrics.
 func (m *PluginMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	m.failures.Collect(ch)
+	m.reloads.Collect(ch)
 }
 
 // pluginFailureKind names a plugin call error for the kind label.

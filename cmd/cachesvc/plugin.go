@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/plugins"
 )
@@ -30,7 +31,7 @@ type pluginOptions struct {
 
 // addPluginFlags defines the plugin flags on fs.
 func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
-	fs.StringVar(&o.Dir, "plugins", "", "`directory` of extra canonicalization plugins (*.wasm) loaded at start, besides the built-ins")
+	fs.StringVar(&o.Dir, "plugins", "", "`directory` of extra canonicalization plugins (*.wasm) loaded at start, besides the built-ins; serve reloads it on SIGHUP, all or nothing (a bad file keeps the plugins in force)")
 	fs.StringVar(&o.CacheDir, "wasm-cache", "", "`directory` for compiled plugin code (default: <data>/wasm-cache for serve, the user cache dir otherwise)")
 	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
@@ -96,14 +97,14 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 
 // openServeKeyer starts the server's plugins (compiled code cached under
 // <data>/wasm-cache unless --wasm-cache says otherwise) and its Keyer.
-func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*keying.Keyer, func(), error) {
+func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*keying.Keyer, *plugins.Host, func(), error) {
 	po := o.Plugins
 	if po.CacheDir == "" {
 		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
 	}
 	k, h, err := openKeyer(ctx, po, logger, false, true)
 	if err != nil {
-		return nil, nil, fmt.Errorf("start plugins: %w", err)
+		return nil, nil, nil, fmt.Errorf("start plugins: %w", err)
 	}
 	if po.Dir != "" {
 		for _, i := range h.Plugins() {
@@ -121,7 +122,34 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 		}
 		logger.Info("built-in plugins ready", "backends", h.Backends(), "seconds", time.Since(start).Seconds())
 	}()
-	return k, func() { h.Close(context.Background()) }, nil
+	return k, h, func() { h.Close(context.Background()) }, nil
+}
+
+// reloadPluginDir reloads the plugin directory dir into h (serve, on
+// SIGHUP), logs the outcome in one line and counts it in m.
+func reloadPluginDir(ctx context.Context, h *plugins.Host, dir string, logger *slog.Logger, m *api.PluginMetrics) {
+	start := time.Now()
+	r, err := h.ReloadDir(ctx, dir)
+	m.ObserveReload(err)
+	if err != nil {
+		logger.Error("plugin reload failed; keeping the current plugins", "dir", dir, "err", err)
+		return
+	}
+	var added, replaced, removed, unchanged []string
+	for _, i := range r.Added {
+		added = append(added, i.ID+" "+i.Source)
+	}
+	for _, x := range r.Replaced {
+		replaced = append(replaced, x.Old.ID+" -> "+x.New.ID+" "+x.New.Source)
+	}
+	for _, i := range r.Removed {
+		removed = append(removed, i.ID+" "+i.Source)
+	}
+	for _, i := range r.Unchanged {
+		unchanged = append(unchanged, i.ID)
+	}
+	logger.Info("plugins reloaded", "dir", dir, "added", added, "replaced", replaced, "removed", removed,
+		"unchanged", unchanged, "seconds", time.Since(start).Seconds())
 }
 
 // parseInterspersed parses flags that may follow positional arguments and

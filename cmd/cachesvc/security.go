@@ -93,17 +93,31 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 	return nil
 }
 
-// reloadOnSIGHUP reloads g's tokens file on every SIGHUP until ctx ends. A
-// bad file keeps the tokens in force (the guard logs why).
-func reloadOnSIGHUP(ctx context.Context, g *auth.Guard) {
-	if g == nil {
+// reloadOnSIGHUP, on every SIGHUP until ctx ends, reloads g's tokens file
+// (if g is set) and then calls reloadPlugins (if set: the --plugins
+// directory). A bad tokens file keeps the tokens in force (the guard logs
+// why); a bad plugin directory keeps the plugins in force.
+func reloadOnSIGHUP(ctx context.Context, g *auth.Guard, reloadPlugins func(context.Context)) {
+	if g == nil && reloadPlugins == nil {
 		return
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	go func() {
 		defer signal.Stop(ch)
-		g.ReloadOn(ctx, ch, nil)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				if g != nil {
+					_ = g.Reload() // it logs the outcome
+				}
+				if reloadPlugins != nil {
+					reloadPlugins(ctx)
+				}
+			}
+		}
 	}()
 }
 

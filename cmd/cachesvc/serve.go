@@ -123,7 +123,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	defer closeStats(sts, logger)
 	pluginMetrics := api.NewPluginMetrics()
 	o.Plugins.observe = pluginMetrics.Observe
-	keyer, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
+	keyer, host, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,11 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("register plugin metrics: %w", err)
 	}
 
-	reloadOnSIGHUP(ctx, sec.Auth) // security.go
+	var reloadPlugins func(context.Context)
+	if o.Plugins.Dir != "" {
+		reloadPlugins = func(ctx context.Context) { reloadPluginDir(ctx, host, o.Plugins.Dir, logger, pluginMetrics) } // plugin.go
+	}
+	reloadOnSIGHUP(ctx, sec.Auth, reloadPlugins) // security.go
 	scheme := "http://"
 	if sec.TLS != nil {
 		scheme = "https://"

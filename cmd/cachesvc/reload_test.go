@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServeReloadsPluginsOnSIGHUP runs a real `cachesvc serve --plugins
+// DIR`, changes DIR and sends SIGHUP: a replaced plugin serves its new
+// version, a removed one's backend gets 422, and a broken file leaves the
+// plugins in force serving.
+func TestServeReloadsPluginsOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	pdir := t.TempDir()
+	v1, err := os.ReadFile(buildExample(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second version of the example: its version string patched.
+	if n := bytes.Count(v1, []byte("0.1.0")); n != 1 {
+		t.Fatalf("the example's version occurs %d times in its wasm", n)
+	}
+	v2 := bytes.Replace(v1, []byte("0.1.0"), []byte("0.2.0"), 1)
+	empty, err := os.ReadFile("../../plugins/testdata/empty.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, b []byte) { // atomically, as an operator should
+		t.Helper()
+		tmp := filepath.Join(pdir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(pdir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("cmdline.wasm", v1)
+	put("empty.wasm", empty)
+
+	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--plugins", pdir, "--log-level", "info")
+	sig, err := os.ReadFile("../../plugins/examples/cmdline/testdata/gcc.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(body []byte) (int, map[string]any) { return postJSON(t, p.url+"/v1/default/keys", body) }
+	status, r := keys(sig)
+	if status != http.StatusOK || r["plugin"] != "cmdline@0.1.0" {
+		t.Fatalf("keys before the reload: %d %v", status, r)
+	}
+	oldKey := r["key"]
+	if status, r := keys([]byte(`{"backend":"empty"}`)); status != http.StatusOK || r["plugin"] != "empty@1" {
+		t.Fatalf("empty before the reload: %d %v", status, r)
+	}
+	waitLog := func(want ...string) string {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			for _, line := range strings.Split(p.stderr.String(), "\n") {
+				if containsAll(line, want) {
+					return line
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line with %q:\n%s", want, p.stderr.String())
+			}
+		}
+	}
+
+	// Replace cmdline with 0.2.0 and remove empty.
+	put("cmdline.wasm", v2)
+	os.Remove(filepath.Join(pdir, "empty.wasm"))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	line := waitLog(`"plugins reloaded"`)
+	if !containsAll(line, []string{"cmdline@0.1.0 -> cmdline@0.2.0 " + filepath.Join(pdir, "cmdline.wasm"), "empty@1 " + filepath.Join(pdir, "empty.wasm")}) {
+		t.Errorf("reload log line: %s", line)
+	}
+	status, r = keys(sig)
+	if status != http.StatusOK || r["plugin"] != "cmdline@0.2.0" || r["key"] == oldKey {
+		t.Fatalf("keys after the reload: %d %v (key before %v)", status, r, oldKey)
+	}
+	newKey := r["key"]
+	status, r = keys([]byte(`{"backend":"empty"}`))
+	if e, _ := r["error"].(map[string]any); status != http.StatusUnprocessableEntity || e["code"] != "unknown_backend" {
+		t.Fatalf("removed backend: %d %v", status, r)
+	}
+
+	// A broken file: the reload fails as a whole and 0.2.0 keeps serving.
+	put("broken.wasm", []byte("not wasm"))
+	put("empty.wasm", empty) // a good change in the same reload, not applied
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(`"plugin reload failed; keeping the current plugins"`, filepath.Join(pdir, "broken.wasm"))
+	if status, r := keys(sig); status != http.StatusOK || r["plugin"] != "cmdline@0.2.0" || r["key"] != newKey {
+		t.Fatalf("keys after a failed reload: %d %v", status, r)
+	}
+	if status, _ := keys([]byte(`{"backend":"empty"}`)); status != http.StatusUnprocessableEntity {
+		t.Fatalf("a failed reload added empty: %d", status)
+	}
+
+	resp, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`cachesvc_plugin_reloads_total{result="ok"} 1`, `cachesvc_plugin_reloads_total{result="failed"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	p.stop(t, 30*time.Second)
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
