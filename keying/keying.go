@@ -301,6 +301,14 @@ func (k *Keyer) canonicalize(ctx context.Context, backend string, signature []by
 			"no plugin handles backend %q; known backends: %s", backend, strings.Join(known, ", "))}
 	}
 	out, err := p.Canonicalize(ctx, signature)
+	if errors.Is(err, plugins.ErrClosed) {
+		// A plugin reload (plugins.Host.ReloadDir) retired p between the
+		// lookup and the call: the backend's new plugin answers instead.
+		if q, ok := k.cfg.Host.ForBackend(backend); ok && q != p {
+			p = q
+			out, err = p.Canonicalize(ctx, signature)
+		}
+	}
 	if err != nil {
 		return Result{}, pluginError(p.ID(), err)
 	}
