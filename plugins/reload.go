@@ -28,6 +28,7 @@ type ReloadReport struct {
 
 // Replacement is one replaced plugin of a ReloadReport.
 type Replacement struct {
+	// Old is the plugin that drained; New serves instead.
 	Old, New Info
 }
 
