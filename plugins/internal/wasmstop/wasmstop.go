@@ -1,29 +1,11 @@
 // Package wasmstop rewrites a WebAssembly module so that its host can stop
-// it at the next loop iteration or function call by setting one exported
-// global.
+// it, within a few thousand loop iterations or calls, by setting one
+// exported global.
 //
-// Instrument appends a mutable i32 global (initially 0) to the module,
-// exports it as ExportName and inserts, at the start of every function body
-// and right after every loop instruction,
-//
-//	global.get $stop
-//	if
-//	  unreachable
-//	end
-//
-// so a host that sets the global to a non-zero value makes the running code
-// trap at its next loop iteration or call. (Loops alone are not enough:
-// a function that calls itself twice per level runs for exponential time
-// without a loop.)
-//
-// Setting the flag takes a Go goroutine, and Go cannot preempt a goroutine
-// running compiled wasm: code that never leaves wasm would hold its thread
-// and block every stop-the-world (the garbage collector's) and, with one P,
-// the timer that wants to stop it. So Instrument also appends a second,
-// unexported countdown global and, after each check, makes every
-// YieldEvery-th one execute "memory.grow 0" (which changes nothing, and
-// which wazero implements as a call into Go, where the goroutine can be
-// preempted):
+// Instrument appends two mutable i32 globals to the module: the stop flag
+// (initially 0, exported as ExportName) and an unexported countdown. At the
+// start of every function body (unless it opens with a loop) and right
+// after every loop instruction it inserts
 //
 //	global.get $tick
 //	i32.eqz
@@ -33,12 +15,30 @@
 //	  i32.const 0
 //	  memory.grow
 //	  drop
+//	  global.get $stop
+//	  if
+//	    unreachable
+//	  end
 //	else
 //	  global.get $tick
 //	  i32.const 1
 //	  i32.sub
 //	  global.set $tick
 //	end
+//
+// so a host that sets the flag to a non-zero value makes the running code
+// trap within YieldEvery checks. Loops alone are not enough: a function
+// that calls itself twice per level runs for exponential time without one.
+//
+// The "memory.grow 0" (which changes nothing) is there because setting the
+// flag takes a Go goroutine, and Go cannot preempt a goroutine running
+// compiled wasm: code that never leaves wasm would hold its thread and
+// block every stop-the-world (the garbage collector's) and, with one P, the
+// timer that wants to stop it. wazero implements memory.grow as a call into
+// Go, where the goroutine can be preempted. The fast path is one load, one
+// store and one well-predicted branch, because it runs very often: Go's
+// compiler turns every taken branch into an iteration of a function-wide
+// loop.
 //
 // Every existing index (functions, globals, types, tables, memories) is
 // unchanged and every byte outside the global, export and code sections is
@@ -347,20 +347,24 @@ func split(wasm []byte) ([]section, error) {
 	return sections, nil
 }
 
-// loopCheck returns the code Instrument inserts after each loop, for the stop
-// and countdown globals with the given indices.
+// loopCheck returns the code Instrument inserts at a function's entry and
+// after each loop, for the stop and countdown globals with the given
+// indices. Only the countdown is read on the fast path (one load, one
+// store, one branch: it runs on every taken branch of Go code); the stop
+// flag is read when the countdown runs out, so a set flag traps within
+// YieldEvery checks, right after the yield to Go.
 func loopCheck(stop, tick uint32) []byte {
-	b := appendU32([]byte{0x23}, stop)                 // global.get $stop
-	b = append(b, 0x04, 0x40, 0x00, 0x0b)              // if unreachable end
-	b = append(appendU32(append(b, 0x23), tick), 0x45) // global.get $tick; i32.eqz
-	b = append(b, 0x04, 0x40, 0x41)                    // if; i32.const
-	b = appendS32(b, YieldEvery)                       //   YieldEvery
-	b = appendU32(append(b, 0x24), tick)               //   global.set $tick
-	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x05)  //   memory.grow 0; drop; else
-	b = appendU32(append(b, 0x23), tick)               //   global.get $tick
-	b = append(b, 0x41, 0x01, 0x6b, 0x24)              //   i32.const 1; i32.sub; global.set
-	b = appendU32(b, tick)                             //   $tick
-	return append(b, 0x0b)                             // end
+	b := appendU32([]byte{0x23}, tick)                //   global.get $tick
+	b = append(b, 0x45, 0x04, 0x40, 0x41)             //   i32.eqz; if; i32.const
+	b = appendS32(b, YieldEvery)                      //     YieldEvery
+	b = appendU32(append(b, 0x24), tick)              //     global.set $tick
+	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x23) //     memory.grow 0; drop; global.get
+	b = appendU32(b, stop)                            //     $stop
+	b = append(b, 0x04, 0x40, 0x00, 0x0b, 0x05)       //     if unreachable end; else
+	b = appendU32(append(b, 0x23), tick)              //     global.get $tick
+	b = append(b, 0x41, 0x01, 0x6b, 0x24)             //     i32.const 1; i32.sub; global.set
+	b = appendU32(b, tick)                            //     $tick
+	return append(b, 0x0b)                            //   end
 }
 
 // scanImports returns the number of imported globals and memories.
@@ -451,8 +455,13 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		}
 		// The check also opens every function: code without loops can
 		// still run for ever by recursion that branches (f calls f twice).
+		// A body that opens with a loop (after blocks, which do nothing)
+		// runs the loop's check at once: Go's compiler starts every
+		// function that way, so the check would run twice per call.
 		prev := len(body)
-		body = append(body, check...)
+		if !opensWithLoop(br.b[prev:]) {
+			body = append(body, check...)
+		}
 		for _, l := range loops {
 			body = append(body, br.b[prev:l]...)
 			body = append(body, check...)
@@ -466,6 +475,19 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		return nil, 0, err
 	}
 	return out, n, nil
+}
+
+// opensWithLoop reports whether expr (a validated function body's code)
+// starts with zero or more block instructions and then a loop.
+func opensWithLoop(expr []byte) bool {
+	r := reader{b: expr}
+	for r.off < len(r.b) && r.b[r.off] == 0x02 {
+		r.off++
+		if r.blocktype() != nil {
+			return false
+		}
+	}
+	return r.off < len(r.b) && r.b[r.off] == 0x03
 }
 
 // scanExpr decodes instructions up to and including the end that closes

@@ -135,7 +135,7 @@ func TestInstrumentGolden(t *testing.T) {
 				0x03, 0x01, 0x03, 0x40, 0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b)))),
 			mod(sec(secType, vec(fn(0, 0), fn(0, 1))), funcs, memory1, sec(secGlobal, vec2(stopGlobal)),
 				sec(secExport, vec(export(ExportName, 3, 0))), sec(secCode, vec(body(0, cat(
-					check(0), []byte{0x03, 0x01}, check(0), []byte{0x03, 0x40}, check(0), []byte{0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b})...))))},
+					[]byte{0x03, 0x01}, check(0), []byte{0x03, 0x40}, check(0), []byte{0x0b, 0x41, 0x00, 0x0b, 0x1a, 0x0b})...))))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,7 +201,8 @@ func TestInstrumentedCodeRunsAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("spin did not stop after the flag was set")
 	}
-	if _, err := m.ExportedFunction("count").Call(ctx, 5); err == nil {
+	// The flag is read when the countdown runs out: within YieldEvery checks.
+	if _, err := m.ExportedFunction("count").Call(ctx, 2*YieldEvery); err == nil {
 		t.Fatal("count ran with the flag set")
 	}
 }
@@ -284,16 +285,16 @@ func TestInstrumentFeatures(t *testing.T) {
 	funcs := sec(secFunction, vec(u32(0)))
 	code := func(c ...byte) []byte { return sec(secCode, vec(body(1, append(c, 0x0b)...))) }
 	tests := []struct {
-		name  string
-		code  []byte
-		loops int
+		name   string
+		code   []byte
+		checks int // one per loop, and one at the entry unless the body opens with a loop
 	}{
 		{"sign extension", []byte{0x03, 0x40, 0x41, 0x03, 0xc0, 0xc4 - 4, 0x1a, 0x0b}, 1},
-		{"saturating trunc", []byte{0x43, 0, 0, 0x40, 0x40, 0xfc, 0x00, 0x1a, 0x03, 0x40, 0x0b}, 1},
+		{"saturating trunc", []byte{0x43, 0, 0, 0x40, 0x40, 0xfc, 0x00, 0x1a, 0x03, 0x40, 0x0b}, 2},
 		{"bulk memory", []byte{0x03, 0x40, 0x41, 0x00, 0x41, 0x03, 0x41, 0x03, 0xfc, 0x0b, 0x00,
 			0x41, 0x00, 0x41, 0x03, 0x41, 0x03, 0xfc, 0x0a, 0x00, 0x00, 0x0b}, 1},
 		{"reference types", []byte{0xd0, 0x70, 0xd1, 0x1a, 0xd2, 0x00, 0x1a, 0x03, 0x40,
-			0x41, 0x03, 0x41, 0x03, 0x41, 0x01, 0x1c, 0x01, 0x7f, 0x1a, 0x0b}, 1},
+			0x41, 0x03, 0x41, 0x03, 0x41, 0x01, 0x1c, 0x01, 0x7f, 0x1a, 0x0b}, 2},
 		{"simd", []byte{
 			0xfd, 0x0c, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, // v128.const
 			0xfd, 0x0c, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
@@ -303,8 +304,8 @@ func TestInstrumentFeatures(t *testing.T) {
 			0xfd, 0x54, 0x00, 0x03, 0x03, // v128.load8_lane align 0 offset 3 lane 3
 			0x1a,
 			0x03, 0x40, 0x41, 0x00, 0xfd, 0x00, 0x04, 0x03, 0xfd, 0x62, 0x1a, 0x0b, // loop v128.load popcnt
-		}, 1},
-		{"loop in if and block", []byte{0x41, 0x01, 0x04, 0x40, 0x03, 0x40, 0x0b, 0x05, 0x02, 0x40, 0x03, 0x40, 0x0b, 0x0b, 0x0b}, 2},
+		}, 2},
+		{"loop in if and block", []byte{0x41, 0x01, 0x04, 0x40, 0x03, 0x40, 0x0b, 0x05, 0x02, 0x40, 0x03, 0x40, 0x0b, 0x0b, 0x0b}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,8 +318,8 @@ func TestInstrumentFeatures(t *testing.T) {
 				t.Fatal(err)
 			}
 			compile(t, out)
-			if n := bytes.Count(out, check(0)); n != tt.loops+1 {
-				t.Fatalf("%d checks inserted; want %d (one per loop and one at the entry)", n, tt.loops+1)
+			if n := bytes.Count(out, check(0)); n != tt.checks {
+				t.Fatalf("%d checks inserted; want %d", n, tt.checks)
 			}
 		})
 	}
@@ -532,4 +533,28 @@ func FuzzInstrument(f *testing.F) {
 		}
 		cm.Close(ctx)
 	})
+}
+
+func TestOpensWithLoop(t *testing.T) {
+	tests := []struct {
+		name string
+		code []byte
+		want bool
+	}{
+		{"loop", []byte{0x03, 0x40, 0x0b, 0x0b}, true},
+		{"block then loop (Go's functions)", []byte{0x02, 0x40, 0x03, 0x40, 0x0b, 0x0b, 0x0b}, true},
+		{"blocks with value and index types then loop", []byte{0x02, 0x7f, 0x02, 0x01, 0x03, 0x40}, true},
+		{"an instruction first", []byte{0x41, 0x00, 0x03, 0x40}, false},
+		{"block then an instruction", []byte{0x02, 0x40, 0x41, 0x00, 0x03, 0x40}, false},
+		{"if then loop", []byte{0x04, 0x40, 0x03, 0x40}, false},
+		{"empty", nil, false},
+		{"truncated block type", []byte{0x02, 0x80}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := opensWithLoop(tt.code); got != tt.want {
+				t.Fatalf("opensWithLoop(%x) = %v; want %v", tt.code, got, tt.want)
+			}
+		})
+	}
 }
