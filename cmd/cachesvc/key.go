@@ -169,7 +169,7 @@ func buildSignature(in []byte, backend string, fields map[string]any) ([]byte, e
 			}
 			b, _ := json.Marshal(backend)
 			obj["backend"] = b
-			return json.Marshal(obj)
+			return marshalSignature(obj)
 		}
 	}
 	if backend == "" {
@@ -180,5 +180,19 @@ func buildSignature(in []byte, backend string, fields map[string]any) ([]byte, e
 		sig[k] = v
 	}
 	sig["backend"], sig["module"] = backend, string(in)
-	return json.Marshal(sig)
+	return marshalSignature(sig)
+}
+
+// marshalSignature encodes a signature as the Python client does: without
+// json.Marshal's HTML escaping, which would turn every '<' and '>' of a
+// module (tensor<...>) into a six-byte \u escape that the plugin decodes
+// one at a time.
+func marshalSignature(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
