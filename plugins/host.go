@@ -5,7 +5,7 @@
 // so restarts are fast), keeps a bounded pool of live instances per plugin and
 // bounds every call in memory, wall time, input and output. Every module is
 // rewritten first (plugins/internal/wasmstop) so that the host can stop a
-// call at its next loop iteration; one it cannot rewrite runs under wazero's
+// call within microseconds; one it cannot rewrite runs under wazero's
 // close-on-context-done instead (Info.Interrupt says which). A failing call
 // returns an *Error naming the failure (ErrTimeout, ErrTrap, ErrMemory,
 // ErrOutput, ErrBusy, ErrPlugin) and never takes the host down; an instance
@@ -84,8 +84,8 @@ type Config struct {
 	Logger *slog.Logger
 	// WazeroInterrupt runs every plugin under wazero's close-on-context-done
 	// instead of the host's own stop flag (see ABI.md, "Limits and
-	// failures"). Both stop a call at its next loop iteration; wazero's way
-	// exits to Go at every iteration, which makes Go plugins several times
+	// failures"). Both stop a call within microseconds; wazero's way exits
+	// to Go at every loop iteration, which makes Go plugins several times
 	// slower. For tests and benchmarks that compare the two; servers leave it
 	// false.
 	WazeroInterrupt bool

@@ -245,7 +245,7 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 	v, err = p.guarded(ctx, inst, fn)
 	keep := err == nil || errors.Is(err, ErrPlugin) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInputTooLarge)
 	if inst.stopped {
-		keep = false // its stop flag is set: it would trap at the next loop
+		keep = false // its stop flag is set: it would trap within a few thousand checks
 	}
 	if keep && inst.mod.Memory().Size() > uint32(p.host.cfg.MaxMemoryBytes/2) {
 		keep = false // give back the memory of an instance that grew large
@@ -266,8 +266,8 @@ func (p *Plugin) with(ctx context.Context, fresh bool, fn func(context.Context, 
 //
 // An instrumented plugin is stopped through its stop flag (see
 // plugins/internal/wasmstop): a timer for the call timeout, ctx ending or
-// the plugin closing sets it, and the running code traps at its next loop
-// iteration; guarded then reports ErrTimeout, ctx's error or ErrClosed
+// the plugin closing sets it, and the running code traps within a few
+// thousand loop iterations or calls; guarded then reports ErrTimeout, ctx's error or ErrClosed
 // instead of the trap, and marks the instance stopped (never reused, even
 // if the call won the race and succeeded).
 //
