@@ -8,12 +8,11 @@ import (
 // ssaNames renames MLIR SSA values (%0, %c, %cst_3, %arg0 …) to %0, %1, … in
 // order of first appearance. The mapping is injective on names, so the
 // renamed text parses to the same IR: printer-chosen names carry no meaning.
-// Numeric names index a slice; other names go to an open-addressing table
-// keyed by their position in the source (no allocation, no map: maps are slow
-// under wasm). Each new name's output text is rendered once (text), so that
+// All names, numeric ones too (one path for both keeps the scan loop
+// small), go to an open-addressing table keyed by their bytes (no
+// allocation, no map: maps are slow under wasm). Each new name's output text is rendered once (text), so that
 // emitting it is a single word store.
 type ssaNames struct {
-	num   []int32 // numeric names without leading zeros: new number+1, 0 = unseen
 	text  []uint64
 	slots []ssaSlot
 	used  int
@@ -29,8 +28,6 @@ type ssaSlot struct {
 }
 
 func (s *ssaNames) reset(src []byte) {
-	clear(s.num)
-	s.num = s.num[:0]
 	s.text = s.text[:0]
 	clear(s.slots)
 	if len(s.slots) == 0 {
@@ -63,33 +60,6 @@ func ssaText(k int32) uint64 {
 	return load64(w[:], 0)
 }
 
-// lookupNum returns the new number of the numeric SSA name v (no leading
-// zeros). The scan inlines the common case, a name seen before, and calls
-// lookupNumSlow for the rest.
-func (s *ssaNames) lookupNum(v int) int32 {
-	if uint(v) < uint(len(s.num)) && s.num[v] != 0 {
-		return s.num[v] - 1
-	}
-	return s.lookupNumSlow(v)
-}
-
-// lookupNumSlow is lookupNum for a name maybe not seen before.
-func (s *ssaNames) lookupNumSlow(v int) int32 {
-	if v >= len(s.num) {
-		if v >= cap(s.num) {
-			grown := make([]int32, v+1, 2*v+64)
-			copy(grown, s.num)
-			s.num = grown
-		} else {
-			s.num = s.num[:v+1]
-		}
-	}
-	if s.num[v] == 0 {
-		s.num[v] = s.next() + 1
-	}
-	return s.num[v] - 1
-}
-
 // shortKey returns the bytes of the name src[a:b] (b-a <= 8) as a
 // little-endian word, zero above the name: equal names of equal length, and
 // only they, have equal keys. One masked word load when the word is in src.
@@ -113,13 +83,6 @@ func shortHash(key uint64) uint32 { return uint32((key * 0x9e3779b97f4a7c15) >> 
 // compared as one word (shortKey); longer ones byte by byte.
 func (s *ssaNames) lookup(a, b int) int32 {
 	id := s.src[a:b]
-	if isDigit(id[0]) && (id[0] != '0' || len(id) == 1) && len(id) <= 5 {
-		v := 0
-		for _, c := range id {
-			v = v*10 + int(c-'0')
-		}
-		return s.lookupNum(v)
-	}
 	var h uint32
 	var key uint64
 	if len(id) <= 8 {
@@ -326,73 +289,48 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 			}
 		case cPercent:
-			// The name: digits, or else name bytes. Up to seven of them
-			// are measured on one word, branch-free; the byte loops then
-			// only confirm the end (or go on for longer names).
-			j := i + 1
-			var x uint64
+			// The common case, a name of one to seven bytes seen before
+			// and sitting in its home slot (see lookup), is handled here
+			// in a few straight lines; everything else is left to ssaAt,
+			// out of this function: under wasm, every branch and every
+			// line of code in this loop costs at every stop. A name is
+			// digits, or else name bytes (a numeric name ends at the
+			// first non-digit): measured on the word after the '%', its
+			// bytes (zero above) are its table key.
 			if i+9 <= n {
-				x = load64(src, j)
-			}
-			numeric := j < n && isDigit(src[j])
-			if numeric {
-				j += leading(digitMask(x))
-				for j < n && isDigit(src[j]) {
-					j++
+				x := load64(src, i+1)
+				m := identMask(x)
+				if isDigit(src[i+1]) {
+					m = digitMask(x)
 				}
-			} else {
-				j += leading(identMask(x))
-				for j < n && identChar[src[j]] {
-					j++
+				d := leading(m)
+				key := x & (1<<(8*uint(d)) - 1)
+				sl := &c.ssa.slots[int(shortHash(key))&(len(c.ssa.slots)-1)]
+				if int(sl.len) == d && sl.key == key && uint(d-1) < 7 && e.tokenStartAt(i) {
+					e.flush(i)
+					if e.pending { // inlined e.sep('%')
+						e.pending = false
+						if o := len(e.out); o > e.base && needSep(e.out[o-1], '%') {
+							e.out = append(e.out, ' ')
+						}
+					}
+					// The rendered name is one word store (see ssaText).
+					if w, o := c.ssa.text[sl.val], len(e.out); w != 0 && cap(e.out)-o >= 8 {
+						store64(e.out[:o+8], o, w)
+						e.out = e.out[:o+int(w>>56)]
+					} else {
+						e.emitSSA(int(sl.val))
+					}
+					i += 1 + d
+					e.start = i
+					break
 				}
 			}
-			if j == i+1 || !e.tokenStartAt(i) {
+			j := c.ssaAt(&e, i)
+			if j < 0 {
 				i++
 				continue
 			}
-			var k int32
-			if d := j - i - 1; numeric && (src[i+1] != '0' || d == 1) && d <= 5 {
-				v := 0
-				if i+9 <= n {
-					v = digitsValue(x, d)
-				} else {
-					for _, c := range src[i+1 : j] {
-						v = v*10 + int(c-'0')
-					}
-				}
-				// Inlined c.ssa.lookupNum(v), to the call for a new name.
-				if uint(v) < uint(len(c.ssa.num)) && c.ssa.num[v] != 0 {
-					k = c.ssa.num[v] - 1
-				} else {
-					k = c.ssa.lookupNumSlow(v)
-				}
-			} else if d < 8 && i+9 <= n {
-				// A name seen before mostly sits in its home slot:
-				// probe that inline (see lookup and shortKey).
-				key := x & (1<<(8*uint(d)) - 1)
-				if sl := &c.ssa.slots[int(shortHash(key))&(len(c.ssa.slots)-1)]; int(sl.len) == d && sl.key == key {
-					k = sl.val
-				} else {
-					k = c.ssa.lookup(i+1, j)
-				}
-			} else {
-				k = c.ssa.lookup(i+1, j)
-			}
-			e.flush(i)
-			if e.pending { // inlined e.sep('%')
-				e.pending = false
-				if o := len(e.out); o > e.base && needSep(e.out[o-1], '%') {
-					e.out = append(e.out, ' ')
-				}
-			}
-			// The rendered name is one word store (see ssaText).
-			if w, o := c.ssa.text[k], len(e.out); w != 0 && cap(e.out)-o >= 8 {
-				store64(e.out[:o+8], o, w)
-				e.out = e.out[:o+int(w>>56)]
-			} else {
-				e.emitSSA(int(k))
-			}
-			e.start = j
 			i = j
 		case cHash:
 			end := -1
@@ -465,6 +403,32 @@ func (e *emitter) moduleAt(i int) (int, string) {
 		return e.start, sym
 	}
 	return i + 6, ""
+}
+
+// ssaAt handles a '%' at src[i] that the scan's fast path did not (see
+// canonMLIRPass): a name not seen before, longer than seven bytes, outside
+// its home slot or near the end of src, or no name at all. It returns -1 if
+// there is no name there, else where the scan goes on.
+func (c *Canonicalizer) ssaAt(e *emitter, i int) int {
+	src, n := e.src, len(e.src)
+	j := i + 1
+	if j < n && isDigit(src[j]) {
+		for j < n && isDigit(src[j]) {
+			j++
+		}
+	} else {
+		for j < n && identChar[src[j]] {
+			j++
+		}
+	}
+	if j == i+1 || !e.tokenStartAt(i) {
+		return -1
+	}
+	k := c.ssa.lookup(i+1, j)
+	e.flush(i)
+	e.emitSSA(int(k))
+	e.start = j
+	return j
 }
 
 // droppedAttrAt handles a stop at the '.' of "jax." or the 'm' of
