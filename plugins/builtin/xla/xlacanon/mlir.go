@@ -246,11 +246,15 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( at byte %d", ErrModule, p)
 			}
-			// Inlined e.drop(p, end, false).
 			e.flush(p)
 			e.trimSpace()
 			e.pending = true
-			e.start = skipHSpace(src, end)
+			// Inlined e.drop(p, end, false), except that the blanks
+			// after it go up to the next non-blank byte even across line
+			// breaks: a '\n' here (most locs end a line) would be a stop
+			// doing nothing more (its run is empty, the output is
+			// trimmed, a separator is pending), so it costs no stop.
+			e.start = skipSpaceWord(src, end)
 			i = e.start
 		case cSpace:
 			// Inlined e.newline: one call (the run copy) per line.
@@ -348,7 +352,8 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			e.flush(i)
 			e.trimSpace()
 			e.pending = true
-			e.start = skipHSpace(src, end)
+			// As for loc(: the line break after it costs no stop.
+			e.start = skipSpaceWord(src, end)
 			i = e.start
 		}
 		if i > lim {
