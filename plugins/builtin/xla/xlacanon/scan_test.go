@@ -189,23 +189,22 @@ func TestWordClassifiers(t *testing.T) {
 
 func TestLeadingAndDigits(t *testing.T) {
 	tests := []struct {
-		in        string
-		space     int
-		ident     int
-		digits    int
-		digitsVal int
+		in     string
+		space  int
+		ident  int
+		digits int
 	}{
-		{"        ", 8, 0, 0, 0},
-		{"\n    %0 ", 5, 0, 0, 0},
-		{"arg0: te", 0, 4, 0, 0},
-		{"cst_0 = ", 0, 5, 0, 0},
-		{"12345678", 0, 8, 8, 12345678},
-		{"0 = stab", 0, 1, 1, 0},
-		{"907, %5 ", 0, 3, 3, 907},
-		{"$a.b-c_D", 0, 8, 0, 0},
-		{"x\xc3\xa9yz,  ", 0, 1, 0, 0},
-		{"\r\t \n\x0b   ", 4, 0, 0, 0},
-		{"00042)  ", 0, 5, 5, 42},
+		{"        ", 8, 0, 0},
+		{"\n    %0 ", 5, 0, 0},
+		{"arg0: te", 0, 4, 0},
+		{"cst_0 = ", 0, 5, 0},
+		{"12345678", 0, 8, 8},
+		{"0 = stab", 0, 1, 1},
+		{"907, %5 ", 0, 3, 3},
+		{"$a.b-c_D", 0, 8, 0},
+		{"x\xc3\xa9yz,  ", 0, 1, 0},
+		{"\r\t \n\x0b   ", 4, 0, 0},
+		{"00042)  ", 0, 5, 5},
 	}
 	for _, tt := range tests {
 		x := load64([]byte(tt.in), 0)
@@ -215,12 +214,30 @@ func TestLeadingAndDigits(t *testing.T) {
 		if got := leading(identMask(x)); got != tt.ident {
 			t.Errorf("%q: leading ident bytes %d, want %d", tt.in, got, tt.ident)
 		}
-		d := leading(digitMask(x))
-		if d != tt.digits {
-			t.Errorf("%q: leading digits %d, want %d", tt.in, d, tt.digits)
+		if got := leading(digitMask(x)); got != tt.digits {
+			t.Errorf("%q: leading digits %d, want %d", tt.in, got, tt.digits)
 		}
-		if got := digitsValue(x, d); got != tt.digitsVal {
-			t.Errorf("%q: digits value %d, want %d", tt.in, got, tt.digitsVal)
+	}
+}
+
+// TestSkipSpaceWord checks the word-at-a-time skipSpace against the byte
+// loop at every position of inputs whose blank runs are shorter than, as
+// long as and longer than a word, and end at or near the end of the input.
+func TestSkipSpaceWord(t *testing.T) {
+	for _, in := range []string{
+		"",
+		" ",
+		")\n    %1 = x",
+		"a \t\r\n\n        \n  b",
+		"\n\n\n\n\n\n\n\n\n",
+		"x)\n",
+		"#loc1 = loc(unknown)\n#loc2 = loc(unknown)\n",
+	} {
+		s := []byte(in)
+		for i := 0; i <= len(s); i++ {
+			if got, want := skipSpaceWord(s, i), skipSpace(s, i); got != want {
+				t.Errorf("skipSpaceWord(%q, %d) = %d, want %d", in, i, got, want)
+			}
 		}
 	}
 }

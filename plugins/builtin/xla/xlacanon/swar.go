@@ -97,16 +97,3 @@ func identMask(x uint64) uint64 {
 
 // digitMask flags the ASCII digits of x.
 func digitMask(x uint64) uint64 { return in8(x, '0', '9') }
-
-// digitsValue returns the value of the d (0..8) decimal digits in the low
-// bytes of x (the first digit, the most significant, lowest). Shifting them
-// to the top bytes makes the bytes below zero leading digits; then adjacent
-// digits, pairs and quadruples are combined, each lane wide enough for its
-// value: the classic branch-free eight-digit parse.
-func digitsValue(x uint64, d int) int {
-	x = (x & 0x0f0f0f0f0f0f0f0f) << (64 - 8*uint(d))
-	x = (x*10 + x>>8) & 0x00ff00ff00ff00ff
-	x = (x*100 + x>>16) & 0x0000ffff0000ffff
-	x = (x*10000 + x>>32) & 0xffffffff
-	return int(x)
-}
