@@ -162,8 +162,6 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 	// plain text (not inside a string or name that a handler skipped, nor
 	// partly before a position where a rejected candidate resumed).
 	from := i
-	// The scan loop.
-scan:
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
@@ -339,39 +337,24 @@ scan:
 			}
 			i = j
 		case cHash:
-			// Alias definitions mostly come in a block, one per line:
-			// after one, the next is handled here, without a trip
-			// through the scan loop (which would come straight back:
-			// a '#' stops the word loop at once and cannot be lim).
-			for {
-				end := -1
-				if e.tokenStartAt(i) {
-					end = locAliasEnd(src, i)
-				}
-				if end == -2 {
-					return nil, "", fmt.Errorf("%w: unbalanced loc( in alias at byte %d", ErrModule, i)
-				}
-				if end < 0 {
-					i++
-					continue scan
-				}
-				// Inlined e.drop(i, end, false).
-				e.flush(i)
-				e.trimSpace()
-				e.pending = true
-				// As for loc(: the line break after it costs no stop.
-				e.start = skipSpaceWord(src, end)
-				i = e.start
-				if i >= n || src[i] != '#' {
-					break
-				}
-				// What the scan loop does after a handler.
-				if i > lim {
-					mod.refresh(src, i)
-					lim = mod.next
-				}
-				from = i
+			end := -1
+			if e.tokenStartAt(i) {
+				end = locAliasEnd(src, i)
 			}
+			if end == -2 {
+				return nil, "", fmt.Errorf("%w: unbalanced loc( in alias at byte %d", ErrModule, i)
+			}
+			if end < 0 {
+				i++
+				continue
+			}
+			// Inlined e.drop(i, end, false).
+			e.flush(i)
+			e.trimSpace()
+			e.pending = true
+			// As for loc(: the line break after it costs no stop.
+			e.start = skipSpaceWord(src, end)
+			i = e.start
 		}
 		if i > lim {
 			mod.refresh(src, i)
