@@ -162,18 +162,28 @@ func compile(t testing.TB, wasm []byte) {
 	}
 }
 
-func TestInstrumentedCodeRunsAndStops(t *testing.T) {
+// instrumented instruments module and instantiates it on a runtime without
+// close-on-context-done (the flag is the only way to stop it), closed when
+// the test ends.
+func instrumented(t *testing.T, module []byte) api.Module {
+	t.Helper()
 	ctx := context.Background()
-	out, err := Instrument(spinModule())
+	out, err := Instrument(module)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := wazero.NewRuntime(ctx) // no close-on-context-done
-	defer rt.Close(ctx)
+	rt := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { rt.Close(ctx) })
 	m, err := rt.Instantiate(ctx, out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func TestInstrumentedCodeRunsAndStops(t *testing.T) {
+	ctx := context.Background()
+	m := instrumented(t, spinModule())
 	if r, err := m.ExportedFunction("count").Call(ctx, 1000); err != nil || r[0] != 1000 {
 		t.Fatalf("count(1000) = %v, %v", r, err)
 	}
@@ -218,17 +228,8 @@ func TestStopsBranchingRecursion(t *testing.T) {
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x00, // fork(n-1)
 		0x0b,
 	}
-	out, err := Instrument(mod(sec(secType, vec(fn(1, 0))), sec(secFunction, vec(u32(0))), memory1,
+	m := instrumented(t, mod(sec(secType, vec(fn(1, 0))), sec(secFunction, vec(u32(0))), memory1,
 		sec(secExport, vec(export("fork", 0, 0))), sec(secCode, vec(body(0, fork...)))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := wazero.NewRuntime(ctx)
-	defer rt.Close(ctx)
-	m, err := rt.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := m.ExportedFunction("fork").Call(ctx, 4); err != nil {
 		t.Fatalf("fork(4): %v", err)
 	}
@@ -256,16 +257,7 @@ func TestStopsBranchingRecursion(t *testing.T) {
 func TestStopWithOneProcAndGC(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	ctx := context.Background()
-	out, err := Instrument(spinModule())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := wazero.NewRuntime(ctx)
-	defer rt.Close(ctx)
-	m, err := rt.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := instrumented(t, spinModule())
 	flag := m.ExportedGlobal(ExportName).(api.MutableGlobal)
 	time.AfterFunc(50*time.Millisecond, func() { flag.Set(1) })
 	gcDone := make(chan struct{})
