@@ -455,7 +455,11 @@ func TestCloseStopsRunningCall(t *testing.T) {
 // still succeeds (it was past its last loop), the result stands and the
 // instance, whose flag is set, is discarded rather than pooled.
 func TestStoppedInstanceNeverReused(t *testing.T) {
-	h := newTestHost(t, Config{CallTimeout: 50 * time.Millisecond, PoolSize: 1}, "faults")
+	// The timeout also bounds starting a fresh instance (the Go runtime's
+	// start-up in wasm), which takes far longer than 50 ms under -race on
+	// a loaded machine: keep it well above that.
+	const timeout = 2 * time.Second
+	h := newTestHost(t, Config{CallTimeout: timeout, PoolSize: 1}, "faults")
 	p := mustPlugin(t, h, "faults")
 	ctx := context.Background()
 	if _, err := p.Canonicalize(ctx, []byte(`{"mode":"ok"}`)); err != nil {
@@ -465,7 +469,7 @@ func TestStoppedInstanceNeverReused(t *testing.T) {
 	var stopped *instance
 	v, err := p.with(ctx, false, func(ctx context.Context, inst *instance) (any, error) {
 		stopped = inst
-		time.Sleep(300 * time.Millisecond) // the timer fires meanwhile
+		time.Sleep(timeout + 300*time.Millisecond) // the timer fires meanwhile
 		return "done", nil
 	})
 	if err != nil || v != "done" {
