@@ -32,6 +32,20 @@ func TestMemoryBigRoundTrip(t *testing.T) {
 	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"))
 	url := fmt.Sprintf("%s/v1/default/entries/%064x", p.url, 0xb16)
 
+	// The built-in plugins compile in the background after start (a cold
+	// wasm cache: wazero's compiler takes ~100 MiB for a while); the bound
+	// is about streaming entries, so wait for /readyz before the baseline.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		status, _ := getSum(t, p.url+"/readyz")
+		if status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz = %d after 5 minutes", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	// Warm up (first requests allocate pools), then take the baseline.
 	for i := 0; i < 3; i++ {
 		status, _ := getSum(t, p.url+"/healthz")
