@@ -63,12 +63,6 @@ func digest(seed uint64, n int64) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// sized wraps a reader with a known length so net/http sends Content-Length.
-type sized struct {
-	io.Reader
-	n int64
-}
-
 // put uploads payload (seed, n) under key with a Content-Length and returns
 // the response (body read).
 func put(t *testing.T, srv *apitest.Server, ns, key string, seed uint64, n int64, headers ...string) (*http.Response, []byte) {
