@@ -203,14 +203,7 @@ func TestInstrumentedCodeRunsAndStops(t *testing.T) {
 	default:
 	}
 	flag.Set(1)
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "unreachable") {
-			t.Fatalf("spin: %v; want an unreachable trap", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("spin did not stop after the flag was set")
-	}
+	wantTrap(t, "spin", done)
 	// The flag is read when the countdown runs out: within YieldEvery checks.
 	if _, err := m.ExportedFunction("count").Call(ctx, 2*YieldEvery); err == nil {
 		t.Fatal("count ran with the flag set")
@@ -240,13 +233,20 @@ func TestStopsBranchingRecursion(t *testing.T) {
 		_, err := m.ExportedFunction("fork").Call(ctx, 60)
 		done <- err
 	}()
+	wantTrap(t, "fork(60)", done)
+}
+
+// wantTrap waits for the call that reports on done to end in the trap the
+// stop flag causes.
+func wantTrap(t *testing.T, call string, done <-chan error) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "unreachable") {
-			t.Fatalf("fork(60): %v; want an unreachable trap", err)
+			t.Fatalf("%s: %v; want an unreachable trap", call, err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("fork(60) did not stop after the flag was set")
+		t.Fatalf("%s did not stop after the flag was set", call)
 	}
 }
 
