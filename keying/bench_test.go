@@ -1,26 +1,12 @@
 package keying
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/plugins/builtin/xla/xlacanon"
 )
-
-func xlaSignature(b *testing.B, size int) []byte {
-	mod := xlacanon.GenerateModule(size)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // as Python's json.dumps: no \u003c for '<'
-	if err := enc.Encode(map[string]any{"backend": "xla", "platform": "cuda", "jaxlib_version": "0.7.1",
-		"xla_flags": []string{"--xla_gpu_autotune_level=2"}, "module": string(mod)}); err != nil {
-		b.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // benchKey measures the whole key path (signature digest, backend, plugin
 // call through wazero, key hash) with the memo off, so that every
@@ -29,7 +15,7 @@ func xlaSignature(b *testing.B, size int) []byte {
 // done instead of the host's instrumented stop flag, for comparison.
 func benchKey(b *testing.B, size int, memo int, wazeroChecks ...bool) {
 	k := newTestKeyer(b, plugins.Config{PoolSize: 1, WazeroInterrupt: len(wazeroChecks) > 0 && wazeroChecks[0]}, Config{MemoEntries: memo})
-	sig := xlaSignature(b, size)
+	sig := xlacanon.GenerateSignature(size)
 	ctx := context.Background()
 	if _, err := k.Key(ctx, sig); err != nil {
 		b.Fatal(err)
@@ -64,7 +50,7 @@ func BenchmarkKeyXLA10MiBMemo(b *testing.B) { benchKey(b, 10<<20, 0) }
 
 // BenchmarkBackendOf10MiB is the cost of finding the backend field.
 func BenchmarkBackendOf10MiB(b *testing.B) {
-	sig := xlaSignature(b, 10<<20)
+	sig := xlacanon.GenerateSignature(10 << 20)
 	b.SetBytes(int64(len(sig)))
 	for i := 0; i < b.N; i++ {
 		if _, err := backendOf(sig); err != nil {

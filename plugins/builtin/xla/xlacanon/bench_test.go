@@ -5,15 +5,8 @@ import (
 	"testing"
 )
 
-func benchSignature(b *testing.B, size int) []byte {
-	b.Helper()
-	mod := GenerateModule(size)
-	sig := append([]byte(`{"backend":"xla","platform":"cuda","jaxlib_version":"0.7.1","xla_flags":["--xla_gpu_autotune_level=2"],"module":`), appendJSONString(nil, mod)...)
-	return append(sig, '}')
-}
-
 func benchCanonicalize(b *testing.B, size int) {
-	sig := benchSignature(b, size)
+	sig := GenerateSignature(size)
 	var c Canonicalizer
 	if _, err := c.Canonicalize(sig); err != nil {
 		b.Fatal(err)

@@ -60,3 +60,14 @@ func GenerateModule(size int) []byte {
 	b = append(b, "} loc(#loc)\n#loc = loc(unknown)\n#loc3 = loc(\"third_party/py/project/train.py\":42:7)\n#loc4 = loc(\"jit(func)/jit(main)/pjit\"(#loc3))\n"...)
 	return append(b, aliases...)
 }
+
+// GenerateSignature returns a signature JSON around GenerateModule(size), as
+// the Python client encodes it (no HTML escaping: '<' and '>' stay as they
+// are), with a platform, a jaxlib version and one XLA flag. Benchmarks of
+// the canonicalizer, the plugin and the key path share it, so their
+// throughputs are comparable.
+func GenerateSignature(size int) []byte {
+	sig := []byte(`{"backend":"xla","platform":"cuda","jaxlib_version":"0.7.1","xla_flags":["--xla_gpu_autotune_level=2"],"module":`)
+	sig = appendJSONString(sig, GenerateModule(size))
+	return append(sig, '}')
+}
