@@ -340,24 +340,30 @@ func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, e
 		p.Close(ctx)
 		return nil, ErrClosed
 	}
-	if old, ok := h.byName[p.info.Name]; ok {
+	if err := register(h.byName, h.byBackend, p); err != nil {
 		p.Close(ctx)
-		return nil, fmt.Errorf("load plugin %s: %w: name %q is taken by %s (%s)",
-			source, ErrDuplicate, p.info.Name, old.info.ID, old.source)
-	}
-	for _, b := range p.info.Backends {
-		if old, ok := h.byBackend[b]; ok {
-			p.Close(ctx)
-			return nil, fmt.Errorf("load plugin %s: %w: backend %q is handled by %s (%s)",
-				source, ErrDuplicate, b, old.info.ID, old.source)
-		}
-	}
-	h.byName[p.info.Name] = p
-	for _, b := range p.info.Backends {
-		h.byBackend[b] = p
+		return nil, fmt.Errorf("load plugin %s: %w", source, err)
 	}
 	h.cfg.Logger.Info("plugin loaded", "plugin", p.info.ID, "backends", p.info.Backends, "source", source, "interrupt", p.info.Interrupt)
 	return p, nil
+}
+
+// register routes p's name and backends to it in byName and byBackend, or
+// returns ErrDuplicate (wrapped) naming the plugin that already holds one.
+func register(byName, byBackend map[string]*Plugin, p *Plugin) error {
+	if other, ok := byName[p.info.Name]; ok {
+		return fmt.Errorf("%w: name %q is taken by %s (%s)", ErrDuplicate, p.info.Name, other.info.ID, other.source)
+	}
+	for _, b := range p.info.Backends {
+		if other, ok := byBackend[b]; ok {
+			return fmt.Errorf("%w: backend %q is handled by %s (%s)", ErrDuplicate, b, other.info.ID, other.source)
+		}
+	}
+	byName[p.info.Name] = p
+	for _, b := range p.info.Backends {
+		byBackend[b] = p
+	}
+	return nil
 }
 
 // LoadDir loads every *.wasm file in dir, in name order. It stops at the

@@ -139,20 +139,8 @@ func (h *Host) withDirSet(paths []string, next map[string]*Plugin) (byName, byBa
 		}
 	}
 	for _, path := range paths {
-		p := next[path]
-		if other, ok := byName[p.info.Name]; ok {
-			return nil, nil, fmt.Errorf("plugin %s: %w: name %q is taken by %s (%s)",
-				path, ErrDuplicate, p.info.Name, other.info.ID, other.source)
-		}
-		for _, b := range p.info.Backends {
-			if other, ok := byBackend[b]; ok {
-				return nil, nil, fmt.Errorf("plugin %s: %w: backend %q is handled by %s (%s)",
-					path, ErrDuplicate, b, other.info.ID, other.source)
-			}
-		}
-		byName[p.info.Name] = p
-		for _, b := range p.info.Backends {
-			byBackend[b] = p
+		if err := register(byName, byBackend, next[path]); err != nil {
+			return nil, nil, fmt.Errorf("plugin %s: %w", path, err)
 		}
 	}
 	return byName, byBackend, nil
