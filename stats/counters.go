@@ -26,8 +26,6 @@ func (c *Counters) add(o *Counters) {
 	c.SavedMicros += o.SavedMicros
 }
 
-func (c *Counters) zero() bool { return *c == Counters{} }
-
 // Totals is Counters as reported in JSON: with the hit rate and the compile
 // seconds saved as a float.
 type Totals struct {
