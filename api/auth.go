@@ -9,7 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cachesvc/cachesvc/api/auth"
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // identityKey holds the request's auth.Identity in fiber Locals once
@@ -53,7 +53,7 @@ func accessFor(method, path string) access {
 	switch {
 	case len(seg) == 1 && seg[0] == "stats": // every namespace's stats
 		return access{ns: auth.AllNamespaces, need: auth.ScopeAdmin}
-	case len(seg) < 2 || store.ValidateNamespace(seg[0]) != nil:
+	case len(seg) < 2 || cachekey.ValidateNamespace(seg[0]) != nil:
 		if read {
 			return access{ns: auth.AllNamespaces, need: auth.ScopeRead}
 		}

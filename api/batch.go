@@ -18,6 +18,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -56,9 +57,9 @@ type MissingList struct {
 // parseKeysRequest validates the namespace and a {"keys": [...]} body:
 // 1 to MaxBatchKeys keys, each 64 lowercase hex (a bad one is named by its
 // index). Duplicates are dropped, first occurrence kept.
-func (s *Server) parseKeysRequest(c *fiber.Ctx) (string, []store.Key, error) {
+func (s *Server) parseKeysRequest(c *fiber.Ctx) (string, []cachekey.Key, error) {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return "", nil, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
 	var req keysRequest
@@ -71,10 +72,10 @@ func (s *Server) parseKeysRequest(c *fiber.Ctx) (string, []store.Key, error) {
 	if len(req.Keys) > MaxBatchKeys {
 		return "", nil, Errorf(http.StatusRequestEntityTooLarge, "too_many_keys", "The request names %d keys; the limit is %d per request: split it.", len(req.Keys), MaxBatchKeys)
 	}
-	keys := make([]store.Key, 0, len(req.Keys))
-	seen := make(map[store.Key]struct{}, len(req.Keys))
+	keys := make([]cachekey.Key, 0, len(req.Keys))
+	seen := make(map[cachekey.Key]struct{}, len(req.Keys))
 	for i, ks := range req.Keys {
-		k, err := store.ParseKey(ks)
+		k, err := cachekey.ParseKey(ks)
 		if err != nil {
 			return "", nil, &Error{Status: http.StatusBadRequest, Code: "bad_key", Message: sentence(fmt.Sprintf("keys[%d]: %s", i, err)), Err: err}
 		}
@@ -189,7 +190,7 @@ func (s *Server) handleBatch(c *fiber.Ctx) error {
 
 // planned is one member of a batch, from the entry's metadata.
 type planned struct {
-	key    store.Key
+	key    cachekey.Key
 	size   int64
 	sha    [32]byte
 	sig    string // PAXSignature, "" without a signing key
@@ -220,7 +221,7 @@ func paxRecords(m store.Meta, sig string) map[string]string {
 
 // memberHeader returns the tar header blocks (PAX extended header and the
 // member's own header) for an entry.
-func memberHeader(k store.Key, m store.Meta, sig string) ([]byte, error) {
+func memberHeader(k cachekey.Key, m store.Meta, sig string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := tw.WriteHeader(&tar.Header{
@@ -244,7 +245,7 @@ const maxUSTARSize = 1<<33 - 1
 // block. (Names are 64 characters and times whole seconds, so archive/tar
 // adds no records of its own below maxUSTARSize.) writeMember checks the
 // real length against it and aborts the stream on a mismatch.
-func memberHeaderLen(k store.Key, m store.Meta, sig string) (int, error) {
+func memberHeaderLen(k cachekey.Key, m store.Meta, sig string) (int, error) {
 	if m.Size > maxUSTARSize {
 		h, err := memberHeader(k, m, sig)
 		return len(h), err

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
 // TestMemberHeaderLen checks the computed header length against archive/tar
 // for record lengths around the digit-count boundaries.
 func TestMemberHeaderLen(t *testing.T) {
-	var k store.Key
+	var k cachekey.Key
 	created := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
 	for _, size := range []int64{0, 1, 511, 512, 64 << 10, maxUSTARSize, maxUSTARSize + 1} {
 		for nameLen := 0; nameLen < 300; nameLen += 7 {

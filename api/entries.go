@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -41,14 +42,14 @@ type PutResponse struct {
 }
 
 // entryParams validates the :ns and :key route parameters.
-func entryParams(c *fiber.Ctx) (string, store.Key, error) {
+func entryParams(c *fiber.Ctx) (string, cachekey.Key, error) {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
-		return "", store.Key{}, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
+	if err := cachekey.ValidateNamespace(ns); err != nil {
+		return "", cachekey.Key{}, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
-	key, err := store.ParseKey(c.Params("key"))
+	key, err := cachekey.ParseKey(c.Params("key"))
 	if err != nil {
-		return "", store.Key{}, &Error{Status: http.StatusBadRequest, Code: "bad_key", Message: sentence(err.Error()), Err: err}
+		return "", cachekey.Key{}, &Error{Status: http.StatusBadRequest, Code: "bad_key", Message: sentence(err.Error()), Err: err}
 	}
 	return ns, key, nil
 }
@@ -153,7 +154,7 @@ func (s *Server) handlePutEntry(c *fiber.Ctx) error {
 
 // entryErr gives a miss on (ns, key) a precise message; other store errors
 // already name the entry.
-func entryErr(err error, ns string, key store.Key) error {
+func entryErr(err error, ns string, key cachekey.Key) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("No entry with key %s in namespace %q.", key, ns), Err: err}
@@ -297,7 +298,7 @@ var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<
 // sendEntryBody sends size bytes of rc (an entry's bytes from the store) as
 // the response body and takes ownership of rc. The response status and
 // headers other than the content type are set by the caller.
-func (s *Server) sendEntryBody(c *fiber.Ctx, ns string, key store.Key, rc io.ReadCloser, size int64) error {
+func (s *Server) sendEntryBody(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64) error {
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	if size <= smallBodyBytes {
 		// A bad chunk fails with a clean JSON error before anything is sent.

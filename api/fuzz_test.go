@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -31,7 +32,7 @@ func FuzzBatchTar(f *testing.F) {
 	f.Add("naïve\x00name", "b\xffad", math.Inf(1), bytes.Repeat([]byte{0}, 513), "zz", int64(-1), true)
 	signer := auth.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	f.Fuzz(func(t *testing.T, name, backend string, secs float64, content []byte, missingKey string, created int64, signed bool) {
-		key := store.Key(sha256.Sum256([]byte(name)))
+		key := cachekey.Key(sha256.Sum256([]byte(name)))
 		m := store.Meta{
 			Key: key, Size: int64(len(content)), SHA256: sha256.Sum256(content),
 			Name: name, Backend: backend, CompileSeconds: secs,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) storeReady(ctx context.Context) error {
 	if r, ok := s.cfg.Store.(readier); ok {
 		return r.Ready()
 	}
-	_, err := s.cfg.Store.Stat(ctx, store.DefaultNamespace, store.Key{})
+	_, err := s.cfg.Store.Stat(ctx, cachekey.DefaultNamespace, cachekey.Key{})
 	if err == nil || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

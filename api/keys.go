@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/explain"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/store"
@@ -43,7 +44,7 @@ type LookupMiss struct {
 // its key.
 func (s *Server) keyFor(c *fiber.Ctx) (string, keying.Result, error) {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return "", keying.Result{}, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
 	k := s.cfg.Keyer
@@ -132,7 +133,7 @@ func (s *Server) handleLookup(c *fiber.Ctx) error {
 
 // recallSignature fills what a PUT did not declare (components, backend,
 // display name) from a recent lookup or keys call that issued key.
-func (s *Server) recallSignature(key store.Key, opts *store.PutOptions) {
+func (s *Server) recallSignature(key cachekey.Key, opts *store.PutOptions) {
 	if s.cfg.Keyer == nil {
 		return
 	}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"
-	"github.com/cachesvc/cachesvc/store"
 )
 
 // startKeyServer starts a server whose keyer runs the built-ins and the test
@@ -162,7 +162,7 @@ func TestKeysLookupPutRoundTrip(t *testing.T) {
 		t.Fatalf("put: %d %s", resp.StatusCode, apitest.ReadAll(t, resp))
 	}
 	resp.Body.Close()
-	key, _ := store.ParseKey(want)
+	key, _ := cachekey.ParseKey(want)
 	m, err := s.Store.Stat(context.Background(), "team-a", key)
 	if err != nil || m.Components["kind"] != "jax" || m.Backend != "passthrough" || m.Name != "jit_f-0a1b" {
 		t.Fatalf("stored meta %+v %v", m, err)

@@ -11,8 +11,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cachesvc/cachesvc/api/lease"
-	"github.com/cachesvc/cachesvc/api/runlog"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/lease"
+	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -30,7 +31,7 @@ const (
 // registers their gauges. Called once by New.
 func (s *Server) initLeasesAndRuns() error {
 	s.leases = lease.New(s.cfg.Leases)
-	runs, err := runlog.New(s.cfg.Runs)
+	runs, err := manifest.New(s.cfg.Runs)
 	if err != nil {
 		return fmt.Errorf("open run manifests: %w", err)
 	}
@@ -193,8 +194,8 @@ func (s *Server) entryHooks(c *fiber.Ctx) error {
 		err = c.Next()
 	}
 	ns := c.Params("ns")
-	key, kerr := store.ParseKey(c.Params("key"))
-	if kerr != nil || store.ValidateNamespace(ns) != nil {
+	key, kerr := cachekey.ParseKey(c.Params("key"))
+	if kerr != nil || cachekey.ValidateNamespace(ns) != nil {
 		return err
 	}
 	switch method {
@@ -220,7 +221,7 @@ func runHeader(c *fiber.Ctx) (string, error) {
 	if run == "" {
 		return "", nil
 	}
-	if err := runlog.ValidateRun(run); err != nil {
+	if err := manifest.ValidateRun(run); err != nil {
 		return "", &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(HeaderRun + ": " + err.Error()), Err: err}
 	}
 	return strings.Clone(run), nil

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 )
 
 // compileOrWait is what a trainer does on a miss: take the lease and compile,

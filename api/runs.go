@@ -12,8 +12,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/cachesvc/cachesvc/api/runlog"
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/manifest"
 )
 
 // handleRunManifest serves GET /v1/{ns}/runs/{run}/manifest: the keys the
@@ -24,15 +24,15 @@ import (
 // unknown_run when no request carried the run recently.
 func (s *Server) handleRunManifest(c *fiber.Ctx) error {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
 	run := strings.Clone(c.Params("run"))
-	if err := runlog.ValidateRun(run); err != nil {
+	if err := manifest.ValidateRun(run); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(err.Error()), Err: err}
 	}
 	m, err := s.runs.Manifest(ns, run)
-	if errors.Is(err, runlog.ErrUnknownRun) {
+	if errors.Is(err, manifest.ErrUnknownRun) {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_run", Message: sentence(err.Error()), Err: err}
 	}
 	if err != nil {
@@ -43,7 +43,7 @@ func (s *Server) handleRunManifest(c *fiber.Ctx) error {
 		if m.Keys[i].Name != "" {
 			continue
 		}
-		if key, err := store.ParseKey(m.Keys[i].Key); err == nil {
+		if key, err := cachekey.ParseKey(m.Keys[i].Key); err == nil {
 			if meta, err := s.cfg.Store.Stat(ctx, ns, key); err == nil {
 				m.Keys[i].Name = meta.Name
 			}

@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/api/auth"
-	"github.com/cachesvc/cachesvc/api/lease"
-	"github.com/cachesvc/cachesvc/api/runlog"
 	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/lease"
+	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -78,7 +78,7 @@ type Config struct {
 
 	// Runs configures run manifests (runs.go): bounds, expiry and snapshot
 	// file. Zero means defaults, kept in memory only.
-	Runs runlog.Config
+	Runs manifest.Config
 
 	// Stats, when set, counts every lookup and write, explains misses and
 	// backs GET /v1/stats, /v1/{ns}/stats, /v1/{ns}/misses and the persisted
@@ -112,8 +112,8 @@ type Server struct {
 
 	sec *security // auth and limits state (limits.go)
 
-	leases *lease.Table     // compile leases (leases.go)
-	runs   *runlog.Recorder // run manifests (runs.go)
+	leases *lease.Table       // compile leases (leases.go)
+	runs   *manifest.Recorder // run manifests (runs.go)
 }
 
 // New returns a Server for cfg with every route registered. It fails if

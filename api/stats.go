@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/explain"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
@@ -90,7 +91,7 @@ func (s *Server) handleStats(c *fiber.Ctx) error {
 // steps).
 func (s *Server) handleNamespaceStats(c *fiber.Ctx) error {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
 	return s.serveStats(c, ns, true)
@@ -229,7 +230,7 @@ type MissesResponse = stats.MissReport
 // reason.
 func (s *Server) handleMisses(c *fiber.Ctx) error {
 	ns := strings.Clone(c.Params("ns"))
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
 	limit := 0
@@ -269,7 +270,7 @@ func (s *Server) recordLookup(hit bool) {
 // when m is not nil (size bytes served), a miss otherwise. The run id comes
 // from the X-Cachesvc-Run header and, on a miss, the backend from
 // X-Cachesvc-Backend.
-func (s *Server) recordEntryLookup(c *fiber.Ctx, ns string, key store.Key, m *store.Meta, size int64) {
+func (s *Server) recordEntryLookup(c *fiber.Ctx, ns string, key cachekey.Key, m *store.Meta, size int64) {
 	backend := ""
 	if m == nil {
 		backend = c.Get(HeaderBackend)
@@ -280,7 +281,7 @@ func (s *Server) recordEntryLookup(c *fiber.Ctx, ns string, key store.Key, m *st
 // countLookup counts a lookup of entry (ns, key) for run: a hit when m is
 // not nil (size bytes served), a miss otherwise; backend names the miss's
 // backend when known. It never blocks on I/O.
-func (s *Server) countLookup(ns, run, backend string, key store.Key, m *store.Meta, size int64) {
+func (s *Server) countLookup(ns, run, backend string, key cachekey.Key, m *store.Meta, size int64) {
 	s.recordLookup(m != nil)
 	st := s.cfg.Stats
 	if st == nil {
@@ -305,7 +306,7 @@ func servedBytes(size, off, n int64) int64 {
 // recordEntryWrite counts a stored entry (ns, key) and indexes its
 // components for explaining misses. Call it only when the PUT created the
 // entry.
-func (s *Server) recordEntryWrite(c *fiber.Ctx, ns string, key store.Key, m store.Meta) {
+func (s *Server) recordEntryWrite(c *fiber.Ctx, ns string, key cachekey.Key, m store.Meta) {
 	st := s.cfg.Stats
 	if st == nil {
 		return
@@ -321,7 +322,7 @@ func (s *Server) recordEntryWrite(c *fiber.Ctx, ns string, key store.Key, m stor
 // explainMiss explains a miss of a signature by its components, records it
 // among the namespace's recent misses and returns the explanation for the
 // 404 body. Without stats it says that it cannot explain.
-func (s *Server) explainMiss(c *fiber.Ctx, ns, backend string, key store.Key, displayName string, components map[string]string) explain.Explanation {
+func (s *Server) explainMiss(c *fiber.Ctx, ns, backend string, key cachekey.Key, displayName string, components map[string]string) explain.Explanation {
 	st := s.cfg.Stats
 	if st == nil {
 		return explain.Explanation{Reason: explain.ReasonUnavailable,

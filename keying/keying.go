@@ -23,8 +23,8 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/plugins"
-	"github.com/cachesvc/cachesvc/store"
 )
 
 // Sentinel errors; every error Key returns is an *Error whose Kind is one of
@@ -71,7 +71,7 @@ func (e *Error) Unwrap() []error {
 // Result is the key of one signature and what explains it.
 type Result struct {
 	// Key is the cache key.
-	Key store.Key `json:"-"`
+	Key cachekey.Key `json:"-"`
 	// Backend is the signature's backend.
 	Backend string `json:"backend"`
 	// Plugin is the plugin's "name@version".
@@ -133,7 +133,7 @@ type Keyer struct {
 	memo   *lru[[32]byte, Result]
 
 	mu     sync.Mutex
-	recall *lru[store.Key, recalled]
+	recall *lru[cachekey.Key, recalled]
 }
 
 type recalled struct {
@@ -164,7 +164,7 @@ func New(cfg Config) (*Keyer, error) {
 	if cfg.MemoBytes <= 0 {
 		cfg.MemoBytes = DefaultMemoBytes
 	}
-	k := &Keyer{cfg: cfg, recall: newLRU[store.Key, recalled](cfg.RecallEntries)}
+	k := &Keyer{cfg: cfg, recall: newLRU[cachekey.Key, recalled](cfg.RecallEntries)}
 	k.recall.maxBytes, k.recall.sizeOf = cfg.MemoBytes, func(r recalled) int64 { return resultSize(r.res) }
 	if cfg.MemoEntries > 0 {
 		k.memo = newLRU[[32]byte, Result](cfg.MemoEntries)
@@ -189,14 +189,14 @@ func (k *Keyer) MaxSignatureBytes() int64 { return k.cfg.MaxSignatureBytes }
 func (k *Keyer) Host() *plugins.Host { return k.cfg.Host }
 
 // ComputeKey returns sha256(pluginID ‖ 0 ‖ backend ‖ 0 ‖ canonical).
-func ComputeKey(pluginID, backend string, canonical []byte) store.Key {
+func ComputeKey(pluginID, backend string, canonical []byte) cachekey.Key {
 	h := sha256.New()
 	h.Write([]byte(pluginID))
 	h.Write([]byte{0})
 	h.Write([]byte(backend))
 	h.Write([]byte{0})
 	h.Write(canonical)
-	var k store.Key
+	var k cachekey.Key
 	h.Sum(k[:0])
 	return k
 }
@@ -387,7 +387,7 @@ func (k *Keyer) remember(res Result) {
 // Recall returns the result behind a key this Keyer issued within
 // Config.RecallTTL (and among the last Config.RecallEntries keys), so that a
 // PUT of that key can store its components, backend and display name.
-func (k *Keyer) Recall(key store.Key) (Result, bool) {
+func (k *Keyer) Recall(key cachekey.Key) (Result, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	r, ok := k.recall.get(key)

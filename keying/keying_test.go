@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/plugins/pluginstest"
-	"github.com/cachesvc/cachesvc/store"
 )
 
 var testPlugins = []string{"empty", "faults", "nondet"}
@@ -131,7 +131,7 @@ func TestMemoAndRecall(t *testing.T) {
 	if _, ok := k.Recall(first.Key); !ok {
 		t.Fatal("Recall missed a fresh key")
 	}
-	if _, ok := k.Recall(store.Key{}); ok {
+	if _, ok := k.Recall(cachekey.Key{}); ok {
 		t.Fatal("Recall hit an unknown key")
 	}
 	mu.Lock()
@@ -146,7 +146,7 @@ func TestSingleflight(t *testing.T) {
 	k := newTestKeyer(t, plugins.Config{PoolSize: 2}, Config{})
 	sig := []byte(`{"backend":"nondet","y":2}`)
 	var wg sync.WaitGroup
-	keys := make([]store.Key, 32)
+	keys := make([]cachekey.Key, 32)
 	errs := make([]error, 32)
 	for i := range keys {
 		wg.Add(1)

@@ -138,8 +138,8 @@ suite_browser() {
 suite_fuzz() {
 	local fuzztime="${CACHESVC_FUZZTIME:-15s}" rc=0 out execs
 	local targets=(
-		"./store FuzzParseKey"
-		"./store FuzzValidateNamespace"
+		"./cachekey FuzzParseKey"
+		"./cachekey FuzzValidateNamespace"
 		"./api/auth FuzzParse"
 		"./cmd/cachesvc FuzzParseSize"
 		"./api FuzzBatchTar"

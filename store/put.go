@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // checkNamespace validates ns for operation op.
 func checkNamespace(op, ns string) error {
-	if err := ValidateNamespace(ns); err != nil {
+	if err := cachekey.ValidateNamespace(ns); err != nil {
 		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
 	}
 	return nil

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/dgraph-io/badger/v4"
 	"hash/crc32"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Badger key layout. Namespaces never contain 0x00, so "m/ns\x00key" sorts by
@@ -42,7 +44,7 @@ func newUploadID() uploadID {
 func (u uploadID) String() string { return hex.EncodeToString(u[:]) }
 
 func entryKey(prefix, ns string, key Key) []byte {
-	b := make([]byte, 0, len(prefix)+len(ns)+1+KeySize)
+	b := make([]byte, 0, len(prefix)+len(ns)+1+cachekey.KeySize)
 	b = append(b, prefix...)
 	b = append(b, ns...)
 	b = append(b, 0)
@@ -63,10 +65,10 @@ func metaPrefix(ns string) []byte {
 
 // parseEntryKey splits a metadata or quarantine key into namespace and key.
 func parseEntryKey(k []byte) (entryRef, bool) {
-	if len(k) < 2+1+1+KeySize {
+	if len(k) < 2+1+1+cachekey.KeySize {
 		return entryRef{}, false
 	}
-	nsEnd := len(k) - KeySize - 1
+	nsEnd := len(k) - cachekey.KeySize - 1
 	if k[nsEnd] != 0 {
 		return entryRef{}, false
 	}

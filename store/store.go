@@ -39,12 +39,11 @@ package store
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
-	"regexp"
 	"time"
+
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // Sentinel errors, one per outcome. Callers match them with errors.Is.
@@ -74,47 +73,12 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 )
 
-// KeySize is the length of a key in bytes.
-const KeySize = 32
-
-// Key is a cache key: the SHA-256 of a canonical signature or of a client's
-// own stable key. Its text form is 64 lowercase hex characters.
-type Key [KeySize]byte
-
-// String returns the key as 64 lowercase hex characters.
-func (k Key) String() string { return hex.EncodeToString(k[:]) }
-
-// ParseKey parses 64 lowercase hex characters into a Key.
-func ParseKey(s string) (Key, error) {
-	var k Key
-	if len(s) != 2*KeySize {
-		return k, fmt.Errorf("key must be 64 lowercase hex characters, got %d characters", len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return k, fmt.Errorf("key must be 64 lowercase hex characters, found %q at position %d", c, i)
-		}
-	}
-	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
-		return k, fmt.Errorf("parse key: %w", err)
-	}
-	return k, nil
-}
+// Key is a cache key (cachekey.Key); the store addresses entries by
+// (namespace, Key).
+type Key = cachekey.Key
 
 // DefaultNamespace is the namespace that always exists.
-const DefaultNamespace = "default"
-
-var namespaceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
-// ValidateNamespace reports whether ns is a valid namespace name:
-// `[a-z0-9][a-z0-9._-]{0,62}`.
-func ValidateNamespace(ns string) error {
-	if !namespaceRE.MatchString(ns) {
-		return fmt.Errorf("namespace %q is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ns)
-	}
-	return nil
-}
+const DefaultNamespace = cachekey.DefaultNamespace
 
 // MaxLabels bounds the number of labels an entry carries; MaxLabelLen bounds
 // each label's key and value.

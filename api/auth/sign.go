@@ -11,12 +11,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // SignedMessage returns the bytes an entry signature covers: the 32-byte key
 // followed by the 32-byte SHA-256 of the entry's content.
-func SignedMessage(key store.Key, sum [32]byte) []byte {
+func SignedMessage(key cachekey.Key, sum [32]byte) []byte {
 	msg := make([]byte, 0, 64)
 	msg = append(msg, key[:]...)
 	return append(msg, sum[:]...)
@@ -55,7 +55,7 @@ func LoadSigner(path string) (*Signer, error) {
 
 // Sign returns the base64 (standard, padded) Ed25519 signature of
 // SignedMessage(key, sum), the value of the X-Cachesvc-Signature header.
-func (s *Signer) Sign(key store.Key, sum [32]byte) string {
+func (s *Signer) Sign(key cachekey.Key, sum [32]byte) string {
 	return base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, SignedMessage(key, sum)))
 }
 
@@ -66,7 +66,7 @@ func (s *Signer) PublicKey() ed25519.PublicKey {
 
 // Verify reports whether sig (base64) is a valid signature of
 // SignedMessage(key, sum) under pub.
-func Verify(pub ed25519.PublicKey, key store.Key, sum [32]byte, sig string) bool {
+func Verify(pub ed25519.PublicKey, key cachekey.Key, sum [32]byte, sig string) bool {
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || len(raw) != ed25519.SignatureSize || len(pub) != ed25519.PublicKeySize {
 		return false

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 func TestSignVerify(t *testing.T) {
@@ -34,19 +34,19 @@ func TestSignVerify(t *testing.T) {
 	if err != nil || !pub2.Equal(pub) || !s.PublicKey().Equal(pub) {
 		t.Fatalf("public keys differ: %v", err)
 	}
-	var key store.Key
+	var key cachekey.Key
 	key[0] = 7
 	sum := sha256.Sum256([]byte("executable"))
 	sig := s.Sign(key, sum)
 	tests := []struct {
 		name string
-		key  store.Key
+		key  cachekey.Key
 		sum  [32]byte
 		sig  string
 		want bool
 	}{
 		{"good", key, sum, sig, true},
-		{"other key", store.Key{8}, sum, sig, false},
+		{"other key", cachekey.Key{8}, sum, sig, false},
 		{"other content", key, sha256.Sum256([]byte("poison")), sig, false},
 		{"not base64", key, sum, "!!" + sig[2:], false},
 		{"short", key, sum, sig[:20], false},

@@ -36,7 +36,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // Sentinel errors returned by Authorize. The api package maps them to 401
@@ -361,7 +361,7 @@ func ParseScopes(list string) (map[string]Scope, error) {
 			return nil, fmt.Errorf("scope %q must be namespace:scope, e.g. default:read", truncate(item))
 		}
 		if ns != AllNamespaces {
-			if err := store.ValidateNamespace(ns); err != nil {
+			if err := cachekey.ValidateNamespace(ns); err != nil {
 				return nil, err
 			}
 		}

@@ -3,11 +3,11 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/cachesvc/cachesvc/api/runlog"
+	"github.com/cachesvc/cachesvc/manifest"
 )
 
 // runsConfig keeps run manifests in <data>/runs.json (saved every 30 s and
 // at shutdown), beside the store, so they survive a restart.
-func runsConfig(data string) runlog.Config {
-	return runlog.Config{Path: filepath.Join(data, "runs.json")}
+func runsConfig(data string) manifest.Config {
+	return manifest.Config{Path: filepath.Join(data, "runs.json")}
 }

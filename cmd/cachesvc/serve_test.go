@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -155,7 +156,7 @@ func TestServeFromEnv(t *testing.T) {
 		t.Fatalf("reopen store: %v", err)
 	}
 	defer st.Close()
-	k, _ := store.ParseKey(key)
+	k, _ := cachekey.ParseKey(key)
 	if m, err := st.Stat(context.Background(), "default", k); err != nil || m.Size != int64(len(body)) {
 		t.Errorf("Stat after restart = %+v, %v", m, err)
 	}

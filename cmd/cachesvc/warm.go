@@ -13,11 +13,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/cachesvc/cachesvc/api/client"
-	"github.com/cachesvc/cachesvc/api/runlog"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/manifest"
 )
 
 const warmSummary = `Fetch the entries a run used (from the server's run manifest, or from a
@@ -47,11 +47,11 @@ func (c *clientFlags) client(run string) (*client.Client, error) {
 	if c.Server == "" {
 		return nil, usagef("--server is required")
 	}
-	if err := store.ValidateNamespace(c.NS); err != nil {
+	if err := cachekey.ValidateNamespace(c.NS); err != nil {
 		return nil, usagef("--ns: %s", err)
 	}
 	if run != "" {
-		if err := runlog.ValidateRun(run); err != nil {
+		if err := manifest.ValidateRun(run); err != nil {
 			return nil, usagef("%s", err)
 		}
 	}
@@ -91,7 +91,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	var cf clientFlags
 	cf.register(fs)
 	run := fs.String("run", "", "warm from this `run`'s manifest on the server")
-	manifest := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
+	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
 	chunk := fs.Int("chunk-size", jaxsync.DefaultChunkSize, "keys per batch request (at most 10000)")
 	if err := parseFlags(fs, args, sio); err != nil {
@@ -102,15 +102,15 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	}
 	// CACHESVC_RUN often names the current run (clients tag requests with
 	// it); with --manifest on the command line it is not a source.
-	if *manifest != "" && *run != "" && !flagGiven(args, "run") {
+	if *manifestFile != "" && *run != "" && !flagGiven(args, "run") {
 		*run = ""
 	}
 	if *run != "" {
-		if err := runlog.ValidateRun(*run); err != nil {
+		if err := manifest.ValidateRun(*run); err != nil {
 			return usagef("--run: %s", err)
 		}
 	}
-	if (*run == "") == (*manifest == "") {
+	if (*run == "") == (*manifestFile == "") {
 		return usagef("give exactly one of --run or --manifest")
 	}
 	if *dir == "" {
@@ -127,7 +127,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
-	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifest, *chunk, sio, nil)
+	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifestFile, *chunk, sio, nil)
 	if err != nil {
 		return err
 	}

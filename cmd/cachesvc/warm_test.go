@@ -14,7 +14,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"

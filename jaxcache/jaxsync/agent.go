@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 )
 

@@ -38,9 +38,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
-	"github.com/cachesvc/cachesvc/store"
 )
 
 // Batch sizes for Warm.
@@ -253,7 +253,7 @@ func ReadManifestFile(path string) ([]Want, error) {
 		} else if err := json.Unmarshal(e, &w); err != nil {
 			return nil, fmt.Errorf(`%w %s: keys[%d] must be a key string or a {"key", "name"} object: %w`, ErrBadManifest, path, i, err)
 		}
-		if _, err := store.ParseKey(w.Key); err != nil {
+		if _, err := cachekey.ParseKey(w.Key); err != nil {
 			return nil, fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
 		}
 		out = append(out, w)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
 	"github.com/cachesvc/cachesvc/store/storetest"

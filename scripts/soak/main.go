@@ -30,7 +30,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 )
 
 type options struct {

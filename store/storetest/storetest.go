@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -63,7 +64,7 @@ func Data(seed uint64, n int) []byte {
 }
 
 // KeyOf returns a key derived from a name.
-func KeyOf(name string) store.Key { return store.Key(sha256.Sum256([]byte(name))) }
+func KeyOf(name string) cachekey.Key { return cachekey.Key(sha256.Sum256([]byte(name))) }
 
 // Run runs the conformance suite against stores made by open.
 func Run(t *testing.T, open OpenFunc) {
@@ -108,7 +109,7 @@ func openT(t *testing.T, open OpenFunc, lim Limits) (store.Store, string) {
 }
 
 // put stores data under (ns, key) with a declared size and digest.
-func put(t *testing.T, s store.Store, ns string, key store.Key, data []byte) store.PutResult {
+func put(t *testing.T, s store.Store, ns string, key cachekey.Key, data []byte) store.PutResult {
 	t.Helper()
 	sum := sha256.Sum256(data)
 	res, err := s.Put(context.Background(), ns, key, bytes.NewReader(data), store.PutOptions{Size: int64(len(data)), SHA256: &sum})
@@ -119,7 +120,7 @@ func put(t *testing.T, s store.Store, ns string, key store.Key, data []byte) sto
 }
 
 // get reads [off, off+n) of the entry.
-func get(t *testing.T, s store.Store, ns string, key store.Key, off, n int64) (store.Meta, []byte) {
+func get(t *testing.T, s store.Store, ns string, key cachekey.Key, off, n int64) (store.Meta, []byte) {
 	t.Helper()
 	m, rc, err := s.Get(context.Background(), ns, key, off, n)
 	if err != nil {
@@ -271,7 +272,7 @@ func testDedup(t *testing.T, open OpenFunc) {
 	}
 	for _, ref := range []struct {
 		ns  string
-		key store.Key
+		key cachekey.Key
 	}{{"default", b}, {"other", c}} {
 		if err := s.Delete(ctx, ref.ns, ref.key); err != nil {
 			t.Fatal(err)
@@ -369,7 +370,7 @@ func testEviction(t *testing.T, open OpenFunc) {
 	const size = 100 << 10
 	s, _ := openT(t, open, Limits{MaxBytes: 3 * size})
 	ctx := context.Background()
-	keys := []store.Key{KeyOf("ev-a"), KeyOf("ev-b"), KeyOf("ev-c"), KeyOf("ev-d"), KeyOf("ev-e")}
+	keys := []cachekey.Key{KeyOf("ev-a"), KeyOf("ev-b"), KeyOf("ev-c"), KeyOf("ev-d"), KeyOf("ev-e")}
 	for i := 0; i < 3; i++ {
 		put(t, s, "default", keys[i], Data(uint64(20+i), size))
 		time.Sleep(2 * time.Millisecond) // distinct access times on coarse clocks
@@ -377,7 +378,7 @@ func testEviction(t *testing.T, open OpenFunc) {
 	get(t, s, "default", keys[0], 0, -1) // a is now the most recently used; b the least
 	time.Sleep(2 * time.Millisecond)
 	put(t, s, "default", keys[3], Data(23, size))
-	present := func(k store.Key) bool {
+	present := func(k cachekey.Key) bool {
 		_, err := s.Stat(ctx, "default", k)
 		return err == nil
 	}
@@ -566,8 +567,8 @@ func testWalkMany(t *testing.T, open OpenFunc) {
 	for i := 0; i < n; i++ {
 		put(t, s, "many", KeyOf(fmt.Sprint("many-", i)), []byte(fmt.Sprint(i)))
 	}
-	seen := map[store.Key]bool{}
-	var prev store.Key
+	seen := map[cachekey.Key]bool{}
+	var prev cachekey.Key
 	err := s.Walk(context.Background(), "many", func(m store.Meta) bool {
 		if len(seen) > 0 && bytes.Compare(prev[:], m.Key[:]) >= 0 {
 			t.Errorf("Walk order: %s after %s", m.Key, prev)
@@ -584,7 +585,7 @@ func testWalkMany(t *testing.T, open OpenFunc) {
 func testWalk(t *testing.T, open OpenFunc) {
 	s, _ := openT(t, open, Limits{})
 	ctx := context.Background()
-	want := map[string][]store.Key{}
+	want := map[string][]cachekey.Key{}
 	for _, ns := range []string{"alpha", "beta", "alpha.2"} {
 		for i := 0; i < 4; i++ {
 			k := KeyOf(fmt.Sprintf("%s-%d", ns, i))

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/api"
-	"github.com/cachesvc/cachesvc/api/client"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/store"
 )
 

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // Sentinel errors returned by Table methods.
@@ -93,7 +93,7 @@ func (o Outcome) String() string {
 
 type slotID struct {
 	ns  string
-	key store.Key
+	key cachekey.Key
 }
 
 type slot struct {
@@ -172,7 +172,7 @@ func ValidateHolder(h string) error {
 //   - ErrInvalidHolder for an empty or overlong holder.
 //   - ErrTableFull when a new lease would exceed MaxLeases even after
 //     sweeping expired leases.
-func (t *Table) Acquire(ns string, key store.Key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
+func (t *Table) Acquire(ns string, key cachekey.Key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
 	if err := ValidateHolder(holder); err != nil {
 		return Lease{}, false, err
 	}
@@ -205,7 +205,7 @@ func (t *Table) Acquire(ns string, key store.Key, holder string, ttl time.Durati
 
 // Holder returns the live lease on (ns, key), if any. An expired lease is
 // reported as absent.
-func (t *Table) Holder(ns string, key store.Key) (Lease, bool) {
+func (t *Table) Holder(ns string, key cachekey.Key) (Lease, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.slots[slotID{ns, key}]
@@ -221,7 +221,7 @@ func (t *Table) Holder(ns string, key store.Key) (Lease, bool) {
 // # Errors
 //   - ErrNotHeld when no live lease exists.
 //   - ErrHeldByOther (wrapped with the current holder) when someone else holds it.
-func (t *Table) Release(ns string, key store.Key, holder string) (Lease, error) {
+func (t *Table) Release(ns string, key cachekey.Key, holder string) (Lease, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := slotID{ns, key}
@@ -240,7 +240,7 @@ func (t *Table) Release(ns string, key store.Key, holder string) (Lease, error) 
 // Written records that the entry (ns, key) was stored: the lease, whoever
 // holds it, ends and every waiter is woken with Written. It is a cheap no-op
 // when the slot is unknown.
-func (t *Table) Written(ns string, key store.Key) {
+func (t *Table) Written(ns string, key cachekey.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := slotID{ns, key}
@@ -258,7 +258,7 @@ func (t *Table) Written(ns string, key store.Key) {
 //
 // # Errors
 //   - ErrTooManyWaiters when MaxWaiters waiters are already parked.
-func (t *Table) Wait(ns string, key store.Key) (w *Waiter, l Lease, ok bool, err error) {
+func (t *Table) Wait(ns string, key cachekey.Key) (w *Waiter, l Lease, ok bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	id := slotID{ns, key}

@@ -1,4 +1,4 @@
-package runlog
+package manifest
 
 import (
 	"errors"
@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
-func key(b byte) store.Key { var k store.Key; k[31] = b; return k }
+func key(b byte) cachekey.Key { var k cachekey.Key; k[31] = b; return k }
 
 type clock struct{ t time.Time }
 

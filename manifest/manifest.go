@@ -9,7 +9,7 @@
 // saved to a JSON snapshot file (atomically: temp file, fsync, rename), so a
 // graceful restart keeps manifests and a crash loses at most the updates
 // since the last Save.
-package runlog
+package manifest
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // Sentinel errors.
@@ -92,7 +92,7 @@ type runID struct{ ns, run string }
 type runRec struct {
 	created, updated time.Time
 	keys             []KeyRecord
-	index            map[store.Key]int
+	index            map[cachekey.Key]int
 	truncated        bool
 }
 
@@ -132,14 +132,14 @@ func New(cfg Config) (*Recorder, error) {
 }
 
 // RecordLookup records that run looked up key in ns.
-func (r *Recorder) RecordLookup(ns, run string, key store.Key) { r.record(ns, run, key, "", false) }
+func (r *Recorder) RecordLookup(ns, run string, key cachekey.Key) { r.record(ns, run, key, "", false) }
 
 // RecordWrite records that run wrote key in ns, with its display name.
-func (r *Recorder) RecordWrite(ns, run string, key store.Key, name string) {
+func (r *Recorder) RecordWrite(ns, run string, key cachekey.Key, name string) {
 	r.record(ns, run, key, name, true)
 }
 
-func (r *Recorder) record(ns, run string, key store.Key, name string, write bool) {
+func (r *Recorder) record(ns, run string, key cachekey.Key, name string, write bool) {
 	if len(name) > MaxNameLen {
 		name = name[:MaxNameLen]
 	}
@@ -156,7 +156,7 @@ func (r *Recorder) record(ns, run string, key store.Key, name string, write bool
 		for len(r.runs) >= r.cfg.MaxRuns {
 			r.evictOldestLocked(id)
 		}
-		rr = &runRec{created: now, index: make(map[store.Key]int)}
+		rr = &runRec{created: now, index: make(map[cachekey.Key]int)}
 		r.runs[id] = rr
 	}
 	rr.updated = now
@@ -304,9 +304,9 @@ func (r *Recorder) load() error {
 		if now.Sub(m.Updated) > r.cfg.TTL || len(r.runs) >= r.cfg.MaxRuns {
 			continue
 		}
-		rr := &runRec{created: m.Created, updated: m.Updated, truncated: m.Truncated, index: make(map[store.Key]int)}
+		rr := &runRec{created: m.Created, updated: m.Updated, truncated: m.Truncated, index: make(map[cachekey.Key]int)}
 		for _, k := range m.Keys {
-			key, err := store.ParseKey(k.Key)
+			key, err := cachekey.ParseKey(k.Key)
 			if err != nil || len(rr.keys) >= r.cfg.MaxKeysPerRun || r.total >= r.cfg.MaxTotalKeys {
 				continue
 			}

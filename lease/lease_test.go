@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 type clock struct {
@@ -22,7 +22,7 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func key(b byte) store.Key { var k store.Key; k[0] = b; return k }
+func key(b byte) cachekey.Key { var k cachekey.Key; k[0] = b; return k }
 
 func TestAcquireTable(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
@@ -100,11 +100,11 @@ func TestTableBound(t *testing.T) {
 func TestWaitOutcomes(t *testing.T) {
 	tests := []struct {
 		name string
-		end  func(tb *Table, k store.Key) error
+		end  func(tb *Table, k cachekey.Key) error
 		want Outcome
 	}{
-		{"written", func(tb *Table, k store.Key) error { tb.Written("ns", k); return nil }, Written},
-		{"released", func(tb *Table, k store.Key) error { _, err := tb.Release("ns", k, "a"); return err }, Released},
+		{"written", func(tb *Table, k cachekey.Key) error { tb.Written("ns", k); return nil }, Written},
+		{"released", func(tb *Table, k cachekey.Key) error { _, err := tb.Release("ns", k, "a"); return err }, Released},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

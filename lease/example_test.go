@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api/lease"
-	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/lease"
 )
 
 // One holder compiles; a second caller parks behind the lease and is woken
 // when the entry is written.
 func Example() {
 	t := lease.New(lease.Config{})
-	var key store.Key
+	var key cachekey.Key
 	_, granted, _ := t.Acquire("default", key, "host-a:1", time.Minute)
 	fmt.Println("host-a compiles:", granted)
 	l, granted, _ := t.Acquire("default", key, "host-b:7", time.Minute)
