@@ -1,4 +1,4 @@
-// Package runlog records, per run, which keys the run looked up and wrote, so
+// Package manifest records, per run, which keys the run looked up and wrote, so
 // that a later run (the next arm of a sweep) can warm its caches from the
 // first one's manifest.
 //
