@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Sentinel errors.
@@ -68,24 +69,11 @@ type Config struct {
 	Now func() time.Time
 }
 
-// KeyRecord is one key of a manifest.
-type KeyRecord struct {
-	Key      string `json:"key"`
-	Name     string `json:"name,omitempty"`
-	LookedUp bool   `json:"looked_up"`
-	Written  bool   `json:"written"`
-}
+// KeyRecord is the wire type of the same name.
+type KeyRecord = wire.KeyRecord
 
-// Manifest is what a run used, in first-use order.
-type Manifest struct {
-	Run       string      `json:"run"`
-	Namespace string      `json:"namespace"`
-	Created   time.Time   `json:"created"`
-	Updated   time.Time   `json:"updated"`
-	Keys      []KeyRecord `json:"keys"`
-	// Truncated is true when keys were dropped because of a bound.
-	Truncated bool `json:"truncated"`
-}
+// Manifest is the wire type of the same name.
+type Manifest = wire.Manifest
 
 type runID struct{ ns, run string }
 

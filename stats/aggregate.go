@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // nsBackend identifies a namespace × backend series.
@@ -44,15 +46,8 @@ type Usage struct {
 	IntegrityFailures int64
 }
 
-// Global are store-wide counters sampled from Config.Usage: evictions and
-// integrity failures are additive, the sizes are the last sample.
-type Global struct {
-	Evictions         int64 `json:"evictions"`
-	IntegrityFailures int64 `json:"integrity_failures"`
-	StoreBytes        int64 `json:"store_bytes"`
-	StoreEntries      int64 `json:"store_entries"`
-	MaxBytes          int64 `json:"max_bytes"`
-}
+// Global is the wire type of the same name (wire).
+type Global = wire.Global
 
 // aggregate is the merged, in-memory state between flushes. Everything the
 // totals endpoints report is here; the time series are in Badger plus the

@@ -1,5 +1,7 @@
 package stats
 
+import "github.com/cachesvc/cachesvc/wire"
+
 // Counters are the additive totals kept per namespace × backend × time
 // bucket, per run and overall. Compile seconds saved are kept in whole
 // microseconds so that sums are exact.
@@ -26,20 +28,8 @@ func (c *Counters) add(o *Counters) {
 	c.SavedMicros += o.SavedMicros
 }
 
-// Totals is Counters as reported in JSON: with the hit rate and the compile
-// seconds saved as a float.
-type Totals struct {
-	Lookups int64 `json:"lookups"`
-	Hits    int64 `json:"hits"`
-	Misses  int64 `json:"misses"`
-	// HitRate is Hits/Lookups, 0 when there were no lookups.
-	HitRate             float64 `json:"hit_rate"`
-	BytesIn             int64   `json:"bytes_in"`
-	BytesOut            int64   `json:"bytes_out"`
-	Writes              int64   `json:"writes"`
-	Evictions           int64   `json:"evictions"`
-	CompileSecondsSaved float64 `json:"compile_seconds_saved"`
-}
+// Totals is the wire type of the same name (wire).
+type Totals = wire.Totals
 
 // Totals converts c for reporting.
 func (c Counters) Totals() Totals {

@@ -3,29 +3,16 @@ package stats
 import (
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/cachesvc/cachesvc/explain"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
-// Miss is one explained lookup miss.
-type Miss struct {
-	Time        time.Time           `json:"time"`
-	Namespace   string              `json:"namespace"`
-	Backend     string              `json:"backend"`
-	Key         string              `json:"key"`
-	DisplayName string              `json:"display_name,omitempty"`
-	Run         string              `json:"run,omitempty"`
-	Explanation explain.Explanation `json:"explanation"`
-}
+// Miss is the wire type of the same name (wire).
+type Miss = wire.Miss
 
-// ReasonCount is how many misses had one reason.
-type ReasonCount struct {
-	Reason string `json:"reason"`
-	// Label is the human phrase, e.g. "XLA flags differ".
-	Label string `json:"label"`
-	Count int64  `json:"count"`
-}
+// ReasonCount is the wire type of the same name (wire).
+type ReasonCount = wire.ReasonCount
 
 // maxReasonsPerNamespace bounds the distinct reasons counted per namespace.
 const maxReasonsPerNamespace = 64
@@ -98,13 +85,8 @@ func (s *Stats) RecordMiss(m Miss) {
 	a.dirtyMisses[ns] = true
 }
 
-// MissReport is the recent misses of a namespace and their counts by reason.
-type MissReport struct {
-	Namespace string        `json:"namespace"`
-	Total     int64         `json:"total"`
-	ByReason  []ReasonCount `json:"by_reason"`
-	Recent    []Miss        `json:"recent"`
-}
+// MissReport is the wire type of the same name (wire).
+type MissReport = wire.MissReport
 
 // Misses returns up to limit recent misses of ns, newest first, and the
 // namespace's miss counts by reason.

@@ -7,56 +7,24 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cachesvc/cachesvc/wire"
 	"github.com/dgraph-io/badger/v4"
 )
 
-// BackendTotals are the totals of one backend.
-type BackendTotals struct {
-	Backend string `json:"backend"`
-	Totals
-}
+// BackendTotals is the wire type of the same name (wire).
+type BackendTotals = wire.BackendTotals
 
-// NamespaceTotals are the totals of one namespace, overall and per backend.
-type NamespaceTotals struct {
-	Namespace string `json:"namespace"`
-	Totals
-	Backends []BackendTotals `json:"backends"`
-}
+// NamespaceTotals is the wire type of the same name (wire).
+type NamespaceTotals = wire.NamespaceTotals
 
-// RunTotals is one run's row in the runs table.
-type RunTotals struct {
-	Run        string    `json:"run"`
-	Namespaces []string  `json:"namespaces"`
-	FirstSeen  time.Time `json:"first_seen"`
-	LastSeen   time.Time `json:"last_seen"`
-	Totals
-}
+// RunTotals is the wire type of the same name (wire).
+type RunTotals = wire.RunTotals
 
-// TopEntry is one entry in "top entries by time saved".
-type TopEntry struct {
-	Namespace      string    `json:"namespace"`
-	Key            string    `json:"key"`
-	Name           string    `json:"name,omitempty"`
-	Backend        string    `json:"backend"`
-	CompileSeconds float64   `json:"compile_seconds"`
-	Hits           int64     `json:"hits"`
-	SecondsSaved   float64   `json:"seconds_saved"`
-	LastHit        time.Time `json:"last_hit"`
-}
+// TopEntry is the wire type of the same name (wire).
+type TopEntry = wire.TopEntry
 
-// Snapshot is everything GET /v1/stats reports that stats knows.
-type Snapshot struct {
-	GeneratedAt time.Time         `json:"generated_at"`
-	Totals      Totals            `json:"totals"`
-	Namespaces  []NamespaceTotals `json:"namespaces"`
-	Backends    []BackendTotals   `json:"backends"`
-	Runs        []RunTotals       `json:"runs"`
-	TopEntries  []TopEntry        `json:"top_entries"`
-	MissReasons []ReasonCount     `json:"miss_reasons"`
-	// Store holds the store-wide evictions and integrity failures counted
-	// since the stats began, and the last sampled sizes.
-	StoreCounters Global `json:"store_counters"`
-}
+// Snapshot is the wire type of the same name (wire).
+type Snapshot = wire.Snapshot
 
 // SnapshotOptions narrow a Snapshot. The zero value means everything.
 type SnapshotOptions struct {
@@ -167,38 +135,11 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 	return snap
 }
 
-// Points are one series' values, one per time in Series.Time. HitRate is
-// null where there were no lookups.
-type Points struct {
-	Lookups      []int64    `json:"lookups"`
-	Hits         []int64    `json:"hits"`
-	Misses       []int64    `json:"misses"`
-	HitRate      []*float64 `json:"hit_rate"`
-	BytesIn      []int64    `json:"bytes_in"`
-	BytesOut     []int64    `json:"bytes_out"`
-	Writes       []int64    `json:"writes"`
-	Evictions    []int64    `json:"evictions"`
-	SecondsSaved []float64  `json:"seconds_saved"`
-}
+// Points is the wire type of the same name (wire).
+type Points = wire.Points
 
-// Series are time series in columns, ready for a chart: Time holds the
-// start of each step in Unix seconds.
-type Series struct {
-	Namespace  string            `json:"namespace,omitempty"`
-	Since      time.Time         `json:"since"`
-	Until      time.Time         `json:"until"`
-	Step       int64             `json:"step_seconds"`
-	Resolution string            `json:"resolution"`
-	Time       []int64           `json:"t"`
-	Total      Points            `json:"total"`
-	Namespaces map[string]Points `json:"namespaces,omitempty"`
-	Backends   map[string]Points `json:"backends"`
-	// StoreBytes is the last sampled store size in each step (0 before any
-	// sample); Evictions and IntegrityFailures are store-wide.
-	StoreBytes        []int64 `json:"store_bytes"`
-	StoreEvictions    []int64 `json:"store_evictions"`
-	IntegrityFailures []int64 `json:"integrity_failures"`
-}
+// Series is the wire type of the same name (wire).
+type Series = wire.Series
 
 // MaxPoints bounds the points of a series; a longer range gets a coarser
 // step.

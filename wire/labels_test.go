@@ -1,0 +1,75 @@
+package wire
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCheckBackend(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"xla", true}, {"passthrough", true}, {"pt2", true}, {"a.b_c-d", true},
+		{"", false}, {"XLA", false}, {"-x", false}, {"\xff", false}, {"a b", false},
+		{strings.Repeat("a", 63), true}, {strings.Repeat("a", 64), false},
+	} {
+		if err := CheckBackend(tc.in); (err == nil) != tc.ok {
+			t.Errorf("CheckBackend(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"jit_step", true}, {"", true}, {"pjit(train step) ü", true},
+		{"\xff", false}, {"a\x00b", false}, {"tab\there", false}, {"\u200bzero-width", false},
+		{strings.Repeat("a", 256), true}, {strings.Repeat("a", 257), false},
+	} {
+		if err := CheckName(tc.in); (err == nil) != tc.ok {
+			t.Errorf("CheckName(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+func TestParseCompileSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"0", 0, true}, {"42.5", 42.5, true}, {"604800", 604800, true},
+		{"604800.5", 0, false}, {"1e308", 0, false}, {"-1", 0, false}, {"NaN", 0, false},
+		{"Inf", 0, false}, {"", 0, false}, {"abc", 0, false},
+	} {
+		got, err := ParseCompileSeconds(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseCompileSeconds(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	if got := SanitizeBackend("\xff"); got != "" {
+		t.Errorf("SanitizeBackend(0xff) = %q", got)
+	}
+	if got := SanitizeBackend("xla"); got != "xla" {
+		t.Errorf("SanitizeBackend(xla) = %q", got)
+	}
+	for _, in := range []string{"\xffname", "a\x00b", strings.Repeat("é", 200)} {
+		got := SanitizeName(in)
+		if err := CheckName(got); err != nil || !utf8.ValidString(got) {
+			t.Errorf("SanitizeName(%q) = %q, not a valid name: %v", in, got, err)
+		}
+	}
+	for in, want := range map[float64]float64{math.NaN(): 0, -3: 0, 1e308: MaxCompileSeconds, math.Inf(1): MaxCompileSeconds, 12: 12} {
+		if got := ClampCompileSeconds(in); got != want {
+			t.Errorf("ClampCompileSeconds(%v) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package wire
+
+import "time"
+
+// Totals is Counters as reported in JSON: with the hit rate and the compile
+// seconds saved as a float.
+type Totals struct {
+	Lookups int64 `json:"lookups"`
+	Hits    int64 `json:"hits"`
+	Misses  int64 `json:"misses"`
+	// HitRate is Hits/Lookups, 0 when there were no lookups.
+	HitRate             float64 `json:"hit_rate"`
+	BytesIn             int64   `json:"bytes_in"`
+	BytesOut            int64   `json:"bytes_out"`
+	Writes              int64   `json:"writes"`
+	Evictions           int64   `json:"evictions"`
+	CompileSecondsSaved float64 `json:"compile_seconds_saved"`
+}
+
+// BackendTotals are the totals of one backend.
+type BackendTotals struct {
+	Backend string `json:"backend"`
+	Totals
+}
+
+// NamespaceTotals are the totals of one namespace, overall and per backend.
+type NamespaceTotals struct {
+	Namespace string `json:"namespace"`
+	Totals
+	Backends []BackendTotals `json:"backends"`
+}
+
+// RunTotals is one run's row in the runs table.
+type RunTotals struct {
+	Run        string    `json:"run"`
+	Namespaces []string  `json:"namespaces"`
+	FirstSeen  time.Time `json:"first_seen"`
+	LastSeen   time.Time `json:"last_seen"`
+	Totals
+}
+
+// TopEntry is one entry in "top entries by time saved".
+type TopEntry struct {
+	Namespace      string    `json:"namespace"`
+	Key            string    `json:"key"`
+	Name           string    `json:"name,omitempty"`
+	Backend        string    `json:"backend"`
+	CompileSeconds float64   `json:"compile_seconds"`
+	Hits           int64     `json:"hits"`
+	SecondsSaved   float64   `json:"seconds_saved"`
+	LastHit        time.Time `json:"last_hit"`
+}
+
+// Snapshot is everything GET /v1/stats reports that stats knows.
+type Snapshot struct {
+	GeneratedAt time.Time         `json:"generated_at"`
+	Totals      Totals            `json:"totals"`
+	Namespaces  []NamespaceTotals `json:"namespaces"`
+	Backends    []BackendTotals   `json:"backends"`
+	Runs        []RunTotals       `json:"runs"`
+	TopEntries  []TopEntry        `json:"top_entries"`
+	MissReasons []ReasonCount     `json:"miss_reasons"`
+	// Store holds the store-wide evictions and integrity failures counted
+	// since the stats began, and the last sampled sizes.
+	StoreCounters Global `json:"store_counters"`
+}
+
+// Points are one series' values, one per time in Series.Time. HitRate is
+// null where there were no lookups.
+type Points struct {
+	Lookups      []int64    `json:"lookups"`
+	Hits         []int64    `json:"hits"`
+	Misses       []int64    `json:"misses"`
+	HitRate      []*float64 `json:"hit_rate"`
+	BytesIn      []int64    `json:"bytes_in"`
+	BytesOut     []int64    `json:"bytes_out"`
+	Writes       []int64    `json:"writes"`
+	Evictions    []int64    `json:"evictions"`
+	SecondsSaved []float64  `json:"seconds_saved"`
+}
+
+// Series are time series in columns, ready for a chart: Time holds the
+// start of each step in Unix seconds.
+type Series struct {
+	Namespace  string            `json:"namespace,omitempty"`
+	Since      time.Time         `json:"since"`
+	Until      time.Time         `json:"until"`
+	Step       int64             `json:"step_seconds"`
+	Resolution string            `json:"resolution"`
+	Time       []int64           `json:"t"`
+	Total      Points            `json:"total"`
+	Namespaces map[string]Points `json:"namespaces,omitempty"`
+	Backends   map[string]Points `json:"backends"`
+	// StoreBytes is the last sampled store size in each step (0 before any
+	// sample); Evictions and IntegrityFailures are store-wide.
+	StoreBytes        []int64 `json:"store_bytes"`
+	StoreEvictions    []int64 `json:"store_evictions"`
+	IntegrityFailures []int64 `json:"integrity_failures"`
+}
+
+// Global are store-wide counters sampled from Config.Usage: evictions and
+// integrity failures are additive, the sizes are the last sample.
+type Global struct {
+	Evictions         int64 `json:"evictions"`
+	IntegrityFailures int64 `json:"integrity_failures"`
+	StoreBytes        int64 `json:"store_bytes"`
+	StoreEntries      int64 `json:"store_entries"`
+	MaxBytes          int64 `json:"max_bytes"`
+}
+
+// Miss is one explained lookup miss.
+type Miss struct {
+	Time        time.Time   `json:"time"`
+	Namespace   string      `json:"namespace"`
+	Backend     string      `json:"backend"`
+	Key         string      `json:"key"`
+	DisplayName string      `json:"display_name,omitempty"`
+	Run         string      `json:"run,omitempty"`
+	Explanation Explanation `json:"explanation"`
+}
+
+// ReasonCount is how many misses had one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	// Label is the human phrase, e.g. "XLA flags differ".
+	Label string `json:"label"`
+	Count int64  `json:"count"`
+}
+
+// MissReport is the recent misses of a namespace and their counts by reason.
+type MissReport struct {
+	Namespace string        `json:"namespace"`
+	Total     int64         `json:"total"`
+	ByReason  []ReasonCount `json:"by_reason"`
+	Recent    []Miss        `json:"recent"`
+}

@@ -1,0 +1,185 @@
+// Package wire holds the v1 API's wire format: header names, JSON request
+// and response bodies, and the batch stream's PAX record names.
+//
+// The server (api), the Go client (client), `cachesvc stats`
+// (stats/report) and the packages that produce the bodies (stats, explain,
+// manifest) share these types, so that a field cannot be spelled two ways.
+// It imports only the standard library.
+package wire
+
+import "time"
+
+// Request and response headers of the entries API.
+const (
+	// HeaderContentSHA256 is the body's SHA-256 in hex: verified on PUT,
+	// sent on GET, HEAD and PUT responses.
+	HeaderContentSHA256 = "X-Content-SHA256"
+	// HeaderCompileSeconds is how long the entry took to compile.
+	HeaderCompileSeconds = "X-Compile-Seconds"
+	// HeaderBackend names the compiler backend (xla, passthrough, …).
+	HeaderBackend = "X-Cachesvc-Backend"
+	// HeaderName is the entry's display name (jit_step, …).
+	HeaderName = "X-Cachesvc-Name"
+	// HeaderRun tags a request with the run it belongs to (run manifests),
+	// and names the run that wrote an entry on responses.
+	HeaderRun = "X-Cachesvc-Run"
+	// HeaderKey carries the computed key on a lookup response.
+	HeaderKey = "X-Cachesvc-Key"
+	// HeaderWriter names the token (or, without authentication, the client
+	// address) that stored the entry.
+	HeaderWriter = "X-Cachesvc-Writer"
+	// HeaderCreated is when the entry was stored, RFC 3339 in UTC.
+	HeaderCreated = "X-Cachesvc-Created"
+	// HeaderSignature, present when the server has a signing key, is the
+	// base64 Ed25519 signature of key ‖ sha256 (32 raw bytes each).
+	HeaderSignature = "X-Cachesvc-Signature"
+)
+
+// PAX records on every entry member of a batch stream, and the name of the
+// stream's last member.
+const (
+	PAXSHA256         = "CACHESVC.sha256"
+	PAXCompileSeconds = "CACHESVC.compile_seconds"
+	PAXName           = "CACHESVC.name"
+	PAXBackend        = "CACHESVC.backend"
+	// PAXSignature is the entry's X-Cachesvc-Signature, when the server
+	// signs entries.
+	PAXSignature = "CACHESVC.signature"
+	// MissingMember is the name of the last member of every complete batch
+	// stream: {"missing": [...]}.
+	MissingMember = "missing.json"
+)
+
+// MaxBatchKeys is the most keys one batch or exists request may name.
+const MaxBatchKeys = 10_000
+
+// ErrorBody is the JSON shape of every error response.
+type ErrorBody struct {
+	Error ErrorObject `json:"error"`
+}
+
+// ErrorObject is an error's machine-readable code, human message and
+// optional details.
+type ErrorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details any    `json:"details,omitempty"`
+}
+
+// PutResponse is the JSON body of a successful PUT of an entry.
+type PutResponse struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+	// Created is true when this request stored the entry, false when an
+	// identical entry already existed.
+	Created bool `json:"created"`
+}
+
+// KeyResponse is the JSON body of POST /v1/{ns}/keys.
+type KeyResponse struct {
+	Key         string            `json:"key"`
+	Backend     string            `json:"backend"`
+	Plugin      string            `json:"plugin"`
+	DisplayName string            `json:"display_name"`
+	Components  map[string]string `json:"components"`
+}
+
+// LookupMiss is the JSON body of a 404 from POST /v1/{ns}/lookup: the usual
+// error object plus the key and what explains the miss.
+type LookupMiss struct {
+	Error       ErrorObject       `json:"error"`
+	Key         string            `json:"key"`
+	Backend     string            `json:"backend"`
+	Plugin      string            `json:"plugin"`
+	DisplayName string            `json:"display_name"`
+	Components  map[string]string `json:"components"`
+	Explanation Explanation       `json:"explanation"`
+}
+
+// KeysRequest is the body of batch and exists requests.
+type KeysRequest struct {
+	Keys []string `json:"keys"`
+}
+
+// ExistsResponse is the body of POST /v1/{ns}/exists.
+type ExistsResponse struct {
+	Present []string `json:"present"`
+	Missing []string `json:"missing"`
+}
+
+// MissingList is the content of a batch stream's missing.json member.
+type MissingList struct {
+	Missing []string `json:"missing"`
+}
+
+// LeaseRequest is the body of POST /v1/{ns}/leases/{key}; TTL nil means
+// the server's default.
+type LeaseRequest struct {
+	Holder string   `json:"holder"`
+	TTL    *float64 `json:"ttl_s"`
+}
+
+// LeaseResponse is the JSON body of 201 and 409 answers to a lease request
+// (409 adds an "error" object).
+type LeaseResponse struct {
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+	TTL     float64   `json:"ttl_s,omitempty"`
+}
+
+// KeyRecord is one key of a run manifest.
+type KeyRecord struct {
+	Key      string `json:"key"`
+	Name     string `json:"name,omitempty"`
+	LookedUp bool   `json:"looked_up"`
+	Written  bool   `json:"written"`
+}
+
+// Manifest is what a run used, in first-use order: the body of GET
+// /v1/{ns}/runs/{run}/manifest.
+type Manifest struct {
+	Run       string      `json:"run"`
+	Namespace string      `json:"namespace"`
+	Created   time.Time   `json:"created"`
+	Updated   time.Time   `json:"updated"`
+	Keys      []KeyRecord `json:"keys"`
+	// Truncated is true when keys were dropped because of a bound.
+	Truncated bool `json:"truncated"`
+}
+
+// StatsServer describes the serving process in GET /v1/stats.
+type StatsServer struct {
+	Version string `json:"version"`
+}
+
+// LeaseCounts are the compile leases in flight.
+type LeaseCounts struct {
+	Held    int64 `json:"held"`
+	Waiting int64 `json:"waiting"`
+}
+
+// StoreUsage is the store's size and counters.
+type StoreUsage struct {
+	Entries           int64 `json:"entries"`
+	Blobs             int64 `json:"blobs"`
+	Bytes             int64 `json:"bytes"`     // logical bytes of unique blobs
+	MaxBytes          int64 `json:"max_bytes"` // 0 means unlimited
+	Evictions         int64 `json:"evictions"`
+	IntegrityFailures int64 `json:"integrity_failures"`
+}
+
+// StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:
+// the persisted statistics (Snapshot: one set of totals, per namespace,
+// backend and run, top entries, misses by reason), the store's usage, the
+// leases in flight, the most recent misses and, when asked for with
+// ?since=, time series.
+type StatsResponse struct {
+	Snapshot
+	Server       StatsServer `json:"server"`
+	Store        StoreUsage  `json:"store"`
+	Leases       LeaseCounts `json:"leases"`
+	RecentMisses []Miss      `json:"recent_misses"`
+	Series       *Series     `json:"series,omitempty"`
+}
