@@ -146,8 +146,8 @@ func (s *Stats) collect() {
 				e = &Entry{Namespace: k.ns, Key: hex.EncodeToString(k.key[:]), Name: d.name, Backend: d.backend, CompileSeconds: d.compileSeconds}
 				a.entries[k] = e
 			}
-			e.Hits += d.hits
-			e.SavedMicros += d.savedMicros
+			e.Hits = satAdd(e.Hits, d.hits)
+			e.SavedMicros = satAdd(e.SavedMicros, d.savedMicros)
 			e.LastHit = now
 			a.dirtyEntries[k] = true
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Key layout of the stats database:
@@ -323,6 +325,7 @@ func (b *batch) addCounters(k []byte, d *Counters, ttl time.Duration) {
 		if err := readJSON(txn, k, &c); err != nil {
 			return fmt.Errorf("read %q: %w", k, err)
 		}
+		c.clampNegative() // a bucket written before sums saturated
 		c.add(d)
 		data, _ := json.Marshal(c)
 		return txn.SetEntry(entry(k, data, ttl))
@@ -376,6 +379,9 @@ func (s *Stats) load() error {
 			if err := json.Unmarshal(val, &c); err != nil {
 				return err
 			}
+			if c.clampNegative() {
+				s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "namespace", ns, "backend", be)
+			}
 			s.namespaces.admit(ns)
 			s.backends.admit(be)
 			a.totals[nsBackend{ns, be}] = &c
@@ -387,6 +393,9 @@ func (s *Stats) load() error {
 			var r Run
 			if err := json.Unmarshal(val, &r); err != nil {
 				return err
+			}
+			if r.Counters.clampNegative() {
+				s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "run", r.Run, "namespaces", r.Namespaces)
 			}
 			s.runs.admit(r.Run)
 			a.runs[r.Run] = &r
@@ -403,6 +412,11 @@ func (s *Stats) load() error {
 			if n, err := hex.Decode(key[:], []byte(e.Key)); err != nil || n != len(key) {
 				return fmt.Errorf("bad entry key %q", e.Key)
 			}
+			if e.SavedMicros < 0 || e.Hits < 0 {
+				s.cfg.Logger.Warn("stats: negative compile seconds saved on disk reset to 0 (written before sums saturated)", "namespace", e.Namespace, "backend", e.Backend, "key", e.Key)
+				e.SavedMicros, e.Hits = max(e.SavedMicros, 0), max(e.Hits, 0)
+			}
+			e.CompileSeconds = wire.ClampCompileSeconds(e.CompileSeconds)
 			a.entries[entryKey{e.Namespace, key}] = &e
 			return nil
 		}); err != nil {

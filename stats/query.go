@@ -205,6 +205,7 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 			if err := it.Item().Value(func(v []byte) error { return jsonUnmarshal(v, &c) }); err != nil {
 				return fmt.Errorf("read series bucket: %w", err)
 			}
+			c.clampNegative() // a bucket written before sums saturated
 			total[i].add(&c)
 			if ns == "" {
 				if perNS[bns] == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/cachesvc/cachesvc/explain"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Other is the label that namespaces, backends and runs beyond their caps are
@@ -260,12 +261,14 @@ func (s *Stats) RecordLookup(l Lookup) {
 	ns := s.namespaces.admit(l.Namespace)
 	be := s.backends.admit(BackendOrUnknown(l.Backend))
 	run := s.runs.admit(l.Run)
+	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
+	cs := wire.ClampCompileSeconds(l.CompileSeconds)
 	var c Counters
 	c.Lookups = 1
 	if l.Hit {
 		c.Hits = 1
 		c.BytesOut = l.Bytes
-		c.SavedMicros = micros(l.CompileSeconds)
+		c.SavedMicros = micros(cs)
 	} else {
 		c.Misses = 1
 	}
@@ -277,7 +280,7 @@ func (s *Stats) RecordLookup(l Lookup) {
 		sh.addRun(run, ns, now, &c)
 	}
 	if l.Hit && l.Key != ([32]byte{}) {
-		sh.addEntry(ns, l.Key, l.Name, be, l.CompileSeconds, c.SavedMicros)
+		sh.addEntry(ns, l.Key, l.Name, be, cs, c.SavedMicros)
 	}
 	sh.mu.Unlock()
 }
@@ -517,7 +520,7 @@ func (sh *shard) addEntry(ns string, key [32]byte, name, backend string, compile
 		sh.entries[k] = e
 	}
 	e.hits++
-	e.savedMicros += saved
+	e.savedMicros = satAdd(e.savedMicros, saved)
 }
 
 // take swaps out the shard's maps.
