@@ -151,3 +151,46 @@ func TestNegativeCountersOnDiskLoadAsZero(t *testing.T) {
 		t.Fatalf("saved after a new hit = %v", got)
 	}
 }
+
+// TestPartialHitSavesNoCompile is issue 12's bug 6 (stats part): a 304 and
+// a 10-byte Range request each credited a whole compile saved.
+func TestPartialHitSavesNoCompile(t *testing.T) {
+	tests := []struct {
+		name    string
+		partial []bool // one hit of key(1) each
+		bytes   int64  // BytesOut
+		saved   float64
+	}{
+		{"full hit", []bool{false}, 1000, 40},
+		{"range or 304", []bool{true}, 10, 0},
+		{"full then partial", []bool{false, true}, 1010, 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Open(Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.RecordWrite(Write{Namespace: "team-a", Backend: "xla", Key: key(1)})
+			for _, p := range tt.partial {
+				n := int64(1000)
+				if p {
+					n = 10
+				}
+				s.RecordLookup(Lookup{Namespace: "team-a", Backend: "xla", Run: "r1", Key: key(1), Hit: true, Partial: p, Bytes: n, CompileSeconds: 40})
+			}
+			snap := s.Snapshot(SnapshotOptions{})
+			hits := int64(len(tt.partial))
+			if tot := snap.Totals; tot.Hits != hits || tot.Lookups != hits || tot.BytesOut != tt.bytes || tot.CompileSecondsSaved != tt.saved {
+				t.Fatalf("totals = %+v", tot)
+			}
+			if r := snap.Runs; len(r) != 1 || r[0].Hits != hits || r[0].CompileSecondsSaved != tt.saved {
+				t.Fatalf("runs = %+v", r)
+			}
+			if e := snap.TopEntries; len(e) != 1 || e[0].Hits != hits || e[0].SecondsSaved != tt.saved {
+				t.Fatalf("top entries = %+v", e)
+			}
+		})
+	}
+}

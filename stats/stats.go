@@ -251,6 +251,10 @@ type Lookup struct {
 	Bytes int64
 	// CompileSeconds is the entry's compile time, credited as saved on a hit.
 	CompileSeconds float64
+	// Partial means the hit served only part of the entry (a Range request)
+	// or only revalidated it (304): it counts as a hit with the Bytes given,
+	// but saves no compile.
+	Partial bool
 }
 
 // RecordLookup counts one lookup. It never blocks on I/O.
@@ -268,7 +272,9 @@ func (s *Stats) RecordLookup(l Lookup) {
 	if l.Hit {
 		c.Hits = 1
 		c.BytesOut = l.Bytes
-		c.SavedMicros = micros(cs)
+		if !l.Partial {
+			c.SavedMicros = micros(cs)
+		}
 	} else {
 		c.Misses = 1
 	}
