@@ -33,7 +33,7 @@ import (
 const Other = "_other"
 
 // UnknownBackend labels lookups whose backend is not known (a GET miss by
-// key carries none).
+// key carries none) or not a valid backend name.
 const UnknownBackend = "unknown"
 
 // Config configures Stats. The zero value of every field means its default.
@@ -166,9 +166,9 @@ func Open(cfg Config) (*Stats, error) {
 		cfg:        cfg,
 		db:         db,
 		index:      explain.NewIndex(cfg.Index),
-		namespaces: limiter{max: cfg.MaxNamespaces},
-		backends:   limiter{max: cfg.MaxBackends},
-		runs:       limiter{max: cfg.MaxRuns},
+		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other},
+		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend},
+		runs:       limiter{max: cfg.MaxRuns, valid: validRun, invalid: Other},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -263,8 +263,8 @@ func (s *Stats) RecordLookup(l Lookup) {
 		return
 	}
 	ns := s.namespaces.admit(l.Namespace)
-	be := s.backends.admit(BackendOrUnknown(l.Backend))
-	run := s.runs.admit(l.Run)
+	be := s.backends.admit(l.Backend)
+	run := s.runLabel(l.Run)
 	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
 	cs := wire.ClampCompileSeconds(l.CompileSeconds)
 	var c Counters
@@ -312,8 +312,8 @@ func (s *Stats) RecordWrite(w Write) {
 		return
 	}
 	ns := s.namespaces.admit(w.Namespace)
-	be := s.backends.admit(BackendOrUnknown(w.Backend))
-	run := s.runs.admit(w.Run)
+	be := s.backends.admit(w.Backend)
+	run := s.runLabel(w.Run)
 	c := Counters{Writes: 1, BytesIn: w.Bytes}
 	now := s.now()
 	sh := s.shard(w.Namespace, w.Key)
@@ -324,7 +324,9 @@ func (s *Stats) RecordWrite(w Write) {
 	}
 	sh.mu.Unlock()
 	if len(w.Components) > 0 {
-		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), w.Name, now, w.Components)
+		// The index is keyed by the backend itself (not its label, which
+		// may be Other) so that Explain finds it.
+		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), wire.SanitizeName(w.Name), now, w.Components)
 	}
 }
 
@@ -338,16 +340,17 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(s.now().Unix()/60, s.namespaces.admit(ns), s.backends.admit(BackendOrUnknown(backend)), &c)
+	sh.addSeries(s.now().Unix()/60, s.namespaces.admit(ns), s.backends.admit(backend), &c)
 	sh.mu.Unlock()
 }
 
-// BackendOrUnknown returns b, or UnknownBackend when b is empty.
-func BackendOrUnknown(b string) string {
-	if b == "" {
-		return UnknownBackend
+// runLabel returns the tracked copy of run, "" for none, and Other when it
+// is invalid or beyond MaxRuns.
+func (s *Stats) runLabel(run string) string {
+	if run == "" {
+		return ""
 	}
-	return b
+	return s.runs.admit(run)
 }
 
 // shard picks a shard: by key when there is one, otherwise round robin.
@@ -359,77 +362,6 @@ func (s *Stats) shard(ns string, key [32]byte) *shard {
 		i = s.rr.Add(1)
 	}
 	return &s.shards[i%numShards]
-}
-
-// limiter admits up to max distinct values; the rest become Other.
-// Admitted values are read lock-free from an immutable map that admission
-// replaces (copy on write: admissions are rare and bounded by max).
-type limiter struct {
-	known atomic.Pointer[map[string]string] // value → the same string, cloned
-	mu    sync.Mutex
-	max   int
-}
-
-// admit returns the tracked copy of v if v is (or can become) tracked, and
-// Other otherwise. The empty string stays empty. The returned string never
-// aliases v, so callers may pass strings backed by reused buffers.
-func (l *limiter) admit(v string) string {
-	if v == "" {
-		return ""
-	}
-	if m := l.known.Load(); m != nil {
-		if c, ok := (*m)[v]; ok {
-			return c
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old != nil {
-		if c, ok := (*old)[v]; ok {
-			return c
-		}
-	}
-	if v == Other || (old != nil && len(*old) >= l.max) || l.max <= 0 {
-		return Other
-	}
-	m := make(map[string]string, 1+lenOf(old))
-	if old != nil {
-		for k, c := range *old {
-			m[k] = c
-		}
-	}
-	c := strings.Clone(v)
-	m[c] = c
-	l.known.Store(&m)
-	return c
-}
-
-func lenOf(m *map[string]string) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
-}
-
-// forget frees v's slot.
-func (l *limiter) forget(v string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old == nil {
-		return
-	}
-	if _, ok := (*old)[v]; !ok {
-		return
-	}
-	m := make(map[string]string, len(*old))
-	for k, c := range *old {
-		if k != v {
-			m[k] = c
-		}
-	}
-	l.known.Store(&m)
 }
 
 // shard holds events recorded since the last merge. Its maps are keyed by
@@ -522,7 +454,7 @@ func (sh *shard) addEntry(ns string, key [32]byte, name, backend string, compile
 		if len(sh.entries) >= maxShardEntries {
 			return
 		}
-		e = &entryDelta{ns: ns, name: strings.Clone(name), backend: backend, compileSeconds: compileSeconds}
+		e = &entryDelta{ns: ns, name: strings.Clone(wire.SanitizeName(name)), backend: backend, compileSeconds: compileSeconds}
 		sh.entries[k] = e
 	}
 	e.hits++
