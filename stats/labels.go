@@ -135,6 +135,19 @@ func (l *limiter) get(v string) string {
 	return Other
 }
 
+// labelOf returns what v was counted as, admitting nothing: its tracked
+// copy, l.invalid's when v is invalid, Other otherwise. It relabels values
+// read from disk that were written before values were checked.
+func (l *limiter) labelOf(v string) string {
+	if c, ok := l.lookup(v); ok {
+		return c
+	}
+	if v != Other && !l.valid(v) {
+		return l.get(l.invalid)
+	}
+	return Other
+}
+
 // admit returns the tracked copy of v if v is (or can become) tracked, and
 // Other otherwise; an invalid v is admitted as l.invalid. The returned
 // string never aliases v, so callers may pass strings backed by reused

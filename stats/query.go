@@ -194,7 +194,13 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 		p := []byte(prefix)
 		for it.Seek(bucketKey(prefix, from/unit, "", "")); it.ValidForPrefix(p); it.Next() {
 			b, bns, be, ok := parseBucketKey(it.Item().Key(), prefix)
-			if !ok || (ns != "" && bns != ns) {
+			if !ok {
+				continue
+			}
+			// Buckets written before labels were checked keep their
+			// keys until they expire: report them as their totals are.
+			bns, be = s.namespaces.labelOf(bns), s.backends.labelOf(be)
+			if ns != "" && bns != ns {
 				continue
 			}
 			i := int((b*unit - from) / st)
