@@ -50,13 +50,14 @@ type Usage struct {
 type Global = wire.Global
 
 // deadKeys are records to delete from the database: runs and entries
-// forgotten, and totals and misses that load relabelled (their counts now
-// live under another key).
+// forgotten, totals and misses that load relabelled (their counts now live
+// under another key), and admissions of namespaces beyond the cap.
 type deadKeys struct {
-	runs    []string
-	entries []entryKey
-	totals  []nsBackend
-	misses  []string // namespaces
+	runs     []string
+	entries  []entryKey
+	totals   []nsBackend
+	misses   []string // namespaces
+	admitted []string
 }
 
 func (d *deadKeys) add(o deadKeys) {
@@ -64,6 +65,7 @@ func (d *deadKeys) add(o deadKeys) {
 	d.entries = append(d.entries, o.entries...)
 	d.totals = append(d.totals, o.totals...)
 	d.misses = append(d.misses, o.misses...)
+	d.admitted = append(d.admitted, o.admitted...)
 }
 
 // aggregate is the merged, in-memory state between flushes. Everything the

@@ -115,6 +115,26 @@ type limiter struct {
 	// invalid is what a value that fails valid counts as: Other, or
 	// UnknownBackend for backends (admitted like any other value).
 	invalid string
+	// keepAdded makes admit remember what it admits in added, for flush to
+	// persist (namespaces: see Stats.AdmitNamespace).
+	keepAdded bool
+	added     []string // guarded by mu
+}
+
+// takeAdded returns what was admitted since the last call.
+func (l *limiter) takeAdded() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.added
+	l.added = nil
+	return a
+}
+
+// putAdded gives back what takeAdded returned, after a failed flush.
+func (l *limiter) putAdded(a []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.added = append(l.added, a...)
 }
 
 // lookup returns the tracked copy of v and whether v is tracked.
@@ -188,6 +208,9 @@ func (l *limiter) admit(v string) string {
 	c := strings.Clone(v)
 	m[c] = c
 	l.known.Store(&m)
+	if l.keepAdded {
+		l.added = append(l.added, c)
+	}
 	return c
 }
 

@@ -43,15 +43,19 @@ func (s *Stats) load() error {
 			}
 			return nil
 		}
+		admitted := map[string]bool{}
+		if err := each(pAdmit, func(ns string, _ []byte) error {
+			admitted[ns] = true
+			return nil
+		}); err != nil {
+			return err
+		}
 		totals := map[nsBackend]Counters{}
 		if err := each(pTotals, func(k string, val []byte) error {
 			ns, be, _ := strings.Cut(k, "\x00")
 			var c Counters
 			if err := json.Unmarshal(val, &c); err != nil {
 				return err
-			}
-			if c.clampNegative() {
-				s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "namespace", ns, "backend", be)
 			}
 			totals[nsBackend{ns, be}] = c
 			return nil
@@ -60,7 +64,10 @@ func (s *Stats) load() error {
 		}
 		// Totals first: they decide which namespaces and backends are
 		// admitted, and so the labels of everything else.
-		s.loadTotals(totals)
+		s.loadTotals(totals, admitted)
+		// What load admitted is on disk already (or needs no mark: it
+		// has writes or hits).
+		s.namespaces.takeAdded()
 		var runs []Run
 		if err := each(pRun, func(k string, val []byte) error {
 			var r Run
@@ -111,16 +118,22 @@ func (s *Stats) load() error {
 
 // relabelled logs that a persisted record now counts under another label.
 func (s *Stats) relabelled(what, from, to string) {
-	s.cfg.Logger.Warn("stats: persisted "+what+" relabelled (not valid, or beyond its cap)", "from", from, "to", to)
+	s.cfg.Logger.Warn("stats: persisted "+what+" relabelled (not valid, beyond its cap, or a namespace with only misses)", "from", from, "to", to)
 }
 
 // loadTotals admits the namespaces and backends of the persisted totals,
-// busiest first so that caps keep the busiest, and relabels the rest.
-func (s *Stats) loadTotals(totals map[nsBackend]Counters) {
+// busiest first so that caps keep the busiest, and relabels the rest. A
+// namespace is admitted only if it was admitted before (admitted) or has
+// writes or hits: one with only misses is what a reader's lookups created
+// before lookups stopped admitting namespaces (issue 12, bug 9), and is
+// folded into Other.
+func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted map[string]bool) {
 	a := &s.agg
 	busy := map[string]int64{}
+	held := map[string]bool{} // namespaces admitted or with writes or hits
 	for nb, c := range totals {
 		busy[nb.ns] = satAdd(busy[nb.ns], satAdd(c.Lookups, c.Writes))
+		held[nb.ns] = held[nb.ns] || admitted[nb.ns] || c.Writes > 0 || c.Hits > 0
 	}
 	keys := make([]nsBackend, 0, len(totals))
 	for nb := range totals {
@@ -134,7 +147,14 @@ func (s *Stats) loadTotals(totals map[nsBackend]Counters) {
 	})
 	for _, nb := range keys {
 		c := totals[nb]
-		to := nsBackend{s.namespaces.admit(nb.ns), s.backends.admit(nb.backend)}
+		reset := c.clampNegative()
+		if reset {
+			s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "namespace", nb.ns, "backend", nb.backend)
+		}
+		to := nsBackend{Other, s.backends.admit(nb.backend)}
+		if held[nb.ns] {
+			to.ns = s.namespaces.admit(nb.ns)
+		}
 		if t := a.totals[to]; t != nil {
 			t.add(&c)
 		} else {
@@ -144,8 +164,25 @@ func (s *Stats) loadTotals(totals map[nsBackend]Counters) {
 			s.relabelled("totals", nb.ns+"/"+nb.backend, to.ns+"/"+to.backend)
 			a.dead.totals = append(a.dead.totals, nb)
 			a.dirtyTotals[to] = true
-		} else if c != totals[nb] {
-			a.dirtyTotals[to] = true // negative counters reset
+		} else if reset {
+			a.dirtyTotals[to] = true
+		}
+	}
+	// Admitted namespaces without totals yet (configured, no traffic) come
+	// after those with traffic; marks beyond the cap are dropped.
+	quiet := make([]string, 0, len(admitted))
+	for ns := range admitted {
+		if _, ok := busy[ns]; !ok {
+			quiet = append(quiet, ns)
+		}
+	}
+	sort.Strings(quiet)
+	for _, ns := range quiet {
+		s.namespaces.admit(ns)
+	}
+	for ns := range admitted {
+		if s.namespaces.labelOf(ns) != ns {
+			a.dead.admitted = append(a.dead.admitted, ns)
 		}
 	}
 }

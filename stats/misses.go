@@ -58,7 +58,9 @@ func (s *Stats) RecordMiss(m Miss) {
 		m.Time = s.cfg.Now()
 	}
 	m = sanitizeMiss(m)
-	ns := s.namespaces.admit(m.Namespace)
+	// Kept under Other when the namespace is not admitted: see
+	// AdmitNamespace.
+	ns := s.namespaces.labelOf(m.Namespace)
 	reason := reasonLabel(m.Explanation.Reason)
 	a := &s.agg
 	a.missMu.Lock()

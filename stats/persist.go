@@ -20,6 +20,7 @@ import (
 //	r/<run>                       Run (TTL RunTTL)
 //	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
 //	x/<ns>                        persistedMisses
+//	a/<ns>                        namespace admitted (empty value)
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
@@ -31,6 +32,7 @@ const (
 	pRun     = "r/"
 	pEntry   = "e/"
 	pMisses  = "x/"
+	pAdmit   = "a/"
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
 	pGMinute = "g/m/"
@@ -147,6 +149,7 @@ func (s *Stats) flush() error {
 	}
 	clear(a.dirtyMisses)
 	a.missMu.Unlock()
+	admitted := s.namespaces.takeAdded()
 
 	w := newBatch(s.db)
 	// Deletions first: a key forgotten and recorded again since the last
@@ -162,6 +165,9 @@ func (s *Stats) flush() error {
 	}
 	for _, ns := range dead.misses {
 		w.del([]byte(pMisses + ns))
+	}
+	for _, ns := range dead.admitted {
+		w.del([]byte(pAdmit + ns))
 	}
 	// Minute and hour buckets are read-modify-write: a bucket may be flushed
 	// several times, and may predate a restart.
@@ -210,7 +216,11 @@ func (s *Stats) flush() error {
 	for ns, pm := range misses {
 		w.setJSON([]byte(pMisses+ns), pm, 0)
 	}
+	for _, ns := range admitted {
+		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pAdmit+ns), nil) })
+	}
 	if err := w.finish(); err != nil {
+		s.namespaces.putAdded(admitted)
 		s.restore(minutes, gmin, totals, runs, entries, dead, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}

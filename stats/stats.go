@@ -8,7 +8,10 @@
 // short lock; a background loop merges them into the in-memory aggregate and
 // flushes that to Badger every FlushInterval and on Close. Cardinality is
 // bounded: namespaces, backends and runs beyond their caps are folded into
-// "_other", top entries and recent misses are capped.
+// "_other", top entries and recent misses are capped. A namespace is
+// tracked only once it holds entries or is configured (AdmitNamespace,
+// RecordWrite): lookups and misses alone never create one, so readers
+// cannot push the real namespaces into "_other".
 package stats
 
 import (
@@ -166,7 +169,7 @@ func Open(cfg Config) (*Stats, error) {
 		cfg:        cfg,
 		db:         db,
 		index:      explain.NewIndex(cfg.Index),
-		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other},
+		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other, keepAdded: true},
 		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend},
 		runs:       limiter{max: cfg.MaxRuns, valid: validRun, invalid: Other},
 		stop:       make(chan struct{}),
@@ -234,6 +237,20 @@ func (s *Stats) now() time.Time {
 // it current.
 func (s *Stats) Index() *explain.Index { return s.index }
 
+// AdmitNamespace tracks ns in the stats under its own name (up to
+// MaxNamespaces; beyond, and for a name that is not a valid namespace, it
+// counts under Other). ns holds entries or is configured: the server calls
+// it for the default namespace, for namespaces found in the store at start
+// and for configured ones; RecordWrite admits its namespace itself. It is
+// cheap once ns is admitted (one map read), so hot paths may call it.
+//
+// Admission is persisted (at the next flush, like the counts), so that a
+// namespace admitted once keeps its own row after a restart even when it
+// has only misses.
+func (s *Stats) AdmitNamespace(ns string) {
+	s.namespaces.admit(ns)
+}
+
 // Lookup is one lookup of an entry, by key or by signature.
 type Lookup struct {
 	Namespace string
@@ -257,12 +274,15 @@ type Lookup struct {
 	Partial bool
 }
 
-// RecordLookup counts one lookup. It never blocks on I/O.
+// RecordLookup counts one lookup. It never blocks on I/O. A lookup in a
+// namespace not admitted (see AdmitNamespace) counts under Other.
 func (s *Stats) RecordLookup(l Lookup) {
 	if s.closed.Load() {
 		return
 	}
-	ns := s.namespaces.admit(l.Namespace)
+	// A lookup does not admit its namespace: asking for a namespace does
+	// not make it one (issue 12, bug 9).
+	ns := s.namespaces.labelOf(l.Namespace)
 	be := s.backends.admit(l.Backend)
 	run := s.runLabel(l.Run)
 	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
@@ -305,8 +325,8 @@ type Write struct {
 	Components map[string]string
 }
 
-// RecordWrite counts one stored entry and indexes its components. It never
-// blocks on I/O.
+// RecordWrite counts one stored entry, admits its namespace and indexes its
+// components. It never blocks on I/O.
 func (s *Stats) RecordWrite(w Write) {
 	if s.closed.Load() {
 		return
@@ -332,7 +352,8 @@ func (s *Stats) RecordWrite(w Write) {
 
 // RecordEvictions counts n entries of (ns, backend) evicted. Use it when the
 // evicting code knows the entries; store-wide evictions sampled through
-// Config.Usage are counted separately.
+// Config.Usage are counted separately. Like a lookup, it counts under Other
+// when ns is not admitted.
 func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	if s.closed.Load() || n <= 0 {
 		return
@@ -340,7 +361,7 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(s.now().Unix()/60, s.namespaces.admit(ns), s.backends.admit(backend), &c)
+	sh.addSeries(s.now().Unix()/60, s.namespaces.labelOf(ns), s.backends.admit(backend), &c)
 	sh.mu.Unlock()
 }
 
