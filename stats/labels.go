@@ -162,7 +162,10 @@ func (l *limiter) labelOf(v string) string {
 	if c, ok := l.lookup(v); ok {
 		return c
 	}
-	if v != Other && !l.valid(v) {
+	// Checking v matters only where invalid values count apart from Other
+	// (backends); lookups in namespaces not admitted take this path, so
+	// it stays one map read for them.
+	if l.invalid != Other && v != Other && !l.valid(v) {
 		return l.get(l.invalid)
 	}
 	return Other

@@ -251,22 +251,26 @@ func (s *Stats) AdmitNamespace(ns string) {
 	s.namespaces.admit(ns)
 }
 
-// Lookup is one lookup of an entry, by key or by signature.
+// Lookup is one lookup of an entry, by key or by signature. Values that
+// are not valid are counted, never kept: see the fields.
 type Lookup struct {
+	// Namespace counts under Other unless admitted (AdmitNamespace).
 	Namespace string
-	// Backend is the entry's or the signature's backend; empty means
-	// UnknownBackend.
+	// Backend is the entry's or the signature's backend; empty or not a
+	// valid backend name means UnknownBackend.
 	Backend string
-	// Run is the client's run id (X-Cachesvc-Run); empty for none.
+	// Run is the client's run id (X-Cachesvc-Run); empty for none, Other
+	// when not a valid run id.
 	Run string
 	// Key and Name identify the entry for "top entries"; a zero Key skips
-	// that.
+	// that. Name is made a valid display name (wire.SanitizeName).
 	Key  [32]byte
 	Name string
 	Hit  bool
 	// Bytes is how many entry bytes were sent.
 	Bytes int64
-	// CompileSeconds is the entry's compile time, credited as saved on a hit.
+	// CompileSeconds is the entry's compile time, credited as saved on a
+	// hit, bounded to [0, wire.MaxCompileSeconds].
 	CompileSeconds float64
 	// Partial means the hit served only part of the entry (a Range request)
 	// or only revalidated it (304): it counts as a hit with the Bytes given,
@@ -311,7 +315,8 @@ func (s *Stats) RecordLookup(l Lookup) {
 	sh.mu.Unlock()
 }
 
-// Write is one upload that stored a new entry.
+// Write is one upload that stored a new entry. Its labels are checked as
+// Lookup's are; its namespace is admitted.
 type Write struct {
 	Namespace      string
 	Backend        string
