@@ -138,3 +138,32 @@ func TestAdmitNamespace(t *testing.T) {
 		t.Fatalf("AdmitNamespace of an admitted namespace allocates %v times", n)
 	}
 }
+
+// TestAdmissionsPersistWithinTheCap checks that admissions survive a
+// restart and that those beyond MaxNamespaces are dropped from disk.
+func TestAdmissionsPersistWithinTheCap(t *testing.T) {
+	dir := t.TempDir()
+	writeRaw(t, dir, map[string]any{pAdmit + "a": nil, pAdmit + "b": nil, pAdmit + "c": nil})
+	s, err := Open(Config{Dir: dir, MaxNamespaces: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{s.namespaces.labelOf("a"), s.namespaces.labelOf("b"), s.namespaces.labelOf("c")}; got[0] != "a" || got[1] != "b" || got[2] != Other {
+		t.Fatalf("labels = %q", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Config{Dir: dir, MaxNamespaces: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.namespaces.labelOf("c"); got != Other {
+		t.Fatalf("c = %q: its admission was kept beyond the cap", got)
+	}
+	s.RecordLookup(Lookup{Namespace: "b"})
+	if n := s.Snapshot(SnapshotOptions{}).Namespaces; len(n) != 1 || n[0].Namespace != "b" {
+		t.Fatalf("namespaces = %+v", n)
+	}
+}
