@@ -27,12 +27,19 @@ const (
 	ReasonNoEntries = "no_entries"
 	// ReasonNoComponents means the signature carried no components to compare.
 	ReasonNoComponents = "no_components"
-	// ReasonIdentical means an entry with identical components exists under
-	// another key (for example a different plugin version produced it).
+	// ReasonIdentical meant an entry with identical components exists under
+	// another key. Explain no longer produces it (such an entry says nothing
+	// about the miss: see ReasonNotComparable); it is kept so that misses
+	// recorded before still get a label.
 	ReasonIdentical = "identical_components"
 	// ReasonUnavailable means the server keeps no index to compare against
 	// (it runs without statistics).
 	ReasonUnavailable = "unavailable"
+	// ReasonNotComparable means no stored entry can say why the key
+	// differs: the backend's keys are opaque (the client computed its own
+	// key, as with passthrough) or every stored entry has exactly the
+	// signature's components. Such an explanation names no entry.
+	ReasonNotComparable = "not_comparable"
 )
 
 // Diff is the wire type of the same name (wire).
@@ -100,6 +107,8 @@ func ReasonLabel(reason string) string {
 		return "an entry with identical components exists under another key"
 	case ReasonUnavailable:
 		return "not explained (statistics are off)"
+	case ReasonNotComparable:
+		return "nothing comparable (the components cannot tell why the key differs)"
 	case "":
 		return "unexplained"
 	}
@@ -212,15 +221,43 @@ func printable(s string) bool {
 	return true
 }
 
+// originComponents are components that say where a key came from but not
+// which program it belongs to: the passthrough plugin emits only
+// {"kind": "jax"} (or "pt2", "triton"), the same for every entry of that
+// kind, because the client computed the key itself.
+var originComponents = map[string]bool{"kind": true}
+
+// opaque reports whether the components of a signature carry nothing that
+// identifies the program (every one is an origin component): comparing them
+// with stored entries can only name unrelated programs.
+func opaque(components map[string]string) bool {
+	for name := range components {
+		if !originComponents[name] {
+			return false
+		}
+	}
+	return true
+}
+
 // Explain compares want with every candidate and returns the explanation
 // built from the nearest ones: those differing in the fewest components,
 // newest first among equals.
+//
+// It never points at an entry that is not comparable: a candidate with
+// exactly want's components says nothing about why the key differs and is
+// skipped, and when every candidate is like that, or want's components do
+// not identify the program (passthrough's opaque keys), the reason is
+// ReasonNotComparable with no Nearest.
 func Explain(want map[string]string, candidates []Candidate) Explanation {
 	if len(want) == 0 {
 		return Explanation{Reason: ReasonNoComponents, Summary: "The signature has no components to compare, so the miss cannot be explained.", Compared: len(candidates)}
 	}
 	if len(candidates) == 0 {
 		return Explanation{Reason: ReasonNoEntries, Summary: "No entry of this backend exists in the namespace yet: this is the first compile.", Compared: 0}
+	}
+	if opaque(want) {
+		return Explanation{Reason: ReasonNotComparable, Compared: 0,
+			Summary: "This backend's keys are opaque: the client computed its own key, and the signature's components only say where the key came from, so there is nothing to compare with stored entries."}
 	}
 	type scored struct {
 		c     Candidate
@@ -229,6 +266,9 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 	best := make([]scored, 0, MaxNearest+1)
 	for _, c := range candidates {
 		d := Compare(want, c.Components)
+		if len(d) == 0 {
+			continue
+		}
 		s := scored{c, d}
 		i := sort.Search(len(best), func(i int) bool {
 			if len(best[i].diffs) != len(d) {
@@ -246,16 +286,15 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 			best = best[:MaxNearest]
 		}
 	}
+	if len(best) == 0 {
+		return Explanation{Reason: ReasonNotComparable, Compared: len(candidates),
+			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs (a different plugin version may have produced them)."}
+	}
 	ex := Explanation{Compared: len(candidates)}
 	for _, b := range best {
 		ex.Nearest = append(ex.Nearest, Nearest{Key: b.c.Key, Name: b.c.Name, Created: b.c.Created, Diffs: b.diffs})
 	}
 	top := best[0]
-	if len(top.diffs) == 0 {
-		ex.Reason = ReasonIdentical
-		ex.Summary = "An entry with identical components exists under key " + top.c.Key + "; the plugin version or backend may differ."
-		return ex
-	}
 	ex.Reason = reasonOf(top.diffs)
 	var b strings.Builder
 	b.WriteString(upperFirst(ReasonLabel(ex.Reason)))

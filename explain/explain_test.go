@@ -85,7 +85,7 @@ func TestExplainSpecialReasons(t *testing.T) {
 	}{
 		{"empty namespace", base(), nil, ReasonNoEntries},
 		{"no components", nil, []Candidate{{Key: "aa", Components: base()}}, ReasonNoComponents},
-		{"identical", base(), []Candidate{{Key: "aa", Components: base()}}, ReasonIdentical},
+		{"identical", base(), []Candidate{{Key: "aa", Components: base()}}, ReasonNotComparable},
 		{"two differ", func() map[string]string { m := with("platform", "tpu"); m["jaxlib_version"] = "0.5.0"; return m }(), []Candidate{{Key: "aa", Components: base()}}, "jaxlib_version+platform"},
 		{"module and its size", func() map[string]string {
 			m := with("module", "xxh64:0011223344556677")
@@ -142,4 +142,77 @@ func ExampleExplain() {
 	// Output:
 	// jaxlib_version
 	// Jaxlib version differs from the nearest entry (jit_f): jaxlib_version "0.4.36" here, "0.4.38" there.
+}
+
+// TestExplainNeverPointsAtIncomparableEntries checks that a miss is never
+// explained by an entry whose components say nothing about why the key
+// differs: in passthrough (jax-key) mode every entry has the components
+// {"kind": "jax"}, so the "nearest" entry is an unrelated program.
+func TestExplainNeverPointsAtIncomparableEntries(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// What plugins/builtin/passthrough emits for every signature.
+	pass := func(kind string) map[string]string { return map[string]string{"kind": kind} }
+	tests := []struct {
+		name    string
+		want    map[string]string
+		cands   []Candidate
+		reason  string
+		nearest string // key of the first nearest entry; "" for none
+	}{
+		{"passthrough, same kind", pass("jax"), []Candidate{
+			{Key: "aa", Name: "jit_f-0a1b", Created: t0, Components: pass("jax")},
+			{Key: "bb", Name: "jit_g-2c3d", Created: t0.Add(time.Minute), Components: pass("jax")},
+		}, ReasonNotComparable, ""},
+		{"passthrough, other kinds stored", pass("pt2"), []Candidate{
+			{Key: "aa", Name: "jit_f-0a1b", Created: t0, Components: pass("jax")},
+			{Key: "bb", Name: "pt2:77", Created: t0, Components: pass("pt2")},
+		}, ReasonNotComparable, ""},
+		{"passthrough, only another kind stored", pass("pt2"), []Candidate{
+			{Key: "aa", Name: "jit_f-0a1b", Created: t0, Components: pass("jax")},
+		}, ReasonNotComparable, ""},
+		{"xla, every candidate identical", base(), []Candidate{
+			{Key: "aa", Name: "jit_f", Created: t0, Components: base()},
+		}, ReasonNotComparable, ""},
+		{"xla, identical candidate skipped for one that differs", with("xla_flags", "--xla_x=1"), []Candidate{
+			{Key: "aa", Name: "jit_f", Created: t0.Add(time.Minute), Components: with("xla_flags", "--xla_x=1")},
+			{Key: "bb", Name: "jit_f", Created: t0, Components: base()},
+		}, "xla_flags", "bb"},
+		{"xla, nearest named", with("platform", "cuda"), []Candidate{
+			{Key: "aa", Name: "jit_f", Created: t0, Components: base()},
+		}, "platform", "aa"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := Explain(tt.want, tt.cands)
+			if ex.Reason != tt.reason {
+				t.Fatalf("reason = %q, want %q (summary %q)", ex.Reason, tt.reason, ex.Summary)
+			}
+			if tt.nearest == "" {
+				if len(ex.Nearest) != 0 {
+					t.Fatalf("nearest = %+v, want none", ex.Nearest)
+				}
+				if strings.Contains(ex.Summary, "aa") || strings.Contains(ex.Summary, "jit_") {
+					t.Errorf("summary names an entry: %q", ex.Summary)
+				}
+				if ReasonLabel(ex.Reason) == "" || ex.Summary == "" {
+					t.Errorf("label %q summary %q", ReasonLabel(ex.Reason), ex.Summary)
+				}
+				return
+			}
+			if len(ex.Nearest) == 0 || ex.Nearest[0].Key != tt.nearest {
+				t.Fatalf("nearest = %+v, want %s first", ex.Nearest, tt.nearest)
+			}
+			for _, n := range ex.Nearest {
+				if len(n.Diffs) == 0 {
+					t.Errorf("nearest %s has no diffs: it says nothing about the miss", n.Key)
+				}
+			}
+		})
+	}
+	// Through the index, as the server asks it in jax-key mode.
+	x := NewIndex(IndexConfig{})
+	x.Add("ns", "passthrough", "aa", "jit_f-0a1b", t0, pass("jax"))
+	if ex := x.Explain("ns", "passthrough", pass("jax")); ex.Reason != ReasonNotComparable || len(ex.Nearest) != 0 || !strings.Contains(ex.Summary, "opaque") {
+		t.Fatalf("index explanation = %+v", ex)
+	}
 }

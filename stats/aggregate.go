@@ -49,6 +49,25 @@ type Usage struct {
 // Global is the wire type of the same name (wire).
 type Global = wire.Global
 
+// deadKeys are records to delete from the database: runs and entries
+// forgotten, totals and misses that load relabelled (their counts now live
+// under another key), and admissions of namespaces beyond the cap.
+type deadKeys struct {
+	runs     []string
+	entries  []entryKey
+	totals   []nsBackend
+	misses   []string // namespaces
+	admitted []string
+}
+
+func (d *deadKeys) add(o deadKeys) {
+	d.runs = append(d.runs, o.runs...)
+	d.entries = append(d.entries, o.entries...)
+	d.totals = append(d.totals, o.totals...)
+	d.misses = append(d.misses, o.misses...)
+	d.admitted = append(d.admitted, o.admitted...)
+}
+
 // aggregate is the merged, in-memory state between flushes. Everything the
 // totals endpoints report is here; the time series are in Badger plus the
 // unflushed deltas in minutes.
@@ -60,10 +79,9 @@ type aggregate struct {
 	minutes      map[seriesKey]*Counters // deltas since the last flush
 	runs         map[string]*Run
 	dirtyRuns    map[string]bool
-	deadRuns     []string
 	entries      map[entryKey]*Entry
 	dirtyEntries map[entryKey]bool
-	deadEntries  []entryKey
+	dead         deadKeys // records to delete at the next flush
 
 	global        Global            // all-time evictions, failures; last sizes
 	globalMinutes map[int64]*Global // deltas since the last flush
@@ -146,8 +164,8 @@ func (s *Stats) collect() {
 				e = &Entry{Namespace: k.ns, Key: hex.EncodeToString(k.key[:]), Name: d.name, Backend: d.backend, CompileSeconds: d.compileSeconds}
 				a.entries[k] = e
 			}
-			e.Hits += d.hits
-			e.SavedMicros += d.savedMicros
+			e.Hits = satAdd(e.Hits, d.hits)
+			e.SavedMicros = satAdd(e.SavedMicros, d.savedMicros)
 			e.LastHit = now
 			a.dirtyEntries[k] = true
 		}
@@ -163,7 +181,7 @@ func (s *Stats) collect() {
 		for _, k := range all[:drop] {
 			delete(a.entries, k)
 			delete(a.dirtyEntries, k)
-			a.deadEntries = append(a.deadEntries, k)
+			a.dead.entries = append(a.dead.entries, k)
 		}
 	}
 	// Forget runs idle for longer than RunTTL.
@@ -171,7 +189,7 @@ func (s *Stats) collect() {
 		if now.Sub(r.LastSeen) > s.cfg.RunTTL {
 			delete(a.runs, id)
 			delete(a.dirtyRuns, id)
-			a.deadRuns = append(a.deadRuns, id)
+			a.dead.runs = append(a.dead.runs, id)
 			s.runs.forget(id)
 		}
 	}

@@ -1,10 +1,15 @@
 package stats
 
-import "github.com/cachesvc/cachesvc/wire"
+import (
+	"math"
+
+	"github.com/cachesvc/cachesvc/wire"
+)
 
 // Counters are the additive totals kept per namespace × backend × time
 // bucket, per run and overall. Compile seconds saved are kept in whole
-// microseconds so that sums are exact.
+// microseconds so that sums are exact; sums saturate at math.MaxInt64
+// instead of wrapping negative.
 type Counters struct {
 	Lookups     int64 `json:"lookups"`
 	Hits        int64 `json:"hits"`
@@ -16,16 +21,43 @@ type Counters struct {
 	SavedMicros int64 `json:"saved_us"`
 }
 
-// add adds o to c.
+// add adds o to c, saturating: one absurd entry must not wrap a total
+// negative (issue 12, bug 2), and a counter stuck at the top is visibly
+// wrong without wrecking the others.
 func (c *Counters) add(o *Counters) {
-	c.Lookups += o.Lookups
-	c.Hits += o.Hits
-	c.Misses += o.Misses
-	c.BytesIn += o.BytesIn
-	c.BytesOut += o.BytesOut
-	c.Writes += o.Writes
-	c.Evictions += o.Evictions
-	c.SavedMicros += o.SavedMicros
+	c.Lookups = satAdd(c.Lookups, o.Lookups)
+	c.Hits = satAdd(c.Hits, o.Hits)
+	c.Misses = satAdd(c.Misses, o.Misses)
+	c.BytesIn = satAdd(c.BytesIn, o.BytesIn)
+	c.BytesOut = satAdd(c.BytesOut, o.BytesOut)
+	c.Writes = satAdd(c.Writes, o.Writes)
+	c.Evictions = satAdd(c.Evictions, o.Evictions)
+	c.SavedMicros = satAdd(c.SavedMicros, o.SavedMicros)
+}
+
+// clampNegative sets every negative counter to 0 and reports whether it
+// found one. No counter can go negative by counting; one read from disk
+// can, written before sums saturated.
+func (c *Counters) clampNegative() bool {
+	bad := false
+	for _, p := range []*int64{&c.Lookups, &c.Hits, &c.Misses, &c.BytesIn, &c.BytesOut, &c.Writes, &c.Evictions, &c.SavedMicros} {
+		if *p < 0 {
+			*p, bad = 0, true
+		}
+	}
+	return bad
+}
+
+// satAdd returns a+b, or the int64 bound it would cross.
+func satAdd(a, b int64) int64 {
+	s := a + b
+	if (s > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
 }
 
 // Totals is the wire type of the same name (wire).
@@ -44,10 +76,9 @@ func (c Counters) Totals() Totals {
 	return t
 }
 
-// micros converts seconds to whole microseconds, rounding to nearest.
+// micros converts seconds, clamped to [0, wire.MaxCompileSeconds] (NaN is
+// 0), to whole microseconds, rounding to nearest. Unclamped, 1e308 seconds
+// converted to math.MinInt64.
 func micros(sec float64) int64 {
-	if sec <= 0 {
-		return 0
-	}
-	return int64(sec*1e6 + 0.5)
+	return int64(wire.ClampCompileSeconds(sec)*1e6 + 0.5)
 }

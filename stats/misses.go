@@ -2,7 +2,6 @@ package stats
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/cachesvc/cachesvc/explain"
 	"github.com/cachesvc/cachesvc/wire"
@@ -50,6 +49,7 @@ func (s *Stats) Explain(ns, backend string, want map[string]string) explain.Expl
 
 // RecordMiss keeps m among the namespace's recent misses and counts its
 // reason. The lookup itself is counted by RecordLookup. It does no I/O.
+// Every string of m is copied and made valid: see sanitizeMiss.
 func (s *Stats) RecordMiss(m Miss) {
 	if s.closed.Load() {
 		return
@@ -57,13 +57,11 @@ func (s *Stats) RecordMiss(m Miss) {
 	if m.Time.IsZero() {
 		m.Time = s.cfg.Now()
 	}
-	m.Backend = strings.Clone(BackendOrUnknown(m.Backend))
-	m.Namespace, m.Key, m.DisplayName, m.Run = strings.Clone(m.Namespace), strings.Clone(m.Key), strings.Clone(m.DisplayName), strings.Clone(m.Run)
-	ns := s.namespaces.admit(m.Namespace)
-	reason := m.Explanation.Reason
-	if reason == "" {
-		reason = "unexplained"
-	}
+	m = sanitizeMiss(m)
+	// Kept under Other when the namespace is not admitted: see
+	// AdmitNamespace.
+	ns := s.namespaces.labelOf(m.Namespace)
+	reason := reasonLabel(m.Explanation.Reason)
 	a := &s.agg
 	a.missMu.Lock()
 	defer a.missMu.Unlock()

@@ -20,6 +20,7 @@ import (
 //	r/<run>                       Run (TTL RunTTL)
 //	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
 //	x/<ns>                        persistedMisses
+//	a/<ns>                        namespace admitted (empty value)
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
@@ -31,6 +32,7 @@ const (
 	pRun     = "r/"
 	pEntry   = "e/"
 	pMisses  = "x/"
+	pAdmit   = "a/"
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
 	pGMinute = "g/m/"
@@ -94,15 +96,22 @@ func (s *Stats) flush() error {
 		runs = append(runs, r)
 	}
 	clear(a.dirtyRuns)
-	deadRuns := a.deadRuns
-	a.deadRuns = nil
 	entries := make([]Entry, 0, len(a.dirtyEntries))
 	for k := range a.dirtyEntries {
 		entries = append(entries, *a.entries[k])
 	}
 	clear(a.dirtyEntries)
-	deadEntries := a.deadEntries
-	a.deadEntries = nil
+	dead := a.dead
+	a.dead = deadKeys{}
+	// A relabelled total that is live again (its namespace was admitted
+	// since) must not be deleted.
+	live := dead.totals[:0:0]
+	for _, nb := range dead.totals {
+		if a.totals[nb] == nil {
+			live = append(live, nb)
+		}
+	}
+	dead.totals = live
 	var global *Global
 	var usage Usage
 	gmin := a.globalMinutes
@@ -116,6 +125,13 @@ func (s *Stats) flush() error {
 	a.mu.Unlock()
 
 	a.missMu.Lock()
+	deadMisses := dead.misses[:0:0]
+	for _, ns := range dead.misses {
+		if a.misses[ns] == nil {
+			deadMisses = append(deadMisses, ns)
+		}
+	}
+	dead.misses = deadMisses
 	misses := make(map[string]persistedMisses, len(a.dirtyMisses))
 	for ns := range a.dirtyMisses {
 		pm := persistedMisses{Reasons: make(map[string]int64, len(a.reasons[ns]))}
@@ -133,8 +149,26 @@ func (s *Stats) flush() error {
 	}
 	clear(a.dirtyMisses)
 	a.missMu.Unlock()
+	admitted := s.namespaces.takeAdded()
 
 	w := newBatch(s.db)
+	// Deletions first: a key forgotten and recorded again since the last
+	// flush is both dead and dirty, and the write must win.
+	for _, id := range dead.runs {
+		w.del([]byte(pRun + id))
+	}
+	for _, k := range dead.entries {
+		w.del([]byte(pEntry + k.ns + "\x00" + hex.EncodeToString(k.key[:])))
+	}
+	for _, nb := range dead.totals {
+		w.del([]byte(pTotals + nb.ns + "\x00" + nb.backend))
+	}
+	for _, ns := range dead.misses {
+		w.del([]byte(pMisses + ns))
+	}
+	for _, ns := range dead.admitted {
+		w.del([]byte(pAdmit + ns))
+	}
 	// Minute and hour buckets are read-modify-write: a bucket may be flushed
 	// several times, and may predate a restart.
 	hours := make(map[seriesKey]*Counters)
@@ -157,14 +191,8 @@ func (s *Stats) flush() error {
 	for _, r := range runs {
 		w.setJSON([]byte(pRun+r.Run), r, s.cfg.RunTTL)
 	}
-	for _, id := range deadRuns {
-		w.del([]byte(pRun + id))
-	}
 	for _, e := range entries {
 		w.setJSON([]byte(pEntry+e.Namespace+"\x00"+e.Key), e, s.cfg.HourRetention)
-	}
-	for _, k := range deadEntries {
-		w.del([]byte(pEntry + k.ns + "\x00" + hex.EncodeToString(k.key[:])))
 	}
 	if global != nil {
 		w.setJSON([]byte(kGlobal), global, 0)
@@ -188,8 +216,12 @@ func (s *Stats) flush() error {
 	for ns, pm := range misses {
 		w.setJSON([]byte(pMisses+ns), pm, 0)
 	}
+	for _, ns := range admitted {
+		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pAdmit+ns), nil) })
+	}
 	if err := w.finish(); err != nil {
-		s.restore(minutes, gmin, totals, runs, entries, deadRuns, deadEntries, global != nil, misses, w.committed)
+		s.namespaces.putAdded(admitted)
+		s.restore(minutes, gmin, totals, runs, entries, dead, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}
 	return nil
@@ -201,7 +233,7 @@ func (s *Stats) flush() error {
 // was already committed (then re-adding them could count them twice, and
 // losing them only thins the time series).
 func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global, totals map[nsBackend]Counters, runs []Run, entries []Entry,
-	deadRuns []string, deadEntries []entryKey, global bool, misses map[string]persistedMisses, partial bool) {
+	dead deadKeys, global bool, misses map[string]persistedMisses, partial bool) {
 	a := &s.agg
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -219,8 +251,7 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 			a.dirtyEntries[entryKey{e.Namespace, k}] = true
 		}
 	}
-	a.deadRuns = append(a.deadRuns, deadRuns...)
-	a.deadEntries = append(a.deadEntries, deadEntries...)
+	a.dead.add(dead)
 	a.missMu.Lock()
 	for ns := range misses {
 		a.dirtyMisses[ns] = true
@@ -323,6 +354,7 @@ func (b *batch) addCounters(k []byte, d *Counters, ttl time.Duration) {
 		if err := readJSON(txn, k, &c); err != nil {
 			return fmt.Errorf("read %q: %w", k, err)
 		}
+		c.clampNegative() // a bucket written before sums saturated
 		c.add(d)
 		data, _ := json.Marshal(c)
 		return txn.SetEntry(entry(k, data, ttl))
@@ -349,91 +381,6 @@ func (b *batch) finish() error {
 		return b.err
 	}
 	return b.txn.Commit()
-}
-
-// load reads the persisted totals, runs, entries, misses and global counters
-// into the aggregate and admits their names into the limiters.
-func (s *Stats) load() error {
-	a := &s.agg
-	a.started = s.cfg.Now()
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
-		defer it.Close()
-		each := func(prefix string, fn func(k string, val []byte) error) error {
-			p := []byte(prefix)
-			for it.Seek(p); it.ValidForPrefix(p); it.Next() {
-				item := it.Item()
-				k := string(item.Key()[len(p):])
-				if err := item.Value(func(val []byte) error { return fn(k, val) }); err != nil {
-					return fmt.Errorf("load %s%s: %w", prefix, k, err)
-				}
-			}
-			return nil
-		}
-		if err := each(pTotals, func(k string, val []byte) error {
-			ns, be, _ := strings.Cut(k, "\x00")
-			var c Counters
-			if err := json.Unmarshal(val, &c); err != nil {
-				return err
-			}
-			s.namespaces.admit(ns)
-			s.backends.admit(be)
-			a.totals[nsBackend{ns, be}] = &c
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := each(pRun, func(k string, val []byte) error {
-			var r Run
-			if err := json.Unmarshal(val, &r); err != nil {
-				return err
-			}
-			s.runs.admit(r.Run)
-			a.runs[r.Run] = &r
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := each(pEntry, func(k string, val []byte) error {
-			var e Entry
-			if err := json.Unmarshal(val, &e); err != nil {
-				return err
-			}
-			var key [32]byte
-			if n, err := hex.Decode(key[:], []byte(e.Key)); err != nil || n != len(key) {
-				return fmt.Errorf("bad entry key %q", e.Key)
-			}
-			a.entries[entryKey{e.Namespace, key}] = &e
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := each(pMisses, func(ns string, val []byte) error {
-			var pm persistedMisses
-			if err := json.Unmarshal(val, &pm); err != nil {
-				return err
-			}
-			r := &missRing{}
-			for _, m := range pm.Recent {
-				r.push(m, s.cfg.MissesPerNamespace)
-			}
-			a.misses[ns] = r
-			if pm.Reasons == nil {
-				pm.Reasons = map[string]int64{}
-			}
-			a.reasons[ns] = pm.Reasons
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := readJSON(txn, []byte(kGlobal), &a.global); err != nil {
-			return fmt.Errorf("load global: %w", err)
-		}
-		if err := readJSON(txn, []byte(kUsage), &a.lastUsage); err != nil {
-			return fmt.Errorf("load usage: %w", err)
-		}
-		return nil
-	})
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

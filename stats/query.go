@@ -194,7 +194,13 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 		p := []byte(prefix)
 		for it.Seek(bucketKey(prefix, from/unit, "", "")); it.ValidForPrefix(p); it.Next() {
 			b, bns, be, ok := parseBucketKey(it.Item().Key(), prefix)
-			if !ok || (ns != "" && bns != ns) {
+			if !ok {
+				continue
+			}
+			// Buckets written before labels were checked keep their
+			// keys until they expire: report them as their totals are.
+			bns, be = s.namespaces.labelOf(bns), s.backends.labelOf(be)
+			if ns != "" && bns != ns {
 				continue
 			}
 			i := int((b*unit - from) / st)
@@ -205,6 +211,7 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 			if err := it.Item().Value(func(v []byte) error { return jsonUnmarshal(v, &c) }); err != nil {
 				return fmt.Errorf("read series bucket: %w", err)
 			}
+			c.clampNegative() // a bucket written before sums saturated
 			total[i].add(&c)
 			if ns == "" {
 				if perNS[bns] == nil {

@@ -8,7 +8,10 @@
 // short lock; a background loop merges them into the in-memory aggregate and
 // flushes that to Badger every FlushInterval and on Close. Cardinality is
 // bounded: namespaces, backends and runs beyond their caps are folded into
-// "_other", top entries and recent misses are capped.
+// "_other", top entries and recent misses are capped. A namespace is
+// tracked only once it holds entries or is configured (AdmitNamespace,
+// RecordWrite): lookups and misses alone never create one, so readers
+// cannot push the real namespaces into "_other".
 package stats
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/cachesvc/cachesvc/explain"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Other is the label that namespaces, backends and runs beyond their caps are
@@ -32,7 +36,7 @@ import (
 const Other = "_other"
 
 // UnknownBackend labels lookups whose backend is not known (a GET miss by
-// key carries none).
+// key carries none) or not a valid backend name.
 const UnknownBackend = "unknown"
 
 // Config configures Stats. The zero value of every field means its default.
@@ -165,9 +169,9 @@ func Open(cfg Config) (*Stats, error) {
 		cfg:        cfg,
 		db:         db,
 		index:      explain.NewIndex(cfg.Index),
-		namespaces: limiter{max: cfg.MaxNamespaces},
-		backends:   limiter{max: cfg.MaxBackends},
-		runs:       limiter{max: cfg.MaxRuns},
+		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other, keepAdded: true},
+		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend},
+		runs:       limiter{max: cfg.MaxRuns, valid: validRun, invalid: Other},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -233,39 +237,68 @@ func (s *Stats) now() time.Time {
 // it current.
 func (s *Stats) Index() *explain.Index { return s.index }
 
-// Lookup is one lookup of an entry, by key or by signature.
+// AdmitNamespace tracks ns in the stats under its own name (up to
+// MaxNamespaces; beyond, and for a name that is not a valid namespace, it
+// counts under Other). ns holds entries or is configured: the server calls
+// it for the default namespace, for namespaces found in the store at start
+// and for configured ones; RecordWrite admits its namespace itself. It is
+// cheap once ns is admitted (one map read), so hot paths may call it.
+//
+// Admission is persisted (at the next flush, like the counts), so that a
+// namespace admitted once keeps its own row after a restart even when it
+// has only misses.
+func (s *Stats) AdmitNamespace(ns string) {
+	s.namespaces.admit(ns)
+}
+
+// Lookup is one lookup of an entry, by key or by signature. Values that
+// are not valid are counted, never kept: see the fields.
 type Lookup struct {
+	// Namespace counts under Other unless admitted (AdmitNamespace).
 	Namespace string
-	// Backend is the entry's or the signature's backend; empty means
-	// UnknownBackend.
+	// Backend is the entry's or the signature's backend; empty or not a
+	// valid backend name means UnknownBackend.
 	Backend string
-	// Run is the client's run id (X-Cachesvc-Run); empty for none.
+	// Run is the client's run id (X-Cachesvc-Run); empty for none, Other
+	// when not a valid run id.
 	Run string
 	// Key and Name identify the entry for "top entries"; a zero Key skips
-	// that.
+	// that. Name is made a valid display name (wire.SanitizeName).
 	Key  [32]byte
 	Name string
 	Hit  bool
 	// Bytes is how many entry bytes were sent.
 	Bytes int64
-	// CompileSeconds is the entry's compile time, credited as saved on a hit.
+	// CompileSeconds is the entry's compile time, credited as saved on a
+	// hit, bounded to [0, wire.MaxCompileSeconds].
 	CompileSeconds float64
+	// Partial means the hit served only part of the entry (a Range request)
+	// or only revalidated it (304): it counts as a hit with the Bytes given,
+	// but saves no compile.
+	Partial bool
 }
 
-// RecordLookup counts one lookup. It never blocks on I/O.
+// RecordLookup counts one lookup. It never blocks on I/O. A lookup in a
+// namespace not admitted (see AdmitNamespace) counts under Other.
 func (s *Stats) RecordLookup(l Lookup) {
 	if s.closed.Load() {
 		return
 	}
-	ns := s.namespaces.admit(l.Namespace)
-	be := s.backends.admit(BackendOrUnknown(l.Backend))
-	run := s.runs.admit(l.Run)
+	// A lookup does not admit its namespace: asking for a namespace does
+	// not make it one (issue 12, bug 9).
+	ns := s.namespaces.labelOf(l.Namespace)
+	be := s.backends.admit(l.Backend)
+	run := s.runLabel(l.Run)
+	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
+	cs := wire.ClampCompileSeconds(l.CompileSeconds)
 	var c Counters
 	c.Lookups = 1
 	if l.Hit {
 		c.Hits = 1
 		c.BytesOut = l.Bytes
-		c.SavedMicros = micros(l.CompileSeconds)
+		if !l.Partial {
+			c.SavedMicros = micros(cs)
+		}
 	} else {
 		c.Misses = 1
 	}
@@ -277,12 +310,13 @@ func (s *Stats) RecordLookup(l Lookup) {
 		sh.addRun(run, ns, now, &c)
 	}
 	if l.Hit && l.Key != ([32]byte{}) {
-		sh.addEntry(ns, l.Key, l.Name, be, l.CompileSeconds, c.SavedMicros)
+		sh.addEntry(ns, l.Key, l.Name, be, cs, c.SavedMicros)
 	}
 	sh.mu.Unlock()
 }
 
-// Write is one upload that stored a new entry.
+// Write is one upload that stored a new entry. Its labels are checked as
+// Lookup's are; its namespace is admitted.
 type Write struct {
 	Namespace      string
 	Backend        string
@@ -296,15 +330,15 @@ type Write struct {
 	Components map[string]string
 }
 
-// RecordWrite counts one stored entry and indexes its components. It never
-// blocks on I/O.
+// RecordWrite counts one stored entry, admits its namespace and indexes its
+// components. It never blocks on I/O.
 func (s *Stats) RecordWrite(w Write) {
 	if s.closed.Load() {
 		return
 	}
 	ns := s.namespaces.admit(w.Namespace)
-	be := s.backends.admit(BackendOrUnknown(w.Backend))
-	run := s.runs.admit(w.Run)
+	be := s.backends.admit(w.Backend)
+	run := s.runLabel(w.Run)
 	c := Counters{Writes: 1, BytesIn: w.Bytes}
 	now := s.now()
 	sh := s.shard(w.Namespace, w.Key)
@@ -315,13 +349,16 @@ func (s *Stats) RecordWrite(w Write) {
 	}
 	sh.mu.Unlock()
 	if len(w.Components) > 0 {
-		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), w.Name, now, w.Components)
+		// The index is keyed by the backend itself (not its label, which
+		// may be Other) so that Explain finds it.
+		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), wire.SanitizeName(w.Name), now, w.Components)
 	}
 }
 
 // RecordEvictions counts n entries of (ns, backend) evicted. Use it when the
 // evicting code knows the entries; store-wide evictions sampled through
-// Config.Usage are counted separately.
+// Config.Usage are counted separately. Like a lookup, it counts under Other
+// when ns is not admitted.
 func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	if s.closed.Load() || n <= 0 {
 		return
@@ -329,16 +366,17 @@ func (s *Stats) RecordEvictions(ns, backend string, n int64) {
 	c := Counters{Evictions: n}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
-	sh.addSeries(s.now().Unix()/60, s.namespaces.admit(ns), s.backends.admit(BackendOrUnknown(backend)), &c)
+	sh.addSeries(s.now().Unix()/60, s.namespaces.labelOf(ns), s.backends.admit(backend), &c)
 	sh.mu.Unlock()
 }
 
-// BackendOrUnknown returns b, or UnknownBackend when b is empty.
-func BackendOrUnknown(b string) string {
-	if b == "" {
-		return UnknownBackend
+// runLabel returns the tracked copy of run, "" for none, and Other when it
+// is invalid or beyond MaxRuns.
+func (s *Stats) runLabel(run string) string {
+	if run == "" {
+		return ""
 	}
-	return b
+	return s.runs.admit(run)
 }
 
 // shard picks a shard: by key when there is one, otherwise round robin.
@@ -350,77 +388,6 @@ func (s *Stats) shard(ns string, key [32]byte) *shard {
 		i = s.rr.Add(1)
 	}
 	return &s.shards[i%numShards]
-}
-
-// limiter admits up to max distinct values; the rest become Other.
-// Admitted values are read lock-free from an immutable map that admission
-// replaces (copy on write: admissions are rare and bounded by max).
-type limiter struct {
-	known atomic.Pointer[map[string]string] // value → the same string, cloned
-	mu    sync.Mutex
-	max   int
-}
-
-// admit returns the tracked copy of v if v is (or can become) tracked, and
-// Other otherwise. The empty string stays empty. The returned string never
-// aliases v, so callers may pass strings backed by reused buffers.
-func (l *limiter) admit(v string) string {
-	if v == "" {
-		return ""
-	}
-	if m := l.known.Load(); m != nil {
-		if c, ok := (*m)[v]; ok {
-			return c
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old != nil {
-		if c, ok := (*old)[v]; ok {
-			return c
-		}
-	}
-	if v == Other || (old != nil && len(*old) >= l.max) || l.max <= 0 {
-		return Other
-	}
-	m := make(map[string]string, 1+lenOf(old))
-	if old != nil {
-		for k, c := range *old {
-			m[k] = c
-		}
-	}
-	c := strings.Clone(v)
-	m[c] = c
-	l.known.Store(&m)
-	return c
-}
-
-func lenOf(m *map[string]string) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
-}
-
-// forget frees v's slot.
-func (l *limiter) forget(v string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old == nil {
-		return
-	}
-	if _, ok := (*old)[v]; !ok {
-		return
-	}
-	m := make(map[string]string, len(*old))
-	for k, c := range *old {
-		if k != v {
-			m[k] = c
-		}
-	}
-	l.known.Store(&m)
 }
 
 // shard holds events recorded since the last merge. Its maps are keyed by
@@ -513,11 +480,11 @@ func (sh *shard) addEntry(ns string, key [32]byte, name, backend string, compile
 		if len(sh.entries) >= maxShardEntries {
 			return
 		}
-		e = &entryDelta{ns: ns, name: strings.Clone(name), backend: backend, compileSeconds: compileSeconds}
+		e = &entryDelta{ns: ns, name: strings.Clone(wire.SanitizeName(name)), backend: backend, compileSeconds: compileSeconds}
 		sh.entries[k] = e
 	}
 	e.hits++
-	e.savedMicros += saved
+	e.savedMicros = satAdd(e.savedMicros, saved)
 }
 
 // take swaps out the shard's maps.

@@ -21,6 +21,8 @@ func key(i int) [32]byte {
 // 2.5 s (so 1,875 s saved), hits serving 100 bytes each, and 10 writes of
 // 1,000 bytes each.
 func seed(s *Stats) {
+	s.AdmitNamespace("team-a")
+	s.AdmitNamespace("team-b")
 	for i := 0; i < 1000; i++ {
 		ns := []string{"team-a", "team-b"}[i%2]
 		run := []string{"sweep-1", "sweep-2"}[(i/2)%2]
@@ -100,6 +102,8 @@ func TestSeriesStepsAndNamespaceFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.AdmitNamespace("team-a")
+	s.AdmitNamespace("team-b")
 	// One lookup per minute for 30 minutes in team-a, hits on even minutes.
 	for i := 0; i < 30; i++ {
 		mu.Lock()
@@ -146,6 +150,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	}
 	defer s.Close()
 	for i := 0; i < 10; i++ {
+		s.AdmitNamespace(fmt.Sprint("ns", i))
 		s.RecordLookup(Lookup{Namespace: fmt.Sprint("ns", i), Backend: fmt.Sprint("be", i), Run: fmt.Sprint("run", i), Hit: true})
 	}
 	snap := s.Snapshot(SnapshotOptions{})
@@ -315,6 +320,9 @@ func TestHammer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	for i := 0; i < 4; i++ {
+		s.AdmitNamespace(fmt.Sprint("ns", i))
+	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for g := 0; g < 6; g++ {

@@ -60,9 +60,10 @@ func ParseCompileSeconds(v string) (float64, error) {
 }
 
 // SanitizeBackend returns b when it is a valid backend name and "" (unknown)
-// otherwise: for values read from storage written before validation.
+// otherwise: for values read from storage written before validation. It
+// allocates nothing, so recording paths may call it.
 func SanitizeBackend(b string) string {
-	if CheckBackend(b) != nil {
+	if !backendRE.MatchString(b) {
 		return ""
 	}
 	return b
