@@ -59,14 +59,7 @@ func TestMissesDoNotCreateNamespaces(t *testing.T) {
 		}
 	}
 	check("recorded", s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dir)
 	check("reopened", s2)
 }
 

@@ -60,11 +60,7 @@ func TestAbsurdCompileSecondsSaturate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Open(Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openMem(t)
 			s.RecordWrite(Write{Namespace: "team-a", Backend: "xla", Key: key(1), CompileSeconds: tt.seconds})
 			for range 3 {
 				s.RecordLookup(Lookup{Namespace: "team-a", Backend: "xla", Run: "r1", Key: key(1), Name: "jit_f", Hit: true, CompileSeconds: tt.seconds})
@@ -167,11 +163,7 @@ func TestPartialHitSavesNoCompile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Open(Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openMem(t)
 			s.RecordWrite(Write{Namespace: "team-a", Backend: "xla", Key: key(1)})
 			for _, p := range tt.partial {
 				n := int64(1000)

@@ -144,14 +144,7 @@ func TestBadLabelsAreSanitized(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dir)
 	checkLabels(t, "reopened", s2)
 	if got := s2.Snapshot(SnapshotOptions{}).Totals; got != tot {
 		t.Fatalf("totals after reopening = %+v, want %+v", got, tot)

@@ -63,14 +63,7 @@ func TestSeededTrafficSurvivesRestart(t *testing.T) {
 		}
 	}
 	check("before restart", s.Snapshot(SnapshotOptions{}))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dir)
 	check("after restart", s2.Snapshot(SnapshotOptions{}))
 	ser, err := s2.Series("", time.Now().Add(-time.Hour), time.Minute)
 	if err != nil {
@@ -375,4 +368,30 @@ func TestHammer(t *testing.T) {
 	if misses != 3000 {
 		t.Fatalf("misses counted = %d, want 3000", misses)
 	}
+}
+
+// reopen closes s and opens the database in dir again, closed when the
+// test ends.
+func reopen(t *testing.T, s *Stats, dir string) *Stats {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
+}
+
+// openMem opens statistics kept in memory, closed when the test ends.
+func openMem(t *testing.T) *Stats {
+	t.Helper()
+	s, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
