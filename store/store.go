@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Sentinel errors, one per outcome. Callers match them with errors.Is.
@@ -138,15 +139,9 @@ type PutResult struct {
 	Created bool
 }
 
-// Usage is a snapshot of the store's size and counters.
-type Usage struct {
-	Entries           int64 `json:"entries"`
-	Blobs             int64 `json:"blobs"`
-	Bytes             int64 `json:"bytes"`     // logical bytes of unique blobs
-	MaxBytes          int64 `json:"max_bytes"` // 0 means unlimited
-	Evictions         int64 `json:"evictions"`
-	IntegrityFailures int64 `json:"integrity_failures"`
-}
+// Usage is a snapshot of the store's size and counters, in the form the API
+// reports it (wire.StoreUsage).
+type Usage = wire.StoreUsage
 
 // Store is the executable store. Implementations are safe for concurrent use.
 type Store interface {
