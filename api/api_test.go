@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/store/storetest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // keyOf returns a valid key derived from name.
@@ -138,12 +138,12 @@ func TestRoundTrip(t *testing.T) {
 			seed := uint64(100 + i)
 			want := digest(seed, tc.n)
 			resp, body := put(t, srv, "default", key, seed, tc.n,
-				api.HeaderContentSHA256, want, api.HeaderCompileSeconds, "12.5",
-				api.HeaderBackend, "xla", api.HeaderName, "jit_train_step", api.HeaderRun, "run-1")
+				wire.HeaderContentSHA256, want, wire.HeaderCompileSeconds, "12.5",
+				wire.HeaderBackend, "xla", wire.HeaderName, "jit_train_step", wire.HeaderRun, "run-1")
 			if resp.StatusCode != http.StatusCreated {
 				t.Fatalf("PUT status = %d, body %s", resp.StatusCode, body)
 			}
-			var pr api.PutResponse
+			var pr wire.PutResponse
 			if err := json.Unmarshal(body, &pr); err != nil {
 				t.Fatal(err)
 			}
@@ -155,12 +155,12 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("GET status %d digest %s, want 200 %s", status, got, want)
 			}
 			for name, v := range map[string]string{
-				"Content-Length":         fmt.Sprint(tc.n),
-				"ETag":                   `"` + want + `"`,
-				api.HeaderContentSHA256:  want,
-				api.HeaderCompileSeconds: "12.5",
-				api.HeaderBackend:        "xla",
-				api.HeaderName:           "jit_train_step",
+				"Content-Length":          fmt.Sprint(tc.n),
+				"ETag":                    `"` + want + `"`,
+				wire.HeaderContentSHA256:  want,
+				wire.HeaderCompileSeconds: "12.5",
+				wire.HeaderBackend:        "xla",
+				wire.HeaderName:           "jit_train_step",
 			} {
 				if h.Get(name) != v {
 					t.Errorf("GET %s = %q, want %q", name, h.Get(name), v)
@@ -169,7 +169,7 @@ func TestRoundTrip(t *testing.T) {
 			// HEAD: same headers, no body.
 			resp = srv.Do(http.MethodHead, srv.EntryURL("default", key), nil)
 			b := apitest.ReadAll(t, resp)
-			if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Length") != fmt.Sprint(tc.n) || resp.Header.Get(api.HeaderContentSHA256) != want {
+			if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Length") != fmt.Sprint(tc.n) || resp.Header.Get(wire.HeaderContentSHA256) != want {
 				t.Errorf("HEAD = %d, %d body bytes, headers %v", resp.StatusCode, len(b), resp.Header)
 			}
 			// Identical re-upload is a 200 no-op.
@@ -186,7 +186,7 @@ func TestChunkedUpload(t *testing.T) {
 	key := keyOf("chunked")
 	want := digest(7, 3<<20+5)
 	// An io.Reader of unknown length makes net/http send chunked encoding.
-	resp := srv.Do(http.MethodPut, srv.EntryURL("default", key), io.MultiReader(newPayload(7, 3<<20+5)), api.HeaderContentSHA256, want)
+	resp := srv.Do(http.MethodPut, srv.EntryURL("default", key), io.MultiReader(newPayload(7, 3<<20+5)), wire.HeaderContentSHA256, want)
 	if b := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("chunked PUT = %d %s", resp.StatusCode, b)
 	}
@@ -235,11 +235,11 @@ func TestPutErrors(t *testing.T) {
 		wantCode   string
 	}{
 		{"conflict", "default", existing, 2, 1000, false, nil, 409, "conflict"},
-		{"digest mismatch", "default", keyOf("dm"), 3, 5000, false, []string{api.HeaderContentSHA256, digest(4, 5000)}, 400, "digest_mismatch"},
-		{"digest malformed", "default", keyOf("dmf"), 3, 10, false, []string{api.HeaderContentSHA256, "abc"}, 400, "bad_header"},
-		{"digest not hex", "default", keyOf("dnh"), 3, 10, false, []string{api.HeaderContentSHA256, strings.Repeat("zz", 32)}, 400, "bad_header"},
-		{"compile seconds", "default", keyOf("cs"), 3, 10, false, []string{api.HeaderCompileSeconds, "-1"}, 400, "bad_header"},
-		{"name too long", "default", keyOf("nl"), 3, 10, false, []string{api.HeaderName, strings.Repeat("n", 300)}, 400, "bad_header"},
+		{"digest mismatch", "default", keyOf("dm"), 3, 5000, false, []string{wire.HeaderContentSHA256, digest(4, 5000)}, 400, "digest_mismatch"},
+		{"digest malformed", "default", keyOf("dmf"), 3, 10, false, []string{wire.HeaderContentSHA256, "abc"}, 400, "bad_header"},
+		{"digest not hex", "default", keyOf("dnh"), 3, 10, false, []string{wire.HeaderContentSHA256, strings.Repeat("zz", 32)}, 400, "bad_header"},
+		{"compile seconds", "default", keyOf("cs"), 3, 10, false, []string{wire.HeaderCompileSeconds, "-1"}, 400, "bad_header"},
+		{"name too long", "default", keyOf("nl"), 3, 10, false, []string{wire.HeaderName, strings.Repeat("n", 300)}, 400, "bad_header"},
 		{"bad key", "default", "ABC", 3, 10, false, nil, 400, "bad_key"},
 		{"uppercase key", "default", strings.ToUpper(keyOf("u")), 3, 10, false, nil, 400, "bad_key"},
 		{"bad namespace", "Bad_NS", keyOf("bn"), 3, 10, false, nil, 400, "bad_namespace"},
@@ -329,12 +329,12 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	key := keyOf("persist")
 	want := digest(5, 3<<20)
-	if resp, body := put(t, srv, "ns.one", key, 5, 3<<20, api.HeaderCompileSeconds, "3"); resp.StatusCode != 201 {
+	if resp, body := put(t, srv, "ns.one", key, 5, 3<<20, wire.HeaderCompileSeconds, "3"); resp.StatusCode != 201 {
 		t.Fatalf("PUT = %d %s", resp.StatusCode, body)
 	}
 	srv.Restart()
 	status, got, h := getDigest(t, srv, "ns.one", key)
-	if status != 200 || got != want || h.Get(api.HeaderCompileSeconds) != "3" {
+	if status != 200 || got != want || h.Get(wire.HeaderCompileSeconds) != "3" {
 		t.Fatalf("after restart GET = %d %s %v", status, got, h)
 	}
 }
@@ -633,8 +633,10 @@ func TestHealthMetricsStats(t *testing.T) {
 		`cachesvc_http_requests_total{method="GET",route="/v1/:ns/entries/:key",status="200"}`: 1,
 		`cachesvc_http_requests_total{method="GET",route="/v1/:ns/entries/:key",status="404"}`: 1,
 		`cachesvc_http_requests_total{method="PUT",route="/v1/:ns/entries/:key",status="201"}`: 1,
-		`cachesvc_lookups_total{result="hit"}`:                                                 1,
-		`cachesvc_lookups_total{result="miss"}`:                                                1,
+		`cachesvc_lookups_by_route_total{result="hit",route="entries"}`:                        1,
+		`cachesvc_lookups_by_route_total{result="miss",route="entries"}`:                       1,
+		`cachesvc_lookups_total{backend="unknown",namespace="default",result="hit"}`:           1,
+		`cachesvc_puts_total{result="created"}`:                                                1,
 		`cachesvc_bytes_in_total`:                                                              1000,
 		`cachesvc_bytes_out_total`:                                                             1000,
 		`cachesvc_store_bytes`:                                                                 1000,
@@ -651,11 +653,11 @@ func TestHealthMetricsStats(t *testing.T) {
 		t.Errorf("duration histogram count = %v", got)
 	}
 	resp := srv.Do(http.MethodGet, srv.URL+"/v1/stats", nil)
-	var st api.StatsResponse
+	var st wire.StatsResponse
 	if err := json.Unmarshal(apitest.ReadAll(t, resp), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Hits != 1 || st.Misses != 1 || st.HitRate != 0.5 || st.PutsCreated != 1 || st.BytesIn != 1000 || st.Store.Entries != 1 {
+	if tot := st.Totals; tot.Hits != 1 || tot.Misses != 1 || tot.HitRate != 0.5 || tot.Writes != 1 || tot.BytesIn != 1000 || st.Store.Entries != 1 {
 		t.Errorf("stats = %+v", st)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/store/storetest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // testKey returns a deterministic key for i.
@@ -119,21 +120,21 @@ func TestBatchStreamIsPlainTar(t *testing.T) {
 		}
 		names = append(names, h.Name)
 		data, _ := io.ReadAll(tr)
-		if h.Name == api.MissingMember && !strings.Contains(string(data), testKey(2)) {
+		if h.Name == wire.MissingMember && !strings.Contains(string(data), testKey(2)) {
 			t.Errorf("missing.json = %s", data)
 		}
-		if h.Name == testKey(1) && (string(data) != "hello" || h.PAXRecords[api.PAXName] != "jit_g-x") {
+		if h.Name == testKey(1) && (string(data) != "hello" || h.PAXRecords[wire.PAXName] != "jit_g-x") {
 			t.Errorf("member = %q %v", data, h.PAXRecords)
 		}
 	}
-	if len(names) != 2 || names[1] != api.MissingMember {
+	if len(names) != 2 || names[1] != wire.MissingMember {
 		t.Errorf("members = %v", names)
 	}
 }
 
 func TestBatchBadInput(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
-	tooMany := make([]string, api.MaxBatchKeys+1)
+	tooMany := make([]string, wire.MaxBatchKeys+1)
 	for i := range tooMany {
 		tooMany[i] = testKey(i)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -136,17 +137,23 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 // Err returns the error that ended reading, if any.
 func (b *bodyReader) Err() error { return b.err }
 
+// bodies reads bounded JSON request bodies.
+type bodies struct {
+	maxJSON int64
+	bytesIn prometheus.Counter
+}
+
 // readBody reads the whole request body, at most Config.MaxJSONBytes, for
 // handlers that need it in memory (JSON requests). A larger body is 413
 // body_too_large. Use it instead of c.Body(), which is unbounded when bodies
 // are streamed.
-func (s *Server) readBody(c *fiber.Ctx) ([]byte, error) {
-	limit := s.cfg.MaxJSONBytes
+func (b bodies) readBody(c *fiber.Ctx) ([]byte, error) {
+	limit := b.maxJSON
 	if cl := int64(c.Request().Header.ContentLength()); cl > limit {
 		return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large",
 			"The request body is %d bytes; the limit for this endpoint is %d bytes.", cl, limit)
 	}
-	b, err := io.ReadAll(bodyStream(c, limit, nil))
+	data, err := io.ReadAll(bodyStream(c, limit, func(n int) { b.bytesIn.Add(float64(n)) }))
 	if err != nil {
 		if errors.Is(err, store.ErrTooLarge) {
 			return nil, Errorf(http.StatusRequestEntityTooLarge, "body_too_large",
@@ -154,17 +161,17 @@ func (s *Server) readBody(c *fiber.Ctx) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
-	return b, nil
+	return data, nil
 }
 
 // decodeJSON reads the request body with readBody and decodes it into v,
 // rejecting unknown fields. Malformed JSON is 400 bad_json with the reason.
-func (s *Server) decodeJSON(c *fiber.Ctx, v any) error {
-	b, err := s.readBody(c)
+func (b bodies) decodeJSON(c *fiber.Ctx, v any) error {
+	data, err := b.readBody(c)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_json",

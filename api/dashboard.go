@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -20,21 +19,7 @@ var assetTypes = map[string]string{
 	".md":   "text/plain; charset=utf-8",
 }
 
-// handleDashboard serves GET /: the dashboard page (web/static/index.html).
-func (s *Server) handleDashboard(c *fiber.Ctx) error {
-	return serveAsset(c, "index.html")
-}
-
-// handleAsset serves GET /assets/*: the dashboard's scripts, styles and
-// vendored uPlot, embedded in the binary.
-func (s *Server) handleAsset(c *fiber.Ctx) error {
-	name := c.Params("*")
-	if name == "" || name == "index.html" || strings.Contains(name, "..") || !fs.ValidPath(name) {
-		return Errorf(http.StatusNotFound, "not_found", "No dashboard asset %q.", name)
-	}
-	return serveAsset(c, name)
-}
-
+// serveAsset serves one embedded dashboard file by name.
 func serveAsset(c *fiber.Ctx, name string) error {
 	b, err := fs.ReadFile(web.FS(), name)
 	if errors.Is(err, fs.ErrNotExist) {

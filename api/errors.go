@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Error is an HTTP error with a machine-readable code. Handlers return it (or
@@ -42,17 +43,6 @@ func Errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// errorBody is the JSON shape of every error response.
-type errorBody struct {
-	Error errorObject `json:"error"`
-}
-
-type errorObject struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Details any    `json:"details,omitempty"`
-}
-
 // sentinels maps errors from the layers below to statuses and codes, checked
 // in order with errors.Is. Add one line per new sentinel.
 var sentinels = []struct {
@@ -63,6 +53,7 @@ var sentinels = []struct {
 	{store.ErrNotFound, http.StatusNotFound, "not_found"},
 	{store.ErrConflict, http.StatusConflict, "conflict"},
 	{store.ErrDigestMismatch, http.StatusBadRequest, "digest_mismatch"},
+	{store.ErrSizeMismatch, http.StatusBadRequest, "size_mismatch"},
 	{store.ErrTooLarge, http.StatusRequestEntityTooLarge, "entry_too_large"},
 	{store.ErrFull, http.StatusInsufficientStorage, "store_full"},
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
@@ -121,6 +112,12 @@ func sentence(msg string) string {
 	return msg
 }
 
+// entryHeaders are the headers that describe an entry; an error response
+// carries none of them (a GET that failed midway set them first).
+var entryHeaders = []string{fiber.HeaderETag, fiber.HeaderAcceptRanges,
+	wire.HeaderContentSHA256, wire.HeaderCompileSeconds, wire.HeaderBackend, wire.HeaderName,
+	wire.HeaderWriter, wire.HeaderCreated, wire.HeaderRun, wire.HeaderSignature}
+
 // errorHandler is the app's single error handler: it writes err as the JSON
 // error body with its status. Server errors are logged with their cause.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
@@ -129,8 +126,8 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		attrs := []any{"method", c.Method(), "path", c.Path(), "status", e.Status, "code", e.Code, "err", err}
 		// fasthttp's own errors (a broken connection, a failed TLS
 		// handshake) reach here with no route, where c.Params panics.
-		if len(c.Route().Handlers) > 0 {
-			attrs = append(attrs, "namespace", c.Params("ns"), "key", c.Params("key"))
+		if r := reqOf(c); r.Namespace != "" {
+			attrs = append(attrs, "namespace", r.Namespace, "key", r.Key.String())
 		}
 		s.log.Error("request failed", attrs...)
 	}
@@ -138,7 +135,8 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	// request on this connection.
 	closeIfBodyUnread(c)
 	c.Response().ResetBody()
-	c.Response().Header.Del("ETag")
-	c.Response().Header.Del("X-Content-SHA256")
-	return c.Status(e.Status).JSON(errorBody{Error: errorObject{Code: e.Code, Message: e.Message, Details: e.Details}})
+	for _, h := range entryHeaders {
+		c.Response().Header.Del(h)
+	}
+	return c.Status(e.Status).JSON(wire.ErrorBody{Error: wire.ErrorObject{Code: e.Code, Message: e.Message, Details: e.Details}})
 }

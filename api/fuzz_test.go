@@ -18,6 +18,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // FuzzBatchTar checks the batch stream's tar framing: for any entry
@@ -57,7 +58,7 @@ func FuzzBatchTar(f *testing.F) {
 		if archive.Len()%512 != 0 {
 			t.Fatalf("member is %d bytes, not whole blocks", archive.Len())
 		}
-		tail, err := tarTail(MissingList{Missing: []string{missingKey}})
+		tail, err := tarTail(wire.MissingList{Missing: []string{missingKey}})
 		if err != nil {
 			t.Fatalf("tarTail: %v", err)
 		}
@@ -76,17 +77,17 @@ func FuzzBatchTar(f *testing.F) {
 			t.Fatalf("member content differs (err %v)", err)
 		}
 		want := map[string]string{
-			PAXSHA256:         hex.EncodeToString(m.SHA256[:]),
-			PAXCompileSeconds: strconv.FormatFloat(secs, 'f', -1, 64),
+			wire.PAXSHA256:         hex.EncodeToString(m.SHA256[:]),
+			wire.PAXCompileSeconds: strconv.FormatFloat(secs, 'f', -1, 64),
 		}
 		if name != "" && utf8.ValidString(name) {
-			want[PAXName] = name
+			want[wire.PAXName] = name
 		}
 		if backend != "" && utf8.ValidString(backend) {
-			want[PAXBackend] = backend
+			want[wire.PAXBackend] = backend
 		}
 		if signed {
-			want[PAXSignature] = sig
+			want[wire.PAXSignature] = sig
 		}
 		for k, v := range want {
 			if h.PAXRecords[k] != v {
@@ -94,10 +95,10 @@ func FuzzBatchTar(f *testing.F) {
 			}
 		}
 		h, err = tr.Next()
-		if err != nil || h.Name != MissingMember {
+		if err != nil || h.Name != wire.MissingMember {
 			t.Fatalf("second member: %v %v", h, err)
 		}
-		var ml MissingList
+		var ml wire.MissingList
 		if err := json.NewDecoder(tr).Decode(&ml); err != nil {
 			t.Fatalf("decode missing.json: %v", err)
 		}

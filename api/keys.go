@@ -6,56 +6,49 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cachesvc/cachesvc/cachekey"
-	"github.com/cachesvc/cachesvc/explain"
 	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
-// HeaderKey carries the computed key on a lookup response.
-const HeaderKey = "X-Cachesvc-Key"
-
-// KeyResponse is the JSON body of POST /v1/{ns}/keys.
-type KeyResponse struct {
-	Key         string            `json:"key"`
-	Backend     string            `json:"backend"`
-	Plugin      string            `json:"plugin"`
-	DisplayName string            `json:"display_name"`
-	Components  map[string]string `json:"components"`
+// keysAPI turns signatures into keys through the plugins, and looks entries
+// up by signature, explaining misses.
+type keysAPI struct {
+	store   Store
+	out     Outcomes
+	io      *streams
+	runs    *manifest.Recorder
+	keyer   *keying.Keyer
+	stats   *stats.Stats // explains misses
+	bytesIn prometheus.Counter
 }
 
-// LookupMiss is the JSON body of a 404 from POST /v1/{ns}/lookup: the usual
-// error object plus the key and what explains the miss.
-type LookupMiss struct {
-	Error       errorObject         `json:"error"`
-	Key         string              `json:"key"`
-	Backend     string              `json:"backend"`
-	Plugin      string              `json:"plugin"`
-	DisplayName string              `json:"display_name"`
-	Components  map[string]string   `json:"components"`
-	Explanation explain.Explanation `json:"explanation"`
+// routes declares the keys and lookup routes.
+func (g *keysAPI) routes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/v1/:ns/keys", Access: readNS, Handler: g.handleKeys},
+		{Method: http.MethodPost, Path: "/v1/:ns/lookup", Access: readNS, Handler: g.handleLookup},
+	}
 }
 
 // keyFor reads the signature body (bounded by the keyer's limit) and computes
 // its key.
-func (s *Server) keyFor(c *fiber.Ctx) (string, keying.Result, error) {
-	ns := strings.Clone(c.Params("ns"))
-	if err := cachekey.ValidateNamespace(ns); err != nil {
-		return "", keying.Result{}, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
-	}
-	k := s.cfg.Keyer
+func (g *keysAPI) keyFor(c *fiber.Ctx) (keying.Result, error) {
+	k := g.keyer
 	if k == nil {
-		return "", keying.Result{}, Errorf(http.StatusNotImplemented, "keying_disabled", "This server has no plugins configured; compute keys client-side.")
+		return keying.Result{}, Errorf(http.StatusNotImplemented, "keying_disabled", "This server has no plugins configured; compute keys client-side.")
 	}
 	limit := k.MaxSignatureBytes()
 	if cl := c.Request().Header.ContentLength(); cl > 0 && int64(cl) > limit {
-		return "", keying.Result{}, tooLarge(int64(cl), limit)
+		return keying.Result{}, tooLarge(int64(cl), limit)
 	}
-	body := bodyStream(c, limit, func(n int) { s.metrics.bytesIn.Add(float64(n)) })
+	body := bodyStream(c, limit, func(n int) { g.bytesIn.Add(float64(n)) })
 	var buf bytes.Buffer
 	if cl := c.Request().Header.ContentLength(); cl > 0 {
 		// Room for the EOF read too: bytes.Buffer.ReadFrom grows (a copy of
@@ -64,15 +57,11 @@ func (s *Server) keyFor(c *fiber.Ctx) (string, keying.Result, error) {
 	}
 	if _, err := io.Copy(&buf, body); err != nil {
 		if errors.Is(err, store.ErrTooLarge) {
-			return "", keying.Result{}, tooLarge(-1, limit)
+			return keying.Result{}, tooLarge(-1, limit)
 		}
-		return "", keying.Result{}, fmt.Errorf("read signature: %w", err)
+		return keying.Result{}, fmt.Errorf("read signature: %w", err)
 	}
-	res, err := k.Key(c.UserContext(), buf.Bytes())
-	if err != nil {
-		return "", keying.Result{}, err
-	}
-	return ns, res, nil
+	return k.Key(c.UserContext(), buf.Bytes())
 }
 
 func tooLarge(n, limit int64) error {
@@ -84,38 +73,36 @@ func tooLarge(n, limit int64) error {
 }
 
 // handleKeys serves POST /v1/{ns}/keys: signature in, key and components out.
-func (s *Server) handleKeys(c *fiber.Ctx) error {
-	_, res, err := s.keyFor(c)
+func (g *keysAPI) handleKeys(c *fiber.Ctx) error {
+	res, err := g.keyFor(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(KeyResponse{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin,
+	return c.JSON(wire.KeyResponse{Key: res.Key.String(), Backend: res.Backend, Plugin: res.Plugin,
 		DisplayName: res.DisplayName, Components: res.Components})
 }
 
 // handleLookup serves POST /v1/{ns}/lookup: the signature's executable
 // (200, streamed, key in X-Cachesvc-Key) or a 404 that carries the key, its
 // components and an explanation of the miss.
-func (s *Server) handleLookup(c *fiber.Ctx) error {
-	run, err := runHeader(c)
+func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
+	r := reqOf(c)
+	res, err := g.keyFor(c)
 	if err != nil {
 		return err
 	}
-	ns, res, err := s.keyFor(c)
-	if err != nil {
-		return err
+	ns, key := r.Namespace, res.Key
+	if r.Run != "" {
+		g.runs.RecordLookup(ns, r.Run, key)
 	}
-	key := res.Key
-	if run != "" {
-		s.runs.RecordLookup(ns, run, key)
-	}
-	c.Set(HeaderKey, key.String())
-	m, rc, err := s.cfg.Store.Get(c.UserContext(), ns, key, 0, -1)
+	c.Set(wire.HeaderKey, key.String())
+	m, rc, err := g.store.Get(c.UserContext(), ns, key, 0, -1)
 	if errors.Is(err, store.ErrNotFound) {
-		s.countLookup(ns, run, res.Backend, key, nil, 0)
-		ex := s.explainMiss(c, ns, res.Backend, key, res.DisplayName, res.Components)
-		return c.Status(http.StatusNotFound).JSON(LookupMiss{
-			Error: errorObject{Code: "not_found", Message: fmt.Sprintf(
+		ex := g.stats.Explain(ns, res.Backend, res.Components)
+		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Backend: res.Backend,
+			Name: wire.SanitizeName(res.DisplayName), Components: res.Components, Explanation: &ex})
+		return c.Status(http.StatusNotFound).JSON(wire.LookupMiss{
+			Error: wire.ErrorObject{Code: "not_found", Message: fmt.Sprintf(
 				"No entry for this signature (key %s) in namespace %q.", key, ns)},
 			Key: key.String(), Backend: res.Backend, Plugin: res.Plugin,
 			DisplayName: res.DisplayName, Components: res.Components, Explanation: ex,
@@ -124,33 +111,9 @@ func (s *Server) handleLookup(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	s.countLookup(ns, run, res.Backend, key, &m, m.Size)
-	setEntryHeaders(c, m)
-	s.setProvenance(c, m) // provenance.go
+	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Hit: true,
+		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size})
+	g.io.headers(c, m)
 	c.Status(http.StatusOK)
-	return s.sendEntryBody(c, ns, key, rc, m.Size) // entries.go
-}
-
-// recallSignature fills what a PUT did not declare (components, backend,
-// display name) from a recent lookup or keys call that issued key.
-func (s *Server) recallSignature(key cachekey.Key, opts *store.PutOptions) {
-	if s.cfg.Keyer == nil {
-		return
-	}
-	res, ok := s.cfg.Keyer.Recall(key)
-	if !ok {
-		return
-	}
-	if len(opts.Components) == 0 && len(res.Components) > 0 {
-		opts.Components = make(map[string]string, len(res.Components))
-		for k, v := range res.Components {
-			opts.Components[k] = v
-		}
-	}
-	if opts.Backend == "" {
-		opts.Backend = res.Backend
-	}
-	if opts.Name == "" && len(res.DisplayName) <= maxHeaderValue {
-		opts.Name = res.DisplayName
-	}
+	return g.io.send(c, ns, key, rc, m.Size)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // startKeyServer starts a server whose keyer runs the built-ins and the test
@@ -112,7 +113,7 @@ func TestPluginFaultsKeepServerAnswering(t *testing.T) {
 			default:
 			}
 			resp, b := post(t, s, "/v1/default/keys", []byte(fmt.Sprintf(`{"backend":"passthrough","kind":"jax","key":"k%d"}`, i)))
-			var k api.KeyResponse
+			var k wire.KeyResponse
 			if resp.StatusCode != 200 || json.Unmarshal(b, &k) != nil || k.Key != keying.ComputeKey("passthrough@1.0.0", "passthrough", []byte(fmt.Sprintf("jax\x00k%d", i))).String() {
 				errs <- fmt.Sprintf("passthrough during faults: %d %s", resp.StatusCode, b)
 			}
@@ -138,7 +139,7 @@ func TestKeysLookupPutRoundTrip(t *testing.T) {
 	want := keying.ComputeKey("passthrough@1.0.0", "passthrough", []byte("jax\x00jit_f-0a1b")).String()
 
 	resp, b := post(t, s, "/v1/default/keys", sig)
-	var kr api.KeyResponse
+	var kr wire.KeyResponse
 	if resp.StatusCode != 200 || json.Unmarshal(b, &kr) != nil || kr.Key != want || kr.Plugin != "passthrough@1.0.0" ||
 		kr.DisplayName != "jit_f-0a1b" || kr.Components["kind"] != "jax" {
 		t.Fatalf("keys: %d %s", resp.StatusCode, b)
@@ -146,9 +147,9 @@ func TestKeysLookupPutRoundTrip(t *testing.T) {
 
 	// Miss: 404 with the key, its components and an explanation.
 	resp, b = post(t, s, "/v1/team-a/lookup", sig)
-	var miss api.LookupMiss
+	var miss wire.LookupMiss
 	if resp.StatusCode != 404 || json.Unmarshal(b, &miss) != nil || miss.Key != want || miss.Error.Code != "not_found" ||
-		miss.Components["kind"] != "jax" || resp.Header.Get(api.HeaderKey) != want {
+		miss.Components["kind"] != "jax" || resp.Header.Get(wire.HeaderKey) != want {
 		t.Fatalf("lookup miss: %d %s", resp.StatusCode, b)
 	}
 	if miss.Explanation.Reason == "" && miss.Explanation.Summary == "" {
@@ -172,7 +173,7 @@ func TestKeysLookupPutRoundTrip(t *testing.T) {
 	resp = s.Do(http.MethodPost, s.URL+"/v1/team-a/lookup", bytes.NewReader(sig))
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !bytes.Equal(got, exe) || resp.Header.Get(api.HeaderKey) != want ||
+	if resp.StatusCode != 200 || !bytes.Equal(got, exe) || resp.Header.Get(wire.HeaderKey) != want ||
 		resp.Header.Get("Content-Length") != fmt.Sprint(len(exe)) {
 		t.Fatalf("lookup hit: %d %d bytes %v", resp.StatusCode, len(got), resp.Header)
 	}
@@ -191,7 +192,7 @@ func TestKeysConcurrentIdentical(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, b := post(t, s, "/v1/default/keys", []byte(`{"backend":"nondet","same":true}`))
-			var kr api.KeyResponse
+			var kr wire.KeyResponse
 			_ = json.Unmarshal(b, &kr)
 			keys[i] = kr.Key
 		}()

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,16 +18,34 @@ import (
 	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
-// Lease and long-poll limits.
+// leasesAPI serves compile leases and run manifests: what lets N hosts
+// compile a program once, and a sweep's next arm warm from the first.
+type leasesAPI struct {
+	store  Store
+	leases *lease.Table
+	runs   *manifest.Recorder
+	body   bodies
+	log    *slog.Logger
+}
+
+// routes declares the lease and run routes.
+func (g *leasesAPI) routes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/v1/:ns/leases/:key", Access: writeNS, Handler: g.handleAcquire},
+		{Method: http.MethodDelete, Path: "/v1/:ns/leases/:key", Access: writeNS, Handler: g.handleRelease},
+		{Method: http.MethodGet, Path: "/v1/:ns/runs/:run/manifest", Access: readNS, Handler: g.handleRunManifest},
+	}
+}
+
+// Lease limits.
 const (
 	// DefaultLeaseTTL is the lease duration when a request gives no ttl_s.
 	DefaultLeaseTTL = 60 * time.Second
 	// MaxLeaseTTL bounds ttl_s; a holder compiling longer renews.
 	MaxLeaseTTL = time.Hour
-	// MaxWait bounds GET ?wait=.
-	MaxWait = 300 * time.Second
 )
 
 // initLeasesAndRuns creates the lease table and the run recorder and
@@ -47,8 +68,8 @@ func (s *Server) initLeasesAndRuns() error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cachesvc_runs_recorded", Help: "Runs with a recorded manifest."},
 			func() float64 { r, _ := s.runs.Counts(); return float64(r) }),
 	}
-	for _, g := range gauges {
-		if err := s.cfg.Registry.Register(g); err != nil {
+	for _, gauge := range gauges {
+		if err := s.cfg.Registry.Register(gauge); err != nil {
 			return fmt.Errorf("register lease metrics: %w", err)
 		}
 	}
@@ -59,30 +80,14 @@ func (s *Server) initLeasesAndRuns() error {
 // behind them.
 func (s *Server) LeaseCounts() (held, waiting int) { return s.leases.Counts() }
 
-// LeaseResponse is the JSON body of 201 and 409 answers to a lease request
-// (409 adds an "error" object).
-type LeaseResponse struct {
-	Holder  string    `json:"holder"`
-	Expires time.Time `json:"expires"`
-	TTL     float64   `json:"ttl_s,omitempty"`
-}
-
-type leaseRequest struct {
-	Holder string   `json:"holder"`
-	TTL    *float64 `json:"ttl_s"`
-}
-
 // handleAcquireLease serves POST /v1/{ns}/leases/{key} {"holder", "ttl_s"}:
 // 201 when the holder now owns the lease (new or renewed), 409 with the
 // current holder and expiry when someone else does, or when the entry
 // already exists (holder empty: fetch it instead of compiling).
-func (s *Server) handleAcquireLease(c *fiber.Ctx) error {
-	ns, key, err := entryParams(c)
-	if err != nil {
-		return err
-	}
-	var req leaseRequest
-	if err := s.decodeJSON(c, &req); err != nil {
+func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
+	ns, key := reqOf(c).Namespace, reqOf(c).Key
+	var req wire.LeaseRequest
+	if err := g.body.decodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := lease.ValidateHolder(req.Holder); err != nil {
@@ -96,16 +101,16 @@ func (s *Server) handleAcquireLease(c *fiber.Ctx) error {
 		}
 		ttl = time.Duration(t * float64(time.Second))
 	}
-	if _, err := s.cfg.Store.Stat(c.UserContext(), ns, key); err == nil {
+	if _, err := g.store.Stat(c.UserContext(), ns, key); err == nil {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   errorObject{Code: "entry_exists", Message: fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns)},
+			"error":   wire.ErrorObject{Code: "entry_exists", Message: fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns)},
 			"holder":  "",
 			"expires": time.Time{},
 		})
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("stat %s/%s: %w", ns, key, err)
 	}
-	l, granted, err := s.leases.Acquire(ns, key, req.Holder, ttl)
+	l, granted, err := g.leases.Acquire(ns, key, req.Holder, ttl)
 	if errors.Is(err, lease.ErrTableFull) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "lease_table_full",
 			Message: sentence(err.Error() + "; compile without a lease"), Err: err}
@@ -115,30 +120,27 @@ func (s *Server) handleAcquireLease(c *fiber.Ctx) error {
 	}
 	if !granted {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error": errorObject{Code: "lease_held", Message: fmt.Sprintf("Holder %q is compiling %s until %s; wait with GET ?wait= or try again after that.",
+			"error": wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("Holder %q is compiling %s until %s; wait with GET ?wait= or try again after that.",
 				l.Holder, key, l.Expires.UTC().Format(time.RFC3339Nano))},
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})
 	}
-	s.log.Debug("lease granted", "namespace", ns, "key", key.String(), "holder", l.Holder, "ttl", ttl)
-	return c.Status(http.StatusCreated).JSON(LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: ttl.Seconds()})
+	g.log.Debug("lease granted", "namespace", ns, "key", key.String(), "holder", l.Holder, "ttl", ttl)
+	return c.Status(http.StatusCreated).JSON(wire.LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: ttl.Seconds()})
 }
 
 // handleReleaseLease serves DELETE /v1/{ns}/leases/{key}?holder=H (or the
 // JSON body {"holder": H}): 204 released, 404 no lease, 409 held by another.
 // Waiters get 404 and compile themselves.
-func (s *Server) handleReleaseLease(c *fiber.Ctx) error {
-	ns, key, err := entryParams(c)
-	if err != nil {
-		return err
-	}
+func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
+	ns, key := reqOf(c).Namespace, reqOf(c).Key
 	holder := strings.Clone(c.Query("holder"))
 	if holder == "" && len(c.Request().Header.ContentType()) > 0 {
 		var req struct {
 			Holder string `json:"holder"`
 		}
-		if err := s.decodeJSON(c, &req); err != nil {
+		if err := g.body.decodeJSON(c, &req); err != nil {
 			return err
 		}
 		holder = req.Holder
@@ -146,13 +148,13 @@ func (s *Server) handleReleaseLease(c *fiber.Ctx) error {
 	if err := lease.ValidateHolder(holder); err != nil {
 		return Errorf(http.StatusBadRequest, "bad_holder", "Name the holder releasing the lease with ?holder= or {\"holder\": ...} (1 to %d bytes).", lease.MaxHolderLen)
 	}
-	l, err := s.leases.Release(ns, key, holder)
+	l, err := g.leases.Release(ns, key, holder)
 	switch {
 	case errors.Is(err, lease.ErrNotHeld):
 		return Errorf(http.StatusNotFound, "lease_not_found", "No lease is held on %s in namespace %q (it was released, expired, or the server restarted).", key, ns)
 	case errors.Is(err, lease.ErrHeldByOther):
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   errorObject{Code: "lease_held", Message: fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder)},
+			"error":   wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder)},
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})
@@ -162,134 +164,77 @@ func (s *Server) handleReleaseLease(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusNoContent)
 }
 
-// parseWait parses ?wait= as a Go duration ("60s", "1m") or plain seconds.
-func parseWait(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
+// handleRunManifest serves GET /v1/{ns}/runs/{run}/manifest: the keys the
+// run looked up and wrote, as
+// {"run", "namespace", "created", "updated", "keys": [{"key", "name",
+// "looked_up", "written"}], "truncated"}. A key recorded without a name (a
+// lookup) gets the stored entry's name when the entry exists. 404
+// unknown_run when no request carried the run recently.
+func (g *leasesAPI) handleRunManifest(c *fiber.Ctx) error {
+	ns, run := reqOf(c).Namespace, reqOf(c).RunParam
+	m, err := g.runs.Manifest(ns, run)
+	if errors.Is(err, manifest.ErrUnknownRun) {
+		return &Error{Status: http.StatusNotFound, Code: "unknown_run", Message: sentence(err.Error()), Err: err}
+	}
 	if err != nil {
-		f, ferr := strconv.ParseFloat(v, 64)
-		if ferr != nil {
-			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%q is not a duration: use e.g. wait=60s or wait=60 (seconds), at most %s.", v, MaxWait)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d <= 0 || d > MaxWait {
-		return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is out of range: it must be above 0 and at most %s.", v, MaxWait)
-	}
-	return d, nil
-}
-
-// entryHooks runs in front of the entries handlers. It validates and records
-// X-Cachesvc-Run (GET/HEAD are lookups, a successful PUT a write), releases
-// the compile lease when a PUT stores the entry, and implements GET ?wait=.
-func (s *Server) entryHooks(c *fiber.Ctx) error {
-	run, err := runHeader(c)
-	if err != nil {
-		return err
-	}
-	method := c.Method()
-	if method == fiber.MethodGet && c.Query("wait") != "" {
-		err = s.waitForEntry(c)
-	}
-	if err == nil {
-		err = c.Next()
-	}
-	ns := c.Params("ns")
-	key, kerr := cachekey.ParseKey(c.Params("key"))
-	if kerr != nil || cachekey.ValidateNamespace(ns) != nil {
-		return err
-	}
-	switch method {
-	case fiber.MethodPut:
-		if err == nil && c.Response().StatusCode() < 300 {
-			ns = strings.Clone(ns)
-			s.leases.Written(ns, key)
-			if run != "" {
-				s.runs.RecordWrite(ns, run, key, strings.Clone(c.Get(HeaderName)))
-			}
-		}
-	case fiber.MethodGet, fiber.MethodHead:
-		if run != "" {
-			s.runs.RecordLookup(strings.Clone(ns), run, key)
-		}
-	}
-	return err
-}
-
-// runHeader returns the request's validated X-Cachesvc-Run ("" when absent).
-func runHeader(c *fiber.Ctx) (string, error) {
-	run := c.Get(HeaderRun)
-	if run == "" {
-		return "", nil
-	}
-	if err := manifest.ValidateRun(run); err != nil {
-		return "", &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(HeaderRun + ": " + err.Error()), Err: err}
-	}
-	return strings.Clone(run), nil
-}
-
-// waitForEntry parks a GET ?wait= behind the entry's compile lease until the
-// entry is written, the lease ends without it, or the wait runs out. It
-// returns nil to let the GET handler answer (200 with the bytes, or its 404)
-// and an error for a 404 that explains why the wait ended empty.
-func (s *Server) waitForEntry(c *fiber.Ctx) error {
-	d, err := parseWait(c.Query("wait"))
-	if err != nil {
-		return err
-	}
-	ns, key, err := entryParams(c)
-	if err != nil {
-		return err
+		return fmt.Errorf("manifest %s/%s: %w", ns, run, err)
 	}
 	ctx := c.UserContext()
-	present := func() bool {
-		_, err := s.cfg.Store.Stat(ctx, ns, key)
-		return err == nil
+	for i := range m.Keys {
+		if m.Keys[i].Name != "" {
+			continue
+		}
+		if key, err := cachekey.ParseKey(m.Keys[i].Key); err == nil {
+			if meta, err := g.store.Stat(ctx, ns, key); err == nil {
+				m.Keys[i].Name = meta.Name
+			}
+		}
 	}
-	if present() {
-		return nil
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	// Keys are encoded one by one: a manifest can hold tens of thousands.
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		head, _ := json.Marshal(struct {
+			Run       string `json:"run"`
+			Namespace string `json:"namespace"`
+			Created   any    `json:"created"`
+			Updated   any    `json:"updated"`
+			Truncated bool   `json:"truncated"`
+		}{m.Run, m.Namespace, m.Created, m.Updated, m.Truncated})
+		w.Write(head[:len(head)-1])
+		w.WriteString(`,"keys":[`)
+		for i, k := range m.Keys {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			b, _ := json.Marshal(k)
+			w.Write(b)
+		}
+		w.WriteString("]}\n")
+	})
+	return nil
+}
+
+// SaveRuns writes the run manifests to their snapshot file (Config.Runs.Path),
+// if any changed; serve calls it periodically and at shutdown.
+func (s *Server) SaveRuns() error { return s.runs.Save() }
+
+// saveRunsLogged saves the run manifests and logs a failure.
+func (s *Server) saveRunsLogged() {
+	if err := s.runs.Save(); err != nil {
+		s.log.Error("save run manifests", "err", err)
 	}
-	w, l, ok, err := s.leases.Wait(ns, key)
-	if errors.Is(err, lease.ErrTooManyWaiters) {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", Message: sentence(err.Error() + "; retry later or compile yourself"), Err: err}
-	}
-	if err != nil || !ok {
-		return nil // no lease: the handler answers now (404 unless just written)
-	}
-	defer s.leases.Cancel(w)
-	if present() { // written between the first check and parking
-		return nil
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	expiry := time.NewTimer(time.Until(l.Expires))
-	defer expiry.Stop()
+}
+
+// saveRunsEvery saves the run manifests every interval until ctx ends.
+func (s *Server) saveRunsEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
 	for {
 		select {
-		case <-w.C():
-			if w.Outcome() == lease.Written || present() {
-				return nil
-			}
-			if w.Outcome() == lease.Closed {
-				return Errorf(http.StatusServiceUnavailable, "shutting_down", "The server is shutting down; entry %s was not written yet.", key)
-			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
-		case <-expiry.C:
-			if cur, held := s.leases.Holder(ns, key); held {
-				l = cur // renewed, or taken over by a new holder: keep waiting
-				expiry.Reset(time.Until(cur.Expires))
-				continue
-			}
-			if present() {
-				return nil
-			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
-		case <-deadline.C:
-			if present() {
-				return nil
-			}
-			return Errorf(http.StatusNotFound, "wait_timeout", "Entry %s is still being compiled by %q (lease until %s) after waiting %s.", key, l.Holder, l.Expires.UTC().Format(time.RFC3339), d)
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s/%s: %w", ns, key, ctx.Err())
+			return
+		case <-t.C:
+			s.saveRunsLogged()
 		}
 	}
 }

@@ -72,8 +72,8 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// security is the server's auth and limits state (auth.go, limits.go,
-// provenance.go).
+// security is the server's limiters and the metrics of what auth and
+// limits refuse.
 type security struct {
 	rates        *limit.Rates
 	uploads      *limit.Gate
@@ -83,7 +83,7 @@ type security struct {
 
 // newSecurity builds the limiters and registers their metrics. No metric
 // carries a token or a token name.
-func newSecurity(cfg Config) (*security, error) {
+func newSecurity(cfg *Config) (*security, error) {
 	sec := &security{
 		rates:   limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
 		uploads: limit.NewGate(cfg.Limits.MaxConcurrentUploads),
@@ -108,31 +108,33 @@ func newSecurity(cfg Config) (*security, error) {
 	return sec, nil
 }
 
-// limitRequests applies the per-identity rate (429) to every /v1 request
-// and the concurrent-upload bound (503) to entry PUTs. Both answer before
-// any of the body is read and carry Retry-After.
-func (s *Server) limitRequests(c *fiber.Ctx) error {
-	path := strings.ToLower(c.Path()) // as the router sees it
-	if !strings.HasPrefix(path, "/v1/") {
+// limit returns the middleware that applies the per-identity rate (429)
+// to a route under /v1 and, on an upload route, the concurrent-upload bound
+// (503). Both answer before any of the body is read and carry Retry-After.
+func (s *Server) limit(r Route) fiber.Handler {
+	rated := strings.HasPrefix(r.Path, "/v1/")
+	return func(c *fiber.Ctx) error {
+		if !rated {
+			return c.Next()
+		}
+		who := "addr:" + c.IP()
+		if id, ok := requestIdentity(c); ok && !id.Anonymous {
+			who = "token:" + id.Name
+		}
+		if err := s.rateLimit(c, who); err != nil {
+			return err
+		}
+		if r.Upload {
+			if !s.sec.uploads.TryEnter() {
+				s.sec.rejected.WithLabelValues("uploads").Inc()
+				c.Set(fiber.HeaderRetryAfter, "1")
+				return Errorf(http.StatusServiceUnavailable, "too_many_uploads",
+					"The server is receiving %d uploads, its limit; retry in a second.", s.cfg.Limits.MaxConcurrentUploads)
+			}
+			defer s.sec.uploads.Leave()
+		}
 		return c.Next()
 	}
-	who := "addr:" + c.IP()
-	if id, ok := requestIdentity(c); ok && !id.Anonymous {
-		who = "token:" + id.Name
-	}
-	if err := s.rateLimit(c, who); err != nil {
-		return err
-	}
-	if c.Method() == http.MethodPut && strings.Contains(path, "/entries/") {
-		if !s.sec.uploads.TryEnter() {
-			s.sec.rejected.WithLabelValues("uploads").Inc()
-			c.Set(fiber.HeaderRetryAfter, "1")
-			return Errorf(http.StatusServiceUnavailable, "too_many_uploads",
-				"The server is receiving %d uploads, its limit; retry in a second.", s.cfg.Limits.MaxConcurrentUploads)
-		}
-		defer s.sec.uploads.Leave()
-	}
-	return c.Next()
 }
 
 // rateLimit takes a request from who's bucket, or returns the 429.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -11,25 +12,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/cachesvc/cachesvc/store"
 )
 
-// metrics holds the server's Prometheus instruments.
-type metrics struct {
+// httpMetrics are the transport's Prometheus instruments: requests by
+// route, their durations, and body bytes moved.
+type httpMetrics struct {
 	requests *prometheus.CounterVec   // route, method, status
 	duration *prometheus.HistogramVec // route, method
-	lookups  *prometheus.CounterVec   // result: hit, miss
-	puts     *prometheus.CounterVec   // result: created, exists, conflict, error...
 	bytesIn  prometheus.Counter
 	bytesOut prometheus.Counter
-	handler  fiber.Handler
 }
 
-// newMetrics registers the server's metrics and a collector of the store's
-// usage on reg.
-func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
-	m := &metrics{
+// newHTTPMetrics registers the transport metrics, a collector of the
+// store's usage and the Go and process collectors on reg.
+func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
+	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_http_requests_total",
 			Help: "HTTP requests by route pattern, method and status.",
@@ -39,44 +36,36 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 			Help:    "HTTP request duration by route pattern and method, including streaming the body.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"route", "method"}),
-		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cachesvc_lookups_total",
-			Help: "Entry lookups (GET of an entry) by result: hit or miss.",
-		}, []string{"result"}),
-		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cachesvc_puts_total",
-			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, error.",
-		}, []string{"result"}),
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_bytes_in_total",
-			Help: "Entry bytes received in PUT bodies.",
+			Help: "Request body bytes received on entry uploads and signatures, including uploads that were refused or cut short.",
 		}),
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_bytes_out_total",
-			Help: "Entry bytes sent in GET bodies.",
+			Help: "Entry bytes sent in response bodies (GET, lookup, batch), as written to the network.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.requests, m.duration, m.lookups, m.puts, m.bytesIn, m.bytesOut,
+		m.requests, m.duration, m.bytesIn, m.bytesOut,
 		&usageCollector{st: st},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("register http metrics: %w", err)
 		}
 	}
-	m.lookups.WithLabelValues("hit")
-	m.lookups.WithLabelValues("miss")
-	m.handler = adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return m, nil
 }
 
-// handleMetrics serves GET /metrics in the Prometheus text format.
-func (s *Server) handleMetrics(c *fiber.Ctx) error { return s.metrics.handler(c) }
+// metricsHandler serves the registry in the Prometheus text format.
+func (s *Server) metricsHandler() fiber.Handler {
+	reg := s.cfg.Registry
+	return adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+}
 
 // usageCollector exports the store's Usage at scrape time.
-type usageCollector struct{ st store.Store }
+type usageCollector struct{ st Store }
 
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
@@ -113,9 +102,11 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	defer s.inflight.Add(-1)
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
-	s.totals.requests.Add(1)
 
 	err := c.Next()
+	if err != nil && !routed(c) {
+		err = s.unmatched(c, err)
+	}
 	if err != nil {
 		if herr := s.errorHandler(c, err); herr != nil {
 			return herr
@@ -124,14 +115,14 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	closeIfBodyUnread(c)
 
 	route := "unmatched"
-	if r := c.Route(); r != nil && len(r.Handlers) > 0 && !(r.Method == "USE" && r.Path == "/") {
-		route = r.Path
+	if routed(c) {
+		route = c.Route().Path
 	}
 	status := c.Response().StatusCode()
 	method := strings.Clone(c.Method()) // fiber's strings alias reused buffers
 	elapsed := time.Since(start)
-	s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	s.metrics.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+	s.http.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	s.http.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 
 	level := slog.LevelInfo
 	switch {
@@ -146,15 +137,26 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 		slog.Int("status", status),
 		slog.Duration("duration", elapsed),
 	}
-	if ns := c.Params("ns"); ns != "" {
-		attrs = append(attrs, slog.String("namespace", ns))
-	}
-	if key := c.Params("key"); key != "" {
-		attrs = append(attrs, slog.String("key", key))
+	if r := reqOf(c); r.Namespace != "" {
+		attrs = append(attrs, slog.String("namespace", r.Namespace))
+		if r.HasKey {
+			attrs = append(attrs, slog.String("key", r.Key.String()))
+		}
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
 	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
 	return nil
+}
+
+// routedKey marks, in fiber Locals, a request that reached a declared
+// route's handlers (fiber's own Route() of an unmatched request looks like
+// a real one).
+const routedKey = "cachesvc.routed"
+
+// routed reports whether the request matched a declared route.
+func routed(c *fiber.Ctx) bool {
+	ok, _ := c.Locals(routedKey).(bool)
+	return ok
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Test tokens: their secrets are distinctive so that the log and metrics
@@ -506,21 +507,21 @@ func TestProvenanceAndSignature(t *testing.T) {
 		resp := srv.Do(method, srv.EntryURL("default", key), nil, bearer(tokReader)...)
 		apitest.ReadAll(t, resp)
 		h := resp.Header
-		if h.Get(api.HeaderWriter) != tokWriter.Name || h.Get(api.HeaderRun) != "run-42" {
-			t.Fatalf("%s: writer %q run %q", method, h.Get(api.HeaderWriter), h.Get(api.HeaderRun))
+		if h.Get(wire.HeaderWriter) != tokWriter.Name || h.Get(wire.HeaderRun) != "run-42" {
+			t.Fatalf("%s: writer %q run %q", method, h.Get(wire.HeaderWriter), h.Get(wire.HeaderRun))
 		}
-		created, err := time.Parse(time.RFC3339Nano, h.Get(api.HeaderCreated))
+		created, err := time.Parse(time.RFC3339Nano, h.Get(wire.HeaderCreated))
 		if err != nil || created.Before(before) || created.After(time.Now().Add(time.Second)) {
-			t.Fatalf("%s: created %q: %v", method, h.Get(api.HeaderCreated), err)
+			t.Fatalf("%s: created %q: %v", method, h.Get(wire.HeaderCreated), err)
 		}
 		k, _ := hex.DecodeString(key)
 		sum := sha256.Sum256([]byte(content))
 		var sk [32]byte
 		copy(sk[:], k)
-		if !auth.Verify(signer.PublicKey(), sk, sum, h.Get(api.HeaderSignature)) {
-			t.Fatalf("%s: signature %q does not verify", method, h.Get(api.HeaderSignature))
+		if !auth.Verify(signer.PublicKey(), sk, sum, h.Get(wire.HeaderSignature)) {
+			t.Fatalf("%s: signature %q does not verify", method, h.Get(wire.HeaderSignature))
 		}
-		if auth.Verify(signer.PublicKey(), sk, sha256.Sum256([]byte("poison")), h.Get(api.HeaderSignature)) {
+		if auth.Verify(signer.PublicKey(), sk, sha256.Sum256([]byte("poison")), h.Get(wire.HeaderSignature)) {
 			t.Fatalf("%s: signature verifies other content", method)
 		}
 	}
@@ -532,7 +533,7 @@ func TestProvenanceAndSignature(t *testing.T) {
 		t.Fatalf("batch: %v %v", hdr, err)
 	}
 	k, _ := hex.DecodeString(key)
-	if !auth.Verify(signer.PublicKey(), [32]byte(k), sha256.Sum256([]byte(content)), hdr.PAXRecords[api.PAXSignature]) {
-		t.Fatalf("batch member signature %q does not verify", hdr.PAXRecords[api.PAXSignature])
+	if !auth.Verify(signer.PublicKey(), [32]byte(k), sha256.Sum256([]byte(content)), hdr.PAXRecords[wire.PAXSignature]) {
+		t.Fatalf("batch member signature %q does not verify", hdr.PAXRecords[wire.PAXSignature])
 	}
 }

@@ -1,9 +1,15 @@
 // Package api serves cachesvc's v1 HTTP API on fiber.
 //
-// The server streams request and response bodies end to end, translates the
-// store's sentinel errors to JSON errors in one place (errors.go), and
-// registers every route in one table (routes.go). Each feature's handlers live
-// in their own file.
+// The server is a set of feature groups — entries (entries.go), keys and
+// lookup (keys.go), batch and exists (batch.go), leases and runs
+// (leases.go), stats and the dashboard (stats.go), admin (admin.go) — each
+// owning its handlers and declaring its routes with their access rule in
+// one place. The route table (routes.go) is the only source of
+// authorization (auth.go) and of the OpenAPI document's check. Every
+// request's input is parsed and validated once into one value (request.go);
+// every outcome is reported once to Outcomes (outcomes.go), which feeds the
+// statistics and the Prometheus metrics. Errors are translated to JSON in
+// one place (errors.go); bodies stream end to end (body.go, entrybody.go).
 package api
 
 import (
@@ -22,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/manifest"
@@ -29,11 +36,23 @@ import (
 	"github.com/cachesvc/cachesvc/store"
 )
 
+// Store is what the API needs of the entry store: *store.Badger, and any
+// tier that wraps one, implement it. See store.Store for the contract of
+// each method.
+type Store interface {
+	Put(ctx context.Context, ns string, key cachekey.Key, r io.Reader, opts store.PutOptions) (store.PutResult, error)
+	Get(ctx context.Context, ns string, key cachekey.Key, off, n int64) (store.Meta, io.ReadCloser, error)
+	Stat(ctx context.Context, ns string, key cachekey.Key) (store.Meta, error)
+	Delete(ctx context.Context, ns string, key cachekey.Key) error
+	Walk(ctx context.Context, ns string, fn func(store.Meta) bool) error
+	Usage() store.Usage
+}
+
 // Config configures a Server. The zero value of every field except Store
 // means its default.
 type Config struct {
 	// Store holds the entries. Required. The server does not close it.
-	Store store.Store
+	Store Store
 
 	// Logger receives request and lifecycle logs. Nil discards them.
 	Logger *slog.Logger
@@ -43,8 +62,7 @@ type Config struct {
 	// while streaming otherwise. 0 means no limit beyond the store's own.
 	MaxEntryBytes int64
 
-	// MaxJSONBytes bounds JSON request bodies read with readBody/decodeJSON.
-	// 0 means 4 MiB.
+	// MaxJSONBytes bounds JSON request bodies. 0 means 4 MiB.
 	MaxJSONBytes int64
 
 	// Registry receives the server's Prometheus metrics and is what /metrics
@@ -55,15 +73,14 @@ type Config struct {
 	// IdleTimeout closes keep-alive connections idle this long. 0 means 2m.
 	IdleTimeout time.Duration
 
-	// Version is reported by /healthz. Empty means "dev".
+	// Version is reported by /healthz and /v1/stats. Empty means "dev".
 	Version string
 
-	// Auth checks bearer tokens against the tokens file (auth.go). Nil
-	// means no authentication: every request is allowed.
+	// Auth checks bearer tokens against the tokens file. Nil means no
+	// authentication: every request is allowed.
 	Auth *auth.Guard
 
-	// Signer, when set, signs every entry response (X-Cachesvc-Signature,
-	// provenance.go).
+	// Signer, when set, signs every entry response (X-Cachesvc-Signature).
 	Signer *auth.Signer
 
 	// TLS, when set, serves HTTPS (and mutual TLS if it requires client
@@ -73,31 +90,39 @@ type Config struct {
 	// Limits are timeouts, rates and bounds (limits.go).
 	Limits Limits
 
-	// Leases bounds the compile lease table (leases.go). Zero means defaults.
+	// Leases bounds the compile lease table. Zero means defaults.
 	Leases lease.Config
 
-	// Runs configures run manifests (runs.go): bounds, expiry and snapshot
-	// file. Zero means defaults, kept in memory only.
+	// Runs configures run manifests: bounds, expiry and snapshot file. Zero
+	// means defaults, kept in memory only.
 	Runs manifest.Config
 
-	// Stats, when set, counts every lookup and write, explains misses and
-	// backs GET /v1/stats, /v1/{ns}/stats, /v1/{ns}/misses and the persisted
-	// /metrics counters (stats.go). Nil keeps process-lifetime totals only.
-	// The server does not close it.
+	// Stats counts every lookup and write, explains misses and backs GET
+	// /v1/stats, /v1/{ns}/stats, /v1/{ns}/misses and the lookup counters of
+	// /metrics. The server does not close it. Nil means statistics kept in
+	// memory for the life of the server.
 	Stats *stats.Stats
 
 	// Keyer computes keys from signatures for POST /v1/{ns}/keys and
-	// /v1/{ns}/lookup (keys.go). Nil answers those routes with 501.
+	// /v1/{ns}/lookup. Nil answers those routes with 501.
 	Keyer *keying.Keyer
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	app     *fiber.App
-	metrics *metrics
-	totals  *totals
+	cfg   Config
+	log   *slog.Logger
+	app   *fiber.App
+	table []Route
+
+	http *httpMetrics   // requests, durations, body bytes (metrics.go)
+	sec  *security      // limiters and their metrics (limits.go)
+	out  Outcomes       // every lookup and write, counted once
+	io   *streams       // response bodies in flight (entrybody.go)
+	own  []func() error // what New opened and Shutdown closes
+
+	leases *lease.Table
+	runs   *manifest.Recorder
 
 	// baseCtx is the parent of every request's context; Shutdown cancels it
 	// when the grace period ends, aborting in-flight uploads.
@@ -109,11 +134,6 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
-
-	sec *security // auth and limits state (limits.go)
-
-	leases *lease.Table       // compile leases (leases.go)
-	runs   *manifest.Recorder // run manifests (runs.go)
 }
 
 // New returns a Server for cfg with every route registered. It fails if
@@ -122,6 +142,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("new api server: Config.Store is required")
 	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{})}
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	if err := s.init(); err != nil {
+		s.closeOwned()
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	return s, nil
+}
+
+// withDefaults fills in the zero fields other than Stats.
+func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -138,23 +170,38 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "dev"
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		totals: &totals{},
-		conns:  make(map[net.Conn]struct{}),
+	return cfg
+}
+
+// init builds the server's parts and registers the routes.
+func (s *Server) init() error {
+	cfg := &s.cfg
+	if cfg.Stats == nil {
+		st, err := stats.Open(stats.Config{Logger: cfg.Logger})
+		if err != nil {
+			return fmt.Errorf("open in-memory stats: %w", err)
+		}
+		cfg.Stats = st
+		s.own = append(s.own, st.Close)
 	}
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
-	m, err := newMetrics(cfg.Registry, cfg.Store)
+	var err error
+	if s.http, err = newHTTPMetrics(cfg.Registry, cfg.Store); err != nil {
+		return err
+	}
+	if s.sec, err = newSecurity(cfg); err != nil {
+		return err
+	}
+	cnt, err := newCounter(cfg.Stats, cfg.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("new api server: %w", err)
+		return fmt.Errorf("register lookup metrics: %w", err)
 	}
-	s.metrics = m
+	s.out = cnt
+	s.io = &streams{inflight: &s.inflight, bytesOut: s.http.bytesOut, signer: cfg.Signer}
 	if err := s.initLeasesAndRuns(); err != nil {
-		return nil, fmt.Errorf("new api server: %w", err)
+		return err
 	}
 	if err := s.initStats(); err != nil {
-		return nil, fmt.Errorf("new api server: %w", err)
+		return err
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "cachesvc",
@@ -170,22 +217,37 @@ func New(cfg Config) (*Server, error) {
 		WriteTimeout:   cfg.Limits.WriteTimeout,
 		ReadBufferSize: cfg.Limits.MaxHeaderBytes,
 		// Headers and a small body (up to 64 KiB is sent from memory,
-		// entries.go) leave in one write instead of one per 4 KiB.
+		// entrybody.go) leave in one write instead of one per 4 KiB.
 		WriteBufferSize: 16 << 10,
 		ErrorHandler:    s.errorHandler,
-		// Params and headers are copied where they outlive the handler.
+		// Params and headers are copied where they outlive the handler
+		// (request.go).
 		Immutable: false,
 	})
-	if s.sec, err = newSecurity(cfg); err != nil {
-		return nil, fmt.Errorf("new api server: %w", err)
-	}
-	s.app.Use(s.middleware, s.authorize, s.limitRequests)
-	s.routes()
-	return s, nil
+	s.app.Use(s.middleware)
+	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
+	return s.register(
+		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version, log: s.log},
+		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version},
+		&entriesAPI{store: cfg.Store, out: s.out, io: s.io, leases: s.leases, runs: s.runs, keyer: cfg.Keyer,
+			maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, log: s.log},
+		&batchAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, body: body, baseCtx: s.baseCtx, log: s.log},
+		&keysAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, keyer: cfg.Keyer, stats: cfg.Stats, bytesIn: s.http.bytesIn},
+		&leasesAPI{store: cfg.Store, leases: s.leases, runs: s.runs, body: body, log: s.log},
+	)
 }
 
-// App returns the underlying fiber app, for tests and for mounting extra
-// routes before serving.
+// closeOwned closes what New opened for the server itself.
+func (s *Server) closeOwned() {
+	for _, c := range s.own {
+		if err := c(); err != nil {
+			s.log.Error("close server resource", "err", err)
+		}
+	}
+	s.own = nil
+}
+
+// App returns the underlying fiber app, for tests.
 func (s *Server) App() *fiber.App { return s.app }
 
 // Registry returns the Prometheus registry /metrics serves.
@@ -211,11 +273,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections and waits for in-flight requests to
 // finish until ctx ends. Then it cancels what is still running (an upload
 // cut short stores nothing), aborts the remaining connections and waits up
-// to five more seconds for their handlers and response bodies to end. After Shutdown returns no
-// handler touches the store, so the caller may close it.
+// to five more seconds for their handlers and response bodies to end. After
+// Shutdown returns no handler touches the store, so the caller may close it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
-	s.leases.Close() // end long polls now (leases.go)
+	s.leases.Close() // end long polls now
+	defer s.closeOwned()
 	defer s.saveRunsLogged()
 	err := s.app.ShutdownWithContext(ctx)
 	if err == nil && s.inflight.Load() == 0 {
@@ -233,118 +296,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("shut down api server: %d requests still running", n)
 	}
 	return nil
-}
-
-// abortConns makes every open connection fail its reads and writes now, so
-// that a handler blocked on a slow upload, or a download in progress, ends
-// with an error. (Closing the connection under fasthttp instead would make it
-// panic when it next sets a deadline.)
-func (s *Server) abortConns() {
-	s.mu.Lock()
-	conns := make([]*trackedConn, 0, len(s.conns))
-	for c := range s.conns {
-		if tc, ok := c.(*trackedConn); ok {
-			conns = append(conns, tc)
-		}
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.aborted.Store(true)
-		_ = c.Conn.SetDeadline(time.Now())
-	}
-}
-
-// trackingListener records accepted connections so that a forced shutdown can
-// close them.
-type trackingListener struct {
-	net.Listener
-	s *Server
-}
-
-// Accept accepts a connection and tracks it until it is closed.
-func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	tc := &trackedConn{Conn: c, s: l.s}
-	l.s.mu.Lock()
-	l.s.conns[tc] = struct{}{}
-	l.s.mu.Unlock()
-	return tc, nil
-}
-
-// trackedConn removes itself from the server's set when closed, remembers
-// whether the peer closed its side (see bodyReader), and fails every read and
-// write once a forced shutdown aborts it.
-type trackedConn struct {
-	net.Conn
-	s       *Server
-	once    sync.Once
-	sawEOF  atomic.Bool
-	aborted atomic.Bool
-}
-
-// errAborted is what reads and writes return on a connection aborted by a
-// forced shutdown.
-var errAborted = errors.New("connection aborted: server shutting down")
-
-// Read reads from the connection, noting io.EOF: fasthttp reports a chunked
-// body cut short at a chunk boundary as a clean io.EOF, and this is how
-// bodyReader tells the two apart.
-func (c *trackedConn) Read(p []byte) (int, error) {
-	if c.aborted.Load() {
-		return 0, errAborted
-	}
-	n, err := c.Conn.Read(p)
-	if errors.Is(err, io.EOF) {
-		c.sawEOF.Store(true)
-	}
-	if err == nil && c.aborted.Load() {
-		err = errAborted
-	}
-	return n, err
-}
-
-// Write writes to the connection unless it was aborted.
-func (c *trackedConn) Write(p []byte) (int, error) {
-	if c.aborted.Load() {
-		return 0, errAborted
-	}
-	return c.Conn.Write(p)
-}
-
-// SetDeadline, SetReadDeadline and SetWriteDeadline keep an aborted
-// connection's deadline in the past.
-func (c *trackedConn) SetDeadline(t time.Time) error {
-	if c.aborted.Load() {
-		return nil
-	}
-	return c.Conn.SetDeadline(t)
-}
-
-// SetReadDeadline sets the read deadline unless the connection was aborted.
-func (c *trackedConn) SetReadDeadline(t time.Time) error {
-	if c.aborted.Load() {
-		return nil
-	}
-	return c.Conn.SetReadDeadline(t)
-}
-
-// SetWriteDeadline sets the write deadline unless the connection was aborted.
-func (c *trackedConn) SetWriteDeadline(t time.Time) error {
-	if c.aborted.Load() {
-		return nil
-	}
-	return c.Conn.SetWriteDeadline(t)
-}
-
-// Close closes the connection and forgets it.
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.s.mu.Lock()
-		delete(c.s.conns, c)
-		c.s.mu.Unlock()
-	})
-	return c.Conn.Close()
 }

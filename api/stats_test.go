@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // startWithStats starts a test server with persisted stats.
@@ -19,7 +19,7 @@ func startWithStats(t *testing.T) *statstest.Server {
 	return statstest.Start(t, nil)
 }
 
-func getStats(t *testing.T, url string) api.StatsResponse {
+func getStats(t *testing.T, url string) wire.StatsResponse {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -29,7 +29,7 @@ func getStats(t *testing.T, url string) api.StatsResponse {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
 	}
-	var r api.StatsResponse
+	var r wire.StatsResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
@@ -52,7 +52,7 @@ func TestSeededStatsExactAcrossRestart(t *testing.T) {
 			tot.BytesIn != statstest.Writes*statstest.EntryBytes || tot.BytesOut != statstest.Hits*statstest.EntryBytes {
 			t.Fatalf("%s: totals = %+v", when, tot)
 		}
-		if !r.Server.StatsEnabled || r.Store.Entries != statstest.Writes {
+		if r.Server.Version == "" || r.Store.Entries != statstest.Writes {
 			t.Fatalf("%s: server %+v store %+v", when, r.Server, r.Store)
 		}
 		if len(r.Namespaces) != 2 {

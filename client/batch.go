@@ -13,16 +13,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-)
 
-// PAX record names carried by every member of a batch stream.
-const (
-	PAXSHA256         = "CACHESVC.sha256"
-	PAXCompileSeconds = "CACHESVC.compile_seconds"
-	PAXName           = "CACHESVC.name"
-	PAXBackend        = "CACHESVC.backend"
-	// MissingMember is the name of the last member of every complete stream.
-	MissingMember = "missing.json"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // ErrBrokenStream means a batch stream ended or failed before its final
@@ -46,7 +38,7 @@ type Member struct {
 // member is read and its SHA-256 checked; a mismatch, a broken stream or
 // fn's error ends the batch.
 func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m Member, r io.Reader) error) (missing []string, err error) {
-	data, err := json.Marshal(map[string]any{"keys": keys})
+	data, err := json.Marshal(wire.KeysRequest{Keys: keys})
 	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
@@ -65,27 +57,27 @@ func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m 
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return nil, fmt.Errorf("%w: no %s member", ErrBrokenStream, MissingMember)
+			return nil, fmt.Errorf("%w: no %s member", ErrBrokenStream, wire.MissingMember)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: read member header: %w", ErrBrokenStream, err)
 		}
-		if h.Name == MissingMember {
+		if h.Name == wire.MissingMember {
 			var m struct {
 				Missing []string `json:"missing"`
 			}
 			if err := json.NewDecoder(io.LimitReader(tr, 8<<20)).Decode(&m); err != nil {
-				return nil, fmt.Errorf("%w: decode %s: %w", ErrBrokenStream, MissingMember, err)
+				return nil, fmt.Errorf("%w: decode %s: %w", ErrBrokenStream, wire.MissingMember, err)
 			}
 			return m.Missing, nil
 		}
 		m := Member{
 			Key: h.Name, Size: h.Size,
-			Name:    h.PAXRecords[PAXName],
-			Backend: h.PAXRecords[PAXBackend],
-			SHA256:  h.PAXRecords[PAXSHA256],
+			Name:    h.PAXRecords[wire.PAXName],
+			Backend: h.PAXRecords[wire.PAXBackend],
+			SHA256:  h.PAXRecords[wire.PAXSHA256],
 		}
-		if s := h.PAXRecords[PAXCompileSeconds]; s != "" {
+		if s := h.PAXRecords[wire.PAXCompileSeconds]; s != "" {
 			m.CompileSeconds, _ = strconv.ParseFloat(s, 64)
 		}
 		hsh := sha256.New()

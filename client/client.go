@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Config configures a Client. Only BaseURL is required.
@@ -105,7 +107,7 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body io.Reade
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	}
 	if c.cfg.Run != "" {
-		req.Header.Set("X-Cachesvc-Run", c.cfg.Run)
+		req.Header.Set(wire.HeaderRun, c.cfg.Run)
 	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	return req, nil
@@ -173,13 +175,7 @@ func (c *Client) postJSON(ctx context.Context, u string, v, out any, ok ...int) 
 }
 
 // KeyResult is the answer of POST /v1/{ns}/keys.
-type KeyResult struct {
-	Key         string            `json:"key"`
-	Backend     string            `json:"backend"`
-	Plugin      string            `json:"plugin"`
-	DisplayName string            `json:"display_name"`
-	Components  map[string]string `json:"components"`
-}
+type KeyResult = wire.KeyResponse
 
 // Keys turns a signature into its key.
 func (c *Client) Keys(ctx context.Context, ns string, signature any) (KeyResult, error) {
@@ -218,16 +214,16 @@ func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOpti
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if o.SHA256 != nil {
-		req.Header.Set("X-Content-SHA256", hex.EncodeToString(o.SHA256))
+		req.Header.Set(wire.HeaderContentSHA256, hex.EncodeToString(o.SHA256))
 	}
 	if o.CompileSeconds > 0 {
-		req.Header.Set("X-Compile-Seconds", strconv.FormatFloat(o.CompileSeconds, 'f', -1, 64))
+		req.Header.Set(wire.HeaderCompileSeconds, strconv.FormatFloat(o.CompileSeconds, 'f', -1, 64))
 	}
 	if o.Backend != "" {
-		req.Header.Set("X-Cachesvc-Backend", o.Backend)
+		req.Header.Set(wire.HeaderBackend, o.Backend)
 	}
 	if o.Name != "" {
-		req.Header.Set("X-Cachesvc-Name", o.Name)
+		req.Header.Set(wire.HeaderName, o.Name)
 	}
 	resp, err := c.do(req, http.StatusCreated, http.StatusOK)
 	if err != nil {
@@ -254,29 +250,16 @@ func (c *Client) Get(ctx context.Context, ns, key string, wait time.Duration) (*
 
 // Exists reports which keys are present.
 func (c *Client) Exists(ctx context.Context, ns string, keys []string) (present, missing []string, err error) {
-	var out struct {
-		Present []string `json:"present"`
-		Missing []string `json:"missing"`
-	}
-	_, err = c.postJSON(ctx, c.url(ns, "exists"), map[string]any{"keys": keys}, &out, http.StatusOK)
+	var out wire.ExistsResponse
+	_, err = c.postJSON(ctx, c.url(ns, "exists"), wire.KeysRequest{Keys: keys}, &out, http.StatusOK)
 	return out.Present, out.Missing, err
 }
 
 // KeyRecord is one key of a run manifest.
-type KeyRecord struct {
-	Key      string `json:"key"`
-	Name     string `json:"name,omitempty"`
-	LookedUp bool   `json:"looked_up"`
-	Written  bool   `json:"written"`
-}
+type KeyRecord = wire.KeyRecord
 
 // Manifest is a run's manifest.
-type Manifest struct {
-	Run       string      `json:"run"`
-	Namespace string      `json:"namespace"`
-	Keys      []KeyRecord `json:"keys"`
-	Truncated bool        `json:"truncated"`
-}
+type Manifest = wire.Manifest
 
 // Manifest fetches GET /v1/{ns}/runs/{run}/manifest.
 func (c *Client) Manifest(ctx context.Context, ns, run string) (Manifest, error) {
@@ -305,7 +288,8 @@ type Lease struct {
 // AcquireLease asks for the compile lease on key. granted is true (201) when
 // holder now owns it; false (409) when another holder does, which l names.
 func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
-	body := map[string]any{"holder": holder, "ttl_s": ttl.Seconds()}
+	ttlS := ttl.Seconds()
+	body := wire.LeaseRequest{Holder: holder, TTL: &ttlS}
 	data, _ := json.Marshal(body)
 	req, err := c.newRequest(ctx, http.MethodPost, c.url(ns, "leases", key), bytes.NewReader(data))
 	if err != nil {

@@ -143,6 +143,7 @@ suite_fuzz() {
 		"./api/auth FuzzParse"
 		"./cmd/cachesvc FuzzParseSize"
 		"./api FuzzBatchTar"
+		"./api FuzzRequestHeaders"
 		"./keying FuzzKey"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalize"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalModule"

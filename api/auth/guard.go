@@ -40,6 +40,12 @@ func (g *Guard) Authorize(secret, ns string, need Scope) (Identity, error) {
 	return g.cur.Load().Authorize(secret, ns, need)
 }
 
+// Authenticate identifies a request for a route open to any known token;
+// see Tokens.Identify.
+func (g *Guard) Authenticate(secret string) (Identity, error) {
+	return g.cur.Load().Identify(secret)
+}
+
 // Reload re-reads the tokens file. On success the new tokens replace the
 // old ones at once; on failure the old ones stay in force, the error is
 // logged and returned.

@@ -200,6 +200,24 @@ func (t *Tokens) Authorize(secret, ns string, need Scope) (Identity, error) {
 	return id, nil
 }
 
+// Identify decides whether a request bearing secret ("" when it carried
+// none) may call a route open to any known token: it returns the token's
+// identity, the anonymous identity when the request has no token and the
+// file grants anonymous access anywhere, and ErrUnauthenticated otherwise.
+func (t *Tokens) Identify(secret string) (Identity, error) {
+	if secret == "" {
+		if t.anonymous != nil && len(t.anonymous.Scopes) > 0 {
+			return Identity{Name: AnonymousName, Anonymous: true}, nil
+		}
+		return Identity{}, ErrUnauthenticated
+	}
+	r, ok := t.Authenticate(secret)
+	if !ok {
+		return Identity{}, ErrUnauthenticated
+	}
+	return Identity{Name: r.Name}, nil
+}
+
 // LineError is a problem at one line of a tokens file. Its message never
 // contains a token.
 type LineError struct {

@@ -14,13 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Fetch reads the statistics of server (a base URL such as
 // http://cache:8080), for namespace ns or for all namespaces when ns is
 // empty. token, when set, is sent as a bearer token.
-func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*api.StatsResponse, error) {
+func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wire.StatsResponse, error) {
 	base, err := url.Parse(strings.TrimRight(server, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("server %q is not an http(s) URL such as http://cache:8080", server)
@@ -52,7 +52,7 @@ func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*api
 		}
 		return nil, fmt.Errorf("get %s: HTTP %d", u, resp.StatusCode)
 	}
-	var r api.StatsResponse
+	var r wire.StatsResponse
 	if err := json.NewDecoder(body).Decode(&r); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u, err)
 	}
@@ -70,7 +70,7 @@ type Options struct {
 }
 
 // Render writes r as a summary and tables to w.
-func Render(w io.Writer, r *api.StatsResponse, o Options) error {
+func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -81,9 +81,6 @@ func Render(w io.Writer, r *api.StatsResponse, o Options) error {
 	t := r.Totals
 	p := &printer{w: w}
 	p.f("cachesvc stats · %s · %s\n", o.Server, scope)
-	if !r.Server.StatsEnabled {
-		p.f("(the server keeps no persisted statistics: these are its process totals)\n")
-	}
 	p.f("\n")
 	p.f("Lookups     %s  (hits %s, misses %s)\n", Num(t.Lookups), Num(t.Hits), Num(t.Misses))
 	p.f("Hit rate    %s\n", Rate(t.HitRate, t.Lookups))

@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// adminAPI serves health, readiness, metrics, the API's own description and
+// the deletion of entries.
+type adminAPI struct {
+	store   Store
+	keyer   *keying.Keyer
+	metrics fiber.Handler
+	closing *atomic.Bool
+	version string
+	log     *slog.Logger
+}
+
+// routes declares the admin routes.
+func (g *adminAPI) routes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Path: "/healthz", Access: public, Handler: g.handleHealthz},
+		{Method: http.MethodGet, Path: "/readyz", Access: public, Handler: g.handleReadyz},
+		{Method: http.MethodGet, Path: "/metrics", Access: readAll, Handler: g.metrics},
+		{Method: http.MethodGet, Path: "/v1/openapi.json", Access: anyToken, Handler: handleOpenAPI},
+		{Method: http.MethodDelete, Path: "/v1/:ns/entries/:key", Access: adminNS, Handler: g.handleDeleteEntry},
+	}
+}
+
+// handleHealthz serves GET /healthz: 200 while the process serves HTTP.
+func (g *adminAPI) handleHealthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok", "version": g.version})
+}
+
+// handleReadyz serves GET /readyz: 200 while the store is open, the built-in
+// plugins have compiled and the server is not shutting down; 503 otherwise.
+func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
+	if g.closing.Load() {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
+	}
+	if err := storeReady(c.UserContext(), g.store); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: sentence(err.Error()), Err: err}
+	}
+	if g.keyer != nil && g.keyer.Host() != nil && g.keyer.Host().Pending() {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "plugins_compiling",
+			Message: "The built-in canonicalization plugins are still compiling (a first start takes seconds; later starts reuse the compiled code under the data dir)."}
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// readier is implemented by stores that can say whether they serve requests.
+type readier interface{ Ready() error }
+
+// storeReady reports whether st serves requests: through its Ready method
+// if it has one, else by a metadata lookup of a probe key, which answers
+// ErrNotFound from an open store and ErrClosed from a closed one.
+func storeReady(ctx context.Context, st Store) error {
+	if r, ok := st.(readier); ok {
+		return r.Ready()
+	}
+	_, err := st.Stat(ctx, cachekey.DefaultNamespace, cachekey.Key{})
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("store is not ready: %w", err)
+}
+
+// handleOpenAPI serves GET /v1/openapi.json: the OpenAPI 3.1 description of
+// this API (openapi.json in the repository, embedded).
+func handleOpenAPI(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
+	return c.Send(OpenAPI)
+}
+
+// handleDeleteEntry serves DELETE /v1/{ns}/entries/{key}: 204, or 404 on a
+// miss.
+func (g *adminAPI) handleDeleteEntry(c *fiber.Ctx) error {
+	r := reqOf(c)
+	if err := g.store.Delete(c.UserContext(), r.Namespace, r.Key); err != nil {
+		return entryErr(err, r.Namespace, r.Key)
+	}
+	g.log.Info("entry deleted", "namespace", r.Namespace, "key", r.Key.String())
+	return c.SendStatus(http.StatusNoContent)
+}

@@ -1,0 +1,124 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// abortConns makes every open connection fail its reads and writes now, so
+// that a handler blocked on a slow upload, or a download in progress, ends
+// with an error. (Closing the connection under fasthttp instead would make it
+// panic when it next sets a deadline.)
+func (s *Server) abortConns() {
+	s.mu.Lock()
+	conns := make([]*trackedConn, 0, len(s.conns))
+	for c := range s.conns {
+		if tc, ok := c.(*trackedConn); ok {
+			conns = append(conns, tc)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.aborted.Store(true)
+		_ = c.Conn.SetDeadline(time.Now())
+	}
+}
+
+// trackingListener records accepted connections so that a forced shutdown can
+// close them.
+type trackingListener struct {
+	net.Listener
+	s *Server
+}
+
+// Accept accepts a connection and tracks it until it is closed.
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, s: l.s}
+	l.s.mu.Lock()
+	l.s.conns[tc] = struct{}{}
+	l.s.mu.Unlock()
+	return tc, nil
+}
+
+// trackedConn removes itself from the server's set when closed, remembers
+// whether the peer closed its side (see bodyReader), and fails every read and
+// write once a forced shutdown aborts it.
+type trackedConn struct {
+	net.Conn
+	s       *Server
+	once    sync.Once
+	sawEOF  atomic.Bool
+	aborted atomic.Bool
+}
+
+// errAborted is what reads and writes return on a connection aborted by a
+// forced shutdown.
+var errAborted = errors.New("connection aborted: server shutting down")
+
+// Read reads from the connection, noting io.EOF: fasthttp reports a chunked
+// body cut short at a chunk boundary as a clean io.EOF, and this is how
+// bodyReader tells the two apart.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.aborted.Load() {
+		return 0, errAborted
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) {
+		c.sawEOF.Store(true)
+	}
+	if err == nil && c.aborted.Load() {
+		err = errAborted
+	}
+	return n, err
+}
+
+// Write writes to the connection unless it was aborted.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.aborted.Load() {
+		return 0, errAborted
+	}
+	return c.Conn.Write(p)
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline keep an aborted
+// connection's deadline in the past.
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline unless the connection was aborted.
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline unless the connection was aborted.
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	if c.aborted.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close closes the connection and forgets it.
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,248 @@
+package api
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// streams sends entries: their headers (metadata, provenance, signature)
+// and their bodies, counting the bytes sent and keeping a streamed body in
+// flight until fasthttp has written it, so that Shutdown waits for it.
+type streams struct {
+	inflight *atomic.Int64
+	bytesOut prometheus.Counter
+	signer   *auth.Signer
+}
+
+// headers sets the entry headers of GET, HEAD, PUT and lookup responses:
+// metadata, provenance (writer, created, run) and, with a signing key, the
+// signature.
+func (st *streams) headers(c *fiber.Ctx, m store.Meta) {
+	setEntryHeaders(c, m)
+	h := &c.Response().Header
+	if m.Writer != "" {
+		h.Set(wire.HeaderWriter, m.Writer)
+	}
+	if !m.Created.IsZero() {
+		h.Set(wire.HeaderCreated, m.Created.UTC().Format(time.RFC3339Nano))
+	}
+	if m.Run != "" {
+		h.Set(wire.HeaderRun, m.Run)
+	}
+	if sig := st.signature(m); sig != "" {
+		h.Set(wire.HeaderSignature, sig)
+	}
+}
+
+// signature returns m's signature (base64 Ed25519 of key ‖ sha256), or ""
+// when the server has no signing key.
+func (st *streams) signature(m store.Meta) string {
+	if st.signer == nil {
+		return ""
+	}
+	return st.signer.Sign(m.Key, m.SHA256)
+}
+
+// setEntryHeaders sets the metadata headers of GET, HEAD and PUT responses.
+func setEntryHeaders(c *fiber.Ctx, m store.Meta) {
+	sum := hex.EncodeToString(m.SHA256[:])
+	h := &c.Response().Header
+	h.Set(fiber.HeaderETag, `"`+sum+`"`)
+	h.Set(wire.HeaderContentSHA256, sum)
+	h.Set(wire.HeaderCompileSeconds, strconv.FormatFloat(m.CompileSeconds, 'f', -1, 64))
+	if m.Backend != "" {
+		h.Set(wire.HeaderBackend, m.Backend)
+	}
+	if m.Name != "" {
+		h.Set(wire.HeaderName, m.Name)
+	}
+	h.Set(fiber.HeaderAcceptRanges, "bytes")
+}
+
+// notModified reports whether the request's If-None-Match matches m.
+func notModified(c *fiber.Ctx, m store.Meta) bool {
+	inm := c.Get(fiber.HeaderIfNoneMatch)
+	if inm == "" {
+		return false
+	}
+	etag := `"` + hex.EncodeToString(m.SHA256[:]) + `"`
+	for _, t := range strings.Split(inm, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// smallBodyBytes is the largest entry body sent from memory: read whole from
+// the store (one short read transaction, fully verified before the status is
+// sent) into fasthttp's pooled response buffer and written with the headers.
+// Larger bodies stream.
+const smallBodyBytes = 64 << 10
+
+// bufReaders holds the 32 KiB readers that streamed bodies peek through.
+var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// send sends size bytes of rc (an entry's bytes from the store) as
+// the response body and takes ownership of rc. The response status and
+// headers other than the content type are set by the caller.
+func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64) error {
+	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
+	if size <= smallBodyBytes {
+		// A bad chunk fails with a clean JSON error before anything is sent.
+		n, err := copyEntry(c.Response().BodyWriter(), rc)
+		_ = rc.Close()
+		if err == nil && n != size {
+			err = fmt.Errorf("entry is %d bytes, read %d", size, n)
+		}
+		if err != nil {
+			c.Response().ResetBody()
+			return fmt.Errorf("read %s/%s: %w", ns, key, err)
+		}
+		st.bytesOut.Add(float64(n))
+		return nil
+	}
+	// Read the first chunk before answering, so that an entry whose first
+	// chunk is corrupt fails with a clean JSON error. A later bad chunk
+	// aborts the connection mid-body: the client never gets a complete
+	// wrong body.
+	br := bufReaders.Get().(*bufio.Reader)
+	br.Reset(rc)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		br.Reset(nil)
+		bufReaders.Put(br)
+		_ = rc.Close()
+		return fmt.Errorf("read %s/%s: %w", ns, key, err)
+	}
+	st.inflight.Add(1) // until fasthttp closes the body: the store stays open
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st}, int(size))
+	return nil
+}
+
+// copyEntry copies r to w, through r's WriteTo when it has one (the store's
+// reader writes its verified chunks directly).
+func copyEntry(w io.Writer, r io.Reader) (int64, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, r)
+}
+
+// responseBody streams an entry to the client, counts the bytes, and closes
+// the store reader when fasthttp is done with it (fasthttp calls Close).
+type responseBody struct {
+	r    *bufio.Reader
+	c    io.Closer
+	st   *streams
+	once sync.Once
+}
+
+// Read reads from the entry.
+func (b *responseBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.count(n)
+	}
+	return n, err
+}
+
+// WriteTo writes the rest of the entry to w in the store's chunk-sized
+// writes (fasthttp's copy prefers it to Read, which would go through its 4
+// KiB copy buffer: one write system call per 4 KiB).
+func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := b.r.WriteTo(w)
+	if n > 0 {
+		b.count(int(n))
+	}
+	return n, err
+}
+
+func (b *responseBody) count(n int) { b.st.bytesOut.Add(float64(n)) }
+
+// Close closes the store reader.
+func (b *responseBody) Close() error {
+	err := b.c.Close()
+	b.once.Do(func() {
+		b.r.Reset(nil)
+		bufReaders.Put(b.r)
+		b.st.inflight.Add(-1)
+	})
+	return err
+}
+
+// entryErr gives a miss on (ns, key) a precise message; other store errors
+// already name the entry.
+func entryErr(err error, ns string, key cachekey.Key) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("No entry with key %s in namespace %q.", key, ns), Err: err}
+	}
+	return err
+}
+
+// parseRange parses a single-range "bytes=" Range header against size. It
+// returns ok=false when the header should be ignored (not a bytes range), and
+// a 416 *Error when the range is malformed, multiple or unsatisfiable.
+func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
+	bad := func(format string, args ...any) (int64, int64, bool, error) {
+		return 0, 0, false, Errorf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", format, args...)
+	}
+	spec, found := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !found {
+		return 0, -1, false, nil
+	}
+	if strings.Contains(spec, ",") {
+		return bad("Only a single byte range is supported, got %q.", h)
+	}
+	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return bad("Range %q is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.", h)
+	}
+	switch {
+	case first == "": // suffix: last N bytes
+		k, perr := strconv.ParseInt(last, 10, 64)
+		if perr != nil || k <= 0 {
+			return bad("Range %q is malformed: the suffix length must be a positive integer.", h)
+		}
+		if size == 0 {
+			return bad("Range %q cannot be satisfied: the entry is empty.", h)
+		}
+		k = min(k, size)
+		return size - k, k, true, nil
+	default:
+		start, perr := strconv.ParseInt(first, 10, 64)
+		if perr != nil || start < 0 {
+			return bad("Range %q is malformed: the start must be a non-negative integer.", h)
+		}
+		if start >= size {
+			return bad("Range %q starts at or after the end of the %d-byte entry.", h, size)
+		}
+		end := size - 1
+		if last != "" {
+			e, perr := strconv.ParseInt(last, 10, 64)
+			if perr != nil || e < start {
+				return bad("Range %q is malformed: the end must be an integer not below the start.", h)
+			}
+			end = min(e, size-1)
+		}
+		return start, end - start + 1, true, nil
+	}
+}

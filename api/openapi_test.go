@@ -1,0 +1,210 @@
+package api_test
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/apitest"
+)
+
+// openAPIDoc is the part of the OpenAPI document the route check reads.
+type openAPIDoc struct {
+	OpenAPI    string                                `json:"openapi"`
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Parameters map[string]openAPIParameter `json:"parameters"`
+	} `json:"components"`
+}
+
+// openAPIOperation is one operation's access rule and parameters.
+type openAPIOperation struct {
+	OperationID string             `json:"operationId"`
+	Access      string             `json:"x-cachesvc-access"`
+	Parameters  []openAPIParameter `json:"parameters"`
+}
+
+// openAPIParameter is a parameter or a reference to one.
+type openAPIParameter struct {
+	Ref    string `json:"$ref"`
+	Name   string `json:"name"`
+	In     string `json:"in"`
+	Schema struct {
+		Enum []string `json:"enum"`
+	} `json:"schema"`
+}
+
+var fiberParam = regexp.MustCompile(`:([a-z]+)`)
+
+// documentedRoutes expands the document into "METHOD path" → access, with
+// the /assets/{file} template expanded into its enumerated files.
+func documentedRoutes(t *testing.T) map[string]string {
+	t.Helper()
+	var doc openAPIDoc
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatalf("api.OpenAPI is not JSON: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Fatalf("openapi = %q, want 3.1.x", doc.OpenAPI)
+	}
+	out := map[string]string{}
+	for path, ops := range doc.Paths {
+		for method, raw := range ops {
+			if method == "parameters" || method == "summary" || method == "description" {
+				continue
+			}
+			var op openAPIOperation
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			paths := []string{path}
+			if strings.Contains(path, "{file}") {
+				paths = nil
+				for _, p := range op.Parameters {
+					if name, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
+						p = doc.Components.Parameters[name]
+					}
+					if p.Name == "file" {
+						for _, f := range p.Schema.Enum {
+							paths = append(paths, strings.Replace(path, "{file}", f, 1))
+						}
+					}
+				}
+			}
+			for _, p := range paths {
+				out[strings.ToUpper(method)+" "+p] = op.Access
+			}
+		}
+	}
+	return out
+}
+
+// TestOpenAPIMatchesRoutes checks the OpenAPI document against the route
+// table both ways: every registered route is documented with its access
+// rule, and every documented operation is registered.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	documented := documentedRoutes(t)
+	registered := map[string]bool{}
+	for _, r := range srv.API.Routes() {
+		id := r.Method + " " + fiberParam.ReplaceAllString(r.Path, "{$1}")
+		registered[id] = true
+		access, ok := documented[id]
+		switch {
+		case !ok:
+			t.Errorf("route %s is not in api/openapi.json", id)
+		case access != r.Access.String():
+			t.Errorf("route %s: the document says access %q, the route table %q", id, access, r.Access)
+		}
+	}
+	for id := range documented {
+		if !registered[id] {
+			t.Errorf("api/openapi.json documents %s, which the server does not serve", id)
+		}
+	}
+	resp := srv.Do(http.MethodGet, srv.URL+"/v1/openapi.json", nil)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusOK || string(body) != string(api.OpenAPI) {
+		t.Errorf("GET /v1/openapi.json = %d, %d bytes; want 200 and the document", resp.StatusCode, len(body))
+	}
+}
+
+// TestOpenAPIErrorCodes checks that every error code the server's source
+// can return (Errorf, &Error{Code: ...}, the sentinels table) is listed in
+// some response's x-error-codes.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "x-error-codes" {
+					for _, c := range x.([]any) {
+						documented[c.(string)] = true
+					}
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	used := sourceErrorCodes(t)
+	if len(used) < 30 {
+		t.Fatalf("found only %d error codes in the source: the scan is broken", len(used))
+	}
+	var missing []string
+	for c := range used {
+		if !documented[c] {
+			missing = append(missing, c)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("error codes the server returns but api/openapi.json does not list: %v", missing)
+	}
+}
+
+// sourceErrorCodes collects the snake_case error codes in api/*.go.
+func sourceErrorCodes(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]bool{}
+	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)+$|^[a-z]+$`)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(e ast.Expr) {
+			if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil && snake.MatchString(s) {
+					codes[s] = true
+				}
+			}
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr: // Errorf(status, "code", ...)
+				if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "Errorf" && len(n.Args) > 1 {
+					add(n.Args[1])
+				}
+			case *ast.KeyValueExpr: // Error{Code: "code"}, ErrorObject{Code: ...}, sentinels {code: ...}
+				if id, ok := n.Key.(*ast.Ident); ok && (id.Name == "Code" || id.Name == "code") {
+					add(n.Value)
+				}
+			case *ast.CompositeLit: // the sentinels table: {err, http.StatusX, "code"}
+				if len(n.Elts) == 3 {
+					if sel, ok := n.Elts[1].(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Status") {
+						add(n.Elts[2])
+					}
+				}
+			}
+			return true
+		})
+	}
+	return codes
+}

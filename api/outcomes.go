@@ -1,0 +1,151 @@
+package api
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/explain"
+	"github.com/cachesvc/cachesvc/stats"
+)
+
+// Outcomes receives what the handlers served, each outcome exactly once:
+// the server's statistics and its Prometheus counters are both fed from
+// it, so no handler counts anything itself. Implementations must not block
+// on I/O.
+type Outcomes interface {
+	// Lookup reports one lookup of an entry: a hit or a miss.
+	Lookup(Lookup)
+	// Write reports one upload's result.
+	Write(Write)
+}
+
+// Lookup routes: which API answered a lookup.
+const (
+	RouteEntries = "entries" // GET /v1/{ns}/entries/{key}
+	RouteLookup  = "lookup"  // POST /v1/{ns}/lookup
+	RouteBatch   = "batch"   // POST /v1/{ns}/batch
+)
+
+// Lookup is one lookup's outcome. Its strings come from the validated
+// request value or from the stored entry, never from raw headers.
+type Lookup struct {
+	// Route is RouteEntries, RouteLookup or RouteBatch.
+	Route     string
+	Namespace string
+	Key       cachekey.Key
+	// Run is the client's run id, "" for none.
+	Run string
+	// Backend is the entry's (on a hit) or the signature's backend; "" when
+	// not known.
+	Backend string
+	// Name is the entry's or the signature's display name.
+	Name string
+	Hit  bool
+	// Partial marks a hit that served only part of the entry (a Range) or
+	// only revalidated it (304): a hit, with its bytes, that saves no
+	// compile.
+	Partial bool
+	// Bytes is how many entry bytes the response carries.
+	Bytes int64
+	// CompileSeconds is the entry's compile time, saved by a full hit.
+	CompileSeconds float64
+	// Components are the missed signature's components (lookup by
+	// signature), for explaining the miss; nil otherwise.
+	Components map[string]string
+	// Explanation, when set, is why the miss happened; it is kept among the
+	// namespace's recent misses.
+	Explanation *explain.Explanation
+}
+
+// Write results: what an upload did.
+const (
+	WriteCreated        = "created"
+	WriteExists         = "exists"
+	WriteConflict       = "conflict"
+	WriteDigestMismatch = "digest_mismatch"
+	WriteTooLarge       = "too_large"
+	WriteFull           = "full"
+	WriteIncomplete     = "incomplete"
+	WriteError          = "error"
+)
+
+// Write is one upload's outcome.
+type Write struct {
+	// Result is one of the Write* results.
+	Result    string
+	Namespace string
+	Key       cachekey.Key
+	Run       string
+	Backend   string
+	Name      string
+	// Bytes is the entry's size when stored (created or exists).
+	Bytes          int64
+	CompileSeconds float64
+	// Components of the signature that produced the key, for explaining
+	// later misses; nil for none.
+	Components map[string]string
+}
+
+// counter is the server's Outcomes: the persisted statistics, and the
+// Prometheus counters that only this process keeps (uploads by result,
+// lookups by route).
+type counter struct {
+	stats   *stats.Stats
+	puts    *prometheus.CounterVec // result
+	byRoute *prometheus.CounterVec // route, result
+}
+
+var _ Outcomes = (*counter)(nil)
+
+// newCounter registers the process counters on reg.
+func newCounter(st *stats.Stats, reg prometheus.Registerer) (*counter, error) {
+	c := &counter{
+		stats: st,
+		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_puts_total",
+			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, incomplete, error.",
+		}, []string{"result"}),
+		byRoute: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachesvc_lookups_by_route_total",
+			Help: "Entry lookups since the process started, by the route that answered (entries, lookup, batch) and result (hit or miss). The persisted totals by namespace and backend are cachesvc_lookups_total.",
+		}, []string{"route", "result"}),
+	}
+	for _, col := range []prometheus.Collector{c.puts, c.byRoute} {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{RouteEntries, RouteLookup, RouteBatch} {
+		c.byRoute.WithLabelValues(r, "hit")
+		c.byRoute.WithLabelValues(r, "miss")
+	}
+	return c, nil
+}
+
+// Lookup counts a lookup in the statistics and by route.
+func (c *counter) Lookup(l Lookup) {
+	result := "miss"
+	if l.Hit {
+		result = "hit"
+	}
+	c.byRoute.WithLabelValues(l.Route, result).Inc()
+	c.stats.RecordLookup(stats.Lookup{
+		Namespace: l.Namespace, Backend: l.Backend, Run: l.Run, Key: l.Key, Name: l.Name,
+		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds,
+	})
+	if !l.Hit && l.Explanation != nil {
+		c.stats.RecordMiss(stats.Miss{Namespace: l.Namespace, Backend: l.Backend, Key: l.Key.String(),
+			DisplayName: l.Name, Run: l.Run, Explanation: *l.Explanation})
+	}
+}
+
+// Write counts an upload by result and, when it stored a new entry, in the
+// statistics (which also index its components for explaining misses).
+func (c *counter) Write(w Write) {
+	c.puts.WithLabelValues(w.Result).Inc()
+	if w.Result != WriteCreated {
+		return
+	}
+	c.stats.RecordWrite(stats.Write{Namespace: w.Namespace, Backend: w.Backend, Run: w.Run, Key: w.Key,
+		Name: w.Name, Bytes: w.Bytes, CompileSeconds: w.CompileSeconds, Components: w.Components})
+}

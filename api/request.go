@@ -1,0 +1,150 @@
+package api
+
+import (
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// request is a request's input, parsed and validated once (parseRequest)
+// before its handler runs: the route's {ns}, {key} and {run}, and the
+// cachesvc headers. Handlers, stats and metrics read only this value, so
+// every string in it is valid UTF-8, bounded, and owned (not an alias of
+// fasthttp's reused buffers).
+type request struct {
+	// Namespace is the route's {ns}; "" on routes without one.
+	Namespace string
+	// Key is the route's {key}; HasKey is false on routes without one.
+	Key    cachekey.Key
+	HasKey bool
+	// RunParam is the route's {run} (the manifest route).
+	RunParam string
+	// Run is X-Cachesvc-Run: the run this request belongs to, "" for none.
+	Run string
+	// Backend is X-Cachesvc-Backend ("" when absent): the entry's backend
+	// on a PUT, the missed program's backend on a GET.
+	Backend string
+	// Name is X-Cachesvc-Name, the entry's display name ("" when absent).
+	Name string
+	// CompileSeconds is X-Compile-Seconds, from 0 to
+	// wire.MaxCompileSeconds.
+	CompileSeconds float64
+	// SHA256 is X-Content-SHA256, the digest the writer declares; nil when
+	// absent.
+	SHA256 *[32]byte
+}
+
+// requestKey holds the parsed *request in fiber Locals.
+const requestKey = "cachesvc.request"
+
+// reqOf returns the request value parseRequest stored.
+func reqOf(c *fiber.Ctx) *request {
+	r, _ := c.Locals(requestKey).(*request)
+	if r == nil {
+		r = &request{}
+	}
+	return r
+}
+
+// parseRequest parses and validates the request value (see request) and
+// stores it for the handler. Only routes in a namespace carry the cachesvc
+// headers; on the others (health, metrics, the dashboard) they are ignored.
+func parseRequest(c *fiber.Ctx) error {
+	r, err := readRequest(c)
+	if err != nil {
+		return err
+	}
+	c.Locals(requestKey, r)
+	return c.Next()
+}
+
+// readRequest reads the request value from c's route parameters and
+// headers.
+func readRequest(c *fiber.Ctx) (*request, error) {
+	r := &request{}
+	params := c.Route().Params
+	if !hasParam(params, "ns") {
+		return r, nil
+	}
+	r.Namespace = strings.Clone(c.Params("ns"))
+	if err := cachekey.ValidateNamespace(r.Namespace); err != nil {
+		return nil, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
+	}
+	if hasParam(params, "key") {
+		k, err := cachekey.ParseKey(c.Params("key"))
+		if err != nil {
+			return nil, &Error{Status: http.StatusBadRequest, Code: "bad_key", Message: sentence(err.Error()), Err: err}
+		}
+		r.Key, r.HasKey = k, true
+	}
+	if hasParam(params, "run") {
+		r.RunParam = strings.Clone(c.Params("run"))
+		if err := manifest.ValidateRun(r.RunParam); err != nil {
+			return nil, &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(err.Error()), Err: err}
+		}
+	}
+	return r, r.readHeaders(func(name string) string { return c.Get(name) })
+}
+
+// readHeaders validates the cachesvc headers, read through get (which
+// returns "" for an absent header). A header that is present and invalid
+// is a 400 naming it.
+func (r *request) readHeaders(get func(string) string) error {
+	if v := get(wire.HeaderRun); v != "" {
+		if err := manifest.ValidateRun(v); err != nil {
+			return &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(wire.HeaderRun + ": " + err.Error()), Err: err}
+		}
+		r.Run = strings.Clone(v)
+	}
+	if v := get(wire.HeaderBackend); v != "" {
+		if err := wire.CheckBackend(v); err != nil {
+			return badHeader(wire.HeaderBackend, err)
+		}
+		r.Backend = strings.Clone(v)
+	}
+	if v := get(wire.HeaderName); v != "" {
+		if err := wire.CheckName(v); err != nil {
+			return badHeader(wire.HeaderName, err)
+		}
+		r.Name = strings.Clone(v)
+	}
+	if v := get(wire.HeaderCompileSeconds); v != "" {
+		f, err := wire.ParseCompileSeconds(v)
+		if err != nil {
+			return badHeader(wire.HeaderCompileSeconds, err)
+		}
+		r.CompileSeconds = f
+	}
+	if v := get(wire.HeaderContentSHA256); v != "" {
+		var d [32]byte
+		if len(v) != 64 {
+			return Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of the body), got %d characters.", wire.HeaderContentSHA256, len(v))
+		}
+		if _, err := hex.Decode(d[:], []byte(v)); err != nil {
+			return Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of the body): %s.", wire.HeaderContentSHA256, err)
+		}
+		r.SHA256 = &d
+	}
+	return nil
+}
+
+// badHeader is the 400 for an invalid header value.
+func badHeader(name string, err error) error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_header", Message: sentence(name + ": " + err.Error()), Err: err}
+}
+
+// hasParam reports whether a route declares the parameter name.
+func hasParam(params []string, name string) bool {
+	for _, p := range params {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// initStats exports the persisted statistics on /metrics and, in the
+// background, seeds the miss-explanation index and the namespaces the stats
+// track from the store.
+func (s *Server) initStats() error {
+	if err := s.cfg.Registry.Register(&statsCollector{st: s.cfg.Stats}); err != nil {
+		return fmt.Errorf("register stats metrics: %w", err)
+	}
+	s.cfg.Stats.AdmitNamespace(cachekey.DefaultNamespace)
+	go s.seedStats(s.cfg.Stats)
+	return nil
+}
+
+// seedStats admits every namespace that holds entries into the statistics
+// and indexes the components of stored entries, so that misses right after
+// a restart can be explained. The index bounds what it keeps.
+func (s *Server) seedStats(st *stats.Stats) {
+	idx := st.Index()
+	n := 0
+	last := ""
+	err := s.cfg.Store.Walk(s.baseCtx, "", func(m store.Meta) bool {
+		if m.Namespace != last {
+			st.AdmitNamespace(m.Namespace)
+			last = m.Namespace
+		}
+		if len(m.Components) > 0 {
+			idx.Add(m.Namespace, stats.BackendOrUnknown(m.Backend), m.Key.String(), m.Name, m.Created, m.Components)
+			n++
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Warn("seed miss explanations from the store", "err", err)
+		return
+	}
+	s.log.Debug("seeded miss explanations", "entries", n)
+}
+
+// maxMetricNamespaces bounds the namespace label of the stats metrics; the
+// rest are summed under "_other".
+const maxMetricNamespaces = 20
+
+// statsCollector exports the persisted statistics at scrape time, so that
+// counters continue across restarts. Namespace labels are admitted first
+// come, up to maxMetricNamespaces, so a series never moves between labels.
+type statsCollector struct {
+	st *stats.Stats
+
+	mu       sync.Mutex
+	admitted map[string]bool
+}
+
+var (
+	descLookups = prometheus.NewDesc("cachesvc_lookups_total",
+		"Entry lookups by namespace (bounded; the rest under _other), backend and result (hit or miss). Persisted across restarts.",
+		[]string{"namespace", "backend", "result"}, nil)
+	descSaved = prometheus.NewDesc("cachesvc_compile_seconds_saved_total",
+		"Compile seconds saved by hits (each hit credits its entry's compile time), by namespace and backend. Persisted across restarts.",
+		[]string{"namespace", "backend"}, nil)
+	descWrites = prometheus.NewDesc("cachesvc_entries_stored_total",
+		"New entries stored, by namespace and backend. Persisted across restarts.",
+		[]string{"namespace", "backend"}, nil)
+	descServed = prometheus.NewDesc("cachesvc_lookup_bytes_total",
+		"Entry bytes by direction: out (served on hits) or in (stored), by namespace and backend. Persisted across restarts.",
+		[]string{"namespace", "backend", "direction"}, nil)
+	descReasons = prometheus.NewDesc("cachesvc_miss_explanations_total",
+		"Explained misses by reason: the components that differ from the nearest stored entry, e.g. xla_flags.",
+		[]string{"reason"}, nil)
+)
+
+// Describe sends the descriptors.
+func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons} {
+		ch <- d
+	}
+}
+
+// Collect reads one snapshot and sends every metric.
+func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := sc.st.Snapshot(stats.SnapshotOptions{MaxRuns: 1, MaxTopEntries: 1})
+	type nb struct{ ns, backend string }
+	sums := map[nb]*stats.Totals{}
+	// Admit namespaces busiest first on the first scrape, then first come.
+	nss := append([]stats.NamespaceTotals(nil), snap.Namespaces...)
+	sort.SliceStable(nss, func(i, j int) bool { return nss[i].Lookups > nss[j].Lookups })
+	sc.mu.Lock()
+	if sc.admitted == nil {
+		sc.admitted = map[string]bool{}
+	}
+	for _, n := range nss {
+		label := n.Namespace
+		if !sc.admitted[label] {
+			if len(sc.admitted) < maxMetricNamespaces && label != stats.Other {
+				sc.admitted[label] = true
+			} else {
+				label = stats.Other
+			}
+		}
+		for _, b := range n.Backends {
+			k := nb{label, b.Backend}
+			t := sums[k]
+			if t == nil {
+				t = &stats.Totals{}
+				sums[k] = t
+			}
+			t.Hits += b.Hits
+			t.Misses += b.Misses
+			t.Writes += b.Writes
+			t.BytesIn += b.BytesIn
+			t.BytesOut += b.BytesOut
+			t.CompileSecondsSaved += b.CompileSecondsSaved
+		}
+	}
+	sc.mu.Unlock()
+	for k, t := range sums {
+		ch <- prometheus.MustNewConstMetric(descLookups, prometheus.CounterValue, float64(t.Hits), k.ns, k.backend, "hit")
+		ch <- prometheus.MustNewConstMetric(descLookups, prometheus.CounterValue, float64(t.Misses), k.ns, k.backend, "miss")
+		ch <- prometheus.MustNewConstMetric(descSaved, prometheus.CounterValue, t.CompileSecondsSaved, k.ns, k.backend)
+		ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(t.Writes), k.ns, k.backend)
+		ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(t.BytesOut), k.ns, k.backend, "out")
+		ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(t.BytesIn), k.ns, k.backend, "in")
+	}
+	for _, r := range snap.MissReasons {
+		ch <- prometheus.MustNewConstMetric(descReasons, prometheus.CounterValue, float64(r.Count), r.Reason)
+	}
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cachesvc/cachesvc/lease"
+)
+
+// MaxWait bounds GET ?wait=.
+const MaxWait = 300 * time.Second
+
+// parseWait parses ?wait= as a Go duration ("60s", "1m") or plain seconds.
+func parseWait(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%q is not a duration: use e.g. wait=60s or wait=60 (seconds), at most %s.", v, MaxWait)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 || d > MaxWait {
+		return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is out of range: it must be above 0 and at most %s.", v, MaxWait)
+	}
+	return d, nil
+}
+
+// waitForEntry parks a GET ?wait= behind the entry's compile lease until the
+// entry is written, the lease ends without it, or the wait runs out. It
+// returns nil to let the GET handler answer (200 with the bytes, or its 404)
+// and an error for a 404 that explains why the wait ended empty.
+func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
+	d, err := parseWait(wait)
+	if err != nil {
+		return err
+	}
+	ns, key := r.Namespace, r.Key
+	ctx := c.UserContext()
+	present := func() bool {
+		_, err := g.store.Stat(ctx, ns, key)
+		return err == nil
+	}
+	if present() {
+		return nil
+	}
+	w, l, ok, err := g.leases.Wait(ns, key)
+	if errors.Is(err, lease.ErrTooManyWaiters) {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", Message: sentence(err.Error() + "; retry later or compile yourself"), Err: err}
+	}
+	if err != nil || !ok {
+		return nil // no lease: the handler answers now (404 unless just written)
+	}
+	defer g.leases.Cancel(w)
+	if present() { // written between the first check and parking
+		return nil
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	expiry := time.NewTimer(time.Until(l.Expires))
+	defer expiry.Stop()
+	for {
+		select {
+		case <-w.C():
+			if w.Outcome() == lease.Written || present() {
+				return nil
+			}
+			if w.Outcome() == lease.Closed {
+				return Errorf(http.StatusServiceUnavailable, "shutting_down", "The server is shutting down; entry %s was not written yet.", key)
+			}
+			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
+		case <-expiry.C:
+			if cur, held := g.leases.Holder(ns, key); held {
+				l = cur // renewed, or taken over by a new holder: keep waiting
+				expiry.Reset(time.Until(cur.Expires))
+				continue
+			}
+			if present() {
+				return nil
+			}
+			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
+		case <-deadline.C:
+			if present() {
+				return nil
+			}
+			return Errorf(http.StatusNotFound, "wait_timeout", "Entry %s is still being compiled by %q (lease until %s) after waiting %s.", key, l.Holder, l.Expires.UTC().Format(time.RFC3339), d)
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s/%s: %w", ns, key, ctx.Err())
+		}
+	}
+}
