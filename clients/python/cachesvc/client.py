@@ -281,6 +281,22 @@ def _error_from_body(status: int, body: bytes) -> Error:
     return Error(status, code, message)
 
 
+# The server's bounds on X-Cachesvc-Name and X-Compile-Seconds.
+_MAX_NAME_BYTES = 256
+_MAX_COMPILE_SECONDS = 7 * 24 * 3600
+
+
+def _name_header(name: str | None) -> bytes | None:
+    """X-Cachesvc-Name as the server takes it: UTF-8 (http.client would send
+    a str as Latin-1), printable characters only, at most 256 bytes cut at a
+    character boundary. A display name never fails an upload."""
+    if not name:
+        return None
+    clean = "".join(c if c.isprintable() else "\ufffd" for c in name)
+    data = clean.encode("utf-8")[:_MAX_NAME_BYTES]
+    return data.decode("utf-8", "ignore").encode("utf-8") or None
+
+
 def _float_header(v: str | None) -> float | None:
     if v is None or v == "":
         return None
@@ -383,8 +399,8 @@ class Client:
 
     # ---- the request loop -----------------------------------------------------
 
-    def _headers(self, extra: Mapping[str, str | None] | None) -> dict[str, str]:
-        h = {"User-Agent": self._user_agent}
+    def _headers(self, extra: Mapping[str, str | bytes | None] | None) -> dict[str, str | bytes]:
+        h: dict[str, str | bytes] = {"User-Agent": self._user_agent}
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         if self.run:
@@ -413,7 +429,7 @@ class Client:
         body: bytes | None = None,
         body_file: IO[bytes] | None = None,
         body_len: int | None = None,
-        headers: Mapping[str, str | None] | None = None,
+        headers: Mapping[str, str | bytes | None] | None = None,
         timeout: float | None = None,
         ok: tuple[int, ...] = (200,),
         allow: tuple[int, ...] = (),
@@ -625,12 +641,13 @@ class Client:
                         n += len(chunk)
                     spool.seek(0)
                     digest, length, body_file = h.hexdigest(), n, spool
-            headers: dict[str, str | None] = {
+            headers: dict[str, str | bytes | None] = {
                 "Content-Type": "application/octet-stream",
                 "X-Content-SHA256": digest,
-                "X-Compile-Seconds": None if compile_seconds is None else f"{compile_seconds:.6f}",
+                "X-Compile-Seconds": None if compile_seconds is None
+                else f"{min(max(compile_seconds, 0.0), _MAX_COMPILE_SECONDS):.6f}",
                 "X-Cachesvc-Backend": backend,
-                "X-Cachesvc-Name": name,
+                "X-Cachesvc-Name": _name_header(name),
             }
             r = self._request("PUT", self._entry_path(key), body=body_bytes, body_file=body_file,
                               body_len=length, headers=headers, timeout=timeout, ok=(200, 201))

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import tracemalloc
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,25 @@ def test_put_get_head_delete(server):
     assert c.delete(key) is True
     assert c.delete(key) is False
     assert c.get(key) is None
+
+
+def test_display_names_reach_the_server_as_utf8(server):
+    """Names are sent as UTF-8 (http.client alone would send Latin-1, which the
+    server refuses), non-printable characters replaced, over-long names cut:
+    a display name never fails an upload."""
+    c = cachesvc.Client(server.url)
+    for i, (name, want) in enumerate([
+        ("pjit(train_step) — naïve ✓", "pjit(train_step) — naïve ✓"),
+        ("tab\there\x00", "tab\ufffdhere\ufffd"),
+        ("é" * 300, "é" * 128),
+    ]):
+        key = k(f"display-name-{i}")
+        assert c.put(key, b"x", name=name, compile_seconds=1e12).created
+        req = urllib.request.Request(f"{server.url}/v1/default/entries/{key}", method="HEAD")
+        with urllib.request.urlopen(req) as resp:
+            got = resp.headers["X-Cachesvc-Name"].encode("latin-1").decode("utf-8")
+            assert got == want
+            assert float(resp.headers["X-Compile-Seconds"]) == 7 * 24 * 3600
 
 
 @pytest.mark.parametrize(
