@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // TestStatsSurviveProcessRestart seeds a real `cachesvc serve` process with
@@ -34,7 +34,7 @@ func TestStatsSurviveProcessRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st api.StatsResponse
+	var st wire.StatsResponse
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	resp.Body.Close()
 	if err != nil {
