@@ -70,23 +70,18 @@ func metricsOK(t *testing.T, srv *apitest.Server) string {
 func TestBadLabelHeadersRefused(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	key := keyOf("bad-labels")
-	for _, tc := range []struct {
-		method, header, value string
-	}{
-		{http.MethodGet, wire.HeaderBackend, "\xff"},
-		{http.MethodPut, wire.HeaderBackend, "\xff"},
-		{http.MethodPut, wire.HeaderBackend, "XLA with spaces"},
-		{http.MethodPut, wire.HeaderName, "jit_\xff"},
-		{http.MethodPut, wire.HeaderName, "a\x01b"},
-		{http.MethodGet, wire.HeaderRun, "\xff"},
+	for _, tc := range []struct{ method, line string }{
+		{http.MethodGet, wire.HeaderBackend + ": \xff"},
+		{http.MethodPut, wire.HeaderBackend + ": \xff"},
+		{http.MethodPut, wire.HeaderBackend + ": XLA with spaces"},
+		{http.MethodPut, wire.HeaderName + ": jit_\xff"},
+		{http.MethodPut, wire.HeaderName + ": a\x01b"},
+		{http.MethodGet, wire.HeaderRun + ": \xff"},
 	} {
-		status, body := rawRequest(t, srv, tc.method, "/v1/default/entries/"+key, tc.header+": "+tc.value, "bytes")
-		if status != http.StatusBadRequest {
-			t.Errorf("%s with %s %q = %d %s, want 400", tc.method, tc.header, tc.value, status, body)
-			continue
-		}
-		if !strings.Contains(body, tc.header) {
-			t.Errorf("%s with %s %q: the message does not name the header: %s", tc.method, tc.header, tc.value, body)
+		header, _, _ := strings.Cut(tc.line, ":")
+		status, body := rawRequest(t, srv, tc.method, "/v1/default/entries/"+key, tc.line, "bytes")
+		if status != http.StatusBadRequest || !strings.Contains(body, header) {
+			t.Errorf("%s with %q = %d %s, want 400 naming the header", tc.method, tc.line, status, body)
 		}
 	}
 	metricsOK(t, srv)

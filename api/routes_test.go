@@ -11,30 +11,28 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
 )
 
-// Tokens of the route walk: scoped to one namespace, and one on every
-// namespace.
-var (
-	walkReader = authtest.Token{Name: "walk-reader", Secret: "walk-reader-secret-1", Scopes: "team-a:read"}
-	walkWriter = authtest.Token{Name: "walk-writer", Secret: "walk-writer-secret-2", Scopes: "team-a:write"}
-	walkAdmin  = authtest.Token{Name: "walk-admin", Secret: "walk-admin-secret-3", Scopes: "*:admin"}
-)
+// caller is one identity of the route walk: the test tokens
+// (security_test.go) hold scopes in "default" or on "*".
+type caller struct {
+	name  string
+	tok   authtest.Token
+	nsHas auth.Scope // in "default" (a "*" scope counts there too)
+	all   auth.Scope // on "*"
+}
 
-// allowed reports whether a token with the given scopes in team-a (and
-// admin on "*" when all is set) passes access acc.
-func allowed(acc api.Access, have auth.Scope, all bool) bool {
+// allowed reports whether c passes access acc in namespace "default".
+func (c caller) allowed(acc api.Access) bool {
 	switch {
 	case acc.Public:
 		return true
-	case all:
-		return true // walkAdmin: admin on every namespace
-	case have == auth.ScopeNone:
-		return false // no token
+	case c.tok.Secret == "":
+		return false
 	case acc.Scope == auth.ScopeNone:
 		return true // any known token
 	case acc.AllNamespaces:
-		return false // the scoped tokens hold nothing on "*"
+		return c.all >= acc.Scope
 	}
-	return have >= acc.Scope
+	return max(c.nsHas, c.all) >= acc.Scope
 }
 
 // TestRouteAccessTable walks every registered route with no token, a read
@@ -42,22 +40,17 @@ func allowed(acc api.Access, have auth.Scope, all bool) bool {
 // the route's declared access: 401 without a token where one is needed,
 // 403 for a token without the scope, neither where the declaration allows.
 func TestRouteAccessTable(t *testing.T) {
-	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{walkReader, walkWriter, walkAdmin}, ""), nil)
+	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{tokWriter, tokReader, tokAdmin}, ""), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Auth = g }})
-	fill := strings.NewReplacer(":ns", "team-a", ":key", strings.Repeat("ab", 32), ":run", "r1")
-	callers := []struct {
-		name string
-		tok  authtest.Token
-		have auth.Scope
-		all  bool
-	}{
-		{"no token", authtest.Token{}, auth.ScopeNone, false},
-		{"read token", walkReader, auth.ScopeRead, false},
-		{"write token", walkWriter, auth.ScopeWrite, false},
-		{"admin token", walkAdmin, auth.ScopeAdmin, true},
+	fill := strings.NewReplacer(":ns", "default", ":key", strings.Repeat("ab", 32), ":run", "r1")
+	callers := []caller{
+		{"no token", authtest.Token{}, auth.ScopeNone, auth.ScopeNone},
+		{"read token (*:read)", tokReader, auth.ScopeNone, auth.ScopeRead},
+		{"write token (default:write)", tokWriter, auth.ScopeWrite, auth.ScopeNone},
+		{"admin token (*:admin)", tokAdmin, auth.ScopeNone, auth.ScopeAdmin},
 	}
 	routes := srv.API.Routes()
 	if len(routes) < 20 {
@@ -72,12 +65,12 @@ func TestRouteAccessTable(t *testing.T) {
 			resp := srv.Do(r.Method, srv.URL+fill.Replace(r.Path), body, bearer(c.tok)...)
 			apitest.ReadAll(t, resp)
 			got := resp.StatusCode
-			switch want := allowed(r.Access, c.have, c.all); {
+			switch want := c.allowed(r.Access); {
 			case want && (got == http.StatusUnauthorized || got == http.StatusForbidden):
 				t.Errorf("%s %s (%s) with %s = %d, want admitted", r.Method, r.Path, r.Access, c.name, got)
-			case !want && c.have == auth.ScopeNone && got != http.StatusUnauthorized:
+			case !want && c.tok.Secret == "" && got != http.StatusUnauthorized:
 				t.Errorf("%s %s (%s) with %s = %d, want 401", r.Method, r.Path, r.Access, c.name, got)
-			case !want && c.have != auth.ScopeNone && got != http.StatusForbidden:
+			case !want && c.tok.Secret != "" && got != http.StatusForbidden:
 				t.Errorf("%s %s (%s) with %s = %d, want 403", r.Method, r.Path, r.Access, c.name, got)
 			}
 		}
