@@ -180,7 +180,6 @@ func testHits(t *testing.T, open OpenFunc) {
 	}
 }
 
-
 // testAbortedReleases checks that an aborted Put gives back the room it
 // reserved under MaxBytes.
 func testAbortedReleases(t *testing.T, open OpenFunc) {

@@ -466,4 +466,3 @@ func testClosed(t *testing.T, open OpenFunc) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
-
