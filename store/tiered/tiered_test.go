@@ -45,6 +45,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 type replica struct {
 	*tiered.Store
 	hot       *store.Badger
+	shared    *s3.Store
 	rt        *counter
 	evictions atomic.Int64
 }
@@ -53,7 +54,7 @@ type opts struct {
 	hotMax, entryMax int64
 }
 
-func newReplica(t *testing.T, srv *s3test.Server, bucket, dir string, o opts) *replica {
+func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
 	t.Helper()
 	r := &replica{rt: &counter{next: http.DefaultTransport}}
 	hot, err := store.Open(store.Config{
@@ -79,7 +80,7 @@ func newReplica(t *testing.T, srv *s3test.Server, bucket, dir string, o opts) *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Store, r.hot = ts, hot
+	r.Store, r.hot, r.shared = ts, hot, shared
 	return r
 }
 
@@ -129,7 +130,7 @@ func read(t *testing.T, s store.Store, key store.Key, off, n int64) ([]byte, err
 	return io.ReadAll(rc)
 }
 
-func put(t *testing.T, s store.Store, key store.Key, data []byte) {
+func put(t testing.TB, s store.Store, key store.Key, data []byte) {
 	t.Helper()
 	sum := sha256.Sum256(data)
 	if _, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), store.PutOptions{Size: int64(len(data)), SHA256: &sum}); err != nil {
