@@ -49,6 +49,12 @@ type Config struct {
 	// MaxEntryBytes bounds one entry's size; 0 means unlimited. Larger Puts
 	// fail with ErrTooLarge.
 	MaxEntryBytes int64
+	// OnEvict, when set, is called with the metadata of every entry evicted
+	// to make room under MaxBytes (not for Delete or quarantine), after the
+	// eviction commits and outside the store's locks, on the goroutine of
+	// the Put that needed the room. It must be quick; it may call the
+	// store. Usage.Evictions counts the same events.
+	OnEvict func(Meta)
 	// Logger receives the store's logs (and Badger's, at debug level for its
 	// info messages). nil means slog.Default().
 	Logger *slog.Logger

@@ -25,8 +25,25 @@ func openBadger(t *testing.T, dir string, lim storetest.Limits) store.Store {
 	return s
 }
 
+// corruptBadger flips a byte in the middle of data's bytes in the value log.
+func corruptBadger(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	mid := len(data) / 2
+	if _, err := storetest.FlipInValueLog(dir, data[mid:mid+64]); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBadgerConformance(t *testing.T) {
-	storetest.Run(t, openBadger)
+	storetest.Run(t, openBadger, corruptBadger)
+}
+
+func TestBadgerEviction(t *testing.T) {
+	storetest.RunEviction(t, openBadger)
+}
+
+func TestBadgerDedup(t *testing.T) {
+	storetest.RunDedup(t, openBadger)
 }
 
 func TestBadgerSyncWrites(t *testing.T) {

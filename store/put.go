@@ -10,6 +10,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/cachesvc/cachesvc/cachekey"
 )
 
@@ -392,9 +394,16 @@ func (s *Badger) reserve(n int64) error {
 		return nil
 	}
 	var purges []func()
+	var evicted []Meta
 	defer func() {
 		for _, p := range purges {
 			p()
+		}
+		// After every lock is released: the callback may call the store.
+		if s.cfg.OnEvict != nil {
+			for _, m := range evicted {
+				s.cfg.OnEvict(m)
+			}
 		}
 	}()
 	if err := s.enterWrite(); err != nil {
@@ -420,9 +429,16 @@ func (s *Badger) reserve(n int64) error {
 		if !ok {
 			return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
 		}
+		var m Meta
+		if s.cfg.OnEvict != nil {
+			m = s.evictedMeta(ref)
+		}
 		purge, err := s.deleteLocked(ref, "")
 		if err != nil {
 			return fmt.Errorf("evict %s/%s: %w", ref.ns, ref.key, err)
+		}
+		if s.cfg.OnEvict != nil {
+			evicted = append(evicted, m)
 		}
 		s.mu.Lock()
 		s.acct.evictions++
@@ -430,6 +446,19 @@ func (s *Badger) reserve(n int64) error {
 		s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String())
 		purges = append(purges, purge)
 	}
+}
+
+// evictedMeta reads the metadata of an entry about to be evicted, for
+// Config.OnEvict; on a read error it has only the namespace and key.
+func (s *Badger) evictedMeta(ref entryRef) Meta {
+	m := Meta{Namespace: ref.ns, Key: ref.key}
+	_ = s.db.View(func(txn *badger.Txn) error {
+		if got, err := s.readMeta(txn, ref); err == nil {
+			m = s.overlay(got)
+		}
+		return nil
+	})
+	return m
 }
 
 // chunkWriter commits an upload's chunks, each in its own transaction (a

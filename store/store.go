@@ -72,6 +72,10 @@ var (
 	// ErrInvalid means an argument is malformed (namespace, labels, offset);
 	// nothing was read or stored.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrUnavailable means a storage tier the operation needs (the shared S3
+	// tier) cannot be reached or answered with a server error; nothing was
+	// stored. Retrying later may succeed.
+	ErrUnavailable = errors.New("storage tier is unavailable")
 )
 
 // Key is a cache key (cachekey.Key); the store addresses entries by

@@ -1,0 +1,375 @@
+// Package s3 is a store.Store on an S3-compatible bucket: the shared,
+// durable tier that every replica of a fleet reads and writes (AWS S3, GCS
+// interop, Ceph RGW, SeaweedFS, versitygw).
+//
+// # Object layout
+//
+// Under Config.Prefix (say "cachesvc/"):
+//
+//	blobs/<sha256 hex>          the bytes, content-addressed; shared by every entry with them
+//	entries/<ns>/<key hex>      the entry record: small immutable JSON (record), naming the blob
+//	uploads/<random hex>        a large body of undeclared digest, while it is uploaded and hashed
+//	quarantine/<ns>/<key hex>   the record of an entry whose blob failed its digest
+//
+// Nothing partial is ever visible. A blob object exists only once its bytes
+// are complete and verified: a body that fits one part (Config.PartSize) is
+// read into a buffer, hashed, checked, and only then sent in one PUT (which
+// also carries the SHA-256 as the signed payload hash, so the server checks
+// it); a larger body with a declared digest goes to blobs/<digest> as a
+// multipart upload that is completed only after the last part is hashed and
+// the digest matches (an incomplete multipart upload is not an object);
+// a larger body without a declared digest has no name until its last byte,
+// so it is uploaded to uploads/<random>, then copied server-side to
+// blobs/<digest> and the temporary deleted. The entry record is written
+// last, after its blob is complete.
+//
+// First writer wins: the record is created with If-None-Match: * and the
+// server refuses (412) a second create of the same key; the loser reads the
+// winner's record and returns Created=false (same digest) or
+// store.ErrConflict. Servers without conditional writes can use
+// Config.CheckThenWrite, a stat before the write that leaves a window in
+// which two concurrent writers of one key both succeed and the later
+// record silently replaces the earlier; with identical bytes that is
+// harmless, with different bytes one writer gets a wrong 2xx.
+//
+// # Integrity
+//
+// A Get of the whole blob hashes every byte and withholds the last buffer
+// (up to 512 KiB) until the digest matches, so a corrupted object is never
+// served complete: the reader returns an error wrapping store.ErrCorrupt
+// instead of the final bytes, moves the record under quarantine/, deletes
+// the damaged blob (its bytes are not its name, so no entry can use it) and
+// counts Usage.IntegrityFailures. A ranged Get cannot check a whole-blob
+// digest without reading the whole blob; it checks the object's length and
+// serves the range unverified (the tiered store serves ranges only from its
+// verified hot tier).
+//
+// # What this tier does not do
+//
+// It counts no accesses (Meta.Hits stays 0 and LastAccess is Created: a
+// write per read would cost a request per hit) and evicts nothing: the
+// bucket is the durable copy. Delete removes only the record; blobs are
+// shared, so one no record names is freed by a later garbage collection
+// (cachesvc gc, not yet written), which must leave blobs younger than an
+// upload's lifetime alone, since a writer may have just stored or found
+// one and not yet written its record. Blobs orphaned by a lost first-writer
+// race and uploads/ left by a crashed process go the same way.
+//
+// # Why minio-go
+//
+// minio-go v7 is one module with few dependencies, speaks to every
+// S3-compatible server with path-style addressing, and its Core type exposes
+// the multipart calls (NewMultipartUpload, PutObjectPart,
+// CompleteMultipartUpload, AbortMultipartUpload) so that this package owns
+// the part buffer (bounded memory) and completes an upload only after
+// verifying its digest. PutObjectOptions.SetMatchETagExcept("*") sends
+// If-None-Match: *. aws-sdk-go-v2 would do too, but costs a dozen modules and
+// by default adds request checksums that several S3-compatible servers
+// reject.
+package s3
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// Defaults for the zero values of Config fields.
+const (
+	// DefaultPartSize is the default Config.PartSize.
+	DefaultPartSize = 16 << 20
+	// MinPartSize is S3's smallest part but the last.
+	MinPartSize = 5 << 20
+	// DefaultUsageInterval is the default Config.UsageInterval.
+	DefaultUsageInterval = 10 * time.Minute
+	// DefaultMaxRetries is the default Config.MaxRetries.
+	DefaultMaxRetries = 3
+)
+
+// Config configures an S3 store. The zero value of every field except
+// Endpoint and Bucket means its default.
+type Config struct {
+	// Endpoint is the server's host[:port], without a scheme. Required.
+	Endpoint string
+	// Bucket must exist. Required.
+	Bucket string
+	// Prefix is prepended to every object name; a missing trailing "/" is
+	// added. Several fleets can share a bucket under different prefixes.
+	Prefix string
+	// Region is the bucket's region; empty lets the client discover it.
+	Region string
+	// AccessKey and SecretKey (and SessionToken) authenticate requests.
+	// When AccessKey is empty the standard AWS sources are tried in turn:
+	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared credentials file
+	// (AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials), then instance
+	// metadata.
+	AccessKey, SecretKey, SessionToken string
+	// Insecure talks plain HTTP instead of HTTPS.
+	Insecure bool
+	// Transport replaces the HTTP transport (tests count requests with it).
+	Transport http.RoundTripper
+	// MaxRetries bounds the client's retries of a failed request. Default 3,
+	// so that an unreachable server fails a request in about a second
+	// rather than minio-go's ten retries.
+	MaxRetries int
+
+	// MaxEntryBytes bounds one entry's size; 0 means unlimited (S3's own
+	// limit is 5 TiB, 10,000 parts of up to 5 GiB).
+	MaxEntryBytes int64
+	// PartSize is the multipart part size and so the one buffer a Put holds:
+	// bodies up to it go in one PUT. Default 16 MiB, at least MinPartSize.
+	PartSize int64
+	// CheckThenWrite replaces the conditional create of entry records
+	// (If-None-Match: *) with a stat before an unconditional write, for
+	// servers that lack conditional writes. See the package doc for the race
+	// it leaves.
+	CheckThenWrite bool
+	// UsageInterval is how often Usage's counts are refreshed by listing the
+	// bucket. Default 10m; negative lists only when ScanUsage is called.
+	UsageInterval time.Duration
+	// Logger receives the store's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a store.Store on an S3 bucket. It is safe for concurrent use, also
+// by many processes on one bucket. Create one with Open.
+type Store struct {
+	cfg    Config
+	core   minio.Core
+	log    *slog.Logger
+	closed atomic.Bool
+	bufs   sync.Pool // *[]byte of PartSize bytes
+	rbufs  sync.Pool // *[]byte of readBufSize bytes
+
+	usage usageCounts
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the bucket (checking that it exists) and starts the
+// background usage scan.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Endpoint == "" || cfg.Bucket == "" {
+		return nil, fmt.Errorf("open s3 store: %w: endpoint and bucket are required", store.ErrInvalid)
+	}
+	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	if cfg.PartSize == 0 {
+		cfg.PartSize = DefaultPartSize
+	}
+	if cfg.PartSize < MinPartSize {
+		return nil, fmt.Errorf("open s3 store: %w: part size %d under S3's minimum %d", store.ErrInvalid, cfg.PartSize, MinPartSize)
+	}
+	if cfg.UsageInterval == 0 {
+		cfg.UsageInterval = DefaultUsageInterval
+	}
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = DefaultMaxRetries
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
+	if cfg.AccessKey == "" {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{},
+		})
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:        creds,
+		Secure:       !cfg.Insecure,
+		Transport:    cfg.Transport,
+		Region:       cfg.Region,
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   cfg.MaxRetries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open s3 store %s: %w", cfg.Endpoint, err)
+	}
+	s := &Store{cfg: cfg, core: minio.Core{Client: c}, log: cfg.Logger, stop: make(chan struct{})}
+	s.bufs.New = func() any { b := make([]byte, cfg.PartSize); return &b }
+	s.rbufs.New = func() any { b := make([]byte, readBufSize); return &b }
+	ok, err := c.BucketExists(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, s.fault("open bucket", "", err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("open s3 store: bucket s3://%s does not exist: %w", cfg.Bucket, store.ErrNotFound)
+	}
+	if cfg.UsageInterval > 0 {
+		s.wg.Add(1)
+		go s.usageLoop()
+	}
+	return s, nil
+}
+
+// Object names (see the package doc).
+func (s *Store) blobName(sha [32]byte) string {
+	return s.cfg.Prefix + "blobs/" + hex.EncodeToString(sha[:])
+}
+
+func (s *Store) entryName(ns string, key store.Key) string {
+	return s.cfg.Prefix + "entries/" + ns + "/" + key.String()
+}
+
+func (s *Store) quarantineName(ns string, key store.Key) string {
+	return s.cfg.Prefix + "quarantine/" + ns + "/" + key.String()
+}
+
+// fault wraps an S3 error with the operation and object: a miss becomes
+// store.ErrNotFound, an unreachable server or a 5xx store.ErrUnavailable.
+func (s *Store) fault(op, object string, err error) error {
+	where := fmt.Sprintf("%s s3://%s/%s", op, s.cfg.Bucket, object)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket":
+		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+	case resp.StatusCode == 0 || resp.StatusCode >= 500:
+		return fmt.Errorf("%s: %w: %w", where, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+func isNotFound(err error) bool {
+	resp := minio.ToErrorResponse(err)
+	return resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket"
+}
+
+func (s *Store) enter() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// record is the JSON of an entry record: the entry's Meta, less what this
+// tier does not keep (hits, last access).
+type record struct {
+	Version        int               `json:"v"`
+	Namespace      string            `json:"namespace"`
+	Key            string            `json:"key"`
+	Size           int64             `json:"size"`
+	SHA256         string            `json:"sha256"`
+	Created        time.Time         `json:"created"`
+	Backend        string            `json:"backend,omitempty"`
+	Name           string            `json:"name,omitempty"`
+	CompileSeconds float64           `json:"compile_seconds,omitempty"`
+	Writer         string            `json:"writer,omitempty"`
+	Run            string            `json:"run,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Components     map[string]string `json:"components,omitempty"`
+}
+
+// maxRecordBytes bounds a record read: labels and components are bounded,
+// so a larger object is not a record.
+const maxRecordBytes = 1 << 20
+
+func encodeRecord(m store.Meta) ([]byte, error) {
+	return json.Marshal(record{
+		Version: 1, Namespace: m.Namespace, Key: m.Key.String(), Size: m.Size,
+		SHA256: hex.EncodeToString(m.SHA256[:]), Created: m.Created, Backend: m.Backend, Name: m.Name,
+		CompileSeconds: m.CompileSeconds, Writer: m.Writer, Run: m.Run, Labels: m.Labels, Components: m.Components,
+	})
+}
+
+func decodeRecord(ns string, key store.Key, b []byte) (store.Meta, error) {
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return store.Meta{}, fmt.Errorf("decode entry record: %w", err)
+	}
+	sum, err := hex.DecodeString(r.SHA256)
+	if err != nil || len(sum) != 32 || r.Size < 0 {
+		return store.Meta{}, fmt.Errorf("decode entry record: bad sha256 %q or size %d", r.SHA256, r.Size)
+	}
+	m := store.Meta{
+		Namespace: ns, Key: key, Size: r.Size, Created: r.Created, LastAccess: r.Created,
+		Backend: r.Backend, Name: r.Name, CompileSeconds: r.CompileSeconds, Writer: r.Writer, Run: r.Run,
+		Labels: r.Labels, Components: r.Components,
+	}
+	copy(m.SHA256[:], sum)
+	return m, nil
+}
+
+// readRecord fetches and decodes the entry record of (ns, key).
+func (s *Store) readRecord(ctx context.Context, ns string, key store.Key) (store.Meta, error) {
+	name := s.entryName(ns, key)
+	rc, _, _, err := s.core.GetObject(ctx, s.cfg.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return store.Meta{}, s.fault("get entry record", name, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxRecordBytes))
+	if err != nil {
+		return store.Meta{}, s.fault("read entry record", name, err)
+	}
+	m, err := decodeRecord(ns, key, b)
+	if err != nil {
+		return store.Meta{}, fmt.Errorf("read s3://%s/%s: %w", s.cfg.Bucket, name, err)
+	}
+	return m, nil
+}
+
+// Stat returns the entry's metadata from its record.
+func (s *Store) Stat(ctx context.Context, ns string, key store.Key) (store.Meta, error) {
+	if err := store.CheckNamespace("stat entry", ns); err != nil {
+		return store.Meta{}, err
+	}
+	if err := s.enter(); err != nil {
+		return store.Meta{}, err
+	}
+	return s.readRecord(ctx, ns, key)
+}
+
+// Delete removes the entry's record. Its blob stays until a garbage
+// collection finds no record naming it (blobs are shared between entries).
+// A miss returns store.ErrNotFound.
+func (s *Store) Delete(ctx context.Context, ns string, key store.Key) error {
+	if err := store.CheckNamespace("delete entry", ns); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	name := s.entryName(ns, key)
+	if _, err := s.core.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{}); err != nil {
+		return s.fault("delete entry", name, err)
+	}
+	if err := s.core.RemoveObject(ctx, s.cfg.Bucket, name, minio.RemoveObjectOptions{}); err != nil {
+		return s.fault("delete entry", name, err)
+	}
+	s.usage.add(-1, 0, 0)
+	return nil
+}
+
+// Close stops the usage scan. Readers still open fail with store.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,219 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// walkPage is how many records Walk fetches at once, walkFetchers how many
+// requests it has in flight: records are separate objects, so a listing of
+// names is followed by one GET per record.
+const (
+	walkPage     = 128
+	walkFetchers = 8
+)
+
+// Walk calls fn with the metadata of every entry in ns ("" for every
+// namespace), in namespace then key order, until fn returns false or ctx
+// ends. It lists entries/ and reads each record; a record deleted between
+// the listing and its read is skipped.
+func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) error {
+	if ns != "" {
+		if err := store.CheckNamespace("walk entries", ns); err != nil {
+			return err
+		}
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("walk entries: %w", err)
+	}
+	namespaces := []string{ns}
+	if ns == "" {
+		var err error
+		if namespaces, err = s.namespaces(ctx); err != nil {
+			return err
+		}
+	}
+	for _, ns := range namespaces {
+		more, err := s.walkNamespace(ctx, ns, fn)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// namespaces lists the namespaces that have records, in string order (S3
+// lists "alpha.2/" before "alpha/", since '.' sorts before '/').
+func (s *Store) namespaces(ctx context.Context) ([]string, error) {
+	prefix := s.cfg.Prefix + "entries/"
+	var out []string
+	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if obj.Err != nil {
+			return nil, s.fault("list namespaces", prefix, obj.Err)
+		}
+		ns := strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/")
+		if cachekey.ValidateNamespace(ns) == nil {
+			out = append(out, ns)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// walkNamespace walks one namespace's records; more is false once fn said
+// stop.
+func (s *Store) walkNamespace(ctx context.Context, ns string, fn func(store.Meta) bool) (more bool, err error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the listing when fn stops early
+	prefix := s.cfg.Prefix + "entries/" + ns + "/"
+	page := make([]store.Key, 0, walkPage)
+	flush := func() (bool, error) {
+		metas, err := s.fetchRecords(ctx, ns, page)
+		page = page[:0]
+		if err != nil {
+			return false, err
+		}
+		for _, m := range metas {
+			if m != nil && !fn(*m) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	for obj := range s.core.Client.ListObjects(lctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return false, s.fault("list entries", prefix, obj.Err)
+		}
+		key, err := cachekey.ParseKey(strings.TrimPrefix(obj.Key, prefix))
+		if err != nil {
+			continue // not a record of ours
+		}
+		if page = append(page, key); len(page) == walkPage {
+			if more, err := flush(); err != nil || !more {
+				return more, err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("walk entries: %w", err)
+	}
+	return flush()
+}
+
+// fetchRecords reads the records of keys concurrently; a nil result is a
+// record that no longer exists.
+func (s *Store) fetchRecords(ctx context.Context, ns string, keys []store.Key) ([]*store.Meta, error) {
+	out := make([]*store.Meta, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(walkFetchers)
+	for i, key := range keys {
+		g.Go(func() error {
+			m, err := s.readRecord(gctx, ns, key)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out[i] = &m
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("walk entries: %w", err)
+	}
+	return out, nil
+}
+
+// usageCounts is Usage's bookkeeping: the counts of the last listing of the
+// bucket plus this process's own changes since the listing began.
+type usageCounts struct {
+	mu                    sync.Mutex
+	entries, blobs, bytes int64
+	integrity             atomic.Int64
+}
+
+func (u *usageCounts) add(entries, blobs, bytes int64) {
+	u.mu.Lock()
+	u.entries += entries
+	u.blobs += blobs
+	u.bytes += bytes
+	u.mu.Unlock()
+}
+
+func (u *usageCounts) get() (entries, blobs, bytes int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.entries, u.blobs, u.bytes
+}
+
+// Usage returns approximate counts: those of the last listing of the bucket
+// (ScanUsage, at Open and every Config.UsageInterval) adjusted by this
+// process's own Puts and Deletes since. Other replicas' writes show at the
+// next listing; a write during a listing may be counted twice until the
+// next one. Bytes are those of blobs/, including blobs that no record names
+// any more (a later gc frees them). Nothing is evicted and MaxBytes is 0.
+func (s *Store) Usage() store.Usage {
+	e, b, n := s.usage.get()
+	return store.Usage{Entries: e, Blobs: b, Bytes: n, IntegrityFailures: s.usage.integrity.Load()}
+}
+
+// ScanUsage lists the bucket's records and blobs and resets Usage's counts
+// to what it found (plus this process's changes during the listing). It
+// costs one list request per 1,000 objects.
+func (s *Store) ScanUsage(ctx context.Context) error {
+	e0, b0, n0 := s.usage.get()
+	var entries, blobs, bytes int64
+	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "entries/", Recursive: true}) {
+		if obj.Err != nil {
+			return s.fault("list entries", s.cfg.Prefix+"entries/", obj.Err)
+		}
+		entries++
+	}
+	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "blobs/", Recursive: true}) {
+		if obj.Err != nil {
+			return s.fault("list blobs", s.cfg.Prefix+"blobs/", obj.Err)
+		}
+		blobs++
+		bytes += obj.Size
+	}
+	s.usage.mu.Lock()
+	s.usage.entries += entries - e0
+	s.usage.blobs += blobs - b0
+	s.usage.bytes += bytes - n0
+	s.usage.mu.Unlock()
+	return nil
+}
+
+// usageLoop runs ScanUsage at Open and every Config.UsageInterval.
+func (s *Store) usageLoop() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	for {
+		if err := s.ScanUsage(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("s3 usage scan failed", "err", err)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(s.cfg.UsageInterval):
+		}
+	}
+}
