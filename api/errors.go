@@ -58,6 +58,7 @@ var sentinels = []struct {
 	{store.ErrFull, http.StatusInsufficientStorage, "store_full"},
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
+	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
 	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},

@@ -48,11 +48,22 @@ type Store interface {
 	Usage() store.Usage
 }
 
+// Walker lists entries; see store.Store's Walk.
+type Walker interface {
+	Walk(ctx context.Context, ns string, fn func(store.Meta) bool) error
+}
+
 // Config configures a Server. The zero value of every field except Store
 // means its default.
 type Config struct {
 	// Store holds the entries. Required. The server does not close it.
 	Store Store
+
+	// Seed is walked at start to admit the namespaces that hold entries
+	// into the statistics and to index entries' components for explaining
+	// misses. Nil means Store; a fleet replica passes its hot tier, so that
+	// a start does not list the shared bucket.
+	Seed Walker
 
 	// Logger receives request and lifecycle logs. Nil discards them.
 	Logger *slog.Logger
@@ -168,6 +179,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
+	}
+	if cfg.Seed == nil {
+		cfg.Seed = cfg.Store
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	return cfg

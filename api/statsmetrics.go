@@ -33,7 +33,7 @@ func (s *Server) seedStats(st *stats.Stats) {
 	idx := st.Index()
 	n := 0
 	last := ""
-	err := s.cfg.Store.Walk(s.baseCtx, "", func(m store.Meta) bool {
+	err := s.cfg.Seed.Walk(s.baseCtx, "", func(m store.Meta) bool {
 		if m.Namespace != last {
 			st.AdmitNamespace(m.Namespace)
 			last = m.Namespace

@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-isatty"
 
 	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -30,6 +32,8 @@ type serveOptions struct {
 	PprofAddr     string
 	Plugins       pluginOptions   // plugin.go
 	Security      securityOptions // security.go
+	S3            s3Options       // fleet.go
+	WriteMode     string
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -48,11 +52,19 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	o.Security.register(fs)        // security.go
+	o.S3.register(fs)              // fleet.go
+	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3)")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := o.S3.validate(); err != nil {
+		return err
+	}
+	if o.WriteMode != "through" {
+		return usagef("--write-mode %q: use through", o.WriteMode)
 	}
 	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
@@ -101,26 +113,28 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
-	st, err := store.Open(store.Config{
-		Dir:           o.Data,
-		MaxBytes:      o.MaxSize,
-		MaxEntryBytes: o.MaxEntrySize,
-		SyncWrites:    o.SyncWrites,
-		Logger:        logger,
+	// Evictions from the hot tier are counted in the statistics, which are
+	// opened after the store (they sample its usage).
+	var evictions atomic.Pointer[stats.Stats]
+	stores, err := openStores(ctx, o, logger, func(m store.Meta) { // fleet.go
+		if st := evictions.Load(); st != nil {
+			st.RecordEvictions(m.Namespace, m.Backend, 1)
+		}
 	})
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", o.Data, err)
+		return err
 	}
 	defer func() {
-		if cerr := st.Close(); cerr != nil && err == nil {
+		if cerr := stores.close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close store %s: %w", o.Data, cerr)
 		}
 	}()
-	sts, err := openStats(o.Data, st, logger) // stats.go
+	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err != nil {
 		return err
 	}
 	defer closeStats(sts, logger)
+	evictions.Store(sts)
 	pluginMetrics := api.NewPluginMetrics()
 	o.Plugins.observe = pluginMetrics.Observe
 	keyer, host, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
@@ -130,7 +144,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	defer closePlugins()
 
 	srv, err := api.New(api.Config{
-		Store:         st,
+		Store:         stores.api,
+		Seed:          stores.hot,
 		Logger:        logger,
 		MaxEntryBytes: o.MaxEntrySize,
 		Version:       version,
@@ -161,6 +176,10 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	url := scheme + displayAddr(ln.Addr())
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
+	if o.S3.enabled() {
+		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
+		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
+	}
 
 	if o.PprofAddr != "" {
 		_, stopPprof, err := servePprof(o.PprofAddr, logger) // pprof.go

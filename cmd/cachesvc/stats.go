@@ -45,7 +45,7 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 
 // openStats opens the persisted statistics in <data>/stats, sampling the
 // store's usage at each flush. Close it after the server has shut down.
-func openStats(data string, st store.Store, logger *slog.Logger) (*stats.Stats, error) {
+func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Logger) (*stats.Stats, error) {
 	dir := filepath.Join(data, "stats")
 	s, err := stats.Open(stats.Config{
 		Dir:    dir,

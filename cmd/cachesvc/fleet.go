@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/store/tiered"
+)
+
+// s3Options are the flags naming the fleet's shared tier: an S3-compatible
+// bucket. Credentials come from --s3-credentials-file or, without it, the
+// standard AWS sources (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the
+// shared credentials file, instance metadata).
+type s3Options struct {
+	Endpoint        string
+	Bucket          string
+	Prefix          string
+	Region          string
+	Insecure        bool
+	CredentialsFile string
+	Profile         string
+	CheckThenWrite  bool
+}
+
+// register adds the --s3-* flags to fs.
+func (o *s3Options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "shared tier: the S3-compatible server's `host:port` (e.g. s3.us-east-1.amazonaws.com, storage.googleapis.com, rgw:7480); empty = no shared tier")
+	fs.StringVar(&o.Bucket, "s3-bucket", "", "shared tier: the `bucket` (must exist)")
+	fs.StringVar(&o.Prefix, "s3-prefix", "cachesvc/", "shared tier: object name `prefix`, so that several fleets can share a bucket")
+	fs.StringVar(&o.Region, "s3-region", "", "shared tier: the bucket's `region` (empty: discovered)")
+	fs.BoolVar(&o.Insecure, "s3-insecure", false, "shared tier: plain HTTP instead of HTTPS (a server on loopback or a private network)")
+	fs.StringVar(&o.CredentialsFile, "s3-credentials-file", "", "shared tier: AWS credentials `file` (INI, as ~/.aws/credentials); default: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then the shared credentials file, then instance metadata")
+	fs.StringVar(&o.Profile, "s3-profile", "", "shared tier: `profile` in the credentials file (default: AWS_PROFILE or \"default\")")
+	fs.BoolVar(&o.CheckThenWrite, "s3-check-then-write", false, "shared tier: for servers without conditional writes (If-None-Match: *): check, then write (see README, Running a fleet)")
+}
+
+// enabled reports whether a shared tier is configured.
+func (o *s3Options) enabled() bool { return o.Endpoint != "" }
+
+// validate checks the flags that go together.
+func (o *s3Options) validate() error {
+	switch {
+	case !o.enabled() && (o.Bucket != "" || o.CredentialsFile != ""):
+		return usagef("--s3-bucket and --s3-credentials-file need --s3-endpoint")
+	case o.enabled() && o.Bucket == "":
+		return usagef("--s3-endpoint needs --s3-bucket")
+	case strings.Contains(o.Endpoint, "://"):
+		return usagef("--s3-endpoint %q: give host:port without a scheme (use --s3-insecure for plain HTTP)", o.Endpoint)
+	}
+	return nil
+}
+
+// config returns the S3 store's configuration, with the credentials file
+// read now so that a bad one stops serve before anything opens.
+func (o *s3Options) config(maxEntry int64, logger *slog.Logger) (s3.Config, error) {
+	cfg := s3.Config{Endpoint: o.Endpoint, Bucket: o.Bucket, Prefix: o.Prefix, Region: o.Region,
+		Insecure: o.Insecure, CheckThenWrite: o.CheckThenWrite, MaxEntryBytes: maxEntry, Logger: logger}
+	if o.CredentialsFile != "" {
+		v, err := credentials.NewFileAWSCredentials(o.CredentialsFile, o.Profile).GetWithContext(nil)
+		if err != nil {
+			return cfg, fmt.Errorf("read --s3-credentials-file %s: %w", o.CredentialsFile, err)
+		}
+		if v.AccessKeyID == "" {
+			return cfg, fmt.Errorf("read --s3-credentials-file %s: no aws_access_key_id in profile %q", o.CredentialsFile, o.Profile)
+		}
+		cfg.AccessKey, cfg.SecretKey, cfg.SessionToken = v.AccessKeyID, v.SecretAccessKey, v.SessionToken
+	}
+	return cfg, nil
+}
+
+// serveStores is what serve serves from: the API's store (the hot tier
+// alone, or the tiered store in a fleet) and the hot tier, whose entries
+// seed the statistics at start.
+type serveStores struct {
+	api    api.Store
+	hot    *store.Badger
+	tiered *tiered.Store // nil without a shared tier
+}
+
+// close closes every tier.
+func (s serveStores) close() error {
+	if s.tiered != nil {
+		return s.tiered.Close() // closes both tiers
+	}
+	return s.hot.Close()
+}
+
+// openStores opens the hot tier in o.Data and, with --s3-endpoint, the
+// shared tier and the tiered store in front of them.
+func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvict func(store.Meta)) (serveStores, error) {
+	var out serveStores
+	hot, err := store.Open(store.Config{
+		Dir:           o.Data,
+		MaxBytes:      o.MaxSize,
+		MaxEntryBytes: o.MaxEntrySize,
+		SyncWrites:    o.SyncWrites,
+		OnEvict:       onEvict,
+		Logger:        logger,
+	})
+	if err != nil {
+		return out, fmt.Errorf("open store %s: %w", o.Data, err)
+	}
+	out.hot, out.api = hot, hot
+	if !o.S3.enabled() {
+		return out, nil
+	}
+	cfg, err := o.S3.config(o.MaxEntrySize, logger)
+	if err == nil {
+		var shared *s3.Store
+		if shared, err = s3.Open(ctx, cfg); err == nil {
+			if out.tiered, err = tiered.New(tiered.Config{Hot: hot, Shared: shared, Mode: tiered.Mode(o.WriteMode), Logger: logger}); err != nil {
+				err = errors.Join(err, shared.Close())
+			}
+		}
+	}
+	if err != nil {
+		return out, errors.Join(fmt.Errorf("open shared tier s3://%s/%s at %s: %w", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, err), hot.Close())
+	}
+	out.api = out.tiered
+	return out, nil
+}
