@@ -129,7 +129,8 @@ suite_python() {
 	fi
 	# The tests build ./cmd/cachesvc once and start real servers on free ports.
 	cd "$ROOT/clients/python"
-	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
+	# The fleet tests run replicas on a real versitygw (setup_versitygw).
+	CACHESVC_REQUIRE_S3=1 PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
 }
 
 # ---------------------------------------------------------------------------
