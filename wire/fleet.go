@@ -53,6 +53,9 @@ type ReplicaStatus struct {
 	Heartbeat time.Time `json:"heartbeat"`
 	// State is ReplicaServing or ReplicaStopping.
 	State string `json:"state"`
+	// Interval is how often the replica heartbeats, in seconds: a reader
+	// calls it stale after three intervals without one.
+	Interval float64 `json:"interval_s"`
 	// Health and HeartbeatAge are set by the reader (registry.List), not
 	// stored.
 	Health       string  `json:"health,omitempty"`
