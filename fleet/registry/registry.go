@@ -202,7 +202,7 @@ func (r *Registry) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
 		close(r.stop)
-		r.cancel() // a heartbeat in flight gives way to the last one
+		r.cancel()                               // a heartbeat in flight gives way to the last one
 		r.startOnce.Do(func() { close(r.done) }) // never started: nothing to wait for
 		<-r.done
 		err = r.publish(ctx, wire.ReplicaStopping)
