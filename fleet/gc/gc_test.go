@@ -139,7 +139,7 @@ const (
 	old   = 800 * time.Hour // past the default 720 h
 )
 
-func TestRun(t *testing.T) {
+func TestGcRun(t *testing.T) {
 	srv := s3test.Start(t)
 	tests := []struct {
 		name   string
@@ -279,10 +279,10 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestRunAbortsMultipart: with the clock two hours ahead (an upload begun
+// TestGcAbortsMultipart: with the clock two hours ahead (an upload begun
 // two hours ago: versitygw's upload times cannot be back-dated), an
 // incomplete multipart upload is aborted and a fresh entry is kept.
-func TestRunAbortsMultipart(t *testing.T) {
+func TestGcAbortsMultipart(t *testing.T) {
 	srv := s3test.Start(t)
 	e := newEnv(t, srv)
 	e.put("default", "a", "aaaa", 0)
@@ -331,10 +331,10 @@ func TestRunAbortsMultipart(t *testing.T) {
 	}
 }
 
-// TestRunWhilePutting runs gc over and over while entries are stored: a
+// TestGcWhilePutting runs gc over and over while entries are stored: a
 // blob whose record is not yet written is in its grace, so every Put
 // survives every run and reads back its bytes.
-func TestRunWhilePutting(t *testing.T) {
+func TestGcWhilePutting(t *testing.T) {
 	srv := s3test.Start(t)
 	e := newEnv(t, srv)
 	ctx := context.Background()
@@ -379,7 +379,7 @@ func TestRunWhilePutting(t *testing.T) {
 	}
 }
 
-func TestRunErrors(t *testing.T) {
+func TestGcErrors(t *testing.T) {
 	srv := s3test.Start(t)
 	e := newEnv(t, srv)
 	e.put("default", "a", "aaaa", old)
@@ -411,5 +411,27 @@ func TestRunErrors(t *testing.T) {
 	}
 	if !e.exists(blobName("aaaa")) || !e.exists(entryName("default", "a")) {
 		t.Error("a failed run removed something")
+	}
+}
+
+// TestGcPages has more used and unused entries than one page of record
+// reads: every page's digests are marked.
+func TestGcPages(t *testing.T) {
+	srv := s3test.Start(t)
+	e := newEnv(t, srv)
+	const n = 300 // > the 256 records read per page
+	for i := range n {
+		e.put("default", fmt.Sprint("new", i), fmt.Sprint("bytes of new ", i), young)
+		e.put("team-a", fmt.Sprint("old", i), fmt.Sprint("bytes of old ", i), old)
+	}
+	rep, err := gc.Run(context.Background(), gc.Config{Bucket: e.bucket, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.EntriesKept != n || rep.EntriesRemoved != n || rep.BlobsKept != n || rep.BlobsRemoved != n {
+		t.Errorf("report %+v, want %d of each kept and removed", rep, n)
+	}
+	if got := len(e.names(prefix + "blobs/")); got != n {
+		t.Errorf("%d blobs left, want %d", got, n)
 	}
 }

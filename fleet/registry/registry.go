@@ -312,9 +312,13 @@ func (o *outage) report(log *slog.Logger, now time.Time, what string, err error)
 	}
 }
 
-// isNotFound reports whether err is S3's answer for a missing object.
+// isNotFound reports whether err, or an error it wraps, is S3's answer for
+// a missing object (minio.ToErrorResponse does not unwrap).
 func isNotFound(err error) bool {
-	resp := minio.ToErrorResponse(err)
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) {
+		return false
+	}
 	return resp.Code == "NoSuchKey" || resp.StatusCode == 404 && resp.Code != "NoSuchBucket"
 }
 
