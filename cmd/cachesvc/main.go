@@ -38,6 +38,7 @@ var commands = []command{
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
 	{"warm", "fill a JAX cache directory from a run's entries (batch fetch)", runWarm},
 	{"agent", "sync a JAX cache directory to the server (upload new entries)", runAgent},
+	{"gc", "remove what no replica used for a given age from the shared S3 tier (gc.go)", runGc},
 	{"key", "print the cache key of a signature or module, offline (key.go)", runKey},
 	{"plugin", "list plugins, or check a plugin against the ABI (plugin.go)", runPlugin},
 	{"version", "print the version and exit", runVersion},

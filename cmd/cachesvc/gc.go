@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/cachesvc/cachesvc/fleet/gc"
+	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/store/s3"
+)
+
+const gcSummary = `Remove from the shared tier (the S3 bucket the replicas share) what no
+replica has used for --older-than: entry records neither stored nor served
+within it (replicas' access logs say what they served), then the blobs no
+remaining record names, once older than --grace; and old access logs,
+temporary and multipart uploads, expired leases and gone replicas' heartbeats.
+Safe to run while replicas serve; see the fleet/gc package doc for the one
+race left (an entry may go missing and be compiled again, never corrupt).
+
+Credentials: --s3-credentials-file, else AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the shared credentials
+file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile AWS_PROFILE),
+else instance metadata: the same order as serve.`
+
+// sharedTierFlags are the flags that name the shared tier's bucket:
+// --s3-endpoint, --s3-bucket, --s3-prefix, --s3-region, --s3-insecure,
+// --s3-credentials-file, --s3-profile.
+type sharedTierFlags struct {
+	Endpoint, Bucket, Prefix, Region string
+	Insecure                         bool
+	CredentialsFile, Profile         string
+}
+
+// register defines the flags on fs.
+func (f *sharedTierFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Endpoint, "s3-endpoint", "", "S3 `host[:port]` (a http:// or https:// scheme is accepted; http:// implies --s3-insecure)")
+	fs.StringVar(&f.Bucket, "s3-bucket", "", "S3 `bucket` the replicas share")
+	fs.StringVar(&f.Prefix, "s3-prefix", "", "object name `prefix` of the fleet in the bucket, e.g. cachesvc/")
+	fs.StringVar(&f.Region, "s3-region", "", "bucket `region` (default: discovered)")
+	fs.BoolVar(&f.Insecure, "s3-insecure", false, "plain HTTP instead of HTTPS")
+	fs.StringVar(&f.CredentialsFile, "s3-credentials-file", "", "AWS shared credentials `file` to read the keys from")
+	fs.StringVar(&f.Profile, "s3-profile", "", "`profile` in --s3-credentials-file (default: AWS_PROFILE, else default)")
+}
+
+// config returns the s3.Config of the flags; credentials are resolved from
+// --s3-credentials-file here, the rest is left to store/s3's chain.
+func (f *sharedTierFlags) config() (s3.Config, error) {
+	cfg := s3.Config{Endpoint: f.Endpoint, Bucket: f.Bucket, Prefix: f.Prefix, Region: f.Region, Insecure: f.Insecure}
+	switch {
+	case strings.HasPrefix(cfg.Endpoint, "http://"):
+		cfg.Endpoint, cfg.Insecure = strings.TrimPrefix(cfg.Endpoint, "http://"), true
+	case strings.HasPrefix(cfg.Endpoint, "https://"):
+		cfg.Endpoint = strings.TrimPrefix(cfg.Endpoint, "https://")
+	}
+	cfg.Endpoint = strings.TrimRight(cfg.Endpoint, "/")
+	if cfg.Endpoint == "" || cfg.Bucket == "" {
+		return cfg, usagef("--s3-endpoint and --s3-bucket are required")
+	}
+	if strings.Contains(cfg.Endpoint, "/") {
+		return cfg, usagef("--s3-endpoint %q: want host[:port], without a path", f.Endpoint)
+	}
+	if f.CredentialsFile != "" {
+		v, err := (&credentials.FileAWSCredentials{Filename: f.CredentialsFile, Profile: f.Profile}).Retrieve()
+		if err != nil {
+			return cfg, fmt.Errorf("read credentials %s: %w", f.CredentialsFile, err)
+		}
+		if v.AccessKeyID == "" {
+			return cfg, fmt.Errorf("read credentials %s: no aws_access_key_id in profile %q", f.CredentialsFile, f.Profile)
+		}
+		cfg.AccessKey, cfg.SecretKey, cfg.SessionToken = v.AccessKeyID, v.SecretAccessKey, v.SessionToken
+	}
+	return cfg, nil
+}
+
+// dial returns the flags' bucket after checking that it exists, with errors
+// that say what to fix.
+func (f *sharedTierFlags) dial(ctx context.Context) (*registry.Bucket, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	b, err := registry.Dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := b.Client.BucketExists(ctx, b.Name)
+	if err != nil {
+		resp := minio.ToErrorResponse(err)
+		switch resp.Code {
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+			return nil, fmt.Errorf("open s3://%s on %s: %s (%s): check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --s3-credentials-file)", b.Name, cfg.Endpoint, resp.Message, resp.Code)
+		}
+		return nil, fmt.Errorf("open s3://%s on %s: %w", b.Name, cfg.Endpoint, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("bucket s3://%s does not exist on %s", b.Name, cfg.Endpoint)
+	}
+	return b, nil
+}
+
+func runGc(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("gc", gcSummary, sio)
+	var tier sharedTierFlags
+	tier.register(fs)
+	olderThan := fs.Duration("older-than", gc.DefaultOlderThan, "remove entries neither stored nor served for this long")
+	grace := fs.Duration("grace", gc.DefaultGrace, "keep unnamed blobs and uploads younger than this (longer than the longest upload)")
+	dryRun := fs.Bool("dry-run", false, "count what would be removed, remove nothing")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *olderThan <= 0 || *grace <= 0 {
+		return usagef("--older-than and --grace must be positive, got %s and %s", *olderThan, *grace)
+	}
+	if *grace > *olderThan {
+		return usagef("--grace %s is longer than --older-than %s", *grace, *olderThan)
+	}
+	b, err := tier.dial(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := gc.Config{
+		Bucket: b, OlderThan: *olderThan, Grace: *grace, DryRun: *dryRun,
+		Logger: slog.New(slog.NewTextHandler(sio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	var bar *progressbar.ProgressBar
+	if isTerminal(sio.Stderr) {
+		bar = progressbar.NewOptions64(-1,
+			progressbar.OptionSetWriter(sio.Stderr),
+			progressbar.OptionSetDescription("gc"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSpinnerType(14),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		verb := "removed"
+		if *dryRun {
+			verb = "to remove"
+		}
+		cfg.Progress = func(p gc.Progress) {
+			bar.Describe(fmt.Sprintf("gc: %s (%d %s)", p.Phase, p.Removed, verb))
+			_ = bar.Set64(p.Examined)
+		}
+	}
+	rep, err := gc.Run(ctx, cfg)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(sio.Stdout)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return errors.Join(err, jerr)
+		}
+	} else {
+		printGcReport(sio.Stdout, b, *olderThan, *grace, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (the counts above are up to the failure)", err)
+	}
+	return nil
+}
+
+// printGcReport writes the run's summary.
+func printGcReport(w io.Writer, b *registry.Bucket, olderThan, grace time.Duration, r gc.Report) {
+	removed := "removed"
+	if r.DryRun {
+		removed = "would remove"
+	}
+	fmt.Fprintf(w, "gc of s3://%s/%s: older than %s, grace %s", b.Name, b.Prefix, olderThan, grace)
+	if r.DryRun {
+		fmt.Fprint(w, " (dry run: nothing removed)")
+	}
+	fmt.Fprintf(w, "\n  entries      kept %d (%d by access logs", r.EntriesKept, r.EntriesAccessed)
+	if r.EntriesUnreadable > 0 {
+		fmt.Fprintf(w, ", %d unreadable", r.EntriesUnreadable)
+	}
+	fmt.Fprintf(w, "), %s %d\n", removed, r.EntriesRemoved)
+	fmt.Fprintf(w, "  blobs        kept %d (%s; %d in their grace), %s %d (%s)\n",
+		r.BlobsKept, humanBytes(r.BytesKept), r.BlobsYoung, removed, r.BlobsRemoved, humanBytes(r.BytesRemoved))
+	fmt.Fprintf(w, "  access logs  read %d, %s %d\n", r.AccessLogsRead, removed, r.AccessLogsRemoved)
+	fmt.Fprintf(w, "  debris       %s %d uploads, %d multipart uploads, %d leases, %d replica heartbeats\n",
+		removed, r.UploadsRemoved, r.MultipartAborted, r.LeasesRemoved, r.ReplicasRemoved)
+	fmt.Fprintf(w, "  took %s\n", r.Duration.Round(time.Millisecond))
+}
+
+// humanBytes formats n with one decimal in the largest binary unit below it.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}

@@ -1,0 +1,172 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// listFetchers bounds the heartbeat objects List reads at once.
+const listFetchers = 8
+
+// fleetTTL is how long Fleet reuses a fleet read: the dashboard of every
+// user polls it, and the heartbeats it reads change every 10 s.
+const fleetTTL = 2 * time.Second
+
+// List returns every replica's last heartbeat, sorted by ID, with Health
+// and HeartbeatAge set (Health). It costs one LIST per 1,000 replicas and
+// one GET per replica. An object under replicas/ that is not a heartbeat
+// is skipped; one deleted between the listing and its read too.
+//
+// # Errors
+//
+// The listing's or a read's error, wrapped, when the bucket cannot be read.
+func (r *Registry) List(ctx context.Context) ([]wire.ReplicaStatus, error) {
+	return List(ctx, r.cfg.Bucket, r.cfg.Now(), r.cfg.GoneAfter)
+}
+
+// List is Registry.List for a reader that is not a replica (gc, tools):
+// health is judged at now with goneAfter (DefaultGoneAfter when 0).
+func List(ctx context.Context, b *Bucket, now time.Time, goneAfter time.Duration) ([]wire.ReplicaStatus, error) {
+	if goneAfter <= 0 {
+		goneAfter = DefaultGoneAfter
+	}
+	prefix := b.Prefix + ReplicasDir
+	var names []string
+	for obj := range b.Client.ListObjects(ctx, b.Name, minio.ListObjectsOptions{Prefix: prefix}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list replicas s3://%s/%s: %w", b.Name, prefix, obj.Err)
+		}
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, prefix), ".json"); ok && CheckID(id) == nil {
+			names = append(names, obj.Key)
+		}
+	}
+	out := make([]*wire.ReplicaStatus, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(listFetchers)
+	for i, name := range names {
+		g.Go(func() error {
+			st, err := readStatus(gctx, b, name)
+			switch {
+			case err == nil:
+				out[i] = &st
+			case isNotFound(err), err == errNotStatus:
+			default:
+				return err
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	list := make([]wire.ReplicaStatus, 0, len(out))
+	for _, st := range out {
+		if st != nil {
+			st.Health, st.HeartbeatAge = Health(*st, now, goneAfter)
+			list = append(list, *st)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	return list, nil
+}
+
+// readStatus reads and decodes one heartbeat object.
+func readStatus(ctx context.Context, b *Bucket, name string) (wire.ReplicaStatus, error) {
+	var st wire.ReplicaStatus
+	obj, err := b.Client.GetObject(ctx, b.Name, name, minio.GetObjectOptions{})
+	if err != nil {
+		return st, fmt.Errorf("read replica s3://%s/%s: %w", b.Name, name, err)
+	}
+	defer obj.Close()
+	js, err := io.ReadAll(io.LimitReader(obj, 4*MaxStatusBytes))
+	if err != nil {
+		if isNotFound(err) {
+			return st, err
+		}
+		return st, fmt.Errorf("read replica s3://%s/%s: %w", b.Name, name, err)
+	}
+	if json.Unmarshal(js, &st) != nil || CheckID(st.ID) != nil {
+		return st, errNotStatus
+	}
+	return st, nil
+}
+
+// Health judges a heartbeat at now: HealthGone past goneAfter,
+// HealthStopped when its last word was that it was stopping, HealthStale
+// after StaleIntervals of its own interval (DefaultInterval when it gave
+// none), HealthOK otherwise. age is in seconds, never negative (a writer's
+// clock ahead of the reader's reads as age 0).
+func Health(st wire.ReplicaStatus, now time.Time, goneAfter time.Duration) (health string, age float64) {
+	d := max(now.Sub(st.Heartbeat), 0)
+	interval := time.Duration(st.Interval * float64(time.Second))
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	switch {
+	case d > goneAfter:
+		health = wire.HealthGone
+	case st.State == wire.ReplicaStopping:
+		health = wire.HealthStopped
+	case d > StaleIntervals*interval:
+		health = wire.HealthStale
+	default:
+		health = wire.HealthOK
+	}
+	return health, d.Seconds()
+}
+
+// Merge turns replicas' heartbeats (List) into the fleet's stats: the
+// replicas without their snapshots, the count of healthy ones, and the
+// merged totals of every snapshot (stats.MergeSnapshots with its default
+// bounds). Every listed replica counts in the totals, whatever its health:
+// what a replica that died served was still served, until gc removes its
+// object. now stamps GeneratedAt. It does no I/O.
+func Merge(replicas []wire.ReplicaStatus, now time.Time) wire.FleetStats {
+	fs := wire.FleetStats{GeneratedAt: now.UTC(), Replicas: make([]wire.ReplicaStatus, 0, len(replicas))}
+	snaps := make([]wire.Snapshot, 0, len(replicas))
+	for _, st := range replicas {
+		if st.Stats != nil {
+			snaps = append(snaps, *st.Stats)
+		}
+		if st.Health == wire.HealthOK {
+			fs.Healthy++
+		}
+		st.Stats = nil
+		fs.Replicas = append(fs.Replicas, st)
+	}
+	fs.Totals = stats.MergeSnapshots(snaps, stats.MergeOptions{Now: now})
+	return fs
+}
+
+// Fleet returns Merge(List(ctx)): the fleet part of GET
+// /v1/stats?scope=fleet. A result younger than two seconds is reused, and
+// concurrent callers share one read, so that dashboards polling many
+// replicas cost the bucket little. The fleet read is bounded by ctx; when
+// it fails the error is returned (the caller answers 503 or shows the
+// replica's own stats). The result is shared between callers: do not
+// modify it.
+func (r *Registry) Fleet(ctx context.Context) (wire.FleetStats, error) {
+	r.fleetMu.Lock()
+	defer r.fleetMu.Unlock()
+	now := r.cfg.Now()
+	if !r.fleetAt.IsZero() && now.Sub(r.fleetAt) < fleetTTL && now.Sub(r.fleetAt) >= 0 {
+		return r.fleetVal, nil
+	}
+	list, err := r.List(ctx)
+	if err != nil {
+		return wire.FleetStats{}, err
+	}
+	r.fleetVal, r.fleetAt = Merge(list, now), now
+	return r.fleetVal, nil
+}

@@ -1,0 +1,87 @@
+package wire
+
+import "time"
+
+// Replica states, as a replica reports itself in its heartbeat object.
+const (
+	// ReplicaServing is a replica that is up.
+	ReplicaServing = "serving"
+	// ReplicaStopping is a replica's last heartbeat, written at shutdown.
+	ReplicaStopping = "stopping"
+)
+
+// Replica health, as derived by a reader from the heartbeat's age (the
+// writer's clock: replicas are expected to run NTP).
+const (
+	// HealthOK is a heartbeat younger than three heartbeat intervals.
+	HealthOK = "ok"
+	// HealthStale is a heartbeat older than three intervals: the replica
+	// is overloaded, partitioned from the bucket, or just died.
+	HealthStale = "stale"
+	// HealthGone is a heartbeat older than the gone age (an hour by
+	// default); the next gc removes the replica's object.
+	HealthGone = "gone"
+	// HealthStopped is a replica that said it was stopping, and has not
+	// come back (its object is removed like a gone one's).
+	HealthStopped = "stopped"
+)
+
+// SharedTierState is one replica's view of the shared tier (S3).
+type SharedTierState struct {
+	// Configured is false for a replica with no shared tier.
+	Configured bool `json:"configured"`
+	// Reachable is false while the replica's last request to the shared
+	// tier failed for want of the server.
+	Reachable bool `json:"reachable"`
+	// LastError is the last failure's message, empty when none.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// QueueDepth is the write-behind upload queue's length (0 in
+	// write-through mode).
+	QueueDepth int64 `json:"queue_depth"`
+}
+
+// ReplicaStatus is one replica as the fleet sees it: the content of its
+// heartbeat object (<prefix>replicas/<id>.json) plus the health a reader
+// derives from it.
+type ReplicaStatus struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+	// URL is the address the replica advertises (empty when unknown).
+	URL       string    `json:"url,omitempty"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// State is ReplicaServing or ReplicaStopping.
+	State string `json:"state"`
+	// Interval is how often the replica heartbeats, in seconds: a reader
+	// calls it stale after three intervals without one.
+	Interval float64 `json:"interval_s"`
+	// Health and HeartbeatAge are set by the reader (registry.List), not
+	// stored.
+	Health       string  `json:"health,omitempty"`
+	HeartbeatAge float64 `json:"heartbeat_age_s,omitempty"`
+	// Hot is the replica's hot tier (its Badger directory).
+	Hot    StoreUsage      `json:"hot"`
+	Shared SharedTierState `json:"shared"`
+	// Totals repeats Stats.Totals, so that a listing without the
+	// snapshots still shows each replica's numbers.
+	Totals Totals `json:"totals"`
+	// Stats is the replica's own statistics, bounded in size (top runs and
+	// entries only). FleetStats leaves it out.
+	Stats *Snapshot `json:"stats,omitempty"`
+}
+
+// FleetStats is the fleet part of GET /v1/stats?scope=fleet: every replica
+// with its health, and the merged totals of all their snapshots.
+type FleetStats struct {
+	GeneratedAt time.Time `json:"generated_at"`
+	// Replicas are sorted by ID, without their snapshots.
+	Replicas []ReplicaStatus `json:"replicas"`
+	// Healthy counts the replicas whose Health is HealthOK.
+	Healthy int `json:"healthy"`
+	// Totals merges the replicas' snapshots: per namespace × backend, runs
+	// by name, top entries re-ranked. Top entries and runs are merged from
+	// each replica's own top lists, so an entry that is just outside every
+	// replica's list is missing from the fleet's.
+	Totals Snapshot `json:"totals"`
+}
