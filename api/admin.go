@@ -13,6 +13,7 @@ import (
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // adminAPI serves health, readiness, metrics, the API's own description and
@@ -23,6 +24,7 @@ type adminAPI struct {
 	metrics fiber.Handler
 	closing *atomic.Bool
 	version string
+	shared  func() wire.SharedTierState // nil without a shared tier
 	log     *slog.Logger
 }
 
@@ -44,6 +46,8 @@ func (g *adminAPI) handleHealthz(c *fiber.Ctx) error {
 
 // handleReadyz serves GET /readyz: 200 while the store is open, the built-in
 // plugins have compiled and the server is not shutting down; 503 otherwise.
+// A replica of a fleet adds its view of the shared tier, and says
+// "degraded" while the shared tier cannot be reached.
 func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
 	if g.closing.Load() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
@@ -55,7 +59,18 @@ func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "plugins_compiling",
 			Message: "The built-in canonicalization plugins are still compiling (a first start takes seconds; later starts reuse the compiled code under the data dir)."}
 	}
-	return c.JSON(fiber.Map{"status": "ready"})
+	if g.shared == nil {
+		return c.JSON(fiber.Map{"status": "ready"})
+	}
+	// A shared tier that cannot be reached leaves the replica ready: its hot
+	// tier still serves, and failing every replica's readiness during an S3
+	// outage would take the whole fleet out of the load balancer.
+	st := g.shared()
+	status := "ready"
+	if !st.Reachable {
+		status = "degraded"
+	}
+	return c.JSON(fiber.Map{"status": status, "shared_tier": st})
 }
 
 // readier is implemented by stores that can say whether they serve requests.

@@ -86,21 +86,23 @@ type Write struct {
 	Components map[string]string
 }
 
-// counter is the server's Outcomes: the persisted statistics, and the
+// counter is the server's Outcomes: the persisted statistics, the
 // Prometheus counters that only this process keeps (uploads by result,
-// lookups by route).
+// lookups by route) and, in a fleet, the access log of entries served.
 type counter struct {
 	stats   *stats.Stats
-	puts    *prometheus.CounterVec // result
-	byRoute *prometheus.CounterVec // route, result
+	touch   func(ns string, key cachekey.Key) // the fleet's access log; nil without one
+	puts    *prometheus.CounterVec            // result
+	byRoute *prometheus.CounterVec            // route, result
 }
 
 var _ Outcomes = (*counter)(nil)
 
 // newCounter registers the process counters on reg.
-func newCounter(st *stats.Stats, reg prometheus.Registerer) (*counter, error) {
+func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheus.Registerer) (*counter, error) {
 	c := &counter{
 		stats: st,
+		touch: touch,
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_puts_total",
 			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, incomplete, error.",
@@ -129,6 +131,9 @@ func (c *counter) Lookup(l Lookup) {
 		result = "hit"
 	}
 	c.byRoute.WithLabelValues(l.Route, result).Inc()
+	if l.Hit && c.touch != nil {
+		c.touch(l.Namespace, l.Key)
+	}
 	c.stats.RecordLookup(stats.Lookup{
 		Namespace: l.Namespace, Backend: l.Backend, Run: l.Run, Key: l.Key, Name: l.Name,
 		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds,
@@ -143,6 +148,9 @@ func (c *counter) Lookup(l Lookup) {
 // statistics (which also index its components for explaining misses).
 func (c *counter) Write(w Write) {
 	c.puts.WithLabelValues(w.Result).Inc()
+	if w.Result == WriteExists && c.touch != nil {
+		c.touch(w.Namespace, w.Key)
+	}
 	if w.Result != WriteCreated {
 		return
 	}

@@ -27,7 +27,7 @@ func FuzzRequestHeaders(f *testing.F) {
 	}
 	f.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
-	cnt, err := newCounter(st, reg)
+	cnt, err := newCounter(st, nil, reg)
 	if err != nil {
 		f.Fatal(err)
 	}

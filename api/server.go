@@ -34,6 +34,7 @@ import (
 	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Store is what the API needs of the entry store: *store.Badger, and any
@@ -117,6 +118,25 @@ type Config struct {
 	// Keyer computes keys from signatures for POST /v1/{ns}/keys and
 	// /v1/{ns}/lookup. Nil answers those routes with 501.
 	Keyer *keying.Keyer
+
+	// Fleet, on a replica of a fleet, reports every replica's health and
+	// the fleet's merged statistics (GET /v1/stats?scope=fleet). Nil means
+	// a server on its own.
+	Fleet FleetView
+
+	// SharedTier, on a replica of a fleet, reports its view of the shared
+	// tier for /readyz, /v1/stats and the dashboard. It must not do I/O.
+	SharedTier func() wire.SharedTierState
+
+	// Touch, when set, is told of every entry served (a hit on any route, or
+	// an upload of an entry that already existed), for the fleet's access
+	// log that gc reads. It must not block.
+	Touch func(ns string, key cachekey.Key)
+}
+
+// FleetView is the fleet's view of itself (fleet/registry).
+type FleetView interface {
+	Fleet(ctx context.Context) (wire.FleetStats, error)
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -205,7 +225,7 @@ func (s *Server) init() error {
 	if s.sec, err = newSecurity(cfg); err != nil {
 		return err
 	}
-	cnt, err := newCounter(cfg.Stats, cfg.Registry)
+	cnt, err := newCounter(cfg.Stats, cfg.Touch, cfg.Registry)
 	if err != nil {
 		return fmt.Errorf("register lookup metrics: %w", err)
 	}
@@ -241,8 +261,9 @@ func (s *Server) init() error {
 	s.app.Use(s.middleware)
 	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
 	return s.register(
-		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version, log: s.log},
-		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version},
+		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
+			shared: cfg.SharedTier, log: s.log},
+		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},
 		&entriesAPI{store: cfg.Store, out: s.out, io: s.io, leases: s.leases, runs: s.runs, keyer: cfg.Keyer,
 			maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, log: s.log},
 		&batchAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, body: body, baseCtx: s.baseCtx, log: s.log},

@@ -20,6 +20,8 @@ type statsAPI struct {
 	stats   *stats.Stats
 	leases  *lease.Table
 	version string
+	fleet   FleetView                   // nil on a server on its own
+	shared  func() wire.SharedTierState // nil without a shared tier
 }
 
 // routes declares the stats and dashboard routes.
@@ -52,6 +54,13 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		Leases:   leaseCounts(g.leases),
 	}
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)
+	if g.shared != nil {
+		st := g.shared()
+		r.SharedTier = &st
+	}
+	if err := g.addFleet(c, &r); err != nil {
+		return err
+	}
 	if wantSeries {
 		ser, err := g.stats.Series(ns, since, step)
 		if err != nil {
@@ -60,6 +69,28 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		r.Series = &ser
 	}
 	return c2json(c, r)
+}
+
+// addFleet adds the fleet's view to r when the request asks for
+// ?scope=fleet (GET /v1/stats only: it needs admin on every namespace).
+func (g *statsAPI) addFleet(c *fiber.Ctx, r *wire.StatsResponse) error {
+	switch scope := c.Query("scope"); {
+	case scope == "" || scope == "replica":
+		return nil
+	case scope != "fleet":
+		return Errorf(http.StatusBadRequest, "bad_scope", "scope=%q is unknown: use replica (this server, the default) or fleet.", scope)
+	case reqOf(c).Namespace != "":
+		return Errorf(http.StatusBadRequest, "bad_scope", "scope=fleet is served by GET /v1/stats only.")
+	case g.fleet == nil:
+		return Errorf(http.StatusBadRequest, "no_fleet", "This server is not part of a fleet (it has no shared tier: serve --s3-endpoint).")
+	}
+	f, err := g.fleet.Fleet(c.UserContext())
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "fleet_unavailable",
+			Message: sentence("the fleet's heartbeats cannot be read from the shared tier: " + err.Error()), Err: err}
+	}
+	r.Fleet = &f
+	return nil
 }
 
 // leaseCounts returns the leases held and waited for.

@@ -182,4 +182,10 @@ type StatsResponse struct {
 	Leases       LeaseCounts `json:"leases"`
 	RecentMisses []Miss      `json:"recent_misses"`
 	Series       *Series     `json:"series,omitempty"`
+	// SharedTier is this replica's view of the fleet's shared tier; absent
+	// on a server without one.
+	SharedTier *SharedTierState `json:"shared_tier,omitempty"`
+	// Fleet is every replica's health and the fleet's merged totals, with
+	// ?scope=fleet on GET /v1/stats.
+	Fleet *FleetStats `json:"fleet,omitempty"`
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/fleet/registry"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // s3Options are the flags naming the fleet's shared tier: an S3-compatible
@@ -33,7 +36,7 @@ type s3Options struct {
 
 // register adds the --s3-* flags to fs.
 func (o *s3Options) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "shared tier: the S3-compatible server's `host:port` (e.g. s3.us-east-1.amazonaws.com, storage.googleapis.com, rgw:7480); empty = no shared tier")
+	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "shared tier: the S3-compatible server's `host:port` (e.g. s3.us-east-1.amazonaws.com, storage.googleapis.com, rgw:7480; an http:// scheme implies --s3-insecure)")
 	fs.StringVar(&o.Bucket, "s3-bucket", "", "shared tier: the `bucket` (must exist)")
 	fs.StringVar(&o.Prefix, "s3-prefix", "cachesvc/", "shared tier: object name `prefix`, so that several fleets can share a bucket")
 	fs.StringVar(&o.Region, "s3-region", "", "shared tier: the bucket's `region` (empty: discovered)")
@@ -46,22 +49,36 @@ func (o *s3Options) register(fs *flag.FlagSet) {
 // enabled reports whether a shared tier is configured.
 func (o *s3Options) enabled() bool { return o.Endpoint != "" }
 
-// validate checks the flags that go together.
+// validate checks the flags that go together and normalizes the
+// endpoint (a scheme is accepted: http:// implies --s3-insecure).
 func (o *s3Options) validate() error {
+	switch {
+	case strings.HasPrefix(o.Endpoint, "http://"):
+		o.Endpoint, o.Insecure = strings.TrimPrefix(o.Endpoint, "http://"), true
+	case strings.HasPrefix(o.Endpoint, "https://"):
+		o.Endpoint = strings.TrimPrefix(o.Endpoint, "https://")
+	}
+	o.Endpoint = strings.TrimRight(o.Endpoint, "/")
 	switch {
 	case !o.enabled() && (o.Bucket != "" || o.CredentialsFile != ""):
 		return usagef("--s3-bucket and --s3-credentials-file need --s3-endpoint")
 	case o.enabled() && o.Bucket == "":
 		return usagef("--s3-endpoint needs --s3-bucket")
-	case strings.Contains(o.Endpoint, "://"):
-		return usagef("--s3-endpoint %q: give host:port without a scheme (use --s3-insecure for plain HTTP)", o.Endpoint)
+	case strings.Contains(o.Endpoint, "/"):
+		return usagef("--s3-endpoint %q: want host[:port], without a path", o.Endpoint)
 	}
 	return nil
 }
 
 // config returns the S3 store's configuration, with the credentials file
-// read now so that a bad one stops serve before anything opens.
+// read now so that a bad one stops the command before anything opens.
 func (o *s3Options) config(maxEntry int64, logger *slog.Logger) (s3.Config, error) {
+	if err := o.validate(); err != nil {
+		return s3.Config{}, err
+	}
+	if !o.enabled() {
+		return s3.Config{}, usagef("--s3-endpoint and --s3-bucket are required")
+	}
 	cfg := s3.Config{Endpoint: o.Endpoint, Bucket: o.Bucket, Prefix: o.Prefix, Region: o.Region,
 		Insecure: o.Insecure, CheckThenWrite: o.CheckThenWrite, MaxEntryBytes: maxEntry, Logger: logger}
 	if o.CredentialsFile != "" {
@@ -77,6 +94,76 @@ func (o *s3Options) config(maxEntry int64, logger *slog.Logger) (s3.Config, erro
 	return cfg, nil
 }
 
+// replicaOptions name this replica in its fleet.
+type replicaOptions struct {
+	ID           string
+	AdvertiseURL string
+}
+
+// register adds --replica-id and --advertise-url to fs.
+func (o *replicaOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.ID, "replica-id", "", "with a shared tier: this replica's `id` in the fleet (default: hostname and a digest of --data, stable across restarts)")
+	fs.StringVar(&o.AdvertiseURL, "advertise-url", "", "with a shared tier: the `URL` the fleet's dashboard shows for this replica (default: the URL it serves on)")
+}
+
+// fleetMember is a replica's part in its fleet: its heartbeat (and the
+// fleet's view) and its access log, both in the shared bucket.
+type fleetMember struct {
+	reg    *registry.Registry
+	access *registry.AccessLog
+}
+
+// joinFleet creates this replica's heartbeat and access log on the shared
+// bucket; Start begins both. sample reports the replica at each heartbeat.
+func joinFleet(o serveOptions, url string, sample func() registry.Sample, logger *slog.Logger) (*fleetMember, error) {
+	cfg, err := o.S3.config(0, logger)
+	if err != nil {
+		return nil, err
+	}
+	b, err := registry.Dial(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open the fleet's registry: %w", err)
+	}
+	id := o.Replica.ID
+	if id == "" {
+		if id, err = registry.DefaultID(o.Data); err != nil {
+			return nil, fmt.Errorf("derive a replica id (set --replica-id): %w", err)
+		}
+	} else if err := registry.CheckID(id); err != nil {
+		return nil, usagef("--replica-id: %s", err)
+	}
+	if o.Replica.AdvertiseURL != "" {
+		url = o.Replica.AdvertiseURL
+	}
+	reg, err := registry.New(registry.Config{Bucket: b, ID: id, Version: version, URL: url, Sample: sample, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("create the fleet's registry: %w", err)
+	}
+	acc, err := registry.NewAccessLog(registry.AccessConfig{Bucket: b, ID: id, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("create the fleet's access log: %w", err)
+	}
+	return &fleetMember{reg: reg, access: acc}, nil
+}
+
+// start begins the heartbeat and the access log's flushes.
+func (m *fleetMember) start() {
+	m.reg.Start()
+	m.access.Start()
+}
+
+// close flushes the access log and writes the last heartbeat (stopping).
+func (m *fleetMember) close(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.access.Close(ctx); err != nil {
+		logger.Warn("flush the fleet's access log", "err", err)
+	}
+	if err := m.reg.Close(ctx); err != nil {
+		logger.Warn("write the last heartbeat", "err", err)
+	}
+}
+
 // serveStores is what serve serves from: the API's store (the hot tier
 // alone, or the tiered store in a fleet) and the hot tier, whose entries
 // seed the statistics at start.
@@ -84,6 +171,14 @@ type serveStores struct {
 	api    api.Store
 	hot    *store.Badger
 	tiered *tiered.Store // nil without a shared tier
+}
+
+// sharedState is the replica's view of the shared tier.
+func (s serveStores) sharedState() wire.SharedTierState {
+	if s.tiered == nil {
+		return wire.SharedTierState{}
+	}
+	return wire.SharedTierState{Configured: true, Reachable: true}
 }
 
 // close closes every tier.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,12 +11,10 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cachesvc/cachesvc/fleet/gc"
 	"github.com/cachesvc/cachesvc/fleet/registry"
-	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 const gcSummary = `Remove from the shared tier (the S3 bucket the replicas share) what no
@@ -33,60 +30,10 @@ AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the shared credentials
 file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile AWS_PROFILE),
 else instance metadata: the same order as serve.`
 
-// sharedTierFlags are the flags that name the shared tier's bucket:
-// --s3-endpoint, --s3-bucket, --s3-prefix, --s3-region, --s3-insecure,
-// --s3-credentials-file, --s3-profile.
-type sharedTierFlags struct {
-	Endpoint, Bucket, Prefix, Region string
-	Insecure                         bool
-	CredentialsFile, Profile         string
-}
-
-// register defines the flags on fs.
-func (f *sharedTierFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.Endpoint, "s3-endpoint", "", "S3 `host[:port]` (a http:// or https:// scheme is accepted; http:// implies --s3-insecure)")
-	fs.StringVar(&f.Bucket, "s3-bucket", "", "S3 `bucket` the replicas share")
-	fs.StringVar(&f.Prefix, "s3-prefix", "", "object name `prefix` of the fleet in the bucket, e.g. cachesvc/")
-	fs.StringVar(&f.Region, "s3-region", "", "bucket `region` (default: discovered)")
-	fs.BoolVar(&f.Insecure, "s3-insecure", false, "plain HTTP instead of HTTPS")
-	fs.StringVar(&f.CredentialsFile, "s3-credentials-file", "", "AWS shared credentials `file` to read the keys from")
-	fs.StringVar(&f.Profile, "s3-profile", "", "`profile` in --s3-credentials-file (default: AWS_PROFILE, else default)")
-}
-
-// config returns the s3.Config of the flags; credentials are resolved from
-// --s3-credentials-file here, the rest is left to store/s3's chain.
-func (f *sharedTierFlags) config() (s3.Config, error) {
-	cfg := s3.Config{Endpoint: f.Endpoint, Bucket: f.Bucket, Prefix: f.Prefix, Region: f.Region, Insecure: f.Insecure}
-	switch {
-	case strings.HasPrefix(cfg.Endpoint, "http://"):
-		cfg.Endpoint, cfg.Insecure = strings.TrimPrefix(cfg.Endpoint, "http://"), true
-	case strings.HasPrefix(cfg.Endpoint, "https://"):
-		cfg.Endpoint = strings.TrimPrefix(cfg.Endpoint, "https://")
-	}
-	cfg.Endpoint = strings.TrimRight(cfg.Endpoint, "/")
-	if cfg.Endpoint == "" || cfg.Bucket == "" {
-		return cfg, usagef("--s3-endpoint and --s3-bucket are required")
-	}
-	if strings.Contains(cfg.Endpoint, "/") {
-		return cfg, usagef("--s3-endpoint %q: want host[:port], without a path", f.Endpoint)
-	}
-	if f.CredentialsFile != "" {
-		v, err := (&credentials.FileAWSCredentials{Filename: f.CredentialsFile, Profile: f.Profile}).Retrieve()
-		if err != nil {
-			return cfg, fmt.Errorf("read credentials %s: %w", f.CredentialsFile, err)
-		}
-		if v.AccessKeyID == "" {
-			return cfg, fmt.Errorf("read credentials %s: no aws_access_key_id in profile %q", f.CredentialsFile, f.Profile)
-		}
-		cfg.AccessKey, cfg.SecretKey, cfg.SessionToken = v.AccessKeyID, v.SecretAccessKey, v.SessionToken
-	}
-	return cfg, nil
-}
-
 // dial returns the flags' bucket after checking that it exists, with errors
 // that say what to fix.
-func (f *sharedTierFlags) dial(ctx context.Context) (*registry.Bucket, error) {
-	cfg, err := f.config()
+func (f *s3Options) dial(ctx context.Context) (*registry.Bucket, error) {
+	cfg, err := f.config(0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +58,7 @@ func (f *sharedTierFlags) dial(ctx context.Context) (*registry.Bucket, error) {
 
 func runGc(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("gc", gcSummary, sio)
-	var tier sharedTierFlags
+	var tier s3Options
 	tier.register(fs)
 	olderThan := fs.Duration("older-than", gc.DefaultOlderThan, "remove entries neither stored nor served for this long")
 	grace := fs.Duration("grace", gc.DefaultGrace, "keep unnamed blobs and uploads younger than this (longer than the longest upload)")

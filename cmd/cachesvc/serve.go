@@ -15,6 +15,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/fleet/registry"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -33,6 +34,7 @@ type serveOptions struct {
 	Plugins       pluginOptions   // plugin.go
 	Security      securityOptions // security.go
 	S3            s3Options       // fleet.go
+	Replica       replicaOptions  // fleet.go
 	WriteMode     string
 }
 
@@ -53,6 +55,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	o.Security.register(fs)        // security.go
 	o.S3.register(fs)              // fleet.go
+	o.Replica.register(fs)         // fleet.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3)")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
@@ -143,7 +146,23 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	defer closePlugins()
 
-	srv, err := api.New(api.Config{
+	scheme := "http://"
+	if sec.TLS != nil {
+		scheme = "https://"
+	}
+	url := scheme + displayAddr(ln.Addr())
+	var member *fleetMember
+	if o.S3.enabled() {
+		sample := func() registry.Sample {
+			snap := sts.Snapshot(stats.SnapshotOptions{MaxRuns: 20, MaxTopEntries: 20})
+			return registry.Sample{Hot: stores.hot.Usage(), Shared: stores.sharedState(), Stats: &snap}
+		}
+		if member, err = joinFleet(o, url, sample, logger); err != nil { // fleet.go
+			return err
+		}
+		defer member.close(logger)
+	}
+	acfg := api.Config{
 		Store:         stores.api,
 		Seed:          stores.hot,
 		Logger:        logger,
@@ -156,7 +175,11 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Signer:        sec.Signer,
 		TLS:           sec.TLS,
 		Limits:        sec.Limits,
-	})
+	}
+	if member != nil {
+		acfg.Fleet, acfg.Touch, acfg.SharedTier = member.reg, member.access.Touch, stores.sharedState
+	}
+	srv, err := api.New(acfg)
 	if err != nil {
 		return fmt.Errorf("create server: %w", err)
 	}
@@ -169,11 +192,6 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		reloadPlugins = func(ctx context.Context) { reloadPluginDir(ctx, host, o.Plugins.Dir, logger, pluginMetrics) } // plugin.go
 	}
 	reloadOnSIGHUP(ctx, sec.Auth, reloadPlugins) // security.go
-	scheme := "http://"
-	if sec.TLS != nil {
-		scheme = "https://"
-	}
-	url := scheme + displayAddr(ln.Addr())
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {
@@ -191,6 +209,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if member != nil {
+		member.start()
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
