@@ -34,7 +34,10 @@ func TestLeaseContract(t *testing.T) {
 		want error
 	}{
 		{"second create", func() error { _, err := l.Create(ctx, "ns", k, lease.Lease{Holder: "b", Expires: exp}); return err }, lease.ErrChanged},
-		{"replace on a stale etag", func() error { _, err := l.Replace(ctx, "ns", k, "0123456789abcdef", lease.Lease{Holder: "b"}); return err }, lease.ErrChanged},
+		{"replace on a stale etag", func() error {
+			_, err := l.Replace(ctx, "ns", k, "0123456789abcdef", lease.Lease{Holder: "b"})
+			return err
+		}, lease.ErrChanged},
 		{"delete on a stale etag", func() error { return l.Delete(ctx, "ns", k, "0123456789abcdef") }, lease.ErrChanged},
 		{"replace same holder and expiry", func() error {
 			v2, err := l.Replace(ctx, "ns", k, v1, lease.Lease{Holder: "a", Expires: exp})
