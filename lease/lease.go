@@ -19,8 +19,34 @@
 // fleet/state) the shared backend is the truth about who holds a lease, so
 // N hosts behind a load balancer compile once even when they reach
 // different replicas; the table keeps its local waiters and a local copy of
-// each lease it knows. See shared.go for the protocol, the clock-skew
-// margin and what fails open.
+// each lease it knows. The protocol:
+//
+//   - Acquire loads the record. None: Create. Another holder's record whose
+//     expiry plus SkewMargin has not passed: refused, with that lease. An
+//     expired record, or the caller's own: Replace on the version read, so
+//     that of two replicas taking over one expired lease exactly one wins.
+//     ErrChanged means another replica moved first: load again (a few
+//     times).
+//   - Release loads the record and, if the holder matches, Deletes it on
+//     the version read; Written deletes it whoever holds it.
+//   - Wait parks behind a record it loads when the local table knows no
+//     lease; a goroutine re-reads the records behind parked waiters every
+//     PollInterval and wakes them (Released) when the record is gone, so a
+//     compile ending on another replica is seen within about a second.
+//     An entry written on another replica reaches no local waiter
+//     directly: the HTTP layer's wait loop should also check the store
+//     about every second.
+//
+// Expiries are absolute wall-clock times written by the granting replica:
+// replicas need clocks that agree to well within SkewMargin (NTP-level), and
+// a record only counts as expired SkewMargin after its stated expiry.
+//
+// Fail open: the cache must never stop a compile because the shared tier is
+// down. A fault (or SharedTimeout) makes Acquire decide on the local table
+// alone and mark a grant Lease.Local; Holder and Wait answer from the local
+// table; Release and Written end the local lease and leave the shared one
+// to lapse. Each fault is counted (SharedFaults) and logged at most every
+// 10 s.
 package lease
 
 import (

@@ -204,7 +204,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	var errs []error
-	for _, p := range parts {
+	for i, p := range parts {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.SharedTimeout)
 		err := r.cfg.Shared.PutPart(pctx, p)
 		cancel()
@@ -212,19 +212,29 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			continue
 		}
 		errs = append(errs, err)
-		r.mu.Lock()
-		if rr := r.runs[runID{p.Namespace, p.Run}]; rr != nil {
-			rr.unshared = true
-		}
-		r.mu.Unlock()
-		if ctx.Err() != nil {
-			break // the rest stay marked
+		r.remark(p)
+		if ctx.Err() != nil || len(errs) >= 3 {
+			// A backend this broken fails the rest too: leave them marked
+			// for the next flush rather than wait out every timeout.
+			for _, q := range parts[i+1:] {
+				r.remark(q)
+			}
+			break
 		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("flush run manifests: %d of %d runs failed: %w", len(errs), len(parts), errs[0])
 	}
 	return nil
+}
+
+// remark marks p's run for the next flush again.
+func (r *Recorder) remark(p Part) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rr := r.runs[runID{p.Namespace, p.Run}]; rr != nil {
+		rr.unshared = true
+	}
 }
 
 func (r *Recorder) flushEvery(ctx context.Context) {
