@@ -14,7 +14,9 @@ import (
 
 // Defaults for the shared memo's Config fields.
 const (
-	DefaultSharedMemoQueue   = 1024
+	// DefaultSharedMemoQueue bounds the results waiting to be shared.
+	DefaultSharedMemoQueue = 1024
+	// DefaultSharedMemoTimeout bounds one shared memo read or write.
 	DefaultSharedMemoTimeout = 2 * time.Second
 	// MaxSharedMemoBytes bounds one shared memo value; implementations
 	// should not return more (a larger value is not a result).
