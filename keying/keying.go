@@ -9,6 +9,11 @@
 // collapses concurrent identical signatures into one plugin call. It also
 // remembers, for a bounded time, the components behind recently issued keys,
 // so that an entry written after a lookup can carry them (see Recall).
+//
+// With Config.SharedMemo (fleet/state keeps it on the fleet's bucket) the
+// memo is fleet-wide as well: a local miss consults the shared memo before
+// calling the plugin, and a computed result is written there in the
+// background (see shared.go).
 package keying
 
 import (
@@ -17,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +130,19 @@ type Config struct {
 	KeepCanonical bool
 	// Now returns the time; nil means time.Now (tests inject a clock).
 	Now func() time.Time
+
+	// SharedMemo, when set, is consulted on a local memo miss and receives
+	// every computed result (see shared.go). Nil keeps the memo local.
+	SharedMemo SharedMemo
+	// SharedMemoQueue bounds the results waiting to be written to
+	// SharedMemo; when it is full a result is dropped and counted
+	// (DefaultSharedMemoQueue when 0).
+	SharedMemoQueue int
+	// SharedMemoTimeout bounds one shared memo read or write
+	// (DefaultSharedMemoTimeout when 0); a slower read counts as a miss.
+	SharedMemoTimeout time.Duration
+	// Logger receives shared memo warnings (slog.Default() when nil).
+	Logger *slog.Logger
 }
 
 // Keyer computes keys. It is safe for concurrent use.
@@ -134,6 +153,8 @@ type Keyer struct {
 
 	mu     sync.Mutex
 	recall *lru[cachekey.Key, recalled]
+
+	shared sharedMemo
 }
 
 type recalled struct {
@@ -141,7 +162,8 @@ type recalled struct {
 	at  time.Time
 }
 
-// New returns a Keyer for cfg.
+// New returns a Keyer for cfg. With cfg.SharedMemo it starts the goroutine
+// that writes results to it; Close stops it.
 func New(cfg Config) (*Keyer, error) {
 	if cfg.Host == nil {
 		return nil, errors.New("new keyer: Config.Host is required")
@@ -170,6 +192,7 @@ func New(cfg Config) (*Keyer, error) {
 		k.memo = newLRU[[32]byte, Result](cfg.MemoEntries)
 		k.memo.maxBytes, k.memo.sizeOf = cfg.MemoBytes, resultSize
 	}
+	k.startShared()
 	return k, nil
 }
 
@@ -225,17 +248,17 @@ func (k *Keyer) Key(ctx context.Context, signature []byte) (Result, error) {
 		if res, ok := k.fromMemo(digest); ok { // a flight may have just landed
 			return res, nil
 		}
-		res, err := k.compute(context.WithoutCancel(ctx), signature)
+		fctx := context.WithoutCancel(ctx)
+		if res, ok := k.fromShared(fctx, signature, digest); ok {
+			k.memoize(digest, res)
+			return res, nil
+		}
+		res, err := k.compute(fctx, signature)
 		if err != nil {
 			return nil, err
 		}
-		if k.memo != nil {
-			m := res
-			m.Canonical, m.Memo = nil, true
-			k.mu.Lock()
-			k.memo.put(digest, m)
-			k.mu.Unlock()
-		}
+		k.memoize(digest, res)
+		k.share(digest, res)
 		return res, nil
 	})
 	select {
@@ -252,6 +275,18 @@ func (k *Keyer) Key(ctx context.Context, signature []byte) (Result, error) {
 	case <-ctx.Done():
 		return Result{}, fmt.Errorf("compute key: %w", ctx.Err())
 	}
+}
+
+// memoize keeps res in the local memo.
+func (k *Keyer) memoize(digest [32]byte, res Result) {
+	if k.memo == nil {
+		return
+	}
+	m := res
+	m.Canonical, m.Memo = nil, true
+	k.mu.Lock()
+	k.memo.put(digest, m)
+	k.mu.Unlock()
 }
 
 func (k *Keyer) fromMemo(digest [32]byte) (Result, bool) {

@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -11,14 +12,15 @@ import (
 // One holder compiles; a second caller parks behind the lease and is woken
 // when the entry is written.
 func Example() {
+	ctx := context.Background()
 	t := lease.New(lease.Config{})
 	var key cachekey.Key
-	_, granted, _ := t.Acquire("default", key, "host-a:1", time.Minute)
+	_, granted, _ := t.Acquire(ctx, "default", key, "host-a:1", time.Minute)
 	fmt.Println("host-a compiles:", granted)
-	l, granted, _ := t.Acquire("default", key, "host-b:7", time.Minute)
+	l, granted, _ := t.Acquire(ctx, "default", key, "host-b:7", time.Minute)
 	fmt.Println("host-b compiles:", granted, "- held by", l.Holder)
-	w, _, _, _ := t.Wait("default", key)
-	t.Written("default", key) // host-a's PUT
+	w, _, _, _ := t.Wait(ctx, "default", key)
+	t.Written(ctx, "default", key) // host-a's PUT
 	<-w.C()
 	fmt.Println("host-b woken:", w.Outcome())
 	// Output:

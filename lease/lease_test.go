@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,8 @@ func (c *clock) Add(d time.Duration) {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
+
+var ctx = context.Background()
 
 func key(b byte) cachekey.Key { var k cachekey.Key; k[0] = b; return k }
 
@@ -45,7 +48,7 @@ func TestAcquireTable(t *testing.T) {
 	}
 	for _, s := range steps {
 		clk.Add(s.advance)
-		l, granted, err := tb.Acquire("ns", k, s.holder, s.ttl)
+		l, granted, err := tb.Acquire(ctx, "ns", k, s.holder, s.ttl)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -61,7 +64,7 @@ func TestAcquireTable(t *testing.T) {
 func TestBadHolder(t *testing.T) {
 	tb := New(Config{})
 	for _, h := range []string{"", string(make([]byte, MaxHolderLen+1))} {
-		if _, _, err := tb.Acquire("ns", key(1), h, time.Second); !errors.Is(err, ErrInvalidHolder) {
+		if _, _, err := tb.Acquire(ctx, "ns", key(1), h, time.Second); !errors.Is(err, ErrInvalidHolder) {
 			t.Fatalf("holder len %d: err = %v, want ErrInvalidHolder", len(h), err)
 		}
 	}
@@ -71,24 +74,24 @@ func TestTableBound(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	tb := New(Config{MaxLeases: 2, Now: clk.Now})
 	for i := byte(0); i < 2; i++ {
-		if _, ok, err := tb.Acquire("ns", key(i), "h", time.Second); err != nil || !ok {
+		if _, ok, err := tb.Acquire(ctx, "ns", key(i), "h", time.Second); err != nil || !ok {
 			t.Fatalf("acquire %d: ok=%v err=%v", i, ok, err)
 		}
 	}
-	if _, _, err := tb.Acquire("ns", key(9), "h", time.Second); !errors.Is(err, ErrTableFull) {
+	if _, _, err := tb.Acquire(ctx, "ns", key(9), "h", time.Second); !errors.Is(err, ErrTableFull) {
 		t.Fatalf("err = %v, want ErrTableFull", err)
 	}
 	// A renewal of an existing lease is allowed at the bound.
-	if _, ok, err := tb.Acquire("ns", key(0), "h", time.Second); err != nil || !ok {
+	if _, ok, err := tb.Acquire(ctx, "ns", key(0), "h", time.Second); err != nil || !ok {
 		t.Fatalf("renew at bound: ok=%v err=%v", ok, err)
 	}
 	// Expired leases are swept to make room, waking their waiters.
-	w, _, ok, err := tb.Wait("ns", key(1))
+	w, _, ok, err := tb.Wait(ctx, "ns", key(1))
 	if err != nil || !ok {
 		t.Fatalf("wait: ok=%v err=%v", ok, err)
 	}
 	clk.Add(2 * time.Second)
-	if _, ok, err := tb.Acquire("ns", key(9), "h", time.Second); err != nil || !ok {
+	if _, ok, err := tb.Acquire(ctx, "ns", key(9), "h", time.Second); err != nil || !ok {
 		t.Fatalf("acquire after expiry: ok=%v err=%v", ok, err)
 	}
 	<-w.C()
@@ -103,22 +106,22 @@ func TestWaitOutcomes(t *testing.T) {
 		end  func(tb *Table, k cachekey.Key) error
 		want Outcome
 	}{
-		{"written", func(tb *Table, k cachekey.Key) error { tb.Written("ns", k); return nil }, Written},
-		{"released", func(tb *Table, k cachekey.Key) error { _, err := tb.Release("ns", k, "a"); return err }, Released},
+		{"written", func(tb *Table, k cachekey.Key) error { tb.Written(ctx, "ns", k); return nil }, Written},
+		{"released", func(tb *Table, k cachekey.Key) error { _, err := tb.Release(ctx, "ns", k, "a"); return err }, Released},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tb := New(Config{})
 			k := key(7)
-			if _, _, ok, _ := tb.Wait("ns", k); ok {
+			if _, _, ok, _ := tb.Wait(ctx, "ns", k); ok {
 				t.Fatal("wait without lease must report ok=false")
 			}
-			if _, ok, err := tb.Acquire("ns", k, "a", time.Minute); !ok || err != nil {
+			if _, ok, err := tb.Acquire(ctx, "ns", k, "a", time.Minute); !ok || err != nil {
 				t.Fatalf("acquire: %v %v", ok, err)
 			}
 			var ws []*Waiter
 			for i := 0; i < 5; i++ {
-				w, l, ok, err := tb.Wait("ns", k)
+				w, l, ok, err := tb.Wait(ctx, "ns", k)
 				if err != nil || !ok || l.Holder != "a" {
 					t.Fatalf("wait: %v %v %+v", ok, err, l)
 				}
@@ -141,7 +144,7 @@ func TestWaitOutcomes(t *testing.T) {
 			if held, waiting := tb.Counts(); held != 0 || waiting != 0 {
 				t.Fatalf("counts = %d, %d; want 0, 0", held, waiting)
 			}
-			if _, ok := tb.Holder("ns", k); ok {
+			if _, ok := tb.Holder(ctx, "ns", k); ok {
 				t.Fatal("lease still held")
 			}
 		})
@@ -151,14 +154,14 @@ func TestWaitOutcomes(t *testing.T) {
 func TestReleaseErrors(t *testing.T) {
 	tb := New(Config{})
 	k := key(3)
-	if _, err := tb.Release("ns", k, "a"); !errors.Is(err, ErrNotHeld) {
+	if _, err := tb.Release(ctx, "ns", k, "a"); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("err = %v, want ErrNotHeld", err)
 	}
-	tb.Acquire("ns", k, "a", time.Minute)
-	if l, err := tb.Release("ns", k, "b"); !errors.Is(err, ErrHeldByOther) || l.Holder != "a" {
+	tb.Acquire(ctx, "ns", k, "a", time.Minute)
+	if l, err := tb.Release(ctx, "ns", k, "b"); !errors.Is(err, ErrHeldByOther) || l.Holder != "a" {
 		t.Fatalf("err = %v holder %q, want ErrHeldByOther by a", err, l.Holder)
 	}
-	if _, ok, _ := tb.Acquire("other", k, "b", time.Minute); !ok {
+	if _, ok, _ := tb.Acquire(ctx, "other", k, "b", time.Minute); !ok {
 		t.Fatal("namespaces must not share leases")
 	}
 }
@@ -166,13 +169,13 @@ func TestReleaseErrors(t *testing.T) {
 func TestWaiterBound(t *testing.T) {
 	tb := New(Config{MaxWaiters: 3})
 	k := key(1)
-	tb.Acquire("ns", k, "a", time.Minute)
+	tb.Acquire(ctx, "ns", k, "a", time.Minute)
 	for i := 0; i < 3; i++ {
-		if _, _, _, err := tb.Wait("ns", k); err != nil {
+		if _, _, _, err := tb.Wait(ctx, "ns", k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, _, err := tb.Wait("ns", k); !errors.Is(err, ErrTooManyWaiters) {
+	if _, _, _, err := tb.Wait(ctx, "ns", k); !errors.Is(err, ErrTooManyWaiters) {
 		t.Fatalf("err = %v, want ErrTooManyWaiters", err)
 	}
 }
@@ -188,12 +191,12 @@ func TestHammer(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				k := key(byte(i % 4))
-				if _, ok, err := tb.Acquire("ns", k, string(rune('a'+g)), time.Minute); err == nil && ok {
+				if _, ok, err := tb.Acquire(ctx, "ns", k, string(rune('a'+g)), time.Minute); err == nil && ok {
 					granted.Add(1)
-					tb.Written("ns", k)
+					tb.Written(ctx, "ns", k)
 					continue
 				}
-				if w, _, ok, err := tb.Wait("ns", k); err == nil && ok {
+				if w, _, ok, err := tb.Wait(ctx, "ns", k); err == nil && ok {
 					select {
 					case <-w.C():
 					case <-time.After(time.Millisecond):
@@ -214,8 +217,8 @@ func TestHammer(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	tb := New(Config{})
-	tb.Acquire("ns", key(1), "a", time.Minute)
-	w, _, ok, err := tb.Wait("ns", key(1))
+	tb.Acquire(ctx, "ns", key(1), "a", time.Minute)
+	w, _, ok, err := tb.Wait(ctx, "ns", key(1))
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
@@ -224,11 +227,11 @@ func TestClose(t *testing.T) {
 	if w.Outcome() != Closed {
 		t.Fatalf("outcome = %v", w.Outcome())
 	}
-	if _, _, ok, _ := tb.Wait("ns", key(1)); ok {
+	if _, _, ok, _ := tb.Wait(ctx, "ns", key(1)); ok {
 		t.Fatal("wait after Close must not park")
 	}
 	if _, waiting := tb.Counts(); waiting != 0 {
 		t.Fatalf("waiting = %d", waiting)
 	}
-	tb.Written("ns", key(1)) // no double close
+	tb.Written(ctx, "ns", key(1)) // no double close
 }

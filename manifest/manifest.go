@@ -9,12 +9,20 @@
 // saved to a JSON snapshot file (atomically: temp file, fsync, rename), so a
 // graceful restart keeps manifests and a crash loses at most the updates
 // since the last Save.
+//
+// With Config.Shared (fleet/state puts it on the fleet's S3 bucket) each
+// replica also flushes its records of every run it saw to the backend, one
+// part per replica and run, and Manifest merges the local records with
+// every replica's part, so that a sweep whose arms reached different
+// replicas sees one manifest. See shared.go.
 package manifest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +40,9 @@ var (
 	ErrUnknownRun = errors.New("unknown run")
 	// ErrInvalidRun means the run id does not match RunPattern.
 	ErrInvalidRun = errors.New("invalid run id")
+	// ErrUnavailable means the Shared backend could not be read and this
+	// replica has no record of the run: other replicas may have one.
+	ErrUnavailable = errors.New("shared run manifests unavailable")
 )
 
 // Defaults used when a Config field is zero.
@@ -67,6 +78,25 @@ type Config struct {
 	Path string
 	// Now returns the current time (time.Now when nil).
 	Now func() time.Time
+
+	// Shared, when set, makes manifests fleet-wide (see shared.go); nil
+	// keeps them on this replica.
+	Shared Shared
+	// ReplicaID names this replica's parts in Shared; required with it,
+	// matching ReplicaPattern, unique in the fleet and stable across
+	// restarts.
+	ReplicaID string
+	// FlushInterval is how often changed runs are flushed to Shared
+	// (DefaultFlushInterval when 0).
+	FlushInterval time.Duration
+	// MaxReplicas bounds the parts one Manifest merges
+	// (DefaultMaxReplicas when 0); beyond it the manifest is Truncated.
+	MaxReplicas int
+	// SharedTimeout bounds one flush of one run, and one Manifest's reads
+	// (DefaultSharedTimeout when 0).
+	SharedTimeout time.Duration
+	// Logger receives shared-backend warnings (slog.Default() when nil).
+	Logger *slog.Logger
 }
 
 // KeyRecord is the wire type of the same name.
@@ -80,8 +110,13 @@ type runID struct{ ns, run string }
 type runRec struct {
 	created, updated time.Time
 	keys             []KeyRecord
+	first            []time.Time // first use of keys[i], for merging across replicas
 	index            map[cachekey.Key]int
 	truncated        bool
+	// unshared: changed since the last flush to Shared; flushed: the
+	// updated time that flush carried.
+	unshared bool
+	flushed  time.Time
 }
 
 // Recorder is the bounded run recorder. It is safe for concurrent use.
@@ -91,9 +126,14 @@ type Recorder struct {
 	runs  map[runID]*runRec
 	total int
 	dirty bool
+
+	stop     context.CancelFunc
+	flushing sync.WaitGroup
 }
 
-// New returns a recorder, loading cfg.Path when it exists.
+// New returns a recorder, loading cfg.Path when it exists. With cfg.Shared
+// it starts the goroutine that flushes to it every FlushInterval; Close
+// stops it.
 func New(cfg Config) (*Recorder, error) {
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
@@ -110,11 +150,23 @@ func New(cfg Config) (*Recorder, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := sharedDefaults(&cfg); err != nil {
+		return nil, err
+	}
 	r := &Recorder{cfg: cfg, runs: make(map[runID]*runRec)}
 	if cfg.Path != "" {
 		if err := r.load(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Shared != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stop = cancel
+		r.flushing.Add(1)
+		go r.flushEvery(ctx)
 	}
 	return r, nil
 }
@@ -152,21 +204,24 @@ func (r *Recorder) record(ns, run string, key cachekey.Key, name string, write b
 	i, ok := rr.index[key]
 	if !ok {
 		if len(rr.keys) >= r.cfg.MaxKeysPerRun {
-			rr.truncated = true
+			rr.truncated, rr.unshared = true, true
 			return
 		}
 		for r.total >= r.cfg.MaxTotalKeys {
 			if !r.evictOldestLocked(id) {
-				rr.truncated = true
+				rr.truncated, rr.unshared = true, true
 				return
 			}
 		}
 		rr.keys = append(rr.keys, KeyRecord{Key: key.String()})
+		rr.first = append(rr.first, now)
+		rr.unshared = true
 		i = len(rr.keys) - 1
 		rr.index[key] = i
 		r.total++
 	}
 	k := &rr.keys[i]
+	before := *k
 	if write {
 		k.Written = true
 		if name != "" {
@@ -175,24 +230,47 @@ func (r *Recorder) record(ns, run string, key cachekey.Key, name string, write b
 	} else {
 		k.LookedUp = true
 	}
+	// A lookup of a known key changes only the updated time: flush it
+	// rarely, enough to keep the run from expiring elsewhere.
+	if *k != before || now.Sub(rr.flushed) > refreshShared {
+		rr.unshared = true
+	}
 }
 
-// Manifest returns a copy of the run's manifest.
+// Manifest returns a copy of the run's manifest. With Config.Shared it is
+// the merge of this replica's records and every replica's part (see
+// shared.go); when the backend cannot be read it is this replica's records
+// alone (the failure is logged).
 //
 // # Errors
-//   - ErrUnknownRun when the run was never recorded in ns, or expired or was
-//     evicted.
-func (r *Recorder) Manifest(ns, run string) (Manifest, error) {
+//   - ErrUnknownRun when the run was never recorded in ns (on any replica),
+//     or expired or was evicted.
+//   - ErrUnavailable when Shared could not be read and this replica has no
+//     record of the run.
+func (r *Recorder) Manifest(ctx context.Context, ns, run string) (Manifest, error) {
+	local, ok := r.part(ns, run)
+	if r.cfg.Shared != nil {
+		return r.merged(ctx, ns, run, local, ok)
+	}
+	if !ok {
+		return Manifest{}, r.unknown(ns, run)
+	}
+	return local.manifest(), nil
+}
+
+func (r *Recorder) unknown(ns, run string) error {
+	return fmt.Errorf("%w %q in namespace %q: no request carried it in the last %s, or it was evicted", ErrUnknownRun, run, ns, r.cfg.TTL)
+}
+
+// part returns a copy of the local records of a live run.
+func (r *Recorder) part(ns, run string) (Part, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rr := r.runs[runID{ns, run}]
 	if rr == nil || r.cfg.Now().Sub(rr.updated) > r.cfg.TTL {
-		return Manifest{}, fmt.Errorf("%w %q in namespace %q: no request carried it in the last %s, or it was evicted", ErrUnknownRun, run, ns, r.cfg.TTL)
+		return Part{}, false
 	}
-	return Manifest{
-		Run: run, Namespace: ns, Created: rr.created, Updated: rr.updated,
-		Keys: append([]KeyRecord(nil), rr.keys...), Truncated: rr.truncated,
-	}, nil
+	return rr.part(r.cfg.ReplicaID, ns, run), true
 }
 
 // Counts returns the number of runs and keys held, for metrics.
@@ -236,13 +314,24 @@ type snapshot struct {
 	Runs    []Manifest `json:"runs"`
 }
 
-// Save writes the snapshot to Config.Path atomically when anything changed
-// since the last Save. It drops expired runs first. Without a Path it does
-// nothing.
+// Save flushes changed runs to Config.Shared, if set, and writes the
+// snapshot to Config.Path atomically when anything changed since the last
+// Save. It drops expired runs first. Without either it does nothing.
 func (r *Recorder) Save() error {
-	if r.cfg.Path == "" {
-		return nil
+	var ferr error
+	if r.cfg.Shared != nil {
+		ferr = r.Flush(context.Background())
 	}
+	if r.cfg.Path == "" {
+		return ferr
+	}
+	if err := r.save(); err != nil {
+		return errors.Join(err, ferr)
+	}
+	return ferr
+}
+
+func (r *Recorder) save() error {
 	r.mu.Lock()
 	now := r.cfg.Now()
 	for id, rr := range r.runs {
@@ -303,6 +392,8 @@ func (r *Recorder) load() error {
 			}
 			rr.index[key] = len(rr.keys)
 			rr.keys = append(rr.keys, k)
+			// The file keeps no first-use times: keep the order.
+			rr.first = append(rr.first, m.Created.Add(time.Duration(len(rr.first))))
 			r.total++
 		}
 		r.runs[runID{m.Namespace, m.Run}] = rr

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/cachesvc/cachesvc/cachekey"
 )
+
+var ctx = context.Background()
 
 func key(b byte) cachekey.Key { var k cachekey.Key; k[31] = b; return k }
 
@@ -28,7 +31,7 @@ func TestManifestRecordsLookupsAndWrites(t *testing.T) {
 	r.RecordLookup("ns", "run1", key(1))
 	r.RecordLookup("other", "run1", key(9))
 
-	m, err := r.Manifest("ns", "run1")
+	m, err := r.Manifest(ctx, "ns", "run1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +51,7 @@ func TestManifestRecordsLookupsAndWrites(t *testing.T) {
 	if m.Truncated || m.Run != "run1" || m.Namespace != "ns" {
 		t.Errorf("manifest header = %+v", m)
 	}
-	if _, err := r.Manifest("ns", "nope"); !errors.Is(err, ErrUnknownRun) {
+	if _, err := r.Manifest(ctx, "ns", "nope"); !errors.Is(err, ErrUnknownRun) {
 		t.Errorf("unknown run err = %v", err)
 	}
 }
@@ -70,7 +73,7 @@ func TestBounds(t *testing.T) {
 				}
 			},
 			check: func(t *testing.T, r *Recorder) {
-				m, _ := r.Manifest("ns", "a")
+				m, _ := r.Manifest(ctx, "ns", "a")
 				if len(m.Keys) != 2 || !m.Truncated {
 					t.Fatalf("keys=%d truncated=%v", len(m.Keys), m.Truncated)
 				}
@@ -89,10 +92,10 @@ func TestBounds(t *testing.T) {
 				r.RecordLookup("ns", "c", key(1))
 			},
 			check: func(t *testing.T, r *Recorder) {
-				if _, err := r.Manifest("ns", "b"); !errors.Is(err, ErrUnknownRun) {
+				if _, err := r.Manifest(ctx, "ns", "b"); !errors.Is(err, ErrUnknownRun) {
 					t.Fatal("run b should have been evicted")
 				}
-				if _, err := r.Manifest("ns", "a"); err != nil {
+				if _, err := r.Manifest(ctx, "ns", "a"); err != nil {
 					t.Fatal(err)
 				}
 				if runs, keys := r.Counts(); runs != 2 || keys != 3 {
@@ -113,10 +116,10 @@ func TestBounds(t *testing.T) {
 				r.RecordLookup("ns", "b", key(4))
 			},
 			check: func(t *testing.T, r *Recorder) {
-				if _, err := r.Manifest("ns", "a"); err == nil {
+				if _, err := r.Manifest(ctx, "ns", "a"); err == nil {
 					t.Fatal("run a should have been evicted")
 				}
-				m, _ := r.Manifest("ns", "b")
+				m, _ := r.Manifest(ctx, "ns", "b")
 				if len(m.Keys) != 3 || !m.Truncated {
 					t.Fatalf("keys=%d truncated=%v", len(m.Keys), m.Truncated)
 				}
@@ -130,7 +133,7 @@ func TestBounds(t *testing.T) {
 				clk.t = clk.t.Add(2 * time.Hour)
 			},
 			check: func(t *testing.T, r *Recorder) {
-				if _, err := r.Manifest("ns", "a"); !errors.Is(err, ErrUnknownRun) {
+				if _, err := r.Manifest(ctx, "ns", "a"); !errors.Is(err, ErrUnknownRun) {
 					t.Fatal("expired run must be unknown")
 				}
 			},
@@ -164,8 +167,8 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m1, _ := r.Manifest("ns", "r1")
-	m2, err := r2.Manifest("ns", "r1")
+	m1, _ := r.Manifest(ctx, "ns", "r1")
+	m2, err := r2.Manifest(ctx, "ns", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +177,7 @@ func TestSaveLoad(t *testing.T) {
 	}
 	// Recording into a reloaded run must not duplicate keys.
 	r2.RecordLookup("ns", "r1", key(1))
-	if m, _ := r2.Manifest("ns", "r1"); len(m.Keys) != 2 || !m.Keys[0].LookedUp {
+	if m, _ := r2.Manifest(ctx, "ns", "r1"); len(m.Keys) != 2 || !m.Keys[0].LookedUp {
 		t.Fatalf("after reload: %+v", m.Keys)
 	}
 }
@@ -202,7 +205,7 @@ func TestConcurrentRecording(t *testing.T) {
 			for i := 0; i < 300; i++ {
 				run := string(rune('a' + (g+i)%6))
 				r.RecordLookup("ns", run, key(byte(i)))
-				r.Manifest("ns", run)
+				r.Manifest(ctx, "ns", run)
 			}
 		}(g)
 	}
