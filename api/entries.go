@@ -84,7 +84,7 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		w.Backend, w.Name, w.CompileSeconds = res.Meta.Backend, res.Meta.Name, res.Meta.CompileSeconds
 	}
 	g.out.Write(w)
-	g.leases.Written(r.Namespace, r.Key)
+	g.leases.Written(c.UserContext(), r.Namespace, r.Key)
 	if r.Run != "" {
 		g.runs.RecordWrite(r.Namespace, r.Run, r.Key, r.Name)
 	}

@@ -110,7 +110,7 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("stat %s/%s: %w", ns, key, err)
 	}
-	l, granted, err := g.leases.Acquire(ns, key, req.Holder, ttl)
+	l, granted, err := g.leases.Acquire(c.UserContext(), ns, key, req.Holder, ttl)
 	if errors.Is(err, lease.ErrTableFull) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "lease_table_full",
 			Message: sentence(err.Error() + "; compile without a lease"), Err: err}
@@ -148,7 +148,7 @@ func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
 	if err := lease.ValidateHolder(holder); err != nil {
 		return Errorf(http.StatusBadRequest, "bad_holder", "Name the holder releasing the lease with ?holder= or {\"holder\": ...} (1 to %d bytes).", lease.MaxHolderLen)
 	}
-	l, err := g.leases.Release(ns, key, holder)
+	l, err := g.leases.Release(c.UserContext(), ns, key, holder)
 	switch {
 	case errors.Is(err, lease.ErrNotHeld):
 		return Errorf(http.StatusNotFound, "lease_not_found", "No lease is held on %s in namespace %q (it was released, expired, or the server restarted).", key, ns)
@@ -172,7 +172,7 @@ func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
 // unknown_run when no request carried the run recently.
 func (g *leasesAPI) handleRunManifest(c *fiber.Ctx) error {
 	ns, run := reqOf(c).Namespace, reqOf(c).RunParam
-	m, err := g.runs.Manifest(ns, run)
+	m, err := g.runs.Manifest(c.UserContext(), ns, run)
 	if errors.Is(err, manifest.ErrUnknownRun) {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_run", Message: sentence(err.Error()), Err: err}
 	}
@@ -222,6 +222,15 @@ func (s *Server) SaveRuns() error { return s.runs.Save() }
 func (s *Server) saveRunsLogged() {
 	if err := s.runs.Save(); err != nil {
 		s.log.Error("save run manifests", "err", err)
+	}
+}
+
+// closeRuns saves the run manifests and, in a fleet, writes this replica's
+// part of them to the shared tier a last time.
+func (s *Server) closeRuns() {
+	s.saveRunsLogged()
+	if err := s.runs.Close(); err != nil {
+		s.log.Error("flush run manifests to the shared tier", "err", err)
 	}
 }
 

@@ -314,7 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.leases.Close() // end long polls now
 	defer s.closeOwned()
-	defer s.saveRunsLogged()
+	defer s.closeRuns()
 	err := s.app.ShutdownWithContext(ctx)
 	if err == nil && s.inflight.Load() == 0 {
 		s.cancel()

@@ -49,7 +49,7 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 	if present() {
 		return nil
 	}
-	w, l, ok, err := g.leases.Wait(ns, key)
+	w, l, ok, err := g.leases.Wait(ctx, ns, key)
 	if errors.Is(err, lease.ErrTooManyWaiters) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", Message: sentence(err.Error() + "; retry later or compile yourself"), Err: err}
 	}
@@ -64,8 +64,16 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 	defer deadline.Stop()
 	expiry := time.NewTimer(time.Until(l.Expires))
 	defer expiry.Stop()
+	// The entry may be written on another replica of the fleet, which wakes
+	// no waiter here: look for it every second.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
 	for {
 		select {
+		case <-poll.C:
+			if present() {
+				return nil
+			}
 		case <-w.C():
 			if w.Outcome() == lease.Written || present() {
 				return nil
@@ -75,7 +83,7 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 			}
 			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
 		case <-expiry.C:
-			if cur, held := g.leases.Holder(ns, key); held {
+			if cur, held := g.leases.Holder(ctx, ns, key); held {
 				l = cur // renewed, or taken over by a new holder: keep waiting
 				expiry.Reset(time.Until(cur.Expires))
 				continue

@@ -13,6 +13,9 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/fleet/state"
+	"github.com/cachesvc/cachesvc/lease"
+	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/tiered"
@@ -106,6 +109,43 @@ func (o *replicaOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.AdvertiseURL, "advertise-url", "", "with a shared tier: the `URL` the fleet's dashboard shows for this replica (default: the URL it serves on)")
 }
 
+// sharedState opens the fleet-wide state on the shared bucket (compile
+// leases, run manifests, the signature memo) and sets it in the options of
+// the lease table, the run recorder and the keyer. It sends no request: a
+// replica whose bucket is down at start still serves, and each part fails
+// open on its own terms (fleet/state).
+func sharedState(o *serveOptions, replicaID string, leases *lease.Config, runs *manifest.Config, logger *slog.Logger) error {
+	cfg, err := o.S3.config(0, logger)
+	if err != nil {
+		return err
+	}
+	c, err := state.New(state.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Region: cfg.Region,
+		AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, SessionToken: cfg.SessionToken, Insecure: cfg.Insecure, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open the fleet's shared state: %w", err)
+	}
+	leases.Shared, leases.Logger = c.Leases(), logger
+	runs.Shared, runs.ReplicaID, runs.Logger = c.Manifests(0), replicaID, logger
+	o.Plugins.memo = c.Memo()
+	return nil
+}
+
+// replicaID is this replica's id: --replica-id, or one derived from the
+// data directory that stays the same across restarts.
+func (o *serveOptions) replicaID() (string, error) {
+	if o.Replica.ID == "" {
+		id, err := registry.DefaultID(o.Data)
+		if err != nil {
+			return "", fmt.Errorf("derive a replica id (set --replica-id): %w", err)
+		}
+		return id, nil
+	}
+	if err := registry.CheckID(o.Replica.ID); err != nil {
+		return "", usagef("--replica-id: %s", err)
+	}
+	return o.Replica.ID, nil
+}
+
 // fleetMember is a replica's part in its fleet: its heartbeat (and the
 // fleet's view) and its access log, both in the shared bucket.
 type fleetMember struct {
@@ -115,7 +155,7 @@ type fleetMember struct {
 
 // joinFleet creates this replica's heartbeat and access log on the shared
 // bucket; Start begins both. sample reports the replica at each heartbeat.
-func joinFleet(o serveOptions, url string, sample func() registry.Sample, logger *slog.Logger) (*fleetMember, error) {
+func joinFleet(o serveOptions, id, url string, sample func() registry.Sample, logger *slog.Logger) (*fleetMember, error) {
 	cfg, err := o.S3.config(0, logger)
 	if err != nil {
 		return nil, err
@@ -123,14 +163,6 @@ func joinFleet(o serveOptions, url string, sample func() registry.Sample, logger
 	b, err := registry.Dial(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open the fleet's registry: %w", err)
-	}
-	id := o.Replica.ID
-	if id == "" {
-		if id, err = registry.DefaultID(o.Data); err != nil {
-			return nil, fmt.Errorf("derive a replica id (set --replica-id): %w", err)
-		}
-	} else if err := registry.CheckID(id); err != nil {
-		return nil, usagef("--replica-id: %s", err)
 	}
 	if o.Replica.AdvertiseURL != "" {
 		url = o.Replica.AdvertiseURL

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,3 +262,140 @@ func sha256Of(b []byte) []byte {
 
 // storeKey returns the key named by s: the hex SHA-256 of s.
 func storeKey(s string) string { return hex.EncodeToString(sha256Of([]byte(s))) }
+
+// TestFleetOneCompileForSixteenHosts sends 16 hosts, spread over three
+// replicas, after one missing key at once, each doing what a trainer does:
+// ask for the compile lease; the one granted compiles and uploads, the
+// others wait (GET ?wait=) on their own replica. Exactly one compiles, and
+// every other host gets the entry.
+func TestFleetOneCompileForSixteenHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	reps := []*proc{f.replica(t), f.replica(t), f.replica(t)}
+	key := storeKey("one-compile")
+	var compiles, served atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for h := 0; h < 16; h++ {
+		wg.Add(1)
+		go func(h int) {
+			defer wg.Done()
+			p := reps[h%len(reps)]
+			<-start
+			body := fmt.Sprintf(`{"holder": "host-%d", "ttl_s": 60}`, h)
+			resp, err := http.Post(p.url+"/v1/default/leases/"+key, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Errorf("host %d: lease: %v", h, err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusCreated:
+				compiles.Add(1)
+				time.Sleep(500 * time.Millisecond) // the compile
+				if code, _ := putEntry(p, key, 42, 1<<20); code != http.StatusCreated {
+					t.Errorf("host %d: PUT after compiling = %d", h, code)
+				}
+				served.Add(1)
+			case http.StatusConflict:
+				resp, err := http.Get(p.url + "/v1/default/entries/" + key + "?wait=30s")
+				if err != nil {
+					t.Errorf("host %d: wait: %v", h, err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("host %d: GET ?wait= = %d", h, resp.StatusCode)
+					return
+				}
+				served.Add(1)
+			default:
+				t.Errorf("host %d: lease = %d", h, resp.StatusCode)
+			}
+		}(h)
+	}
+	close(start)
+	wg.Wait()
+	if compiles.Load() != 1 || served.Load() != 16 {
+		t.Fatalf("%d hosts compiled (want 1), %d got the entry (want 16)", compiles.Load(), served.Load())
+	}
+}
+
+// TestFleetRunManifestsAndStats tags uploads and lookups of one run on two
+// replicas and reads the run's manifest from a third (what `warm --run`
+// uses), then reads every replica's health and the fleet's totals from
+// GET /v1/stats?scope=fleet.
+func TestFleetRunManifestsAndStats(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	a, b, c := f.replica(t), f.replica(t), f.replica(t)
+	keys := []string{storeKey("arm-a"), storeKey("arm-b")}
+	for i, p := range []*proc{a, b} {
+		req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+keys[i], strings.NewReader("exe"))
+		req.Header.Set("X-Cachesvc-Run", "sweep-7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT on replica %d: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	var m struct {
+		Keys []struct{ Key string } `json:"keys"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(c.url + "/v1/default/runs/sweep-7/manifest")
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				m.Keys = nil
+				json.NewDecoder(resp.Body).Decode(&m)
+			}
+			resp.Body.Close()
+		}
+		if len(m.Keys) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if len(m.Keys) != 2 {
+		t.Fatalf("replica C's manifest of the run has %d keys, want both arms' 2: %+v", len(m.Keys), m)
+	}
+
+	var st struct {
+		Fleet *struct {
+			Healthy  int `json:"healthy"`
+			Replicas []struct {
+				ID, Health string
+			} `json:"replicas"`
+			Totals struct {
+				Totals struct{ Writes int64 } `json:"totals"`
+			} `json:"totals"`
+		} `json:"fleet"`
+		SharedTier *struct{ Configured, Reachable bool } `json:"shared_tier"`
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(c.url + "/v1/stats?scope=fleet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if st.Fleet != nil && st.Fleet.Healthy == 3 && st.Fleet.Totals.Totals.Writes == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if st.Fleet == nil || st.Fleet.Healthy != 3 || len(st.Fleet.Replicas) != 3 || st.Fleet.Totals.Totals.Writes != 2 {
+		t.Errorf("fleet stats: %+v", st.Fleet)
+	}
+	if st.SharedTier == nil || !st.SharedTier.Configured || !st.SharedTier.Reachable {
+		t.Errorf("shared tier state: %+v", st.SharedTier)
+	}
+}

@@ -27,6 +27,8 @@ type pluginOptions struct {
 	MaxSignature int64
 	// observe, when set, receives every plugin call (serve: metrics).
 	observe func(plugin string, d time.Duration, err error)
+	// memo, when set, is the fleet's shared signature memo (serve).
+	memo keying.SharedMemo
 }
 
 // addPluginFlags defines the plugin flags on fs.
@@ -87,7 +89,8 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical})
+	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical,
+		SharedMemo: o.memo, Logger: logger})
 	if err != nil {
 		h.Close(ctx)
 		return nil, nil, err
@@ -122,7 +125,14 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 		}
 		logger.Info("built-in plugins ready", "backends", h.Backends(), "seconds", time.Since(start).Seconds())
 	}()
-	return k, h, func() { h.Close(context.Background()) }, nil
+	return k, h, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := k.Close(ctx); err != nil { // drains the shared memo's writes
+			logger.Warn("write the shared signature memo", "err", err)
+		}
+		h.Close(context.Background())
+	}, nil
 }
 
 // reloadPluginDir reloads the plugin directory dir into h (serve, on

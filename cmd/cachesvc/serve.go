@@ -16,6 +16,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -138,6 +139,16 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	defer closeStats(sts, logger)
 	evictions.Store(sts)
+	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
+	replicaID := ""
+	if o.S3.enabled() {
+		if replicaID, err = o.replicaID(); err != nil {
+			return err
+		}
+		if err := sharedState(&o, replicaID, &leases, &runs, logger); err != nil { // fleet.go
+			return err
+		}
+	}
 	pluginMetrics := api.NewPluginMetrics()
 	o.Plugins.observe = pluginMetrics.Observe
 	keyer, host, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
@@ -157,7 +168,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 			snap := sts.Snapshot(stats.SnapshotOptions{MaxRuns: 20, MaxTopEntries: 20})
 			return registry.Sample{Hot: stores.hot.Usage(), Shared: stores.sharedState(), Stats: &snap}
 		}
-		if member, err = joinFleet(o, url, sample, logger); err != nil { // fleet.go
+		if member, err = joinFleet(o, replicaID, url, sample, logger); err != nil { // fleet.go
 			return err
 		}
 		defer member.close(logger)
@@ -170,7 +181,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Version:       version,
 		Stats:         sts,
 		Keyer:         keyer,
-		Runs:          runsConfig(o.Data), // runs.go
+		Leases:        leases,
+		Runs:          runs,
 		Auth:          sec.Auth,
 		Signer:        sec.Signer,
 		TLS:           sec.TLS,
