@@ -51,7 +51,9 @@
 
   function statsURL() {
     var q = "?since=" + state.range + "&step=" + STEPS[state.range];
-    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q : "/v1/stats" + q;
+    // A replica of a fleet (its last answer said it has a shared tier) also
+    // asks for every replica's health and the fleet's totals.
+    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q : "/v1/stats" + q + (state.fleet ? "&scope=fleet" : "");
   }
 
   function refresh() {
@@ -135,6 +137,8 @@
     $("kpi-waiting").textContent = num(le.waiting);
     if (d.server && d.server.version) $("footer-version").textContent = "cachesvc " + d.server.version;
 
+    state.fleet = !!(d.shared_tier && d.shared_tier.configured);
+    renderFleet(d);
     updateNamespaces(d);
     renderNSTable(d);
     renderRuns(d.runs || []);
@@ -178,6 +182,33 @@
     return '<td class="num">' + num(c.lookups) + '</td><td class="num">' + num(c.hits) + '</td><td class="num">' + num(c.misses) +
       "</td><td>" + rateCell(c.hit_rate, c.lookups) + '</td><td class="num">' + dur(c.compile_seconds_saved) +
       '</td><td class="num">' + bytes(c.bytes_out) + '</td><td class="num">' + num(c.writes) + "</td>";
+  }
+
+  function sharedCell(sh) {
+    if (!sh || !sh.configured) return '<span class="none">none</span>';
+    if (sh.reachable) return '<span class="health ok">reachable</span>';
+    return '<span class="health bad" title="' + esc(sh.last_error) + '">unreachable</span>';
+  }
+
+  // The fleet card: this replica's shared tier and, with ?scope=fleet,
+  // every replica's health and numbers, and the fleet's totals.
+  function renderFleet(d) {
+    var card = $("fleet-card");
+    var sh = d.shared_tier;
+    card.hidden = !(sh && sh.configured);
+    if (card.hidden) return;
+    var f = d.fleet, reps = (f && f.replicas) || [];
+    var ft = (f && f.totals && f.totals.totals) || {};
+    $("fleet-summary").innerHTML = "shared tier " + sharedCell(sh) + (sh.queue_depth ? " · " + num(sh.queue_depth) + " uploads queued" : "") +
+      (f ? " · " + num(f.healthy) + " of " + num(reps.length) + " replicas healthy · fleet: " + num(ft.hits) + " of " + num(ft.lookups) +
+        " lookups hit, " + hours(ft.compile_seconds_saved || 0) + " saved" : "");
+    $("fleet-table").tBodies[0].innerHTML = reps.length ? reps.map(function (r) {
+      var t = r.totals || {}, hot = r.hot || {};
+      return '<tr data-replica="' + esc(r.id) + '"><td>' + (r.url ? '<a href="' + esc(r.url) + '/">' + esc(r.id) + "</a>" : esc(r.id)) +
+        '</td><td><span class="health ' + (r.health === "ok" ? "ok" : "bad") + '">' + esc(r.health) + "</span></td><td>" + esc(ago(r.heartbeat)) +
+        "</td><td>" + esc(r.version) + '</td><td class="num">' + bytes(hot.bytes) + " · " + num(hot.entries) + "</td><td>" + sharedCell(r.shared) +
+        '</td><td class="num">' + num((r.shared || {}).queue_depth) + '</td><td class="num">' + num(t.lookups) + "</td><td>" + rateCell(t.hit_rate, t.lookups) + "</td></tr>";
+    }).join("") : '<tr><td colspan="9" class="none">No heartbeats read yet (replicas write one every 10 s).</td></tr>';
   }
 
   function renderRuns(runs) {

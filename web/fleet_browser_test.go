@@ -1,0 +1,83 @@
+package web_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/store/s3/s3test"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// TestDashboardShowsFleet serves the dashboard of a replica whose fleet is
+// real: two replicas' heartbeats in a bucket of a real S3 server (versitygw)
+// are read back by the registry the server asks. The fleet card lists both
+// replicas with their health and the fleet's totals, and a screenshot is
+// saved.
+func TestDashboardShowsFleet(t *testing.T) {
+	ctx := browser(t)
+	srv3 := s3test.Start(t)
+	bucket := srv3.NewBucket(t)
+	b, err := registry.Dial(s3.Config{Endpoint: srv3.Endpoint, Bucket: bucket, Prefix: "fleet/", Region: s3test.Region,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var regs []*registry.Registry
+	for i, id := range []string{"replica-a", "replica-b"} {
+		n := int64(100 * (i + 1))
+		r, err := registry.New(registry.Config{Bucket: b, ID: id, Version: "test", URL: "http://" + id + ":8080",
+			Sample: func() registry.Sample {
+				return registry.Sample{Hot: wire.StoreUsage{Entries: n, Bytes: n << 20},
+					Shared: wire.SharedTierState{Configured: true, Reachable: true},
+					Stats:  &wire.Snapshot{Totals: wire.Totals{Lookups: 2 * n, Hits: n, HitRate: 0.5, CompileSecondsSaved: 3600}}}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	srv := statstest.StartWith(t, nil, func(c *api.Config) {
+		c.Fleet = regs[0]
+		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }
+	})
+	statstest.Seed(t, srv.URL)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#fleet-table tbody", "replica-b"),
+		waitText("#fleet-summary", "2 of 2 replicas healthy"),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`(function(){
+		function row(s){var e=document.querySelector(s);return e?Array.prototype.map.call(e.cells,function(c){return c.textContent.trim();}).join("|"):null;}
+		return {a: row('#fleet-table tr[data-replica="replica-a"]'), b: row('#fleet-table tr[data-replica="replica-b"]'),
+			summary: document.getElementById("fleet-summary").textContent};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"a":       "replica-a|ok|",
+		"b":       "replica-b|ok|",
+		"summary": "fleet: 300 of 600 lookups hit, 2.00 h saved",
+	} {
+		if g := got[k]; !strings.Contains(g, want) {
+			t.Errorf("%s = %q, want it to contain %q", k, g, want)
+		}
+	}
+	if !strings.Contains(got["b"], "200 MiB · 200") || !strings.Contains(got["b"], "reachable") {
+		t.Errorf("replica-b row = %q: want its hot tier and shared tier", got["b"])
+	}
+	screenshot(t, ctx, "dashboard-fleet.png", 1366, 900)
+}
+
