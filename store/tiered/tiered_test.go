@@ -184,6 +184,7 @@ func TestReadThrough(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
+			b.Idle() // the fill runs behind the readers
 			if n := b.rt.blobGets.Load(); n != 1 {
 				t.Fatalf("%d GETs of the blob from the shared tier, want 1", n)
 			}
@@ -298,6 +299,7 @@ func TestCorruptSharedBlob(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		b.Idle()
 		if _, err := b.hot.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("hot tier kept a damaged entry: %v", err)
 		}
