@@ -140,9 +140,9 @@ func (s *Store) download(id string, sp *spool) {
 		close(sp.ready)
 		return
 	}
-	sp.release = func() { s.unreserve(m.Size) }
 	f, err := s.spoolFile()
 	if err != nil {
+		s.unreserve(m.Size)
 		rc.Close()
 		s.log.Warn("cannot create a spool file; reading the shared tier directly", "err", err)
 		s.n.fillsSkipped.Add(1)
@@ -150,6 +150,7 @@ func (s *Store) download(id string, sp *spool) {
 		close(sp.ready)
 		return
 	}
+	sp.release = func() { s.unreserve(m.Size); s.recycle(f, m.Size) }
 	s.n.sharedFetches.Add(1)
 	sp.m, sp.f = m, f
 	close(sp.ready)
@@ -212,8 +213,24 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// spoolFile creates an unlinked file in the spool directory.
+// Idle spool files kept for reuse: at most idleSpools, each of at most
+// idleSpoolMax bytes (so at most 256 MiB of disk held idle).
+const (
+	idleSpools   = 4
+	idleSpoolMax = 64 << 20
+)
+
+// spoolFile returns an idle spool file, or creates an unlinked one in the
+// spool directory.
 func (s *Store) spoolFile() (*os.File, error) {
+	s.mu.Lock()
+	if n := len(s.idle); n > 0 {
+		f := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		s.mu.Unlock()
+		return f, nil
+	}
+	s.mu.Unlock()
 	f, err := os.CreateTemp(s.cfg.SpoolDir, "spool-*")
 	if err != nil {
 		return nil, fmt.Errorf("create spool file: %w", err)
@@ -223,6 +240,19 @@ func (s *Store) spoolFile() (*os.File, error) {
 		return nil, fmt.Errorf("unlink spool file: %w", err)
 	}
 	return f, nil
+}
+
+// recycle keeps a spool file for reuse, or closes it.
+func (s *Store) recycle(f *os.File, size int64) {
+	s.mu.Lock()
+	if !s.closing && len(s.idle) < idleSpools && size <= idleSpoolMax {
+		s.idle = append(s.idle, f)
+		f = nil
+	}
+	s.mu.Unlock()
+	if f != nil {
+		_ = f.Close()
+	}
 }
 
 // reserve takes size bytes of the spool budget, or reports that they do not

@@ -20,7 +20,11 @@ import (
 // never reaches the end of a bad entry.
 //
 // The file is unlinked as soon as it is created: it lives as long as its
-// descriptor, so a crash leaves nothing to clean up.
+// descriptor, so a crash leaves nothing to clean up. A few files are kept
+// for reuse once their spool is done (Store.recycle): writing into pages a
+// file already has costs a fifth of writing into new ones (0.8 against
+// 4.5 ms per 16 MiB here), which is most of what a spool adds to a read.
+// A reused file's old bytes past the new entry's size are never read.
 type spool struct {
 	ns  string
 	key store.Key
@@ -38,7 +42,7 @@ type spool struct {
 	derr    error         // its error, nil when complete and verified
 	changed chan struct{} // closed and replaced at each change
 	refs    int           // followers plus one for the download and fill
-	release func()        // called once refs reaches 0: returns the reservation
+	release func()        // called once refs reaches 0: returns the reservation and file
 }
 
 func newSpool(ns string, key store.Key) *spool {
@@ -88,11 +92,10 @@ func (sp *spool) unref() {
 	if !last {
 		return
 	}
-	if sp.f != nil {
-		_ = sp.f.Close()
-	}
 	if sp.release != nil {
-		sp.release()
+		sp.release() // returns the file to the store
+	} else if sp.f != nil {
+		_ = sp.f.Close()
 	}
 }
 

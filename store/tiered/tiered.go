@@ -212,6 +212,7 @@ type Store struct {
 	mu         sync.Mutex
 	spools     map[string]*spool // by ns/key, until the fill has committed
 	spoolBytes int64
+	idle       []*os.File // spool files kept for reuse (spool.go)
 	closing    bool
 }
 
@@ -371,5 +372,11 @@ func (s *Store) Close() error {
 	if s.q != nil {
 		qerr = s.q.close()
 	}
+	s.mu.Lock()
+	for _, f := range s.idle {
+		_ = f.Close()
+	}
+	s.idle = nil
+	s.mu.Unlock()
 	return errors.Join(qerr, s.hot.Close(), serr)
 }
