@@ -26,16 +26,20 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// counter is an http.RoundTripper counting GETs of blob objects.
+// counter is an http.RoundTripper counting GETs of blob objects and of
+// entry records.
 type counter struct {
-	next      http.RoundTripper
-	blobGets  atomic.Int64
-	blobBytes atomic.Int64
+	next       http.RoundTripper
+	blobGets   atomic.Int64
+	recordGets atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
 		c.blobGets.Add(1)
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/entries/") {
+		c.recordGets.Add(1)
 	}
 	return c.next.RoundTrip(r)
 }
@@ -140,7 +144,8 @@ func put(t testing.TB, s store.Store, key store.Key, data []byte) {
 
 // TestReadThrough puts through replica A and reads through replica B, whose
 // hot tier starts empty: whole, ranged, and with sixteen concurrent Gets
-// that must cost exactly one GET of the blob.
+// that must cost exactly one GET of the record and one of the blob (none
+// for an entry inline in its record).
 func TestReadThrough(t *testing.T) {
 	srv := s3test.Start(t)
 	tests := []struct {
@@ -185,8 +190,12 @@ func TestReadThrough(t *testing.T) {
 			close(start)
 			wg.Wait()
 			b.Idle() // the fill runs behind the readers
-			if n := b.rt.blobGets.Load(); n != 1 {
-				t.Fatalf("%d GETs of the blob from the shared tier, want 1", n)
+			wantBlob := int64(1)
+			if tc.size <= s3.DefaultInlineMax {
+				wantBlob = 0
+			}
+			if n, r := b.rt.blobGets.Load(), b.rt.recordGets.Load(); n != wantBlob || r != 1 {
+				t.Fatalf("%d GETs of the blob and %d of the record from the shared tier, want %d and 1", n, r, wantBlob)
 			}
 			if _, err := b.hot.Stat(context.Background(), "default", key); err != nil {
 				t.Fatalf("B's hot tier was not filled: %v", err)
@@ -199,8 +208,8 @@ func TestReadThrough(t *testing.T) {
 			if got, err := read(t, b, key, 0, -1); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("hot read: %d bytes, %v", len(got), err)
 			}
-			if n := b.rt.blobGets.Load(); n != 1 {
-				t.Fatalf("hot hit read the shared tier (%d blob GETs)", n)
+			if n, r := b.rt.blobGets.Load(), b.rt.recordGets.Load(); n != wantBlob || r != 1 {
+				t.Fatalf("hot hit read the shared tier (%d blob, %d record GETs)", n, r)
 			}
 		})
 	}
