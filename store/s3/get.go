@@ -108,7 +108,7 @@ type reader struct {
 	want    int64 // bytes to deliver in all
 	got     int64 // bytes read from body
 	bufp    *[]byte
-	pending []byte // verified (or unverifiable) bytes not yet delivered
+	pending []byte      // verified (or unverifiable) bytes not yet delivered
 	stall   *time.Timer // cancels the request when a read waits past ReadTimeout
 	stalled atomic.Bool
 	err     error
