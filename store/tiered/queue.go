@@ -292,6 +292,9 @@ func (q *queue) put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 	reserved := max(opts.Size, 0)
 	it, err := q.write(ctx, seq, ns, key, r, opts, &reserved)
 	if err != nil {
+		if errors.Is(err, store.ErrQueueFull) {
+			q.s.n.queueFull.Add(1)
+		}
 		q.unadmit(reserved)
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}

@@ -56,6 +56,12 @@ type replica struct {
 
 type opts struct {
 	hotMax, entryMax int64
+	mode             tiered.Mode
+	queueDir         string // default dir-queue
+	maxQueueEntries  int
+	maxQueueBytes    int64
+	probe            time.Duration // default: no probe
+	observe          func(tiered.Event)
 }
 
 func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
@@ -80,7 +86,17 @@ func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *r
 	if err := shared.ScanUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, Logger: quiet})
+	if o.queueDir == "" {
+		o.queueDir = dir + "-queue" // beside the Badger directory
+	}
+	if o.probe == 0 {
+		o.probe = -1
+	}
+	ts, err := tiered.New(tiered.Config{
+		Hot: hot, Shared: shared, Mode: o.mode, SpoolDir: dir + "-spool",
+		QueueDir: o.queueDir, MaxQueueEntries: o.maxQueueEntries, MaxQueueBytes: o.maxQueueBytes,
+		ProbeInterval: o.probe, Observe: o.observe, Logger: quiet,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
