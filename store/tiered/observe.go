@@ -39,7 +39,9 @@ const (
 // on a tier, for metrics (the api turns events into Prometheus series; this
 // package imports no metrics library).
 type Event struct {
-	Kind      EventKind
+	// Kind says which operation this was.
+	Kind EventKind
+	// Namespace is the entry's namespace, where the operation had one.
 	Namespace string
 	// Duration is how long the operation took; zero when not timed.
 	Duration time.Duration

@@ -126,11 +126,14 @@ type Config struct {
 	// there): one body file and one record file per queued entry. It must
 	// persist with the hot tier (e.g. beside it in the data directory).
 	QueueDir string
-	// MaxQueueEntries and MaxQueueBytes bound the upload queue; defaults
-	// 10,000 entries and 8 GiB. A Put that would exceed either fails with
-	// store.ErrQueueFull and stores nothing.
+	// MaxQueueEntries bounds the upload queue's entries; default 10,000. A
+	// Put that would exceed it fails with store.ErrQueueFull and stores
+	// nothing (in either tier).
 	MaxQueueEntries int
-	MaxQueueBytes   int64
+	// MaxQueueBytes bounds the upload queue's bytes; default 8 GiB. A Put
+	// whose declared size, or whose body as it streams, would exceed it
+	// fails with store.ErrQueueFull and stores nothing.
+	MaxQueueBytes int64
 	// Uploaders is the number of concurrent uploads from the queue;
 	// default 2.
 	Uploaders int
