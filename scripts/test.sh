@@ -88,6 +88,10 @@ setup_versitygw() {
 	(cd "$dir" && GOFLAGS= GOBIN="$dir" go install "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}")
 	echo "versitygw $VERSITYGW_VERSION: built in $((SECONDS - start))s"
 }
+# SeaweedFS, the opt-in second S3 engine, is not built here (about 4.5
+# minutes): scripts/seaweedfs.sh builds it, then
+# CACHESVC_SEAWEEDFS=1 go test -run SeaweedFS ./store/tiered runs the
+# tiered store's core conformance on it. (owner: storage tiers)
 
 # ---------------------------------------------------------------------------
 # suite go: vet + race tests for every Go package (owner: api engineer)

@@ -76,6 +76,11 @@ var (
 	// tier) cannot be reached or answered with a server error; nothing was
 	// stored. Retrying later may succeed.
 	ErrUnavailable = errors.New("storage tier is unavailable")
+	// ErrQueueFull means a write-behind store's upload queue is at its bound
+	// (entries or bytes) and the entry was not accepted; nothing was stored.
+	// The queue drains as the shared tier takes uploads, so retrying later
+	// may succeed (the api answers 503 with Retry-After).
+	ErrQueueFull = errors.New("upload queue is full")
 )
 
 // Key is a cache key (cachekey.Key); the store addresses entries by

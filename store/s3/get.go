@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -42,13 +43,20 @@ func (s *Store) Get(ctx context.Context, ns string, key store.Key, off, n int64)
 	if err := ctx.Err(); err != nil {
 		return store.Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
 	}
-	m, err := s.readRecord(ctx, ns, key)
+	m, inline, err := s.readRecordData(ctx, ns, key)
 	if err != nil {
 		return store.Meta{}, nil, err
 	}
 	off = min(off, m.Size)
 	if n < 0 || n > m.Size-off {
 		n = m.Size - off
+	}
+	if inline != nil {
+		// The bytes came with the record: check them all, whatever the range.
+		if int64(len(inline)) != m.Size || sha256.Sum256(inline) != m.SHA256 {
+			return store.Meta{}, nil, s.quarantine(m, fmt.Sprintf("inline bytes (%d) fail the record's size or sha256", len(inline)), false)
+		}
+		return m, io.NopCloser(bytes.NewReader(inline[off : off+n])), nil
 	}
 	whole := off == 0 && n == m.Size
 	if n == 0 && !whole {
@@ -71,14 +79,14 @@ func (s *Store) Get(ctx context.Context, ns string, key store.Key, off, n int64)
 	if err != nil {
 		cancel()
 		if isNotFound(err) {
-			return store.Meta{}, nil, s.quarantine(m, "blob missing")
+			return store.Meta{}, nil, s.quarantine(m, "blob missing", true)
 		}
 		return store.Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, s.fault("get blob", name, err))
 	}
 	if whole && info.Size != m.Size {
 		body.Close()
 		cancel()
-		return store.Meta{}, nil, s.quarantine(m, fmt.Sprintf("blob is %d bytes, record says %d", info.Size, m.Size))
+		return store.Meta{}, nil, s.quarantine(m, fmt.Sprintf("blob is %d bytes, record says %d", info.Size, m.Size), true)
 	}
 	r := &reader{s: s, m: m, name: name, body: body, cancel: cancel, want: n, bufp: s.rbufs.Get().(*[]byte)}
 	if whole {
@@ -100,7 +108,9 @@ type reader struct {
 	want    int64 // bytes to deliver in all
 	got     int64 // bytes read from body
 	bufp    *[]byte
-	pending []byte // verified (or unverifiable) bytes not yet delivered
+	pending []byte      // verified (or unverifiable) bytes not yet delivered
+	stall   *time.Timer // cancels the request when a read waits past ReadTimeout
+	stalled atomic.Bool
 	err     error
 	eof     bool
 	once    sync.Once
@@ -158,7 +168,17 @@ func (r *reader) next() error {
 // of a whole blob becomes pending only if the digest of all bytes matches.
 func (r *reader) fill() {
 	buf := *r.bufp
+	if d := r.s.cfg.ReadTimeout; d > 0 {
+		if r.stall == nil {
+			r.stall = time.AfterFunc(d, func() { r.stalled.Store(true); r.cancel() })
+		} else {
+			r.stall.Reset(d)
+		}
+	}
 	n, err := io.ReadFull(r.body, buf[:min(int64(len(buf)), r.want-r.got)])
+	if r.stall != nil && !r.stall.Stop() && r.stalled.Load() {
+		err = fmt.Errorf("no bytes for %s: %w: %w", r.s.cfg.ReadTimeout, store.ErrUnavailable, err)
+	}
 	r.got += int64(n)
 	if r.h != nil {
 		r.h.Write(buf[:n])
@@ -173,7 +193,7 @@ func (r *reader) fill() {
 		if r.h != nil {
 			var sum [32]byte
 			if r.h.Sum(sum[:0]); sum != r.m.SHA256 {
-				r.err = r.s.quarantine(r.m, fmt.Sprintf("blob sha256 is %x", sum))
+				r.err = r.s.quarantine(r.m, fmt.Sprintf("blob sha256 is %x", sum), true)
 				return
 			}
 		}
@@ -186,6 +206,9 @@ func (r *reader) fill() {
 func (r *reader) Close() error {
 	var err error
 	r.once.Do(func() {
+		if r.stall != nil {
+			r.stall.Stop()
+		}
 		err = r.body.Close()
 		r.cancel()
 		r.s.rbufs.Put(r.bufp)
@@ -194,11 +217,12 @@ func (r *reader) Close() error {
 	return err
 }
 
-// quarantine takes an entry whose blob failed verification out of service
+// quarantine takes an entry whose bytes failed verification out of service
 // for every replica: its record moves under quarantine/ and the damaged blob
-// is deleted, so that the next Put of the key stores it afresh. It returns
-// the error wrapping store.ErrCorrupt that the reader reports.
-func (s *Store) quarantine(m store.Meta, why string) error {
+// (hasBlob: not an inline entry) is deleted, so that the next Put of the key
+// stores it afresh. It returns the error wrapping store.ErrCorrupt that the
+// reader reports.
+func (s *Store) quarantine(m store.Meta, why string, hasBlob bool) error {
 	s.usage.integrity.Add(1)
 	rec, blob := s.entryName(m.Namespace, m.Key), s.blobName(m.SHA256)
 	s.log.Error("s3 entry failed verification; quarantined", "namespace", m.Namespace, "key", m.Key.String(),
@@ -214,6 +238,9 @@ func (s *Store) quarantine(m store.Meta, why string) error {
 		s.log.Warn("remove quarantined record failed", "object", rec, "err", err)
 	} else {
 		s.usage.add(-1, 0, 0)
+	}
+	if !hasBlob {
+		return fmt.Errorf("read entry %s/%s: %s: %w", m.Namespace, m.Key, why, store.ErrCorrupt)
 	}
 	if err := s.core.RemoveObject(ctx, s.cfg.Bucket, blob, minio.RemoveObjectOptions{}); err != nil {
 		s.log.Warn("remove damaged blob failed", "object", blob, "err", err)

@@ -70,7 +70,9 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
-	sha, size, err := s.putBlob(ctx, b, opts)
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	sha, size, inline, err := s.putBlob(ctx, b, *bp, opts)
 	if err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
@@ -80,7 +82,7 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 		Writer: opts.Writer, Run: opts.Run, Labels: opts.Labels, Components: opts.Components,
 	}
 	m.LastAccess = m.Created
-	return s.createRecord(ctx, m)
+	return s.createRecord(ctx, m, inline)
 }
 
 // existingResult is a Put's answer when a record already exists.
@@ -148,36 +150,44 @@ func fill(r io.Reader, buf []byte) (n int, eof bool, err error) {
 
 // putBlob stores the body's blob and returns its digest and size. A body
 // that fits one part is verified in memory and sent in one PUT; a larger
-// one goes multipart (putLargeBlob).
-func (s *Store) putBlob(ctx context.Context, b *body, opts store.PutOptions) ([32]byte, int64, error) {
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	buf := *bp
+// one goes multipart (putLargeBlob); one of at most Config.InlineMax bytes
+// is not stored but returned (inline, a slice of buf) for its record.
+func (s *Store) putBlob(ctx context.Context, b *body, buf []byte, opts store.PutOptions) (sha [32]byte, size int64, inline []byte, err error) {
 	n, eof, err := fill(b, buf)
 	if err != nil {
-		return [32]byte{}, 0, err
+		return sha, 0, nil, err
 	}
 	if !eof {
-		return s.putLargeBlob(ctx, b, buf, opts)
+		sha, size, err := s.putLargeBlob(ctx, b, buf, opts)
+		return sha, size, nil, err
 	}
-	sha, err := b.finish(opts)
-	if err != nil {
-		return sha, 0, err
+	if sha, err = b.finish(opts); err != nil {
+		return sha, 0, nil, err
 	}
+	if int64(n) <= s.cfg.InlineMax {
+		return sha, int64(n), buf[:n], nil
+	}
+	size, err = s.putSmallBlob(ctx, buf[:n], sha)
+	return sha, size, nil, err
+}
+
+// putSmallBlob stores a verified body of one part in one PUT.
+func (s *Store) putSmallBlob(ctx context.Context, data []byte, sha [32]byte) (int64, error) {
+	n := len(data)
 	name := s.blobName(sha)
 	// A blob that exists has these bytes already: a HEAD spares sending
 	// them again.
 	if _, err := s.core.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{}); err == nil {
-		return sha, int64(n), nil
+		return int64(n), nil
 	} else if !isNotFound(err) {
-		return sha, 0, s.fault("stat blob", name, err)
+		return 0, s.fault("stat blob", name, err)
 	}
 	popts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
 	if !s.cfg.CheckThenWrite {
 		popts.SetMatchETagExcept("*") // a concurrent writer may have stored it since
 	}
 	// The digest goes as the signed payload hash: the server checks it too.
-	_, err = s.core.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(buf[:n]), int64(n), "", hex.EncodeToString(sha[:]), popts)
+	_, err := s.core.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(data), int64(n), "", hex.EncodeToString(sha[:]), popts)
 	switch {
 	case err == nil:
 		s.usage.add(0, 1, int64(n))
@@ -188,10 +198,10 @@ func (s *Store) putBlob(ctx context.Context, b *body, opts store.PutOptions) ([3
 		// another upload of the blob is in flight): the blob existing now
 		// is all that matters.
 		if _, serr := s.core.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{}); serr != nil {
-			return sha, 0, s.fault("put blob", name, err)
+			return 0, s.fault("put blob", name, err)
 		}
 	}
-	return sha, int64(n), nil
+	return int64(n), nil
 }
 
 func isPreconditionFailed(err error) bool {
@@ -318,9 +328,9 @@ func (s *Store) promote(ctx context.Context, tmp string, sha [32]byte, size int6
 // createRecord writes m's record unless one exists (If-None-Match: *, or a
 // stat first under Config.CheckThenWrite). When one does, the Put is a no-op
 // for the same digest and a conflict for another.
-func (s *Store) createRecord(ctx context.Context, m store.Meta) (store.PutResult, error) {
+func (s *Store) createRecord(ctx context.Context, m store.Meta, inline []byte) (store.PutResult, error) {
 	name := s.entryName(m.Namespace, m.Key)
-	js, err := encodeRecord(m)
+	js, err := encodeRecord(m, inline)
 	if err != nil {
 		return store.PutResult{}, fmt.Errorf("put entry %s/%s: %w", m.Namespace, m.Key, err)
 	}

@@ -7,7 +7,8 @@
 // Under Config.Prefix (say "cachesvc/"):
 //
 //	blobs/<sha256 hex>          the bytes, content-addressed; shared by every entry with them
-//	entries/<ns>/<key hex>      the entry record: small immutable JSON (record), naming the blob
+//	entries/<ns>/<key hex>      the entry record: small immutable JSON (record), naming the blob,
+//	                            or holding the bytes themselves for a small entry (inline)
 //	uploads/<random hex>        a large body of undeclared digest, while it is uploaded and hashed
 //	quarantine/<ns>/<key hex>   the record of an entry whose blob failed its digest
 //
@@ -15,7 +16,10 @@
 // are complete and verified: a body that fits one part (Config.PartSize) is
 // read into a buffer, hashed, checked, and only then sent in one PUT (which
 // also carries the SHA-256 as the signed payload hash, so the server checks
-// it); a larger body with a declared digest goes to blobs/<digest> as a
+// it); a body of at most Config.InlineMax bytes (64 KiB by default) is not
+// a blob object at all but goes, base64, in the record's "data" field (and
+// the record's "v" is 2), so that a small entry costs one request to write
+// and one to read instead of three and two; a larger body with a declared digest goes to blobs/<digest> as a
 // multipart upload that is completed only after the last part is hashed and
 // the digest matches (an incomplete multipart upload is not an object);
 // a larger body without a declared digest has no name until its last byte,
@@ -34,7 +38,9 @@
 //
 // # Integrity
 //
-// A Get of the whole blob hashes every byte and withholds the last buffer
+// An inline entry's bytes are checked against the record's SHA-256 before
+// Get returns; a mismatch quarantines the record (there is no blob to
+// delete). A Get of the whole blob hashes every byte and withholds the last buffer
 // (up to 512 KiB) until the digest matches, so a corrupted object is never
 // served complete: the reader returns an error wrapping store.ErrCorrupt
 // instead of the final bytes, moves the record under quarantine/, deletes
@@ -98,6 +104,12 @@ const (
 	DefaultUsageInterval = 10 * time.Minute
 	// DefaultMaxRetries is the default Config.MaxRetries.
 	DefaultMaxRetries = 3
+	// DefaultInlineMax is the default Config.InlineMax.
+	DefaultInlineMax = 64 << 10
+	// MaxInlineMax bounds Config.InlineMax: a record is read whole.
+	MaxInlineMax = 256 << 10
+	// DefaultReadTimeout is the default Config.ReadTimeout.
+	DefaultReadTimeout = 30 * time.Second
 )
 
 // Config configures an S3 store. The zero value of every field except
@@ -138,6 +150,15 @@ type Config struct {
 	// servers that lack conditional writes. See the package doc for the race
 	// it leaves.
 	CheckThenWrite bool
+	// InlineMax is the largest entry whose bytes go in its record instead
+	// of a blob object (see the package doc); default 64 KiB, at most
+	// MaxInlineMax, negative never. Inline entries are not deduplicated.
+	InlineMax int64
+	// ReadTimeout bounds how long a Get's reader may wait for one buffer
+	// (512 KiB, or the body's rest) from the server: a stalled body fails
+	// with store.ErrUnavailable instead of hanging its reader (and a tiered
+	// store's download). Default 30s; negative never.
+	ReadTimeout time.Duration
 	// UsageInterval is how often Usage's counts are refreshed by listing the
 	// bucket. Default 10m; negative lists only when ScanUsage is called.
 	UsageInterval time.Duration
@@ -183,6 +204,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = DefaultMaxRetries
+	}
+	if cfg.InlineMax == 0 {
+		cfg.InlineMax = DefaultInlineMax
+	}
+	if cfg.InlineMax > MaxInlineMax {
+		return nil, fmt.Errorf("open s3 store: %w: inline max %d over %d", store.ErrInvalid, cfg.InlineMax, MaxInlineMax)
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -281,28 +311,47 @@ type record struct {
 	Run            string            `json:"run,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Components     map[string]string `json:"components,omitempty"`
+	// Data is an inline entry's bytes (base64 in JSON); nil for an entry
+	// in a blob object. An empty inline entry has "data": "".
+	Data *[]byte `json:"data,omitempty"`
 }
 
 // maxRecordBytes bounds a record read: labels and components are bounded,
 // so a larger object is not a record.
 const maxRecordBytes = 1 << 20
 
-func encodeRecord(m store.Meta) ([]byte, error) {
+// encodeRecord encodes m's record; inline, when non-nil, is the entry's
+// bytes to carry in it.
+func encodeRecord(m store.Meta, inline []byte) ([]byte, error) {
+	v := 1
+	var data *[]byte
+	if inline != nil {
+		v, data = 2, &inline
+	}
 	return json.Marshal(record{
-		Version: 1, Namespace: m.Namespace, Key: m.Key.String(), Size: m.Size,
+		Data: data, Version: v, Namespace: m.Namespace, Key: m.Key.String(), Size: m.Size,
 		SHA256: hex.EncodeToString(m.SHA256[:]), Created: m.Created, Backend: m.Backend, Name: m.Name,
 		CompileSeconds: m.CompileSeconds, Writer: m.Writer, Run: m.Run, Labels: m.Labels, Components: m.Components,
 	})
 }
 
-func decodeRecord(ns string, key store.Key, b []byte) (store.Meta, error) {
+// decodeRecord decodes a record and returns the entry's inline bytes, nil
+// when it has a blob object.
+func decodeRecord(ns string, key store.Key, b []byte) (store.Meta, []byte, error) {
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return store.Meta{}, fmt.Errorf("decode entry record: %w", err)
+		return store.Meta{}, nil, fmt.Errorf("decode entry record: %w", err)
 	}
 	sum, err := hex.DecodeString(r.SHA256)
 	if err != nil || len(sum) != 32 || r.Size < 0 {
-		return store.Meta{}, fmt.Errorf("decode entry record: bad sha256 %q or size %d", r.SHA256, r.Size)
+		return store.Meta{}, nil, fmt.Errorf("decode entry record: bad sha256 %q or size %d", r.SHA256, r.Size)
+	}
+	var inline []byte
+	if r.Data != nil {
+		inline = *r.Data
+		if inline == nil {
+			inline = []byte{}
+		}
 	}
 	m := store.Meta{
 		Namespace: ns, Key: key, Size: r.Size, Created: r.Created, LastAccess: r.Created,
@@ -310,26 +359,33 @@ func decodeRecord(ns string, key store.Key, b []byte) (store.Meta, error) {
 		Labels: r.Labels, Components: r.Components,
 	}
 	copy(m.SHA256[:], sum)
-	return m, nil
+	return m, inline, nil
 }
 
 // readRecord fetches and decodes the entry record of (ns, key).
 func (s *Store) readRecord(ctx context.Context, ns string, key store.Key) (store.Meta, error) {
+	m, _, err := s.readRecordData(ctx, ns, key)
+	return m, err
+}
+
+// readRecordData fetches and decodes the entry record of (ns, key), with
+// an inline entry's bytes.
+func (s *Store) readRecordData(ctx context.Context, ns string, key store.Key) (store.Meta, []byte, error) {
 	name := s.entryName(ns, key)
 	rc, _, _, err := s.core.GetObject(ctx, s.cfg.Bucket, name, minio.GetObjectOptions{})
 	if err != nil {
-		return store.Meta{}, s.fault("get entry record", name, err)
+		return store.Meta{}, nil, s.fault("get entry record", name, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxRecordBytes))
 	if err != nil {
-		return store.Meta{}, s.fault("read entry record", name, err)
+		return store.Meta{}, nil, s.fault("read entry record", name, err)
 	}
-	m, err := decodeRecord(ns, key, b)
+	m, inline, err := decodeRecord(ns, key, b)
 	if err != nil {
-		return store.Meta{}, fmt.Errorf("read s3://%s/%s: %w", s.cfg.Bucket, name, err)
+		return store.Meta{}, nil, fmt.Errorf("read s3://%s/%s: %w", s.cfg.Bucket, name, err)
 	}
-	return m, nil
+	return m, inline, nil
 }
 
 // Stat returns the entry's metadata from its record.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -137,12 +138,16 @@ func TestLayout(t *testing.T) {
 		name     string
 		size     int
 		declared bool
+		inline   bool // the bytes go in the record, no blob object
 	}{
-		{"small declared", 4 << 10, true},
-		{"small undeclared", 4 << 10, false},
-		{"multipart declared", 12<<20 + 5, true},
-		{"multipart undeclared", 12<<20 + 5, false},
-		{"exactly one part", s3.MinPartSize, false},
+		{"empty", 0, true, true},
+		{"small declared", 4 << 10, true, true},
+		{"small undeclared", 4 << 10, false, true},
+		{"largest inline", s3.DefaultInlineMax, false, true},
+		{"smallest blob", s3.DefaultInlineMax + 1, true, false},
+		{"multipart declared", 12<<20 + 5, true, false},
+		{"multipart undeclared", 12<<20 + 5, false, false},
+		{"exactly one part", s3.MinPartSize, false, false},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,14 +165,18 @@ func TestLayout(t *testing.T) {
 			if err != nil || !res.Created {
 				t.Fatalf("Put = %+v, %v", res, err)
 			}
-			want := []string{"cache/blobs/" + hex.EncodeToString(sum[:]), "cache/entries/default/" + key.String()}
+			record := "cache/entries/default/" + key.String()
+			want := []string{"cache/blobs/" + hex.EncodeToString(sum[:]), record}
+			if tc.inline {
+				want = want[1:]
+			}
 			if got := objects(t, c, bucket, ""); strings.Join(got, " ") != strings.Join(want, " ") {
 				t.Fatalf("objects = %v, want %v", got, want)
 			}
 			if n := incomplete(t, c, bucket); n != 0 {
 				t.Fatalf("%d incomplete multipart uploads left", n)
 			}
-			obj, err := c.GetObject(context.Background(), bucket, want[1], minio.GetObjectOptions{})
+			obj, err := c.GetObject(context.Background(), bucket, record, minio.GetObjectOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +186,12 @@ func TestLayout(t *testing.T) {
 			}
 			if rec["sha256"] != hex.EncodeToString(sum[:]) || rec["size"] != float64(len(data)) || rec["backend"] != "xla" || rec["key"] != key.String() {
 				t.Fatalf("record = %v", rec)
+			}
+			if inline, _ := rec["data"].(string); tc.inline != (rec["data"] != nil) || tc.inline && inline != base64.StdEncoding.EncodeToString(data) {
+				t.Fatalf("record data present %v, want inline %v", rec["data"] != nil, tc.inline)
+			}
+			if v := rec["v"]; tc.inline && v != float64(2) || !tc.inline && v != float64(1) {
+				t.Fatalf("record version %v, inline %v", v, tc.inline)
 			}
 			_, rc, err := s.Get(context.Background(), "default", key, 0, -1)
 			if err != nil {
@@ -253,16 +268,17 @@ func TestFailedPutsLeaveNothing(t *testing.T) {
 	}
 }
 
-// TestCorruptObjectNeverServed overwrites a blob through the S3 API with
-// bytes of the same length and checks that a whole read fails before its
-// last byte, and that the entry is quarantined for every replica.
+// TestCorruptObjectNeverServed overwrites a blob (or an inline entry's
+// record) through the S3 API with bytes of the same length and checks that
+// a whole read fails before its last byte, and that the entry is
+// quarantined for every replica.
 func TestCorruptObjectNeverServed(t *testing.T) {
 	srv := s3test.Start(t)
 	c := srv.Client(t, nil)
 	tests := []struct {
 		name string
 		size int
-	}{{"one buffer", 100 << 10}, {"many buffers", 3<<20 + 7}, {"empty blob replaced", 0}}
+	}{{"one buffer", 100 << 10}, {"many buffers", 3<<20 + 7}, {"inline", 4 << 10}, {"inline empty replaced", 0}}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket := srv.NewBucket(t)
@@ -282,8 +298,11 @@ func TestCorruptObjectNeverServed(t *testing.T) {
 			} else {
 				bad = []byte("x")
 			}
-			name := "cache/blobs/" + hex.EncodeToString(sum[:])
-			if _, err := c.PutObject(ctx, bucket, name, bytes.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
+			name, damaged := "cache/blobs/"+hex.EncodeToString(sum[:]), bad
+			if len(data) <= s3.DefaultInlineMax {
+				name, damaged = "cache/entries/default/"+key.String(), damageRecord(t, c, bucket, "cache/entries/default/"+key.String(), bad)
+			}
+			if _, err := c.PutObject(ctx, bucket, name, bytes.NewReader(damaged), int64(len(damaged)), minio.PutObjectOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			_, rc, err := b.Get(ctx, "default", key, 0, -1)
@@ -321,6 +340,26 @@ func TestCorruptObjectNeverServed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// damageRecord returns the inline record name with its data replaced by bad.
+func damageRecord(t *testing.T, c *minio.Client, bucket, name string, bad []byte) []byte {
+	t.Helper()
+	obj, err := c.GetObject(context.Background(), bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	var rec map[string]any
+	if err := json.NewDecoder(obj).Decode(&rec); err != nil {
+		t.Fatalf("decode record: %v", err)
+	}
+	rec["data"] = base64.StdEncoding.EncodeToString(bad)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestReplicasFirstWriterWins races two stores (two replicas) on one bucket

@@ -5,43 +5,63 @@
 // # Reads
 //
 // Get serves the hot tier when it has the entry. On a hot miss it fetches
-// the whole entry from the shared tier once per key per process: concurrent
-// Gets of one key collapse into one flight (singleflight), which checks the
-// hot tier again before fetching (an earlier flight may have filled it just
-// after this Get missed). The caller that started the flight streams the
-// shared tier's bytes as they arrive while the same bytes fill the hot
-// tier (a tee); the others wait for the flight and then read the hot tier.
-// The hot tier's Put is given the entry's size and SHA-256, so bytes that
-// fail their digest are never kept, and the shared tier's reader fails
-// before its last byte on a mismatch, so they are never served complete
-// either. A ranged Get on a hot miss waits for the fill and serves the range
-// from the hot tier, where every chunk is verified. When the hot tier cannot
-// hold an entry (too large, full), it is served from the shared tier.
+// the whole entry from the shared tier once per key per process, through
+// the key's spool: an unlinked file under Config.SpoolDir that one
+// goroutine fills from the shared tier as fast as the tier sends. Every Get
+// of the key while the spool lives, the first included, reads the file
+// behind that goroutine, so no reader waits for another, for the hot tier,
+// or for a slow client; a Get that reads slowly only falls behind. Once the
+// download ends, verified, the hot tier is filled from the spool in the
+// background (at most Config.MaxFills at a time, each within
+// Config.FillTimeout), and the spool is dropped once the fill has committed
+// and its last reader is closed; Gets arriving meanwhile still read the
+// spool. The download first checks the hot tier again (a fill may have
+// committed just after this Get missed).
 //
-// The streaming caller sets the pace of the fill: the waiters of a flight
-// wait for it. If it stops reading (Close before the end), the fill goes on
-// in the background.
+// Integrity: the shared tier's reader withholds an entry's last buffer
+// until its SHA-256 matches, so neither the spool nor any reader ever holds
+// a complete entry that fails its digest; the hot tier's Put is given the
+// size and digest and checks them again, so it never keeps bad bytes. A
+// ranged Get on a hot miss waits for the verified download and serves the
+// range from the spool. When the hot tier cannot keep an entry (too large,
+// full) the fill fails and is counted; the next Get fetches it again.
+//
+// Bounds: spools hold at most Config.MaxSpoolBytes in all. A hot miss whose
+// entry does not fit the remaining budget is served from the shared tier
+// directly, without a spool or a fill, and counted (Stats.FillsSkipped,
+// EventFillSkipped); concurrent Gets of that key then read the shared tier
+// each, so the budget should hold a few of the largest entries.
 //
 // # Writes
 //
-// In ModeThrough (the only mode so far) Put streams the body to the shared
-// tier and, through a tee, to the hot tier, whose Put is held before its
-// end until the shared tier's Put has returned: the hot tier commits only
-// entries the shared tier has (so replicas never disagree), and Put returns
-// success only once the shared tier has the entry, durably. With the shared
-// tier down, Put fails with an error wrapping store.ErrUnavailable and
-// reads of hot entries go on working.
+// In ModeThrough (the default) Put streams the body to the shared tier and,
+// through a tee, to the hot tier, whose Put is held before its end until
+// the shared tier's Put has returned: the hot tier commits only entries the
+// shared tier has (so replicas never disagree), and Put returns success
+// only once the shared tier has the entry, durably. With the shared tier
+// down, Put fails with an error wrapping store.ErrUnavailable and reads of
+// hot entries go on working.
+//
+// In ModeBehind, Put returns once the entry is in the hot tier and in the
+// upload queue (queue.go): see Config.QueueDir.
+//
+// # Observing
+//
+// Stats counts what the tiers did; Config.Observe receives one Event per
+// shared-tier request, fill and queue decision, with its duration, for
+// latency histograms; SharedState and Ready report the shared tier's
+// health without a request.
 package tiered
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"os"
+	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/singleflight"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -49,189 +69,263 @@ import (
 // Mode is a write mode.
 type Mode string
 
-// ModeThrough acknowledges a Put once the shared tier has it.
-const ModeThrough Mode = "through"
+// Write modes.
+const (
+	// ModeThrough acknowledges a Put once the shared tier has it.
+	ModeThrough Mode = "through"
+	// ModeBehind acknowledges a Put once the hot tier and the persistent
+	// upload queue have it; the queue uploads it to the shared tier later.
+	ModeBehind Mode = "behind"
+)
 
-// Config configures a tiered store.
+// Defaults of the zero Config fields.
+const (
+	// DefaultMaxSpoolBytes is the default Config.MaxSpoolBytes.
+	DefaultMaxSpoolBytes = 4 << 30
+	// DefaultMaxFills is the default Config.MaxFills.
+	DefaultMaxFills = 2
+	// DefaultFillTimeout is the default Config.FillTimeout.
+	DefaultFillTimeout = 10 * time.Minute
+	// DefaultProbeInterval is the default Config.ProbeInterval.
+	DefaultProbeInterval = 10 * time.Second
+	// DefaultMaxQueueEntries is the default Config.MaxQueueEntries.
+	DefaultMaxQueueEntries = 10000
+	// DefaultMaxQueueBytes is the default Config.MaxQueueBytes.
+	DefaultMaxQueueBytes = 8 << 30
+)
+
+// Config configures a tiered store. The zero value of every optional field
+// means its default.
 type Config struct {
 	// Hot is the local tier (Badger), consulted first and filled on reads.
 	// Required; the tiered store closes it.
 	Hot store.Store
 	// Shared is the durable tier every replica uses (S3). Required; the
-	// tiered store closes it.
+	// tiered store closes it. Its reads should time out when stalled
+	// (s3.Config.ReadTimeout): a download waits for them.
 	Shared store.Store
 	// Mode is the write mode; "" means ModeThrough.
 	Mode Mode
+
+	// SpoolDir is where hot misses are spooled (a directory on local disk,
+	// e.g. under the data directory); "" means os.TempDir(). Spool files
+	// are unlinked at creation, so nothing is left there after a crash.
+	SpoolDir string
+	// MaxSpoolBytes bounds the bytes of all spools; default 4 GiB. A hot
+	// miss that does not fit is served without a spool or fill (see the
+	// package doc).
+	MaxSpoolBytes int64
+	// MaxFills bounds the concurrent fills of the hot tier from spools;
+	// default 2.
+	MaxFills int
+	// FillTimeout bounds one fill of the hot tier; default 10 minutes. A
+	// fill past it is abandoned and counted in Stats.FillFailures.
+	FillTimeout time.Duration
+
+	// QueueDir is the upload queue's directory (ModeBehind; required
+	// there): one body file and one record file per queued entry. It must
+	// persist with the hot tier (e.g. beside it in the data directory).
+	QueueDir string
+	// MaxQueueEntries bounds the upload queue's entries; default 10,000. A
+	// Put that would exceed it fails with store.ErrQueueFull and stores
+	// nothing (in either tier).
+	MaxQueueEntries int
+	// MaxQueueBytes bounds the upload queue's bytes; default 8 GiB. A Put
+	// whose declared size, or whose body as it streams, would exceed it
+	// fails with store.ErrQueueFull and stores nothing.
+	MaxQueueBytes int64
+	// Uploaders is the number of concurrent uploads from the queue;
+	// default 2.
+	Uploaders int
+
+	// ProbeInterval is how often the shared tier is probed (one Stat of a
+	// key no entry has) when no request got an answer within it, for
+	// SharedState; default 10s, negative never.
+	ProbeInterval time.Duration
+	// Observe, when set, receives an Event for every shared-tier request,
+	// fill and queue decision. It is called synchronously on the request
+	// path and must be fast and not block.
+	Observe func(Event)
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Stats counts what the tiers did, for metrics. Fields are cumulative.
+// Stats counts what the tiers did, for metrics. Fields are cumulative
+// except the Queue fields, which are the queue's state now.
 type Stats struct {
 	// HotHits are Gets served by the hot tier.
 	HotHits int64
 	// SharedFetches are entries fetched from the shared tier (one per
-	// flight, however many Gets it served).
+	// spool, however many Gets it served, plus Gets served directly).
 	SharedFetches int64
-	// Collapsed are Gets that waited for another Get's flight.
+	// SharedBytesRead are the bytes of entries read from the shared tier.
+	SharedBytesRead int64
+	// SharedErrors are shared-tier requests that failed (misses excluded).
+	SharedErrors int64
+	// Collapsed are Gets that joined another Get's spool.
 	Collapsed int64
 	// Misses are Gets that neither tier could serve (store.ErrNotFound).
 	Misses int64
 	// FillFailures are fetched entries the hot tier did not keep (corrupt,
-	// too large, full, hot tier errors).
+	// too large, full, timed out, hot tier errors).
 	FillFailures int64
+	// FillsSkipped are hot misses served without a spool or a fill because
+	// the spool budget was spent.
+	FillsSkipped int64
 	// HotPutFailures are Puts stored in the shared tier but not the hot one.
 	HotPutFailures int64
+
+	// Uploaded are queued entries stored in the shared tier (ModeBehind).
+	Uploaded int64
+	// UploadRetries are failed upload attempts that will be retried.
+	UploadRetries int64
+	// UploadsDropped are queued entries given up on (see
+	// EventUploadDropped).
+	UploadsDropped int64
+	// QueueFull are Puts refused with store.ErrQueueFull.
+	QueueFull int64
+	// QueueEntries and QueueBytes are what the upload queue holds now.
+	QueueEntries int64
+	QueueBytes   int64
+	// OldestQueued is when the oldest queued entry was queued; zero when the
+	// queue is empty.
+	OldestQueued time.Time
 }
 
 type counters struct {
-	hotHits, sharedFetches, collapsed, misses, fillFailures, hotPutFailures atomic.Int64
+	hotHits, sharedFetches, sharedBytesRead, sharedErrors, collapsed, misses atomic.Int64
+	fillFailures, fillsSkipped, hotPutFailures                               atomic.Int64
+	uploaded, uploadRetries, uploadsDropped, queueFull                       atomic.Int64
 }
 
 // Store is a store.Store of two tiers. It is safe for concurrent use.
 type Store struct {
+	cfg         Config
 	hot, shared store.Store
 	log         *slog.Logger
-	flight      singleflight.Group
 	n           counters
+	health      health
+	q           *queue // nil in ModeThrough
+
+	ctx    context.Context // ends at Close: downloads, fills, probes, uploads
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	fills  chan struct{} // a slot per running fill
+
+	mu         sync.Mutex
+	spools     map[string]*spool // by ns/key, until the fill has committed
+	spoolBytes int64
+	idle       []*os.File // spool files kept for reuse (spool.go)
+	closing    bool
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a tiered store over cfg.Hot and cfg.Shared.
+// New returns a tiered store over cfg.Hot and cfg.Shared. In ModeBehind it
+// opens the upload queue in cfg.QueueDir and starts uploading what an
+// earlier process left queued.
 func New(cfg Config) (*Store, error) {
 	if cfg.Hot == nil || cfg.Shared == nil {
 		return nil, fmt.Errorf("new tiered store: %w: hot and shared tiers are required", store.ErrInvalid)
 	}
 	switch cfg.Mode {
-	case "", ModeThrough:
+	case "":
+		cfg.Mode = ModeThrough
+	case ModeThrough, ModeBehind:
 	default:
-		return nil, fmt.Errorf("new tiered store: %w: write mode %q (only %q so far)", store.ErrInvalid, cfg.Mode, ModeThrough)
+		return nil, fmt.Errorf("new tiered store: %w: write mode %q (want %q or %q)", store.ErrInvalid, cfg.Mode, ModeThrough, ModeBehind)
 	}
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = os.TempDir()
+	}
+	if err := os.MkdirAll(cfg.SpoolDir, 0o755); err != nil {
+		return nil, fmt.Errorf("new tiered store: spool directory: %w", err)
+	}
+	setDefault(&cfg.MaxSpoolBytes, DefaultMaxSpoolBytes)
+	setDefault(&cfg.MaxFills, DefaultMaxFills)
+	setDefault(&cfg.FillTimeout, DefaultFillTimeout)
+	setDefault(&cfg.ProbeInterval, DefaultProbeInterval)
+	setDefault(&cfg.MaxQueueEntries, DefaultMaxQueueEntries)
+	setDefault(&cfg.MaxQueueBytes, DefaultMaxQueueBytes)
+	setDefault(&cfg.Uploaders, 2)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Store{hot: cfg.Hot, shared: cfg.Shared, log: cfg.Logger}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		cfg: cfg, hot: cfg.Hot, shared: cfg.Shared, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		fills: make(chan struct{}, cfg.MaxFills), spools: make(map[string]*spool),
+	}
+	// Reachable until a request says otherwise: the shared tier answered
+	// when it was opened.
+	s.health.st = SharedState{Reachable: true, LastSuccess: time.Now()}
+	if cfg.Mode == ModeBehind {
+		q, err := openQueue(s, cfg.QueueDir)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("new tiered store: %w", err)
+		}
+		s.q = q
+		q.start()
+	}
+	if cfg.ProbeInterval > 0 {
+		s.wg.Add(1)
+		go s.probeLoop()
+	}
+	return s, nil
 }
 
-// Stats returns the counters.
+// setDefault sets *v to def when it is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Stats returns the counters and the queue's state.
 func (s *Store) Stats() Stats {
-	return Stats{
-		HotHits: s.n.hotHits.Load(), SharedFetches: s.n.sharedFetches.Load(), Collapsed: s.n.collapsed.Load(),
-		Misses: s.n.misses.Load(), FillFailures: s.n.fillFailures.Load(), HotPutFailures: s.n.hotPutFailures.Load(),
+	st := Stats{
+		HotHits: s.n.hotHits.Load(), SharedFetches: s.n.sharedFetches.Load(), SharedBytesRead: s.n.sharedBytesRead.Load(),
+		SharedErrors: s.n.sharedErrors.Load(), Collapsed: s.n.collapsed.Load(), Misses: s.n.misses.Load(),
+		FillFailures: s.n.fillFailures.Load(), FillsSkipped: s.n.fillsSkipped.Load(), HotPutFailures: s.n.hotPutFailures.Load(),
+		Uploaded: s.n.uploaded.Load(), UploadRetries: s.n.uploadRetries.Load(), UploadsDropped: s.n.uploadsDropped.Load(),
+		QueueFull: s.n.queueFull.Load(),
 	}
+	if s.q != nil {
+		st.QueueEntries, st.QueueBytes, st.OldestQueued = s.q.depth()
+	}
+	return st
 }
 
-// Put stores the entry in the shared tier and then the hot tier (see the
-// package doc). Its result and error are the shared tier's: a Put the hot
-// tier fails is still a success (counted in Stats.HotPutFailures); a Put
-// the shared tier fails stores nothing in either.
-func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, opts store.PutOptions) (store.PutResult, error) {
-	pr, pw := io.Pipe()
-	hold := &holdEOF{r: pr, release: make(chan error, 1)}
-	hotDone := make(chan error, 1)
-	go func() {
-		_, err := s.hot.Put(ctx, ns, key, hold, opts)
-		pr.CloseWithError(err) // unblocks the tee if the hot Put ended early
-		hotDone <- err
-	}()
-	tee := &hotTee{r: r, w: pw}
-	res, err := s.shared.Put(ctx, ns, key, tee, opts)
-	var release error
-	switch {
-	case err != nil:
-		release = fmt.Errorf("shared tier refused the entry: %w", err)
-	case !tee.eof:
-		release = errors.New("shared tier did not read the body to its end")
-	}
-	if release != nil {
-		pw.CloseWithError(release)
-	} else {
-		pw.Close()
-	}
-	hold.release <- release // buffered: the hot Put may have ended already
-	herr := <-hotDone
-	if err != nil {
-		return res, fmt.Errorf("put entry %s/%s: shared tier: %w", ns, key, err)
-	}
-	if herr != nil {
-		s.n.hotPutFailures.Add(1)
-		s.log.Warn("entry stored in the shared tier but not the hot tier", "namespace", ns, "key", key.String(), "err", herr)
-	}
-	return res, nil
-}
-
-// hotTee passes a Put's body to the shared tier and copies it into the hot
-// tier's pipe; once the hot Put has ended (failed) it stops copying but
-// keeps reading, since the shared tier decides.
-type hotTee struct {
-	r      io.Reader
-	w      *io.PipeWriter
-	hotErr error // the hot Put ended: stop copying
-	eof    bool
-}
-
-// Read implements io.Reader.
-func (t *hotTee) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 && t.hotErr == nil {
-		// Blocks until the hot Put has taken the bytes: the pipe holds
-		// nothing, so memory stays bounded.
-		if _, werr := t.w.Write(p[:n]); werr != nil {
-			t.hotErr = werr
-		}
-	}
-	switch {
-	case err == io.EOF:
-		t.eof = true
-	case err != nil:
-		t.w.CloseWithError(err)
-	}
-	return n, err
-}
-
-// holdEOF passes r through but holds its end (EOF or error) until release
-// says whether the shared tier stored the entry: nil lets the hot tier's Put
-// see EOF and commit, an error makes it fail.
-type holdEOF struct {
-	r       io.Reader
-	release chan error
-	done    bool
-	err     error
-}
-
-// Read implements io.Reader.
-func (h *holdEOF) Read(p []byte) (int, error) {
-	if h.done {
-		return 0, h.err
-	}
-	n, err := h.r.Read(p)
-	if err == io.EOF {
-		if rerr := <-h.release; rerr != nil {
-			h.done, h.err = true, rerr
-			return n, rerr
-		}
-		h.done, h.err = true, io.EOF
-	} else if err != nil {
-		h.done, h.err = true, err
-	}
-	return n, err
-}
-
-// Stat returns the hot tier's metadata, or the shared tier's on a hot miss
-// (without filling the hot tier).
+// Stat returns the hot tier's metadata, or on a hot miss the upload
+// queue's (ModeBehind) or the shared tier's, without filling the hot tier.
 func (s *Store) Stat(ctx context.Context, ns string, key store.Key) (store.Meta, error) {
 	m, err := s.hot.Stat(ctx, ns, key)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return m, err
 	}
-	return s.shared.Stat(ctx, ns, key)
+	if s.q != nil {
+		if m, ok := s.q.stat(ns, key); ok {
+			return m, nil
+		}
+	}
+	m, err = s.shared.Stat(ctx, ns, key)
+	s.observe(err)
+	return m, err
 }
 
 // Delete removes the entry from both tiers. A miss (in both) returns
 // store.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, ns string, key store.Key) error {
+	queued := false
+	if s.q != nil {
+		queued = s.q.remove(ns, key)
+	}
 	serr := s.shared.Delete(ctx, ns, key)
+	if queued && errors.Is(serr, store.ErrNotFound) {
+		serr = nil
+	}
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		return fmt.Errorf("delete entry %s/%s: shared tier: %w", ns, key, serr)
 	}
@@ -261,7 +355,31 @@ func (s *Store) Usage() store.Usage {
 	return sh
 }
 
-// Close closes both tiers.
+// Close stops the downloads, fills, probes and uploads in flight (waiting
+// for them to end; queued entries stay queued on disk for the next
+// process), then closes both tiers. Readers still open fail.
 func (s *Store) Close() error {
-	return errors.Join(s.hot.Close(), s.shared.Close())
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.cancel()
+	// The shared tier first: its readers fail at their next buffer, so a
+	// download in flight ends without reading the rest of its entry.
+	serr := s.shared.Close()
+	s.wg.Wait()
+	var qerr error
+	if s.q != nil {
+		qerr = s.q.close()
+	}
+	s.mu.Lock()
+	for _, f := range s.idle {
+		_ = f.Close()
+	}
+	s.idle = nil
+	s.mu.Unlock()
+	return errors.Join(qerr, s.hot.Close(), serr)
 }

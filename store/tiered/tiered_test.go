@@ -26,16 +26,20 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// counter is an http.RoundTripper counting GETs of blob objects.
+// counter is an http.RoundTripper counting GETs of blob objects and of
+// entry records.
 type counter struct {
-	next      http.RoundTripper
-	blobGets  atomic.Int64
-	blobBytes atomic.Int64
+	next       http.RoundTripper
+	blobGets   atomic.Int64
+	recordGets atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
 		c.blobGets.Add(1)
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/entries/") {
+		c.recordGets.Add(1)
 	}
 	return c.next.RoundTrip(r)
 }
@@ -52,6 +56,12 @@ type replica struct {
 
 type opts struct {
 	hotMax, entryMax int64
+	mode             tiered.Mode
+	queueDir         string // default dir-queue
+	maxQueueEntries  int
+	maxQueueBytes    int64
+	probe            time.Duration // default: no probe
+	observe          func(tiered.Event)
 }
 
 func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
@@ -76,7 +86,17 @@ func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *r
 	if err := shared.ScanUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, Logger: quiet})
+	if o.queueDir == "" {
+		o.queueDir = dir + "-queue" // beside the Badger directory
+	}
+	if o.probe == 0 {
+		o.probe = -1
+	}
+	ts, err := tiered.New(tiered.Config{
+		Hot: hot, Shared: shared, Mode: o.mode, SpoolDir: dir + "-spool",
+		QueueDir: o.queueDir, MaxQueueEntries: o.maxQueueEntries, MaxQueueBytes: o.maxQueueBytes,
+		ProbeInterval: o.probe, Observe: o.observe, Logger: quiet,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +160,8 @@ func put(t testing.TB, s store.Store, key store.Key, data []byte) {
 
 // TestReadThrough puts through replica A and reads through replica B, whose
 // hot tier starts empty: whole, ranged, and with sixteen concurrent Gets
-// that must cost exactly one GET of the blob.
+// that must cost exactly one GET of the record and one of the blob (none
+// for an entry inline in its record).
 func TestReadThrough(t *testing.T) {
 	srv := s3test.Start(t)
 	tests := []struct {
@@ -184,8 +205,13 @@ func TestReadThrough(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			if n := b.rt.blobGets.Load(); n != 1 {
-				t.Fatalf("%d GETs of the blob from the shared tier, want 1", n)
+			b.Idle() // the fill runs behind the readers
+			wantBlob := int64(1)
+			if tc.size <= s3.DefaultInlineMax {
+				wantBlob = 0
+			}
+			if n, r := b.rt.blobGets.Load(), b.rt.recordGets.Load(); n != wantBlob || r != 1 {
+				t.Fatalf("%d GETs of the blob and %d of the record from the shared tier, want %d and 1", n, r, wantBlob)
 			}
 			if _, err := b.hot.Stat(context.Background(), "default", key); err != nil {
 				t.Fatalf("B's hot tier was not filled: %v", err)
@@ -198,8 +224,8 @@ func TestReadThrough(t *testing.T) {
 			if got, err := read(t, b, key, 0, -1); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("hot read: %d bytes, %v", len(got), err)
 			}
-			if n := b.rt.blobGets.Load(); n != 1 {
-				t.Fatalf("hot hit read the shared tier (%d blob GETs)", n)
+			if n, r := b.rt.blobGets.Load(), b.rt.recordGets.Load(); n != wantBlob || r != 1 {
+				t.Fatalf("hot hit read the shared tier (%d blob, %d record GETs)", n, r)
 			}
 		})
 	}
@@ -298,6 +324,7 @@ func TestCorruptSharedBlob(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		b.Idle()
 		if _, err := b.hot.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("hot tier kept a damaged entry: %v", err)
 		}

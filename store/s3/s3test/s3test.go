@@ -58,15 +58,19 @@ func Binary() (string, error) {
 	return p, nil
 }
 
-// Server is one running versitygw process.
+// Server is one running S3 server process (versitygw, or SeaweedFS from
+// StartSeaweedFS).
 type Server struct {
 	// Endpoint is host:port on 127.0.0.1.
 	Endpoint string
 	// Dir is the posix root: bucket b's object k is the file Dir/b/k.
 	Dir string
 
-	bin string
-	log string
+	bin  string
+	log  string
+	args []string // the command's arguments after bin
+	env  []string // added to the environment
+	name string   // for messages
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -85,7 +89,8 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skipf("no S3 server for this test: %v", err)
 	}
-	s := &Server{Dir: t.TempDir(), bin: bin}
+	s := &Server{Dir: t.TempDir(), bin: bin, name: "versitygw"}
+	s.env = []string{"ROOT_ACCESS_KEY=" + AccessKey, "ROOT_SECRET_KEY=" + SecretKey}
 	s.log = filepath.Join(t.TempDir(), "versitygw.log")
 	var lastErr error
 	// The free port is found by listening and closing, so another process
@@ -96,6 +101,7 @@ func Start(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		s.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+		s.args = []string{"--port", s.Endpoint, "--quiet", "posix", s.Dir}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -121,19 +127,19 @@ func (s *Server) start() error {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(s.bin, "--port", s.Endpoint, "--quiet", "posix", s.Dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", s.bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("versitygw on %s exited early (log: %s)", s.Endpoint, tail(s.log))
+			return fmt.Errorf("%s on %s exited early (log: %s)", s.name, s.Endpoint, tail(s.log))
 		default:
 		}
 		resp, err := http.Get("http://" + s.Endpoint + "/")
@@ -147,7 +153,7 @@ func (s *Server) start() error {
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			<-done
-			return fmt.Errorf("versitygw on %s did not answer in 15s: %w", s.Endpoint, err)
+			return fmt.Errorf("%s on %s did not answer in 60s: %w", s.name, s.Endpoint, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -192,16 +198,20 @@ func (s *Server) Restart(t testing.TB) {
 // the default).
 func (s *Server) Client(t testing.TB, rt http.RoundTripper) *minio.Client {
 	t.Helper()
-	c, err := minio.New(s.Endpoint, &minio.Options{
-		Creds:        credentials.NewStaticV4(AccessKey, SecretKey, ""),
-		Region:       Region,
-		BucketLookup: minio.BucketLookupPath,
-		Transport:    rt,
-	})
+	c, err := minio.New(s.Endpoint, clientOptions(rt))
 	if err != nil {
 		t.Fatalf("minio client: %v", err)
 	}
 	return c
+}
+
+func clientOptions(rt http.RoundTripper) *minio.Options {
+	return &minio.Options{
+		Creds:        credentials.NewStaticV4(AccessKey, SecretKey, ""),
+		Region:       Region,
+		BucketLookup: minio.BucketLookupPath,
+		Transport:    rt,
+	}
 }
 
 // NewBucket creates a bucket with a fresh random name and returns the name.

@@ -1,0 +1,176 @@
+package tiered_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3/s3test"
+	"github.com/cachesvc/cachesvc/store/storetest"
+	"github.com/cachesvc/cachesvc/store/tiered"
+)
+
+// waitFor polls cond for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// copyDir copies the files of src into a new directory: a snapshot of the
+// queue as a kill -9 would leave it, taken while its store runs.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	des, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(src, de.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, de.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestBehindOutage: with S3 stopped, write-behind Puts succeed into the
+// queue, and entries the small hot tier evicts before their upload are
+// still served (from the queue's copy). The queue is then snapshotted as a
+// kill -9 leaves it; a process restarted on the snapshot, with S3 back,
+// drains it, and a second replica with an empty hot tier reads every entry.
+func TestBehindOutage(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	dir := t.TempDir()
+	const size = 1 << 20
+	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size})
+	srv.Stop()
+	sizes := []int{4 << 10, size, size, size, size, 0}
+	keys := make([]store.Key, len(sizes))
+	for i, n := range sizes {
+		keys[i] = storetest.KeyOf(string(rune('a' + i)))
+		put(t, a, keys[i], storetest.Data(uint64(i), n))
+	}
+	if st := a.Stats(); st.QueueEntries != int64(len(sizes)) || st.QueueBytes != int64(4<<10+4*size) || st.OldestQueued.IsZero() {
+		t.Fatalf("Stats = %+v, want %d entries queued", st, len(sizes))
+	}
+	if a.Usage().Evictions == 0 {
+		t.Fatal("the hot tier evicted nothing: the test does not cover eviction before upload")
+	}
+	for i, n := range sizes {
+		if got, err := read(t, a, keys[i], 0, -1); err != nil || !bytes.Equal(got, storetest.Data(uint64(i), n)) {
+			t.Fatalf("read of queued entry %d with S3 down: %d bytes, %v", i, len(got), err)
+		}
+	}
+	snapshot := copyDir(t, dir+"-queue")
+	a.Close()
+
+	srv.Restart(t)
+	a2 := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, queueDir: snapshot})
+	defer a2.Close()
+	waitFor(t, 30*time.Second, "the queue did not drain", func() bool { return a2.Stats().QueueEntries == 0 })
+	if st := a2.Stats(); st.Uploaded != int64(len(sizes)) || st.QueueBytes != 0 || !st.OldestQueued.IsZero() {
+		t.Fatalf("Stats after draining = %+v", st)
+	}
+	b := newReplica(t, srv, bucket, t.TempDir(), opts{})
+	defer b.Close()
+	for i, n := range sizes {
+		if got, err := read(t, b, keys[i], 0, -1); err != nil || !bytes.Equal(got, storetest.Data(uint64(i), n)) {
+			t.Fatalf("replica B read of entry %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+	if names, _ := os.ReadDir(snapshot); len(names) != 0 {
+		t.Fatalf("queue directory keeps %d files after draining", len(names))
+	}
+}
+
+// TestBehindQueueFull fills the queue (S3 stopped, so nothing drains) and
+// checks that the next Put fails with store.ErrQueueFull and stores
+// nothing, by entries and by bytes, declared or not.
+func TestBehindQueueFull(t *testing.T) {
+	srv := s3test.Start(t)
+	tests := []struct {
+		name       string
+		maxEntries int
+		maxBytes   int64
+		sizes      []int // all fit but the last
+		declared   bool
+	}{
+		{"entries", 2, 0, []int{1000, 1000, 1000}, true},
+		{"bytes declared", 0, 3000, []int{2000, 2000}, true},
+		{"bytes undeclared", 0, 3000, []int{2000, 2000}, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			a := newReplica(t, srv, bucket, t.TempDir(), opts{mode: tiered.ModeBehind, maxQueueEntries: tc.maxEntries, maxQueueBytes: tc.maxBytes})
+			defer a.Close()
+			srv.Stop()
+			defer srv.Restart(t)
+			for j, n := range tc.sizes {
+				data := storetest.Data(uint64(10*i+j), n)
+				key := storetest.KeyOf(tc.name + string(rune('a'+j)))
+				o := store.PutOptions{Size: -1}
+				if tc.declared {
+					sum := sha256.Sum256(data)
+					o = store.PutOptions{Size: int64(n), SHA256: &sum}
+				}
+				_, err := a.Put(context.Background(), "default", key, bytes.NewReader(data), o)
+				last := j == len(tc.sizes)-1
+				if !last && err != nil {
+					t.Fatalf("Put %d: %v", j, err)
+				}
+				if last {
+					if !errors.Is(err, store.ErrQueueFull) {
+						t.Fatalf("Put into a full queue = %v, want ErrQueueFull", err)
+					}
+					if _, err := a.hot.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
+						t.Fatalf("refused Put left the entry in the hot tier: %v", err)
+					}
+				}
+			}
+			if st := a.Stats(); st.QueueFull != 1 || st.QueueEntries != int64(len(tc.sizes)-1) {
+				t.Fatalf("Stats = %+v", st)
+			}
+		})
+	}
+}
+
+// TestBehindConflict: a write-behind entry whose key another replica
+// stored first with other bytes is dropped at upload (the fleet's first
+// writer wins) and this replica then serves the fleet's bytes.
+func TestBehindConflict(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	key := storetest.KeyOf("conflict")
+	other := newReplica(t, srv, bucket, t.TempDir(), opts{})
+	defer other.Close()
+	winner := storetest.Data(1, 5000)
+	put(t, other, key, winner)
+	a := newReplica(t, srv, bucket, t.TempDir(), opts{mode: tiered.ModeBehind})
+	defer a.Close()
+	put(t, a, key, storetest.Data(2, 5000))
+	waitFor(t, 10*time.Second, "the conflicting entry stayed queued", func() bool { return a.Stats().QueueEntries == 0 })
+	if st := a.Stats(); st.UploadsDropped != 1 {
+		t.Fatalf("Stats = %+v, want one dropped upload", st)
+	}
+	if got, err := read(t, a, key, 0, -1); err != nil || !bytes.Equal(got, winner) {
+		t.Fatalf("read after the conflict: %d bytes, %v; want the fleet's bytes", len(got), err)
+	}
+}
