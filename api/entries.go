@@ -72,6 +72,9 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		}
 		w.Result = putResult(err)
 		g.out.Write(w)
+		if errors.Is(err, store.ErrQueueFull) {
+			c.Set(fiber.HeaderRetryAfter, "5") // the queue drains while the shared tier answers
+		}
 		if errors.Is(err, errIncompleteBody) {
 			g.log.Warn("upload aborted; nothing stored", "namespace", r.Namespace, "key", r.Key.String(), "err", err)
 		}
@@ -137,6 +140,8 @@ func putResult(err error) string {
 		return WriteTooLarge
 	case errors.Is(err, store.ErrFull):
 		return WriteFull
+	case errors.Is(err, store.ErrQueueFull):
+		return WriteQueueFull
 	case errors.Is(err, errIncompleteBody):
 		return WriteIncomplete
 	}

@@ -61,6 +61,7 @@ var sentinels = []struct {
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
+	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
 	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},

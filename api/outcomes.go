@@ -65,6 +65,7 @@ const (
 	WriteDigestMismatch = "digest_mismatch"
 	WriteTooLarge       = "too_large"
 	WriteFull           = "full"
+	WriteQueueFull      = "queue_full" // write mode behind: the upload queue is full
 	WriteIncomplete     = "incomplete"
 	WriteError          = "error"
 )
@@ -105,7 +106,7 @@ func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheu
 		touch: touch,
 		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_puts_total",
-			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, incomplete, error.",
+			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, queue_full, incomplete, error.",
 		}, []string{"result"}),
 		byRoute: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_lookups_by_route_total",

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -210,7 +212,9 @@ func (s serveStores) sharedState() wire.SharedTierState {
 	if s.tiered == nil {
 		return wire.SharedTierState{}
 	}
-	return wire.SharedTierState{Configured: true, Reachable: true}
+	st, q := s.tiered.SharedState(), s.tiered.Stats()
+	return wire.SharedTierState{Configured: true, Reachable: st.Reachable, LastError: st.LastError,
+		LastErrorAt: st.LastErrorAt, QueueDepth: q.QueueEntries}
 }
 
 // close closes every tier.
@@ -223,7 +227,7 @@ func (s serveStores) close() error {
 
 // openStores opens the hot tier in o.Data and, with --s3-endpoint, the
 // shared tier and the tiered store in front of them.
-func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvict func(store.Meta)) (serveStores, error) {
+func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvict func(store.Meta), observe func(tiered.Event)) (serveStores, error) {
 	var out serveStores
 	hot, err := store.Open(store.Config{
 		Dir:           o.Data,
@@ -244,7 +248,13 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvic
 	if err == nil {
 		var shared *s3.Store
 		if shared, err = s3.Open(ctx, cfg); err == nil {
-			if out.tiered, err = tiered.New(tiered.Config{Hot: hot, Shared: shared, Mode: tiered.Mode(o.WriteMode), Logger: logger}); err != nil {
+			tcfg := tiered.Config{Hot: hot, Shared: shared, Mode: tiered.Mode(o.WriteMode), Observe: observe, Logger: logger,
+				SpoolDir: filepath.Join(o.Data, "spool"), QueueDir: filepath.Join(o.Data, "upload-queue"),
+				MaxQueueEntries: o.QueueEntries, MaxQueueBytes: o.QueueBytes}
+			if err = os.MkdirAll(tcfg.SpoolDir, 0o700); err == nil {
+				out.tiered, err = tiered.New(tcfg)
+			}
+			if err != nil {
 				err = errors.Join(err, shared.Close())
 			}
 		}

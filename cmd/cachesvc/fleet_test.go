@@ -399,3 +399,64 @@ func TestFleetRunManifestsAndStats(t *testing.T) {
 		t.Errorf("shared tier state: %+v", st.SharedTier)
 	}
 }
+
+// TestFleetWriteBehind runs a replica in write mode behind: with the S3
+// server stopped, uploads are acknowledged from the hot tier and queued; the
+// replica is SIGKILLed with the queue full of them and restarted on the
+// same data directory; once S3 is back the queue drains and a second
+// replica reads every acknowledged entry from the bucket.
+func TestFleetWriteBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	data := filepath.Join(t.TempDir(), "data")
+	a := f.replicaAt(t, data, "--write-mode", "behind")
+	small := f.replica(t, "--write-mode", "behind", "--upload-queue-entries", "1")
+	f.s3.Stop()
+	var entries []fleetEntry
+	for i := 0; i < 6; i++ {
+		key := storeKey(fmt.Sprint("behind-", i))
+		n := int64(10<<10 + i*300<<10)
+		code, sum := putEntry(a, key, uint64(100+i), n)
+		if code != http.StatusCreated {
+			t.Fatalf("PUT %d during the outage = %d, want 201 (queued):\n%s", i, code, a.stderr.String())
+		}
+		entries = append(entries, fleetEntry{key, sum, n})
+	}
+	checkServes(t, "A during the outage", a, entries)
+	// A full queue refuses with 503 and Retry-After, and stores nothing.
+	if code, _ := putEntry(small, storeKey("q-1"), 1, 1000); code != http.StatusCreated {
+		t.Fatalf("first PUT into a one-entry queue = %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodPut, small.url+"/v1/default/entries/"+storeKey("q-2"), strings.NewReader("second"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !bytes.Contains(body, []byte("upload_queue_full")) {
+		t.Errorf("PUT into a full queue = %d (Retry-After %q) %s, want 503 upload_queue_full with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	// Killed with its queue full, and restarted while S3 is still down:
+	// it starts, and serves its hot tier.
+	a.kill()
+	a = f.replicaAt(t, data, "--write-mode", "behind")
+	checkServes(t, "A restarted during the outage", a, entries)
+	f.s3.Restart(t)
+	b := f.replica(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for _, e := range entries {
+		for {
+			code, sum := getSHA(t, b, e.key)
+			if code == http.StatusOK && sum == e.sha {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("entry %s not on B after the queue should have drained: %d %s\nA:\n%s", e.key[:12], code, sum, a.stderr.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}

@@ -37,6 +37,8 @@ type serveOptions struct {
 	S3            s3Options       // fleet.go
 	Replica       replicaOptions  // fleet.go
 	WriteMode     string
+	QueueEntries  int
+	QueueBytes    int64
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -57,7 +59,9 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	o.Security.register(fs)        // security.go
 	o.S3.register(fs)              // fleet.go
 	o.Replica.register(fs)         // fleet.go
-	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3)")
+	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
+	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
+	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
@@ -67,8 +71,8 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	if err := o.S3.validate(); err != nil {
 		return err
 	}
-	if o.WriteMode != "through" {
-		return usagef("--write-mode %q: use through", o.WriteMode)
+	if o.WriteMode != "through" && o.WriteMode != "behind" {
+		return usagef("--write-mode %q: use through or behind", o.WriteMode)
 	}
 	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
@@ -120,11 +124,12 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	// Evictions from the hot tier are counted in the statistics, which are
 	// opened after the store (they sample its usage).
 	var evictions atomic.Pointer[stats.Stats]
+	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, func(m store.Meta) { // fleet.go
 		if st := evictions.Load(); st != nil {
 			st.RecordEvictions(m.Namespace, m.Backend, 1)
 		}
-	})
+	}, tierMetrics.Observe)
 	if err != nil {
 		return err
 	}
@@ -197,6 +202,12 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	if err := srv.Registry().Register(pluginMetrics); err != nil {
 		return fmt.Errorf("register plugin metrics: %w", err)
+	}
+	if stores.tiered != nil {
+		tierMetrics.Watch(stores.tiered)
+		if err := srv.Registry().Register(tierMetrics); err != nil {
+			return fmt.Errorf("register tier metrics: %w", err)
+		}
 	}
 
 	var reloadPlugins func(context.Context)
