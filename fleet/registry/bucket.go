@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
@@ -49,27 +48,9 @@ func Dial(cfg s3.Config) (*Bucket, error) {
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
-	if cfg.MaxRetries <= 0 {
-		cfg.MaxRetries = s3.DefaultMaxRetries
-	}
-	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
-	if cfg.AccessKey == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
-	}
-	c, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:        creds,
-		Secure:       !cfg.Insecure,
-		Transport:    cfg.Transport,
-		Region:       cfg.Region,
-		BucketLookup: minio.BucketLookupPath,
-		MaxRetries:   cfg.MaxRetries,
-	})
+	c, err := s3.NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("dial s3 %s: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("dial s3: %w", err)
 	}
 	return &Bucket{Client: c, Name: cfg.Bucket, Prefix: cfg.Prefix}, nil
 }

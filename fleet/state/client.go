@@ -20,12 +20,10 @@
 // writes of the same holder and expiry would share an ETag and a stale
 // If-Match could succeed.
 //
-// # Why a client of its own
+// # Its client
 //
-// store/s3 builds its minio client inside Open and does not export it, and
-// this package must not edit store/; New builds the same kind of client
-// (path-style addressing, static keys or the standard AWS chain, few
-// retries) from a small Config. minio-go has no way to send If-Match on a
+// New builds its minio client with s3.NewClient, as the store does, with
+// fewer retries and a transport of its own: minio-go has no way to send If-Match on a
 // DELETE, so the client's transport adds the header from the request's
 // context (see withIfMatch); S3 ignores unsigned ordinary headers in the
 // signature, and AWS S3 and versitygw honour If-Match on DeleteObject.
@@ -39,8 +37,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // DefaultMaxRetries is the default Config.MaxRetries: state requests sit on
@@ -99,14 +97,6 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
-	if cfg.AccessKey == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
-	}
 	rt := cfg.Transport
 	if rt == nil {
 		tr, err := minio.DefaultTransport(!cfg.Insecure)
@@ -115,16 +105,11 @@ func New(cfg Config) (*Client, error) {
 		}
 		rt = tr
 	}
-	c, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:        creds,
-		Secure:       !cfg.Insecure,
-		Transport:    ifMatchTransport{rt},
-		Region:       cfg.Region,
-		BucketLookup: minio.BucketLookupPath,
-		MaxRetries:   cfg.MaxRetries,
-	})
+	c, err := s3.NewClient(s3.Config{Endpoint: cfg.Endpoint, Region: cfg.Region, AccessKey: cfg.AccessKey,
+		SecretKey: cfg.SecretKey, SessionToken: cfg.SessionToken, Insecure: cfg.Insecure,
+		Transport: ifMatchTransport{rt}, MaxRetries: cfg.MaxRetries})
 	if err != nil {
-		return nil, fmt.Errorf("new fleet state client %s: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("new fleet state client: %w", err)
 	}
 	return &Client{cfg: cfg, core: minio.Core{Client: c}, log: cfg.Logger}, nil
 }

@@ -217,24 +217,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
-	if cfg.AccessKey == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
-	}
-	c, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:        creds,
-		Secure:       !cfg.Insecure,
-		Transport:    cfg.Transport,
-		Region:       cfg.Region,
-		BucketLookup: minio.BucketLookupPath,
-		MaxRetries:   cfg.MaxRetries,
-	})
+	c, err := NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open s3 store %s: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("open s3 store: %w", err)
 	}
 	s := &Store{cfg: cfg, core: minio.Core{Client: c}, log: cfg.Logger, stop: make(chan struct{})}
 	s.bufs.New = func() any { b := make([]byte, cfg.PartSize); return &b }
@@ -260,6 +245,40 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		go s.usageLoop()
 	}
 	return s, nil
+}
+
+// NewClient returns a minio client for cfg's endpoint, the one every user
+// of the fleet's bucket builds (the store, fleet/registry, fleet/state):
+// path-style addressing (every S3-compatible server supports it),
+// cfg.MaxRetries retries (DefaultMaxRetries when 0) and, when cfg.AccessKey
+// is empty, the standard AWS credential sources in turn
+// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared credentials file
+// AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, instance metadata).
+// It sends no request.
+func NewClient(cfg Config) (*minio.Client, error) {
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = DefaultMaxRetries
+	}
+	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
+	if cfg.AccessKey == "" {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{},
+		})
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:        creds,
+		Secure:       !cfg.Insecure,
+		Transport:    cfg.Transport,
+		Region:       cfg.Region,
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   cfg.MaxRetries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
+	}
+	return c, nil
 }
 
 // Object names (see the package doc).
