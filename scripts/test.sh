@@ -161,7 +161,7 @@ suite_browser() {
 # suite fuzz: short bounded fuzz runs (owner: hardening)
 # ---------------------------------------------------------------------------
 # One target per go test invocation (Go's rule), CACHESVC_FUZZTIME each
-# (default 15s; 9 targets, ~3.5 min with compiles). Seed corpora live in each
+# (default 15s; 10 targets, ~4 min with compiles). Seed corpora live in each
 # package's testdata/fuzz/; a failure writes its input there too. Prints the
 # executions per target at the end.
 suite_fuzz() {

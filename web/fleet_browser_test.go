@@ -80,4 +80,3 @@ func TestDashboardShowsFleet(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-fleet.png", 1366, 900)
 }
-

@@ -48,6 +48,11 @@ func (o *s3Options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Insecure, "s3-insecure", false, "shared tier: plain HTTP instead of HTTPS (a server on loopback or a private network)")
 	fs.StringVar(&o.CredentialsFile, "s3-credentials-file", "", "shared tier: AWS credentials `file` (INI, as ~/.aws/credentials); default: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then the shared credentials file, then instance metadata")
 	fs.StringVar(&o.Profile, "s3-profile", "", "shared tier: `profile` in the credentials file (default: AWS_PROFILE or \"default\")")
+}
+
+// registerWrites adds the flags that only a writer of the shared tier
+// (serve) needs.
+func (o *s3Options) registerWrites(fs *flag.FlagSet) {
 	fs.BoolVar(&o.CheckThenWrite, "s3-check-then-write", false, "shared tier: for servers without conditional writes (If-None-Match: *): check, then write (see README, Running a fleet)")
 }
 

@@ -33,7 +33,7 @@ func TestGcCommand(t *testing.T) {
 		bucket := srv.NewBucket(t)
 		st, err := s3.Open(ctx, s3.Config{
 			Endpoint: srv.Endpoint, Bucket: bucket, Prefix: "fleet/", Region: s3test.Region, Insecure: true,
-			AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1,
+			AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, InlineMax: -1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {

@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	o.Security.register(fs)        // security.go
 	o.S3.register(fs)              // fleet.go
+	o.S3.registerWrites(fs)        // fleet.go
 	o.Replica.register(fs)         // fleet.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
 	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")

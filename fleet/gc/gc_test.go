@@ -43,6 +43,7 @@ func newEnv(t *testing.T, srv *s3test.Server) *env {
 		Endpoint: srv.Endpoint, Bucket: srv.NewBucket(t), Prefix: prefix, Region: s3test.Region,
 		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Insecure: true,
 		UsageInterval: -1, MaxRetries: 1, Logger: quiet,
+		InlineMax: -1, // every entry has a blob object (TestGcInlineEntries covers the others)
 	}
 	st, err := s3.Open(context.Background(), cfg)
 	if err != nil {
@@ -433,5 +434,38 @@ func TestGcPages(t *testing.T) {
 	}
 	if got := len(e.names(prefix + "blobs/")); got != n {
 		t.Errorf("%d blobs left, want %d", got, n)
+	}
+}
+
+// TestGcInlineEntries checks entries small enough to live inside their
+// record (no blob object): an old unused one is removed, a young one kept.
+func TestGcInlineEntries(t *testing.T) {
+	e := newEnv(t, s3test.Start(t))
+	cfg := e.cfg
+	cfg.InlineMax = 0 // the default: entries up to 64 KiB are inline
+	st, err := s3.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, c := range []struct {
+		name string
+		age  time.Duration
+	}{{"inline-old", old}, {"inline-young", young}} {
+		data := "small " + c.name
+		if _, err := st.Put(context.Background(), "ns", keyOf(c.name), strings.NewReader(data), store.PutOptions{Size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+		if e.exists(blobName(data)) {
+			t.Fatalf("%s has a blob object: not inline", c.name)
+		}
+		e.backdate(entryName("ns", c.name), c.age)
+	}
+	if _, err := gc.Run(context.Background(), gc.Config{Bucket: e.bucket, OlderThan: 720 * time.Hour, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	if e.exists(entryName("ns", "inline-old")) || !e.exists(entryName("ns", "inline-young")) {
+		t.Errorf("after gc: old inline entry present %v (want false), young present %v (want true)",
+			e.exists(entryName("ns", "inline-old")), e.exists(entryName("ns", "inline-young")))
 	}
 }
