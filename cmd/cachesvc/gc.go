@@ -142,6 +142,7 @@ func printGcReport(w io.Writer, b *registry.Bucket, olderThan, grace time.Durati
 	fmt.Fprintf(w, "  access logs  read %d, %s %d\n", r.AccessLogsRead, removed, r.AccessLogsRemoved)
 	fmt.Fprintf(w, "  debris       %s %d uploads, %d multipart uploads, %d leases, %d replica heartbeats\n",
 		removed, r.UploadsRemoved, r.MultipartAborted, r.LeasesRemoved, r.ReplicasRemoved)
+	fmt.Fprintf(w, "  fleet state  %s %d run manifest parts, %d memo objects\n", removed, r.RunPartsRemoved, r.MemoRemoved)
 	fmt.Fprintf(w, "  took %s\n", r.Duration.Round(time.Millisecond))
 }
 

@@ -24,6 +24,10 @@
 //     uploads begun before T-G, deletes lease objects (leases/…) expired
 //     before T-G, and deletes heartbeat objects of replicas (replicas/…)
 //     silent since before T-registry.DefaultGoneAfter.
+//  5. Deletes replicas' parts of run manifests (runs/…) and signature memo
+//     objects (memo/…) not written since T-A: a live run rewrites its parts
+//     every few seconds, and a live memo object is written again on its
+//     next miss (one plugin call).
 //
 // Any error while reading access logs or entry records, or while deleting
 // records, ends the run before step 3: a blob is never deleted on the
@@ -92,6 +96,8 @@ const (
 	BlobsDir   = "blobs/"
 	UploadsDir = "uploads/"
 	LeasesDir  = "leases/"
+	RunsDir    = "runs/"
+	MemoDir    = "memo/"
 )
 
 // Phases of a run, in order, as reported to Config.Progress.
@@ -103,6 +109,8 @@ const (
 	PhaseMultipart = "multipart uploads"
 	PhaseLeases    = "leases"
 	PhaseReplicas  = "replicas"
+	PhaseRuns      = "run manifests"
+	PhaseMemo      = "signature memo"
 )
 
 // Config configures a run. Bucket is required; the zero value of every other
@@ -165,6 +173,11 @@ type Report struct {
 	AccessLogsRead, AccessLogsRemoved int64
 	UploadsRemoved, MultipartAborted  int64
 	LeasesRemoved, ReplicasRemoved    int64
+	// RunPartsRemoved are replicas' parts of run manifests (runs/) not
+	// rewritten within the age; MemoRemoved are signature memo objects
+	// (memo/) not written within it (an old plugin version's, mostly: a
+	// live one is written again on its next miss, at one plugin call).
+	RunPartsRemoved, MemoRemoved int64
 }
 
 // Run collects garbage once, as the package doc describes, and returns what
@@ -235,6 +248,12 @@ func (g *run) run(ctx context.Context) error {
 		return err
 	}
 	if err := g.sweepLeases(ctx, grace); err != nil {
+		return err
+	}
+	if err := g.sweepOlder(ctx, PhaseRuns, RunsDir, cutoff, &g.rep.RunPartsRemoved); err != nil {
+		return err
+	}
+	if err := g.sweepOlder(ctx, PhaseMemo, MemoDir, cutoff, &g.rep.MemoRemoved); err != nil {
 		return err
 	}
 	return g.sweepReplicas(ctx, g.start.Add(-registry.DefaultGoneAfter))

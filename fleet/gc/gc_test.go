@@ -241,6 +241,17 @@ func TestGcRun(t *testing.T) {
 			want: gc.Report{UploadsRemoved: 1, LeasesRemoved: 2, ReplicasRemoved: 1},
 			kept: []string{prefix + "uploads/new", prefix + "leases/default/just-expired", prefix + "leases/default/held", prefix + "leases/default/garbled-new", prefix + "replicas/ok.json"},
 			gone: []string{prefix + "uploads/old", prefix + "leases/default/expired", prefix + "leases/default/garbled", prefix + "replicas/gone.json"},
+		},	{
+			name: "fleet state: run manifest parts and memo objects not written within the age",
+			setup: func(e *env) {
+				e.object(prefix+"runs/default/sweep-1/a.json", "{}", old)
+				e.object(prefix+"runs/default/sweep-2/a.json", "{}", day)
+				e.object(prefix+"memo/xla@0.9.0/"+strings.Repeat("ab", 32), "{}", old)
+				e.object(prefix+"memo/xla@1.0.0/"+strings.Repeat("cd", 32), "{}", day)
+			},
+			want: gc.Report{RunPartsRemoved: 1, MemoRemoved: 1},
+			kept: []string{prefix + "runs/default/sweep-2/a.json", prefix + "memo/xla@1.0.0/" + strings.Repeat("cd", 32)},
+			gone: []string{prefix + "runs/default/sweep-1/a.json", prefix + "memo/xla@0.9.0/" + strings.Repeat("ab", 32)},
 		},
 	}
 	for _, tt := range tests {

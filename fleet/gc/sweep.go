@@ -318,16 +318,22 @@ func (g *run) sweepBlobs(ctx context.Context, refs []uint64, grace time.Time) er
 
 // sweepUploads deletes temporary uploads written before grace.
 func (g *run) sweepUploads(ctx context.Context, grace time.Time) error {
-	p := g.phase(PhaseUploads)
+	return g.sweepOlder(ctx, PhaseUploads, UploadsDir, grace, &g.rep.UploadsRemoved)
+}
+
+// sweepOlder deletes the objects under dir last written before cutoff,
+// counting them in *removed.
+func (g *run) sweepOlder(ctx context.Context, phase, dir string, cutoff time.Time, removed *int64) error {
+	p := g.phase(phase)
 	defer p.report()
 	del := &deleter{g: g}
-	err := g.list(ctx, g.b.Prefix+UploadsDir, func(obj minio.ObjectInfo) error {
-		old := obj.LastModified.Before(grace)
+	err := g.list(ctx, g.b.Prefix+dir, func(obj minio.ObjectInfo) error {
+		old := obj.LastModified.Before(cutoff)
 		p.tick(old)
 		if !old {
 			return nil
 		}
-		g.rep.UploadsRemoved++
+		*removed++
 		return del.add(ctx, obj.Key)
 	})
 	if err != nil {
