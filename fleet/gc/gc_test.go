@@ -241,7 +241,7 @@ func TestGcRun(t *testing.T) {
 			want: gc.Report{UploadsRemoved: 1, LeasesRemoved: 2, ReplicasRemoved: 1},
 			kept: []string{prefix + "uploads/new", prefix + "leases/default/just-expired", prefix + "leases/default/held", prefix + "leases/default/garbled-new", prefix + "replicas/ok.json"},
 			gone: []string{prefix + "uploads/old", prefix + "leases/default/expired", prefix + "leases/default/garbled", prefix + "replicas/gone.json"},
-		},	{
+		}, {
 			name: "fleet state: run manifest parts and memo objects not written within the age",
 			setup: func(e *env) {
 				e.object(prefix+"runs/default/sweep-1/a.json", "{}", old)
@@ -284,7 +284,7 @@ func TestGcRun(t *testing.T) {
 					t.Errorf("%s kept, want removed", n)
 				}
 			}
-			if want := []string{gc.PhaseAccess, gc.PhaseEntries, gc.PhaseBlobs, gc.PhaseUploads, gc.PhaseMultipart, gc.PhaseLeases, gc.PhaseReplicas}; fmt.Sprint(phases) != fmt.Sprint(want) {
+			if want := []string{gc.PhaseAccess, gc.PhaseEntries, gc.PhaseBlobs, gc.PhaseUploads, gc.PhaseMultipart, gc.PhaseLeases, gc.PhaseRuns, gc.PhaseMemo, gc.PhaseReplicas}; fmt.Sprint(phases) != fmt.Sprint(want) {
 				t.Errorf("progress phases %v, want %v", phases, want)
 			}
 		})
