@@ -10,8 +10,8 @@ import (
 	"github.com/cachesvc/cachesvc/store"
 )
 
-// spool is one key's fetch from the shared tier into a local file. One
-// goroutine (Store.download) copies the shared tier's stream into the file
+// spool is one key's fetch from the shared tier into a local file (or, for
+// a small entry, memory). One goroutine (the tail of Store.startDownload) copies the shared tier's stream into the file
 // as fast as the tier sends it; every Get of the key, the first included,
 // reads the file behind it through a follower, so that no reader paces the
 // download, another reader or the fill. The shared tier's reader withholds
@@ -26,12 +26,14 @@ import (
 // 4.5 ms per 16 MiB here), which is most of what a spool adds to a read.
 // A reused file's old bytes past the new entry's size are never read.
 type spool struct {
+	id  string // ns/key, its name in Store.spools
 	ns  string
 	key store.Key
 
 	ready chan struct{} // closed once the fields below it are set
 	m     store.Meta
-	f     *os.File // nil unless the download started
+	f     *os.File // nil unless the download started into a file
+	mem   []byte   // a small entry's verified bytes, held instead of a file
 	hot   bool     // the hot tier had the entry: read it there
 	skip  bool     // no spool (full): read the shared tier directly
 	err   error    // the shared tier's answer when the download did not start
@@ -146,6 +148,11 @@ func (r *follower) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	want := min(int64(len(p)), min(written, r.end)-r.off)
+	if r.sp.mem != nil {
+		n := copy(p[:want], r.sp.mem[r.off:])
+		r.off += int64(n)
+		return n, nil
+	}
 	n, rerr := r.sp.f.ReadAt(p[:want], r.off)
 	r.off += int64(n)
 	if rerr != nil && rerr != io.EOF {
