@@ -182,8 +182,19 @@ suite_fuzz() {
 	for t in "${targets[@]}"; do
 		local pkg="${t% *}" name="${t#* }"
 		log "fuzz $name ($pkg, $fuzztime)"
-		if out="$(go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" 2>&1)"; then
-			execs="$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 | cut -d' ' -f2)"
+		# go test's fuzzing engine sometimes ends a run with "context deadline
+		# exceeded" while stopping its workers on a loaded machine, with no
+		# failing input: that is the engine, not the target, so it gets one
+		# more run (go.dev/issue/75804: a race in the fuzz coordinator, fixed in
+		# Go 1.27). A real failure writes its input to testdata/fuzz/ and fails.
+		local ok=0
+		out="$(go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" 2>&1)" && ok=1
+		if ((ok == 0)) && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+			echo "fuzz engine timed out while stopping (no failing input); running $name once more"
+			out="$(go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" 2>&1)" && ok=1
+		fi
+		if ((ok)); then
+			execs="$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 | cut -d' ' -f2 || true)"
 			summary+=("PASS  $name ($pkg): ${execs:-?} execs in $fuzztime")
 		else
 			echo "$out" | tail -40
