@@ -116,18 +116,13 @@ func (o *replicaOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.AdvertiseURL, "advertise-url", "", "with a shared tier: the `URL` the fleet's dashboard shows for this replica (default: the URL it serves on)")
 }
 
-// sharedState opens the fleet-wide state on the shared bucket (compile
+// openFleetState opens the fleet-wide state on the shared bucket (compile
 // leases, run manifests, the signature memo) and sets it in the options of
 // the lease table, the run recorder and the keyer. It sends no request: a
 // replica whose bucket is down at start still serves, and each part fails
 // open on its own terms (fleet/state).
-func sharedState(o *serveOptions, replicaID string, leases *lease.Config, runs *manifest.Config, logger *slog.Logger) error {
-	cfg, err := o.S3.config(0, logger)
-	if err != nil {
-		return err
-	}
-	c, err := state.New(state.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Region: cfg.Region,
-		AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, SessionToken: cfg.SessionToken, Insecure: cfg.Insecure, Logger: logger})
+func openFleetState(o *serveOptions, replicaID string, leases *lease.Config, runs *manifest.Config, logger *slog.Logger) error {
+	c, err := state.New(o.shared)
 	if err != nil {
 		return fmt.Errorf("open the fleet's shared state: %w", err)
 	}
@@ -163,11 +158,7 @@ type fleetMember struct {
 // joinFleet creates this replica's heartbeat and access log on the shared
 // bucket; Start begins both. sample reports the replica at each heartbeat.
 func joinFleet(o serveOptions, id, url string, sample func() registry.Sample, logger *slog.Logger) (*fleetMember, error) {
-	cfg, err := o.S3.config(0, logger)
-	if err != nil {
-		return nil, err
-	}
-	b, err := registry.Dial(cfg)
+	b, err := registry.Dial(o.shared)
 	if err != nil {
 		return nil, fmt.Errorf("open the fleet's registry: %w", err)
 	}
@@ -249,24 +240,30 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvic
 	if !o.S3.enabled() {
 		return out, nil
 	}
-	cfg, err := o.S3.config(o.MaxEntrySize, logger)
-	if err == nil {
-		var shared *s3.Store
-		if shared, err = s3.Open(ctx, cfg); err == nil {
-			tcfg := tiered.Config{Hot: hot, Shared: shared, Mode: tiered.Mode(o.WriteMode), Observe: observe, Logger: logger,
-				SpoolDir: filepath.Join(o.Data, "spool"), QueueDir: filepath.Join(o.Data, "upload-queue"),
-				MaxQueueEntries: o.QueueEntries, MaxQueueBytes: o.QueueBytes}
-			if err = os.MkdirAll(tcfg.SpoolDir, 0o700); err == nil {
-				out.tiered, err = tiered.New(tcfg)
-			}
-			if err != nil {
-				err = errors.Join(err, shared.Close())
-			}
-		}
-	}
+	out.tiered, err = openTiered(ctx, o, hot, observe, logger)
 	if err != nil {
 		return out, errors.Join(fmt.Errorf("open shared tier s3://%s/%s at %s: %w", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, err), hot.Close())
 	}
 	out.api = out.tiered
 	return out, nil
+}
+
+// openTiered opens the shared tier and the tiered store in front of it and
+// hot; on failure it closes what it opened (not hot).
+func openTiered(ctx context.Context, o serveOptions, hot *store.Badger, observe func(tiered.Event), logger *slog.Logger) (*tiered.Store, error) {
+	spool := filepath.Join(o.Data, "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return nil, err
+	}
+	shared, err := s3.Open(ctx, o.shared)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, Mode: tiered.Mode(o.WriteMode), Observe: observe, Logger: logger,
+		SpoolDir: spool, QueueDir: filepath.Join(o.Data, "upload-queue"),
+		MaxQueueEntries: o.QueueEntries, MaxQueueBytes: o.QueueBytes})
+	if err != nil {
+		return nil, errors.Join(err, shared.Close())
+	}
+	return ts, nil
 }

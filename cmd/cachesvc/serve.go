@@ -19,6 +19,7 @@ import (
 	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 // serveOptions are the flags of `cachesvc serve`.
@@ -39,6 +40,10 @@ type serveOptions struct {
 	WriteMode     string
 	QueueEntries  int
 	QueueBytes    int64
+
+	// shared is the shared tier's configuration, resolved once from S3 (the
+	// credentials file read) by serve for every user of the bucket.
+	shared s3.Config
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -116,6 +121,11 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err := o.Security.apply(o.Addr, &sec, logger); err != nil { // security.go
 		return err
 	}
+	if o.S3.enabled() {
+		if o.shared, err = o.S3.config(o.MaxEntrySize, logger); err != nil { // fleet.go
+			return err
+		}
+	}
 	// Listen first: a taken port fails before the store is opened.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -151,7 +161,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		if replicaID, err = o.replicaID(); err != nil {
 			return err
 		}
-		if err := sharedState(&o, replicaID, &leases, &runs, logger); err != nil { // fleet.go
+		if err := openFleetState(&o, replicaID, &leases, &runs, logger); err != nil { // fleet.go
 			return err
 		}
 	}

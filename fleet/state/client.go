@@ -41,50 +41,24 @@ import (
 	"github.com/minio/minio-go/v7"
 )
 
-// DefaultMaxRetries is the default Config.MaxRetries: state requests sit on
-// the request path (a lease before a compile), so an unreachable server
-// must fail them fast and let the caller fail open.
+// DefaultMaxRetries is the retries New gives a config that sets none:
+// state requests sit on the request path (a lease before a compile), so an
+// unreachable server must fail them fast and let the caller fail open.
 const DefaultMaxRetries = 1
-
-// Config says how to reach the bucket. The zero value of every field except
-// Endpoint and Bucket means its default.
-type Config struct {
-	// Endpoint is the server's host[:port], without a scheme. Required.
-	Endpoint string
-	// Bucket must exist. Required.
-	Bucket string
-	// Prefix is prepended to every object name (a missing trailing "/" is
-	// added); use the store's prefix so one fleet's objects sit together.
-	Prefix string
-	// Region is the bucket's region; empty lets the client discover it.
-	Region string
-	// AccessKey, SecretKey and SessionToken authenticate requests. With an
-	// empty AccessKey the standard AWS sources are tried in turn: the
-	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY environment, the shared
-	// credentials file, then instance metadata.
-	AccessKey, SecretKey, SessionToken string
-	// Insecure talks plain HTTP instead of HTTPS.
-	Insecure bool
-	// Transport replaces the HTTP transport; nil means minio's default.
-	Transport http.RoundTripper
-	// MaxRetries bounds the client's retries of a failed request; 0 means
-	// DefaultMaxRetries.
-	MaxRetries int
-	// Logger receives warnings; nil means slog.Default().
-	Logger *slog.Logger
-}
 
 // Client is a connection to the fleet's bucket shared by the adapters. It
 // is safe for concurrent use.
 type Client struct {
-	cfg  Config
+	cfg  s3.Config
 	core minio.Core
 	log  *slog.Logger
 }
 
-// New builds a client. It sends no request: a fleet whose bucket is down at
-// start still serves, and each adapter fails open on its own terms.
-func New(cfg Config) (*Client, error) {
+// New builds a client for the bucket the replicas' store uses (cfg is the
+// store's s3.Config; its store-only fields are ignored). It sends no
+// request: a fleet whose bucket is down at start still serves, and each
+// adapter fails open on its own terms.
+func New(cfg s3.Config) (*Client, error) {
 	if cfg.Endpoint == "" || cfg.Bucket == "" {
 		return nil, errors.New("new fleet state client: endpoint and bucket are required")
 	}
@@ -105,9 +79,9 @@ func New(cfg Config) (*Client, error) {
 		}
 		rt = tr
 	}
-	c, err := s3.NewClient(s3.Config{Endpoint: cfg.Endpoint, Region: cfg.Region, AccessKey: cfg.AccessKey,
-		SecretKey: cfg.SecretKey, SessionToken: cfg.SessionToken, Insecure: cfg.Insecure,
-		Transport: ifMatchTransport{rt}, MaxRetries: cfg.MaxRetries})
+	ccfg := cfg
+	ccfg.Transport = ifMatchTransport{rt}
+	c, err := s3.NewClient(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("new fleet state client: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 )
 
@@ -21,7 +22,7 @@ func bucket(t *testing.T) (*Client, *s3test.Server) {
 // client returns another replica's client on the same bucket.
 func client(t *testing.T, srv *s3test.Server, bucket string) *Client {
 	t.Helper()
-	c, err := New(Config{
+	c, err := New(s3.Config{
 		Endpoint: srv.Endpoint, Bucket: bucket, Prefix: "fleet", Region: s3test.Region,
 		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Insecure: true,
 	})
