@@ -95,6 +95,9 @@ type counter struct {
 	touch   func(ns string, key cachekey.Key) // the fleet's access log; nil without one
 	puts    *prometheus.CounterVec            // result
 	byRoute *prometheus.CounterVec            // route, result
+	// routeHits and routeMisses are byRoute's series, resolved once: a
+	// lookup does not hash its labels.
+	routeHits, routeMisses map[string]prometheus.Counter
 }
 
 var _ Outcomes = (*counter)(nil)
@@ -118,20 +121,23 @@ func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheu
 			return nil, err
 		}
 	}
+	c.routeHits, c.routeMisses = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, r := range []string{RouteEntries, RouteLookup, RouteBatch} {
-		c.byRoute.WithLabelValues(r, "hit")
-		c.byRoute.WithLabelValues(r, "miss")
+		c.routeHits[r] = c.byRoute.WithLabelValues(r, "hit")
+		c.routeMisses[r] = c.byRoute.WithLabelValues(r, "miss")
 	}
 	return c, nil
 }
 
 // Lookup counts a lookup in the statistics and by route.
 func (c *counter) Lookup(l Lookup) {
-	result := "miss"
+	series := c.routeMisses
 	if l.Hit {
-		result = "hit"
+		series = c.routeHits
 	}
-	c.byRoute.WithLabelValues(l.Route, result).Inc()
+	if ctr, ok := series[l.Route]; ok { // Route is one of the Route* constants
+		ctr.Inc()
+	}
 	if l.Hit && c.touch != nil {
 		c.touch(l.Namespace, l.Key)
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -582,15 +581,3 @@ func (q *queue) release(it *qitem, done bool) {
 
 // close does nothing the next process needs: the queue is its files.
 func (q *queue) close() error { return nil }
-
-// sortedSeqs is for tests: the queued items' sequence numbers in order.
-func (q *queue) sortedSeqs() []uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := make([]uint64, 0, len(q.items))
-	for _, it := range q.items {
-		out = append(out, it.rec.Seq)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
