@@ -11,7 +11,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 	"github.com/cachesvc/cachesvc/store/storetest"
 )
@@ -22,10 +21,7 @@ import (
 // blob is overwritten with bytes of the same length.
 func TestConformanceSeaweedFS(t *testing.T) {
 	srv := s3test.StartSeaweedFS(t)
-	open := func(t *testing.T, dir string, lim storetest.Limits) store.Store {
-		srv.EnsureBucket(t, bucketOf(dir))
-		return newReplica(t, srv, bucketOf(dir), filepath.Join(dir, "hot"), opts{hotMax: lim.MaxBytes, entryMax: lim.MaxEntryBytes})
-	}
+	open := openOn(srv)
 	corrupt := func(t *testing.T, dir string, data []byte) {
 		mid := len(data) / 2
 		if _, err := storetest.FlipInValueLog(filepath.Join(dir, "hot"), data[mid:mid+64]); err != nil {

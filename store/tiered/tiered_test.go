@@ -109,12 +109,18 @@ func bucketOf(dir string) string {
 	return "tt-" + hex.EncodeToString(sum[:8])
 }
 
-func TestConformance(t *testing.T) {
-	srv := s3test.Start(t)
-	open := func(t *testing.T, dir string, lim storetest.Limits) store.Store {
+// openOn returns the conformance suite's opener of tiered stores on srv:
+// one bucket per store directory, the hot tier inside it.
+func openOn(srv *s3test.Server) storetest.OpenFunc {
+	return func(t *testing.T, dir string, lim storetest.Limits) store.Store {
 		srv.EnsureBucket(t, bucketOf(dir))
 		return newReplica(t, srv, bucketOf(dir), filepath.Join(dir, "hot"), opts{hotMax: lim.MaxBytes, entryMax: lim.MaxEntryBytes})
 	}
+}
+
+func TestConformance(t *testing.T) {
+	srv := s3test.Start(t)
+	open := openOn(srv)
 	// Both copies are damaged: the hot one fails its chunk checksum, and the
 	// refetch from the shared tier fails its digest.
 	corrupt := func(t *testing.T, dir string, data []byte) {
