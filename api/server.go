@@ -165,6 +165,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
+	lns   []net.Listener        // what Serve was given, closed by Shutdown
 }
 
 // New returns a Server for cfg with every route registered. It fails if
@@ -299,10 +300,34 @@ func (s *Server) Listen(addr string) error {
 
 // Serve serves on ln until Shutdown. It closes ln.
 func (s *Server) Serve(ln net.Listener) error {
+	// A Shutdown that runs before fasthttp has taken ln would not stop it:
+	// Shutdown also closes every listener handed to Serve, and a Serve
+	// called after Shutdown returns at once.
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
 	if err := s.app.Listener(&trackingListener{Listener: s.secureListener(ln), s: s}); err != nil {
+		if s.closing.Load() {
+			return nil // closed by Shutdown
+		}
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// closeListeners closes the listeners handed to Serve, once closing is set.
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	lns := s.lns
+	s.lns = nil
+	s.mu.Unlock()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests to
@@ -311,11 +336,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // to five more seconds for their handlers and response bodies to end. After
 // Shutdown returns no handler touches the store, so the caller may close it.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
 	s.closing.Store(true)
+	s.mu.Unlock()
 	s.leases.Close() // end long polls now
 	defer s.closeOwned()
 	defer s.closeRuns()
 	err := s.app.ShutdownWithContext(ctx)
+	s.closeListeners()
 	if err == nil && s.inflight.Load() == 0 {
 		s.cancel()
 		return nil
