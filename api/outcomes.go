@@ -24,12 +24,13 @@ const (
 	RouteEntries = "entries" // GET /v1/{ns}/entries/{key}
 	RouteLookup  = "lookup"  // POST /v1/{ns}/lookup
 	RouteBatch   = "batch"   // POST /v1/{ns}/batch
+	RouteRESP    = "resp"    // GET and MGET on the Redis-protocol listener (api/resp)
 )
 
 // Lookup is one lookup's outcome. Its strings come from the validated
 // request value or from the stored entry, never from raw headers.
 type Lookup struct {
-	// Route is RouteEntries, RouteLookup or RouteBatch.
+	// Route is RouteEntries, RouteLookup, RouteBatch or RouteRESP.
 	Route     string
 	Namespace string
 	Key       cachekey.Key
@@ -113,7 +114,7 @@ func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheu
 		}, []string{"result"}),
 		byRoute: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_lookups_by_route_total",
-			Help: "Entry lookups since the process started, by the route that answered (entries, lookup, batch) and result (hit or miss). The persisted totals by namespace and backend are cachesvc_lookups_total.",
+			Help: "Entry lookups since the process started, by the route that answered (entries, lookup, batch, resp) and result (hit or miss). The persisted totals by namespace and backend are cachesvc_lookups_total.",
 		}, []string{"route", "result"}),
 	}
 	for _, col := range []prometheus.Collector{c.puts, c.byRoute} {
@@ -122,7 +123,7 @@ func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheu
 		}
 	}
 	c.routeHits, c.routeMisses = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
-	for _, r := range []string{RouteEntries, RouteLookup, RouteBatch} {
+	for _, r := range []string{RouteEntries, RouteLookup, RouteBatch, RouteRESP} {
 		c.routeHits[r] = c.byRoute.WithLabelValues(r, "hit")
 		c.routeMisses[r] = c.byRoute.WithLabelValues(r, "miss")
 	}

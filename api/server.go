@@ -286,6 +286,11 @@ func (s *Server) closeOwned() {
 // App returns the underlying fiber app, for tests.
 func (s *Server) App() *fiber.App { return s.app }
 
+// Outcomes returns what the server counts every lookup and write with, for
+// listeners beside it (api/resp) whose traffic must show in the same
+// statistics and metrics.
+func (s *Server) Outcomes() Outcomes { return s.out }
+
 // Registry returns the Prometheus registry /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.cfg.Registry }
 
