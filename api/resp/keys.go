@@ -1,0 +1,217 @@
+package resp
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// mapped is what a Redis key maps to: the server key and what the plugin
+// said of it.
+type mapped struct {
+	key        cachekey.Key
+	backend    string
+	plugin     string // name@version: a reloaded plugin invalidates the memo
+	name       string
+	components map[string]string // bounded for the store; read-only
+}
+
+// keyMap maps Redis keys to server keys through the Keyer, remembering the
+// most recent ones: torch asks for the same few keys over and over.
+type keyMap struct {
+	cfg *Config
+
+	mu    sync.Mutex
+	max   int
+	order *list.List // front = most recent; values are *memoEntry
+	items map[string]*list.Element
+}
+
+type memoEntry struct {
+	redisKey string
+	m        mapped
+}
+
+func newKeyMap(cfg *Config) *keyMap {
+	return &keyMap{cfg: cfg, max: cfg.KeyMemo, order: list.New(), items: map[string]*list.Element{}}
+}
+
+// keyError is a key the listener refuses, with the ERR reply that says why.
+type keyError struct{ msg string }
+
+func (e *keyError) Error() string { return e.msg }
+
+// lookup returns the mapping of redisKey, from the memo or the plugin. The
+// error is a *keyError (the client's fault) or the Keyer's failure.
+func (k *keyMap) lookup(ctx context.Context, redisKey []byte) (mapped, error) {
+	if err := k.check(redisKey); err != nil {
+		return mapped{}, err
+	}
+	if m, ok := k.recall(redisKey); ok {
+		return m, nil
+	}
+	sig := k.signature(string(redisKey))
+	res, err := k.cfg.Keyer.Key(ctx, sig)
+	if err != nil {
+		return mapped{}, k.explain(redisKey, err)
+	}
+	m := mapped{key: res.Key, backend: res.Backend, plugin: res.Plugin, name: wire.SanitizeName(res.DisplayName),
+		components: storable(res.Components)}
+	k.remember(string(redisKey), m)
+	return m, nil
+}
+
+// check refuses keys that could not map faithfully: empty, too long, or
+// with bytes outside printable ASCII (JSON would rewrite invalid UTF-8, so
+// two keys could share a signature).
+func (k *keyMap) check(key []byte) error {
+	if len(key) == 0 {
+		return &keyError{"ERR empty key: cachesvc maps torch (pt2:...) and Triton (triton:...) cache keys"}
+	}
+	if len(key) > k.cfg.MaxKeyBytes {
+		return &keyError{fmt.Sprintf("ERR key of %d bytes exceeds the limit of %d bytes", len(key), k.cfg.MaxKeyBytes)}
+	}
+	for i, ch := range key {
+		if ch < 0x20 || ch > 0x7e {
+			return &keyError{fmt.Sprintf("ERR key has byte 0x%02x at offset %d: keys must be printable ASCII", ch, i)}
+		}
+	}
+	return nil
+}
+
+// signature is the signature of a Redis key.
+func (k *keyMap) signature(key string) []byte {
+	if k.cfg.Signature != nil {
+		return k.cfg.Signature(key)
+	}
+	b, _ := json.Marshal(struct {
+		Backend string `json:"backend"`
+		Key     string `json:"key"`
+	}{k.cfg.Backend, key})
+	return b
+}
+
+// explain turns a Keyer failure into the reply it deserves.
+func (k *keyMap) explain(key []byte, err error) error {
+	var ke *keying.Error
+	if !errors.As(err, &ke) {
+		return err
+	}
+	switch {
+	case errors.Is(err, keying.ErrPluginError):
+		msg := ke.Message
+		var pe *plugins.Error
+		if errors.As(err, &pe) {
+			msg = pe.Message + " (plugin " + pe.Plugin + ")"
+		}
+		return &keyError{fmt.Sprintf("ERR key '%s' is not a torch or Triton cache key: %s", quoted(key), msg)}
+	case errors.Is(err, keying.ErrMalformed), errors.Is(err, keying.ErrTooLarge):
+		return &keyError{fmt.Sprintf("ERR key '%s' cannot be mapped: %s", quoted(key), ke.Message)}
+	case errors.Is(err, keying.ErrUnknownBackend):
+		return &keyError{fmt.Sprintf("ERR this server has no plugin for backend %s, which maps Redis keys: %s", k.cfg.Backend, ke.Message)}
+	case errors.Is(err, keying.ErrPluginBusy):
+		return &keyError{"ERR the key plugin is busy; retry shortly"}
+	}
+	return &keyError{fmt.Sprintf("ERR the key plugin failed: %s", ke.Message)}
+}
+
+// recall returns a remembered mapping whose plugin is still the one in
+// force for its backend.
+func (k *keyMap) recall(key []byte) (mapped, bool) {
+	if k.max <= 0 {
+		return mapped{}, false
+	}
+	k.mu.Lock()
+	e, ok := k.items[string(key)]
+	if ok {
+		k.order.MoveToFront(e)
+	}
+	k.mu.Unlock()
+	if !ok {
+		return mapped{}, false
+	}
+	m := e.Value.(*memoEntry).m
+	if p, found := k.cfg.Keyer.Host().ForBackend(m.backend); !found || p.ID() != m.plugin {
+		return mapped{}, false
+	}
+	return m, true
+}
+
+// remember keeps a mapping, dropping the least recently used past the
+// bound.
+func (k *keyMap) remember(key string, m mapped) {
+	if k.max <= 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.items[key]; ok {
+		e.Value.(*memoEntry).m = m
+		k.order.MoveToFront(e)
+		return
+	}
+	k.items[key] = k.order.PushFront(&memoEntry{redisKey: key, m: m})
+	for k.order.Len() > k.max {
+		old := k.order.Remove(k.order.Back()).(*memoEntry)
+		delete(k.items, old.redisKey)
+	}
+}
+
+// storable keeps the components the store accepts; they only explain
+// misses and must not fail a SET.
+func storable(c map[string]string) map[string]string {
+	if len(c) == 0 || len(c) > store.MaxComponents {
+		return nil
+	}
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		if len(k) <= store.MaxLabelLen && len(v) <= store.MaxLabelLen {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// compileSeconds reads the compile time torch records in its FX graph and
+// AOTAutograd values, JSON objects ending `"time_taken_ms": N}`. Only the
+// value's first and last 256 bytes are looked at; anything else is 0.
+func compileSeconds(v []byte) float64 {
+	const window = 256
+	if len(v) < 2 || v[0] != '{' {
+		return 0
+	}
+	field := []byte(`"time_taken_ms"`)
+	parts := [][]byte{v[max(0, len(v)-window):], v[:min(len(v), window)]}
+	for _, part := range parts {
+		i := bytes.LastIndex(part, field)
+		if i < 0 {
+			continue
+		}
+		rest := bytes.TrimLeft(part[i+len(field):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		n := 0
+		for n < len(rest) && n < 24 && (rest[n] >= '0' && rest[n] <= '9' || rest[n] == '.' || rest[n] == 'e' || rest[n] == 'E' || rest[n] == '+' || rest[n] == '-') {
+			n++
+		}
+		ms, err := strconv.ParseFloat(string(rest[:n]), 64)
+		if err != nil || ms < 0 || ms > 1e12 {
+			continue
+		}
+		return ms / 1000
+	}
+	return 0
+}
