@@ -40,6 +40,7 @@ type serveOptions struct {
 	WriteMode     string
 	QueueEntries  int
 	QueueBytes    int64
+	Redis         redisOptions // redis.go
 
 	// shared is the shared tier's configuration, resolved once from S3 (the
 	// credentials file read) by serve for every user of the bucket.
@@ -65,6 +66,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	o.S3.register(fs)              // fleet.go
 	o.S3.registerWrites(fs)        // fleet.go
 	o.Replica.register(fs)         // fleet.go
+	o.Redis.register(fs)           // redis.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
 	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
 	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
@@ -79,6 +81,9 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	}
 	if o.WriteMode != "through" && o.WriteMode != "behind" {
 		return usagef("--write-mode %q: use through or behind", o.WriteMode)
+	}
+	if err := o.Redis.validate(o.MaxEntrySize); err != nil { // redis.go
+		return err
 	}
 	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
@@ -132,6 +137,13 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	rln, err := o.Redis.listen(o.Security.Tokens != "", o.Security.InsecureNoAuth) // redis.go
+	if err != nil {
+		return err
+	}
+	if rln != nil {
+		defer rln.Close()
+	}
 	// Evictions from the hot tier are counted in the statistics, which are
 	// opened after the store (they sample its usage).
 	var evictions atomic.Pointer[stats.Stats]
@@ -241,6 +253,18 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		defer stopPprof()
 	}
 
+	var redis *redisListener
+	if rln != nil {
+		if redis, err = o.Redis.start(rln, srv, acfg, keyer, logger); err != nil { // redis.go
+			return err
+		}
+		// The store closes after this: no command may outlive it.
+		defer redis.shutdown(context.Background(), logger)
+		fmt.Fprintf(sio.Stdout, "redis protocol on redis://%s (namespace %s)\n", displayAddr(rln.Addr()), o.Redis.Namespace)
+		logger.Info("redis protocol listener", "addr", rln.Addr().String(), "namespace", o.Redis.Namespace,
+			"max_value", o.Redis.MaxValue, "max_conns", o.Redis.MaxConns)
+	}
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if member != nil {
@@ -258,9 +282,12 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	logger.Info("shutting down", "grace", o.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
+	rdone := make(chan struct{})
+	go func() { redis.shutdown(sctx, logger); close(rdone) }() // within the same grace
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown incomplete", "err", err)
 	}
+	<-rdone
 	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Warn("serve ended", "err", err)
 	}
