@@ -173,6 +173,7 @@ suite_fuzz() {
 		"./cmd/cachesvc FuzzParseSize"
 		"./api FuzzBatchTar"
 		"./api FuzzRequestHeaders"
+		"./api/resp FuzzConn"
 		"./keying FuzzKey"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalize"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalModule"

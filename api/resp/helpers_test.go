@@ -190,10 +190,16 @@ func torchValue(data string, ms int) string {
 // or -1 when absent. Labels are matched in the order written.
 func (e *env) metric(series string) float64 {
 	e.t.Helper()
+	return e.metricIn(e.t, series)
+}
+
+// metricIn is metric failing t (a fuzz target's) instead of the env's.
+func (e *env) metricIn(t testing.TB, series string) float64 {
+	t.Helper()
 	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
 	mfs, err := e.api.Registry.Gather()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
