@@ -2,6 +2,7 @@ package resp
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,14 @@ func (c *conn) dispatch(args [][]byte) {
 		cmd.run(c, args)
 	}
 	c.s.metrics.count(cmd, c.result)
+	if c.s.log.Enabled(c.ctx(), slog.LevelDebug) {
+		sub := ""
+		if (cmd.name == "client" || cmd.name == "hello") && len(args) > 1 {
+			sub = quoted(args[1])
+		}
+		c.s.log.Debug("resp command", "remote", c.remote, "command", quoted(args[0]), "sub", sub,
+			"args", len(args)-1, "result", resultNames[c.result])
+	}
 }
 
 // mayProceed reports whether the connection may run commands: the server
@@ -260,6 +269,8 @@ func cmdClient(c *conn, args [][]byte) {
 	arity := map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2}
 	want, known := arity[sub]
 	switch {
+	case sub == "maint_notifications": // redis-py 8 asks on every connection and carries on
+		c.replyError("ERR CLIENT MAINT_NOTIFICATIONS is not supported: cachesvc sends no maintenance notifications")
 	case !known:
 		c.replyErrorf("ERR unknown subcommand '%s'; cachesvc's RESP listener speaks CLIENT SETINFO, SETNAME, GETNAME and ID", quoted(args[1]))
 	case len(args) != want:

@@ -109,7 +109,8 @@ func TestCommands(t *testing.T) {
 			{[]string{"CLIENT", "GETNAME"}, bulk("trainer-7")},
 			{[]string{"CLIENT", "SETNAME", "has space"}, "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"},
 			{[]string{"CLIENT", "ID"}, ":..."},
-			{[]string{"CLIENT", "MAINT_NOTIFICATIONS", "ON"}, "-ERR unknown subcommand 'MAINT_NOTIFICATIONS'; cachesvc's RESP listener speaks CLIENT SETINFO, SETNAME, GETNAME and ID\r\n"},
+			{[]string{"CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "internal-ip"}, "-ERR CLIENT MAINT_NOTIFICATIONS is not supported: cachesvc sends no maintenance notifications\r\n"},
+			{[]string{"CLIENT", "KILL", "ID", "1"}, "-ERR unknown subcommand 'KILL'; cachesvc's RESP listener speaks CLIENT SETINFO, SETNAME, GETNAME and ID\r\n"},
 			{[]string{"CLIENT", "SETNAME"}, "-ERR wrong number of arguments for 'client|setname' command\r\n"},
 		}},
 		{"hello", []step{
