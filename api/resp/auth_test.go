@@ -2,17 +2,20 @@ package resp_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/api/resp"
 )
 
 var (
@@ -163,5 +166,31 @@ func TestGoRedisAuth(t *testing.T) {
 			t.Errorf("RESP%d wrong token: %v, want WRONGPASS", proto, err)
 		}
 		bad.Close()
+	}
+}
+
+// TestTLS: with a TLS configuration the listener speaks RESP over TLS
+// (rediss://) and a plain-text client gets nothing.
+func TestTLS(t *testing.T) {
+	pki := authtest.NewPKI(t)
+	tc, err := auth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, options{resp: func(c *resp.Config) { c.TLS = tc }})
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: e.addr, TLSConfig: &tls.Config{RootCAs: pki.Pool, ServerName: "localhost"}, MaxRetries: -1})
+	defer c.Close()
+	k := torchKey("tls")
+	if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+		t.Fatalf("SET over TLS: %v", err)
+	}
+	if v, err := c.Get(ctx, k).Result(); err != nil || v != "v" {
+		t.Fatalf("GET over TLS: %q, %v", v, err)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1, ReadTimeout: 2 * time.Second})
+	defer plain.Close()
+	if err := plain.Ping(ctx).Err(); err == nil {
+		t.Error("a plain-text PING was answered by a TLS listener")
 	}
 }
