@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -134,10 +135,7 @@ func (c *conn) serve() {
 
 // end handles the error that ended reading: a protocol fault is answered
 // before the connection closes; a timeout or the client leaving is not.
-func (c *conn) end(err error, log interface {
-	Info(string, ...any)
-	Debug(string, ...any)
-}) {
+func (c *conn) end(err error, log *slog.Logger) {
 	var pe *protoError
 	if errors.As(err, &pe) {
 		c.s.metrics.protoErrors.WithLabelValues(pe.reason).Inc()

@@ -58,7 +58,7 @@ func cmdGet(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
-	if err := c.serveEntry(ms[0], false); err != nil {
+	if err := c.serveEntry(ms[0]); err != nil {
 		c.replyErrorf("ERR read entry: %v", err)
 	}
 }
@@ -75,7 +75,7 @@ func cmdMGet(c *conn, args [][]byte) {
 	}
 	c.replyArray(len(ms))
 	for _, m := range ms {
-		if err := c.serveEntry(m, true); err != nil {
+		if err := c.serveEntry(m); err != nil {
 			c.replyNull()
 		}
 		if c.broken != nil {
@@ -85,10 +85,9 @@ func cmdMGet(c *conn, args [][]byte) {
 }
 
 // serveEntry answers one lookup with the entry's bytes or null and counts
-// it. A store failure other than a miss is returned unanswered and
-// uncounted (the HTTP API does not count it either); inArray logs it,
-// since the caller answers null.
-func (c *conn) serveEntry(m mapped, inArray bool) error {
+// it. A store failure other than a miss is logged and returned unanswered
+// and uncounted (the HTTP API does not count it either).
+func (c *conn) serveEntry(m mapped) error {
 	ns := c.s.cfg.Namespace
 	meta, rc, err := c.s.cfg.Store.Get(c.ctx(), ns, m.key, 0, -1)
 	if errors.Is(err, store.ErrNotFound) {

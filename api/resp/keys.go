@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
@@ -61,6 +62,9 @@ func (k *keyMap) lookup(ctx context.Context, redisKey []byte) (mapped, error) {
 	if m, ok := k.recall(redisKey); ok {
 		return m, nil
 	}
+	if err := k.ready(ctx); err != nil {
+		return mapped{}, err
+	}
 	sig := k.signature(string(redisKey))
 	res, err := k.cfg.Keyer.Key(ctx, sig)
 	if err != nil {
@@ -70,6 +74,31 @@ func (k *keyMap) lookup(ctx context.Context, redisKey []byte) (mapped, error) {
 		components: storable(res.Components)}
 	k.remember(string(redisKey), m)
 	return m, nil
+}
+
+// pluginWait bounds how long a command waits for the built-in plugins a
+// cold start is still compiling: redis clients give up on a reply within
+// seconds (redis-py 8 after 5 s), and an error they can read is better.
+const pluginWait = 2 * time.Second
+
+// ready waits, up to pluginWait, for plugins still compiling.
+func (k *keyMap) ready(ctx context.Context) error {
+	h := k.cfg.Keyer.Host()
+	if !h.Pending() {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { _ = h.Ready(); close(done) }() // a failed load returns at once; Key reports it
+	t := time.NewTimer(pluginWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return &keyError{"ERR cachesvc is still compiling its key plugins after a start; retry in a few seconds"}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // check refuses keys that could not map faithfully: empty, too long, or

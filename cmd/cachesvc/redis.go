@@ -113,7 +113,13 @@ func (o *redisOptions) start(ln net.Listener, srv *api.Server, acfg api.Config, 
 		return nil, fmt.Errorf("start the Redis-protocol listener: %w", err)
 	}
 	l := &redisListener{srv: rs, done: make(chan error, 1)}
-	go func() { l.done <- rs.Serve(ln) }()
+	go func() {
+		err := rs.Serve(ln)
+		if err != nil {
+			logger.Error("redis listener stopped; the HTTP API serves on", "err", err)
+		}
+		l.done <- err
+	}()
 	return l, nil
 }
 
@@ -135,8 +141,6 @@ func (l *redisListener) shutdown(ctx context.Context, logger *slog.Logger) {
 		if err := l.srv.Shutdown(ctx); err != nil {
 			logger.Warn("redis listener shutdown incomplete", "err", err)
 		}
-		if err := <-l.done; err != nil {
-			logger.Warn("redis listener ended", "err", err)
-		}
+		<-l.done // Serve logged its own failure
 	})
 }
