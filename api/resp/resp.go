@@ -41,15 +41,24 @@ import (
 
 // Defaults for Config's zero values.
 const (
-	DefaultNamespace        = "default"
-	DefaultMaxValueBytes    = 256 << 20
-	DefaultMaxConns         = 256
+	// DefaultNamespace holds the listener's entries.
+	DefaultNamespace = "default"
+	// DefaultMaxValueBytes bounds a SET value.
+	DefaultMaxValueBytes = 256 << 20
+	// DefaultMaxConns bounds open connections.
+	DefaultMaxConns = 256
+	// DefaultMaxBufferedBytes bounds the command bytes all connections hold.
 	DefaultMaxBufferedBytes = 1 << 30
-	DefaultMaxKeys          = 1024
-	DefaultMaxKeyBytes      = 4096
-	DefaultIdleTimeout      = 10 * time.Minute
-	DefaultKeyMemo          = 65536
-	DefaultBackend          = "pt2"
+	// DefaultMaxKeys bounds the keys of one MGET or EXISTS.
+	DefaultMaxKeys = 1024
+	// DefaultMaxKeyBytes bounds a Redis key (the pt2 plugin's own bound).
+	DefaultMaxKeyBytes = 4096
+	// DefaultIdleTimeout closes a connection that sends no command.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultKeyMemo bounds the memo of Redis key to server key.
+	DefaultKeyMemo = 65536
+	// DefaultBackend is the signature backend that maps Redis keys.
+	DefaultBackend = "pt2"
 )
 
 // Store is what the listener needs of the entry store: a subset of

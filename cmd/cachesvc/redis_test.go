@@ -19,6 +19,24 @@ import (
 
 var redisRE = regexp.MustCompile(`redis protocol on redis://(\S+) \(namespace (\S+)\)`)
 
+// waitReadyz polls /readyz until the built-in plugins are compiled: until
+// then the listener answers key commands with an error to retry.
+func waitReadyz(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("/readyz never answered 200")
+}
+
 // TestServeRedis runs `cachesvc serve --redis-addr` in-process with a
 // tokens file: a redis client with a token stores and reads torch entries,
 // the HTTP stats and metrics count them, an idle redis connection does not
@@ -35,6 +53,7 @@ func TestServeRedis(t *testing.T) {
 		"--redis-addr", "127.0.0.1:0", "--redis-namespace", "torch", "--redis-max-value", "1MiB"}
 	go func() { exited <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
 	url := waitURL(t, &stdout, exited)
+	waitReadyz(t, url)
 	m := redisRE.FindStringSubmatch(stdout.String())
 	if m == nil || m[2] != "torch" {
 		t.Fatalf("stdout does not name the redis listener: %q", stdout.String())
@@ -112,6 +131,7 @@ func TestServeRedisMetrics(t *testing.T) {
 		"--wasm-cache", testWasmCache(t), "--log-format", "json", "--redis-addr", "127.0.0.1:0"}
 	go func() { exited <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
 	url := waitURL(t, &stdout, exited)
+	waitReadyz(t, url)
 	m := redisRE.FindStringSubmatch(stdout.String())
 	if m == nil || m[2] != "default" {
 		t.Fatalf("stdout does not name the redis listener: %q", stdout.String())

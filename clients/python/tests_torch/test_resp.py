@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -89,9 +90,26 @@ def redis_server(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     s = Server(binary, d / "data", extra=["--wasm-cache", str(d / "wasm"), "--tokens", str(tokens),
                                           "--redis-addr", f"127.0.0.1:{port}", "--log-level", "info"])
     try:
-        yield s.wait_ready(), port
+        s.wait_ready()
+        wait_readyz(s.url)
+        yield s, port
     finally:
         s.stop()
+
+
+def wait_readyz(url: str, timeout: float = 300.0) -> None:
+    """Until the built-in plugins are compiled the listener answers key
+    commands with an error to retry (a cold wasm cache takes a while)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url}/readyz never answered 200")
 
 
 def run_torch(tmp: Path, name: str, url: str) -> tuple[dict, dict]:
