@@ -84,6 +84,15 @@ var labels = map[string]string{
 	"plugin":            "plugin version",
 	"passthrough_key":   "client key",
 	"device_assignment": "device assignment",
+	// pt2 (torch.compile): the parts torch hashes into its keys.
+	"cache":             "torch cache kind",
+	"torch_version":     "torch version",
+	"triton_version":    "Triton version",
+	"device":            "device",
+	"device_capability": "device capability",
+	"inductor_config":   "Inductor config",
+	"graph":             "FX graph",
+	"other":             "other inputs torch hashes",
 }
 
 // Label returns the human name of a component ("xla_flags" → "XLA flags").

@@ -179,7 +179,7 @@ func TestReloadDir(t *testing.T) {
 	if mustPlugin(t, h, "cmdline") != cur || mustPlugin(t, h, "passthrough") != passthrough {
 		t.Fatal("a no-op reload replaced a plugin")
 	}
-	if got := strings.Join(h.Backends(), ","); got != "cmdline,faults,passthrough,xla" {
+	if got := strings.Join(h.Backends(), ","); got != "cmdline,faults,passthrough,pt2,xla" {
 		t.Fatalf("backends = %s", got)
 	}
 }

@@ -176,6 +176,7 @@ suite_fuzz() {
 		"./keying FuzzKey"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalize"
 		"./plugins/builtin/xla/xlacanon FuzzCanonicalModule"
+		"./plugins/builtin/pt2/pt2sig FuzzCanonicalize"
 		"./plugins/internal/wasmstop FuzzInstrument"
 	)
 	local summary=()
