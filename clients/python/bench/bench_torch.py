@@ -34,6 +34,7 @@ PROG = PY_DIR / "tests_torch" / "torchprog.py"
 
 
 def _server_class():
+    """The tests' Server (clients/python/tests/conftest.py), loaded by path."""
     spec = importlib.util.spec_from_file_location("cachesvc_tests_conftest", PY_DIR / "tests" / "conftest.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
@@ -83,6 +84,7 @@ def miss_overhead(url: str, n: int) -> tuple[float, float]:
 
 
 def main() -> None:
+    """Runs the rounds and prints the table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="a built cachesvc binary")
     ap.add_argument("--misses", type=int, default=300, help="lookups in the miss-overhead measurement")

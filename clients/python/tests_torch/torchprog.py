@@ -39,22 +39,28 @@ T_IMPORT = time.monotonic() - T_START
 
 
 class Block(torch.nn.Module):
+    """Linear then an activation (ReLU, or GELU in the changed variant)."""
+
     def __init__(self, n_in: int, n_out: int, act: str) -> None:
         super().__init__()
         self.lin = torch.nn.Linear(n_in, n_out)
         self.act = torch.nn.GELU() if act == "gelu" else torch.nn.ReLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """act(lin(x))."""
         return self.act(self.lin(x))
 
 
 class Model(torch.nn.Module):
+    """Two blocks with a graph break between them: one Dynamo graph each."""
+
     def __init__(self, variant: str) -> None:
         super().__init__()
         self.block1 = Block(16, 32, "relu")
         self.block2 = Block(32, 8, "gelu" if variant == "changed" else "relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """block2(block1(x)), the graph broken in between."""
         x = self.block1(x)
         torch._dynamo.graph_break()
         return self.block2(x)
@@ -100,6 +106,7 @@ def cxx_counts() -> dict[str, int]:
 
 
 def main() -> None:
+    """Parses the arguments, trains, prints the JSON report."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", default="")
     ap.add_argument("--ns", default="default")
