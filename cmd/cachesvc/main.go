@@ -36,7 +36,7 @@ var commands = []command{
 	{"token", "make a bearer token and its tokens-file line", runToken},
 	{"signkey", "make an Ed25519 key pair for signing entries", runSignKey},
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
-	{"warm", "fill a JAX cache directory from a run's entries (batch fetch)", runWarm},
+	{"warm", "fill a JAX cache directory from a run's entries, or torch's from its Mega-Cache (--torch)", runWarm},
 	{"agent", "sync a JAX cache directory to the server (upload new entries)", runAgent},
 	{"gc", "remove what no replica used for a given age from the shared S3 tier (gc.go)", runGc},
 	{"key", "print the cache key of a signature or module, offline (key.go)", runKey},
@@ -71,6 +71,12 @@ func (e *usageError) Error() string { return e.msg }
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// isHelp reports whether arg asks for help in place of a subcommand
+// (`cachesvc plugin --help`).
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
 func main() {

@@ -40,3 +40,19 @@ func TestRunDispatch(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryCommandHasHelp: `cachesvc CMD --help` (and -h) exits 0 with a
+// usage text for every command, subcommand groups included.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range commands {
+		for _, flag := range []string{"--help", "-h"} {
+			t.Run(c.name+" "+flag, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := run(context.Background(), []string{c.name, flag}, strings.NewReader(""), &stdout, &stderr)
+				if code != 0 || !strings.Contains(stdout.String()+stderr.String(), "Usage: cachesvc "+c.name) {
+					t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+				}
+			})
+		}
+	}
+}

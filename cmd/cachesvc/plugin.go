@@ -189,6 +189,10 @@ func runPlugin(ctx context.Context, args []string, sio stdio) error {
 	var corpus string
 	var jsonOut bool
 	sub := args[0]
+	if isHelp(sub) {
+		fmt.Fprintf(sio.Stdout, "Usage: cachesvc plugin list|check [flags]\n\n  list   List the loaded canonicalization plugins (built-ins and --plugins DIR).\n  check  Check that FILE.wasm conforms to plugins/ABI.md.\n\nRun 'cachesvc plugin list --help' or 'cachesvc plugin check --help' for their flags.\n")
+		return nil
+	}
 	summary := map[string]string{
 		"list":  "List the loaded canonicalization plugins (built-ins and --plugins DIR).",
 		"check": "Check that FILE.wasm conforms to plugins/ABI.md: describe is valid, canonicalize is deterministic (repeated calls, fresh instances), idempotent (via normalize) and within limits.",

@@ -163,7 +163,7 @@ func (ts *tokenSource) resolve() (string, error) {
 // runToken is `cachesvc token new --name N [--scopes LIST]`.
 func runToken(ctx context.Context, args []string, sio stdio) error {
 	if len(args) == 0 || args[0] != "new" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprintln(sio.Stdout, "Usage: cachesvc token new --name NAME [--scopes NS:SCOPE,...]")
 			return nil
 		}
@@ -199,6 +199,10 @@ func runToken(ctx context.Context, args []string, sio stdio) error {
 // runSignKey is `cachesvc signkey new --out FILE`.
 func runSignKey(ctx context.Context, args []string, sio stdio) error {
 	if len(args) == 0 || args[0] != "new" {
+		if len(args) > 0 && isHelp(args[0]) {
+			fmt.Fprintln(sio.Stdout, "Usage: cachesvc signkey new --out FILE\n\nMake an Ed25519 key pair for signing entries; run 'cachesvc signkey new --help' for the flags.")
+			return nil
+		}
 		return usagef("want `cachesvc signkey new --out FILE`")
 	}
 	var out string

@@ -25,7 +25,12 @@ manifest file) with batch requests, and write them into a JAX cache directory
 in JAX's own layout (<jax key>-cache and -atime), atomically, skipping entries
 already there. Stock JAX pointed at the directory (jax_compilation_cache_dir)
 then hits with no client code. Only entries whose name is a JAX cache key
-(uploaded by 'cachesvc agent' or a client in jax-key mode) can be written.`
+(uploaded by 'cachesvc agent' or a client in jax-key mode) can be written.
+
+With --torch, pre-fill torch.compile's local caches instead: the run's
+Mega-Cache blob (cachesvc.torch.save) is fetched and loaded by
+'--python -m cachesvc.torch load RUN', so that every process on this host
+that shares the cache directory starts with the run's compiles.`
 
 // clientFlags are the flags of warm and agent that say which server to talk
 // to: --server, --ns, --token, --token-file.
@@ -94,11 +99,27 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
 	chunk := fs.Int("chunk-size", jaxsync.DefaultChunkSize, "keys per batch request (at most 10000)")
+	var tw torchWarm
+	fs.BoolVar(&tw.enabled, "torch", false, "instead, pre-fill torch.compile's local caches from --run's Mega-Cache blob (saved by cachesvc.torch.save) by running --python -m cachesvc.torch load")
+	fs.StringVar(&tw.python, "python", "python3", "with --torch: the `interpreter` that has torch and the cachesvc package")
+	fs.StringVar(&tw.dir, "torch-cache-dir", "", "with --torch: torch's local cache `directory` to fill (TORCHINDUCTOR_CACHE_DIR; default torch's own)")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	if tw.enabled {
+		if *manifestFile != "" || *dir != "" {
+			return usagef("--torch warms from --run's Mega-Cache blob; --manifest and --jax-cache-dir are for JAX")
+		}
+		if *run == "" {
+			return usagef("--torch needs --run (the run whose process called cachesvc.torch.save)")
+		}
+		if err := manifest.ValidateRun(*run); err != nil {
+			return usagef("--run: %s", err)
+		}
+		return warmTorch(ctx, cf, tw, *run, sio)
 	}
 	// CACHESVC_RUN often names the current run (clients tag requests with
 	// it); with --manifest on the command line it is not a source.

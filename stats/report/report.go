@@ -96,7 +96,10 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 {
 		p.f("\nThe cache is empty. Connect a trainer:\n")
 		p.f("  import cachesvc.jax; cachesvc.jax.install(%q)\n", o.Server)
-		p.f("or set CACHESVC_URL=%s and CACHESVC_RUN=<run id> and call cachesvc.jax.install().\n", o.Server)
+		p.f("  import cachesvc.torch; cachesvc.torch.install(%q)\n", o.Server)
+		p.f("or set CACHESVC_URL=%s and CACHESVC_RUN=<run id> and call install() with no arguments;\n", o.Server)
+		p.f("stock PyTorch needs no code: serve --redis-addr :6380, then TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=1\n")
+		p.f("TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE=1 TORCHINDUCTOR_REDIS_URL=redis://<host>:6380.\n")
 		return p.err
 	}
 

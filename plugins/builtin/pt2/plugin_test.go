@@ -12,6 +12,7 @@ import (
 	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/plugins/builtin/pt2/pt2sig"
+	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 )
 
 const fxKey = "pt2:fx-graph-v1::fk5sdq3zvq2hztgoxzf6m7q4ouyw3fpldd7bmlz4ixu7yxtqsxlm:c1"
@@ -65,4 +66,34 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestConformance runs the ABI conformance check (what `cachesvc plugin
+// check --corpus testdata/probes` runs) over signatures of every cache
+// kind: deterministic, idempotent through normalize, within limits.
+func TestConformance(t *testing.T) {
+	ctx := context.Background()
+	h, err := plugins.NewHost(ctx, plugins.Config{PoolSize: 1, CacheDir: pluginstest.CacheDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	wasm := mustRead(t, "pt2.wasm")
+	probes, err := plugins.LoadCorpus("testdata/probes", plugins.Info{Backends: []string{"pt2"}}, nil)
+	if err != nil || len(probes) < 6 {
+		t.Fatalf("probes %d, %v", len(probes), err)
+	}
+	rep, err := h.Check(ctx, "pt2.wasm", wasm, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idempotent := 0
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Name, "idempotent") && r.OK && !r.Skipped {
+			idempotent++
+		}
+	}
+	if !rep.OK || idempotent != len(probes) {
+		t.Fatalf("check failed or idempotence not exercised (%d of %d): %+v", idempotent, len(probes), rep.Results)
+	}
 }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// torchWarm holds warm's --torch flags: pre-filling torch.compile's local
+// caches from a run's Mega-Cache blob (cachesvc.torch.save in the run that
+// compiled).
+type torchWarm struct {
+	enabled bool
+	python  string
+	dir     string
+}
+
+// warmTorch runs `<python> -m cachesvc.torch load RUN`: the blob is only
+// valid for the torch, Triton and device of the process that loads it, and
+// only torch.compiler.load_cache_artifacts can unpack it, so the work runs
+// in the interpreter that will train. The server, namespace and token reach
+// it as CACHESVC_URL, CACHESVC_NAMESPACE and CACHESVC_TOKEN; --torch-cache-dir
+// as TORCHINDUCTOR_CACHE_DIR. Its output is passed through; a non-zero exit
+// fails warm.
+func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, sio stdio) error {
+	if _, err := cf.client(""); err != nil { // validates --server, --ns and the token flags
+		return err
+	}
+	token, err := cf.token.resolve()
+	if err != nil {
+		return err
+	}
+	py, err := exec.LookPath(tw.python)
+	if err != nil {
+		return fmt.Errorf("--torch: Python interpreter %q not found (%v); pass --python with the interpreter that has torch and the cachesvc package (pip install ./clients/python)", tw.python, err)
+	}
+	cmd := exec.CommandContext(ctx, py, "-m", "cachesvc.torch", "load", run)
+	env := make([]string, 0, len(os.Environ())+4)
+	for _, kv := range os.Environ() {
+		// Ours win over inherited ones of the same name.
+		if name, _, _ := strings.Cut(kv, "="); name == "CACHESVC_URL" || name == "CACHESVC_NAMESPACE" || name == "CACHESVC_TOKEN" ||
+			(tw.dir != "" && name == "TORCHINDUCTOR_CACHE_DIR") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "CACHESVC_URL="+cf.Server, "CACHESVC_NAMESPACE="+cf.NS)
+	if token != "" {
+		env = append(env, "CACHESVC_TOKEN="+token)
+	}
+	if tw.dir != "" {
+		if err := os.MkdirAll(tw.dir, 0o755); err != nil {
+			return fmt.Errorf("--torch: --torch-cache-dir: %w", err)
+		}
+		env = append(env, "TORCHINDUCTOR_CACHE_DIR="+tw.dir)
+	}
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = sio.Stdout, sio.Stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("--torch: %s -m cachesvc.torch load %s exited with status %d (its message is above)", py, run, exit.ExitCode())
+		}
+		return fmt.Errorf("--torch: run %s: %w", py, err)
+	}
+	return nil
+}
