@@ -101,16 +101,20 @@ def test_server_killed_mid_run_training_continues(start_server: Any, run_torch: 
     assert "failed" in r.warnings()[0] and "compiling without the shared cache" in r.warnings()[0]
 
 
-def test_mega_cache_load_then_nothing_compiles(torch_server: Any, run_torch: Any, process_a: Any,
+def test_mega_cache_warm_then_nothing_compiles(torch_server: Any, run_torch: Any, process_a: Any,
                                                tmp_path: Path) -> None:
     d = tmp_path / "inductor"
     d.mkdir()
     info = _cli(torch_server.url, "ab", "info", "mega-a", cache_dir=d)
     assert info.returncode == 0, info.stderr
     assert "present" in info.stdout
-    res = _cli(torch_server.url, "ab", "load", "mega-a", "--json", cache_dir=d)
-    assert res.returncode == 0, res.stderr
-    assert '"status": "loaded"' in res.stdout, res.stdout
+    # What a launcher runs before the job: the Go CLI drives this
+    # interpreter's `python -m cachesvc.torch load`.
+    res = subprocess.run([torch_server.binary, "warm", "--torch", "--run", "mega-a", "--server", torch_server.url,
+                          "--ns", "ab", "--python", sys.executable, "--torch-cache-dir", str(d)],
+                         env=clean_env(), capture_output=True, text=True, timeout=300, cwd=PY_DIR)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert "loaded" in res.stdout, res.stdout
     t = run_torch(torch_server.url, "ab", cache_dir=d).out
     # FX graphs and AOTAutograd entries all come from the local caches the blob filled.
     assert t["inductor"].get("fxgraph_cache_hit") == 4 and "fxgraph_cache_miss" not in t["inductor"], t["inductor"]

@@ -9,7 +9,8 @@ like ccache: it wraps ``torch._inductor.cpp_builder.CppBuilder.build`` and,
 for a build that compiles C++ sources straight to a shared library, looks the
 library up before compiling and writes it after.
 
-The key (``passthrough`` kind ``inductor-cpp``) hashes what decides the
+The key (a ``pt2`` signature of cache id ``inductor-cpp``, so the libraries
+count under torch on the dashboard) hashes what decides the
 library: the compile command with this process's cache paths replaced by
 placeholders (flags, defines, include directories, the ISA), the sources'
 bytes, the compiler driver's bytes, torch's version and the machine
@@ -82,7 +83,7 @@ def _file_digest(path: str) -> str:
 
 
 def signature(builder: Any) -> tuple[dict[str, Any], str] | None:
-    """(passthrough signature, target path) of a build this tier handles, or None."""
+    """(pt2 signature, target path) of a build this tier handles, or None."""
     if getattr(builder, "_use_relative_path", False) or not getattr(builder, "_do_link", False):
         return None
     target = str(builder.get_target_file_path())
@@ -118,7 +119,9 @@ def signature(builder: Any) -> tuple[dict[str, Any], str] | None:
     if "-march=native" in cmd or "-mcpu=native" in cmd or "-mtune=native" in cmd:
         doc["cpu"] = _host_cpu()  # the library runs only where these features are
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-    return {"backend": "passthrough", "kind": CACHE, "key": key}, target
+    sig = {"backend": "pt2", "cache": CACHE, "key": key, "torch_version": doc["torch"], "device": "cpu",
+           "name": os.path.basename(target)[:120]}
+    return sig, target
 
 
 def _write_target(path: str, data: bytes) -> None:
