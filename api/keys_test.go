@@ -62,7 +62,7 @@ func TestKeysErrors(t *testing.T) {
 		{"not an object", "/v1/default/keys", `"xla"`, 400, "malformed_signature", "JSON object"},
 		{"no backend", "/v1/default/keys", `{}`, 400, "malformed_signature", `no "backend"`},
 		{"bad namespace", "/v1/Bad!/keys", `{}`, 400, "bad_namespace", ""},
-		{"unknown backend", "/v1/default/keys", `{"backend":"cobol"}`, 422, "unknown_backend", "known backends: empty, faults, nondet, passthrough, xla"},
+		{"unknown backend", "/v1/default/keys", `{"backend":"cobol"}`, 422, "unknown_backend", "known backends: empty, faults, nondet, passthrough, pt2, xla"},
 		{"plugin error", "/v1/default/keys", `{"backend":"passthrough","kind":"jax"}`, 422, "plugin_error", "field key is required"},
 		{"plugin error on lookup", "/v1/default/lookup", `{"backend":"faults","mode":"error"}`, 422, "plugin_error", "rejected on purpose"},
 		{"too large", "/v1/default/keys", `{"backend":"empty","x":"` + strings.Repeat("x", 1<<20) + `"}`, 413, "signature_too_large", "limit is 1048576 bytes"},
