@@ -29,8 +29,11 @@ const (
 	DefaultGCDiscardRatio = 0.5
 	// DefaultMemTableSize is the default Config.MemTableSize.
 	DefaultMemTableSize = 16 << 20
-	// DefaultValueLogFileSize is the default Config.ValueLogFileSize.
+	// DefaultValueLogFileSize is the default Config.ValueLogFileSize of a
+	// store without MaxBytes.
 	DefaultValueLogFileSize = 256 << 20
+	// DefaultDiskWait is the default Config.DiskWait.
+	DefaultDiskWait = time.Second
 	// DefaultBlockCacheSize is the default Config.BlockCacheSize.
 	DefaultBlockCacheSize = 16 << 20
 	// DefaultValueThreshold is the default Config.ValueThreshold.
@@ -89,8 +92,10 @@ type Config struct {
 	// MemTableSize is Badger's memtable size. Default 16 MiB: chunks live in
 	// the value log, so memtables hold only keys, pointers and metadata.
 	MemTableSize int64
-	// ValueLogFileSize is the size of one Badger value-log file. Default
-	// 256 MiB, small enough that GC can reclaim space in useful steps.
+	// ValueLogFileSize is the size of one Badger value-log file, the step in
+	// which GC returns evicted bytes to the disk. Default: MaxBytes/32,
+	// between 2×ChunkSize and 256 MiB (so a 200 MB store reclaims in 6 MB
+	// steps); 256 MiB without MaxBytes.
 	ValueLogFileSize int64
 	// BlockCacheSize is Badger's block cache size. Default 16 MiB.
 	BlockCacheSize int64
@@ -108,6 +113,21 @@ type Config struct {
 	// 2×MemTableSize + 16 MiB (room for memtable flushes and compactions);
 	// negative disables the check.
 	MinFreeDisk int64
+	// MaxDiskBytes bounds the store directory's files, so that a burst of
+	// uploads evicting as fast as it writes cannot take the disk far past
+	// MaxBytes while value-log GC catches up (diskbound.go). It counts the
+	// apparent size of every file at the top of Dir except Badger's fixed
+	// files (*.mem, DISCARD, KEYREGISTRY, MANIFEST, LOCK); subdirectories are
+	// not counted. Evictions kick GC as they go, and a Put whose bytes would
+	// pass the bound waits up to DiskWait for GC, then fails with
+	// ErrReclaiming. Default, with MaxBytes: 1.25×MaxBytes, but at least
+	// MaxBytes + 6×ValueLogFileSize (the value-log files a store of that
+	// size needs besides its live bytes). Ignored without MaxBytes or with
+	// a negative GCInterval; negative disables the bound.
+	MaxDiskBytes int64
+	// DiskWait is how long a Put past MaxDiskBytes waits for GC before it
+	// fails with ErrReclaiming. Default 1s; negative fails at once.
+	DiskWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -131,6 +151,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ValueLogFileSize <= 0 {
 		c.ValueLogFileSize = DefaultValueLogFileSize
+		if c.MaxBytes > 0 {
+			c.ValueLogFileSize = min(max(c.MaxBytes/32, 2*int64(c.ChunkSize), 1<<20), DefaultValueLogFileSize)
+		}
+	}
+	switch {
+	case c.MaxBytes <= 0 || c.GCInterval < 0 || c.MaxDiskBytes < 0:
+		c.MaxDiskBytes = 0
+	case c.MaxDiskBytes == 0:
+		c.MaxDiskBytes = max(c.MaxBytes+c.MaxBytes/4, c.MaxBytes+6*c.ValueLogFileSize)
+	}
+	if c.DiskWait == 0 {
+		c.DiskWait = DefaultDiskWait
 	}
 	if c.BlockCacheSize <= 0 {
 		c.BlockCacheSize = DefaultBlockCacheSize
@@ -207,8 +239,16 @@ type Badger struct {
 
 	// orphanChunks counts chunks collected at Open (for tests and logs).
 	orphanChunks int
-	// garbageChunks counts chunks deleted since the last maintenance pass.
+	// garbageChunks counts chunks deleted since the last maintenance pass,
+	// garbageBytes roughly their bytes since the last GC kick.
 	garbageChunks atomic.Int64
+	garbageBytes  atomic.Int64
+	// lastWide is when maintain last flushed a spanning table (UnixNano).
+	lastWide atomic.Int64
+	// gcKick asks the GC loop for a pass now (diskbound.go).
+	gcKick chan struct{}
+	// disk is the store's view of its directory's size (diskbound.go).
+	disk diskState
 }
 
 var _ Store = (*Badger)(nil)
@@ -229,24 +269,28 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s := &Badger{
-		cfg:  cfg,
-		db:   db,
-		log:  cfg.Logger.With("component", "store"),
-		acct: newAccounting(cfg.MaxBytes),
-		stop: make(chan struct{}),
+		cfg:    cfg,
+		db:     db,
+		log:    cfg.Logger.With("component", "store"),
+		acct:   newAccounting(cfg.MaxBytes),
+		stop:   make(chan struct{}),
+		gcKick: make(chan struct{}, 1),
 	}
+	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
+	s.rescanDisk()
 	// A smaller MaxBytes than last time: evict down to it now.
-	if err := s.reserve(0); err != nil {
+	if err := s.reserve(context.Background(), 0); err != nil {
 		s.log.Warn("evict down to the size limit failed", "err", err)
 	}
 	u := s.Usage()
 	s.log.Info("store opened", "dir", cfg.Dir, "entries", u.Entries, "blobs", u.Blobs,
-		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
+		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "disk_bytes", u.DiskBytes, "max_disk_bytes", cfg.MaxDiskBytes,
+		"value_log_file_size", cfg.ValueLogFileSize, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
 	s.wg.Add(1)
 	go s.flushLoop()
 	if cfg.GCInterval > 0 {
@@ -398,6 +442,11 @@ func (s *Badger) purgeChunks(u uploadID, n uint32) {
 		keys = keys[:0]
 	}
 	s.garbageChunks.Add(int64(n))
+	if s.garbageBytes.Add(int64(n)*int64(s.cfg.ChunkSize)) >= 2*s.cfg.ValueLogFileSize {
+		// Reclaim as eviction frees: a file's worth of garbage is a GC step.
+		s.garbageBytes.Store(0)
+		s.kickGC()
+	}
 	for i := uint32(0); i < n; i++ {
 		keys = append(keys, chunkKey(u, i))
 		if len(keys) == cap(keys) {
@@ -689,9 +738,12 @@ func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more 
 
 // Usage returns sizes and counters.
 func (s *Badger) Usage() Usage {
+	disk := s.diskBytes() // diskbound.go
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.acct.usage()
+	u := s.acct.usage()
+	u.DiskBytes = disk
+	return u
 }
 
 // Close flushes batched access state, stops background work and closes

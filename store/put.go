@@ -107,7 +107,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		}
 	}()
 	if declared {
-		if err := s.reserve(opts.Size); err != nil {
+		if err := s.reserve(ctx, opts.Size); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
 		if s.cfg.MaxBytes > 0 {
@@ -120,6 +120,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	keepChunks := false
 	defer func() {
 		werr := w.close()
+		s.diskSettle(w.bytes) // before the reservation's release (diskbound.go)
 		if !keepChunks {
 			s.purgeChunks(u, w.n)
 		} else if werr != nil {
@@ -149,7 +150,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 				return res, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
 			}
 			if !declared && s.cfg.MaxBytes > 0 {
-				if err := s.reserve(int64(n)); err != nil {
+				if err := s.reserve(ctx, int64(n)); err != nil {
 					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 				}
 				reserved += int64(n)
@@ -197,11 +198,13 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 
 	m := s.newMeta(ref, sum, total, opts)
 	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
-	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline)
+	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline, w.bytes)
 	if err != nil {
 		return res, err
 	}
-	reserved = 0 // commit released it
+	if res.Created {
+		reserved, w.bytes = 0, 0 // commit released and settled them
+	}
 	if res.Created {
 		s.log.Debug("entry stored", "namespace", ns, "key", key.String(), "size", total, "new_blob", keepChunks)
 	}
@@ -278,7 +281,7 @@ func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, op
 	if err != nil {
 		return PutResult{}, err
 	}
-	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil)
+	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil, 0)
 	return res, err
 }
 
@@ -318,8 +321,9 @@ func copyMap(m map[string]string) map[string]string {
 // metadata. blob is nil when no chunks were staged (the blob must exist).
 // inline, if not nil, is the blob's single chunk, written in the same
 // transaction when the blob is new. keepChunks says whether the staged
-// chunks now belong to a blob.
-func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte) (res PutResult, keepChunks bool, err error) {
+// chunks now belong to a blob. On success commit releases reserved and
+// settles the written bytes of the upload's chunks (diskbound.go).
+func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte, written int64) (res PutResult, keepChunks bool, err error) {
 	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
@@ -373,6 +377,10 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 	if err := txn.Commit(); err != nil {
 		return res, false, fmt.Errorf("put entry %s/%s: commit: %w", ref.ns, ref.key, err)
 	}
+	if newBlob && inline != nil {
+		s.diskWrote(int64(len(inline)), false)
+	}
+	s.diskSettle(written)
 	s.mu.Lock()
 	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
 	s.acct.release(reserved)
@@ -388,11 +396,34 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 
 // reserve promises n bytes to an upload, evicting least recently used
 // entries until they fit. It fails with ErrFull when n cannot fit even with
-// the store empty (other uploads' reservations count).
-func (s *Badger) reserve(n int64) error {
+// the store empty (other uploads' reservations count), and with
+// ErrReclaiming when writing n more bytes would take the directory past
+// Config.MaxDiskBytes and GC has not made room within Config.DiskWait
+// (diskbound.go). Nothing is evicted for a reservation the disk refuses.
+func (s *Badger) reserve(ctx context.Context, n int64) error {
 	if s.cfg.MaxBytes <= 0 {
 		return nil
 	}
+	deadline := time.Now().Add(s.cfg.DiskWait)
+	for {
+		err := s.reserveOnce(n)
+		if !errors.Is(err, errDiskBusy) {
+			return err
+		}
+		if !s.waitForDisk(ctx, deadline) {
+			s.kickGC()
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("reserve %d bytes: %w", n, err)
+			}
+			return fmt.Errorf("reserve %d bytes: the store's directory holds about %d bytes of its %d byte bound: %w",
+				n, s.diskHeld(), s.cfg.MaxDiskBytes, ErrReclaiming)
+		}
+	}
+}
+
+// reserveOnce is one try of reserve; it returns errDiskBusy when the disk
+// bound refuses n bytes now.
+func (s *Badger) reserveOnce(n int64) error {
 	var purges []func()
 	var evicted []Meta
 	defer func() {
@@ -412,6 +443,9 @@ func (s *Badger) reserve(n int64) error {
 	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if !s.diskAdmits(n) {
+		return errDiskBusy
+	}
 	for {
 		s.mu.Lock()
 		if !s.acct.possible(n) {
@@ -472,6 +506,7 @@ type chunkWriter struct {
 	pending chan error // result of the commit in flight; nil when none
 	done    chan error
 	n       uint32 // chunks handed to Badger
+	bytes   int64  // their data bytes, not yet settled (diskbound.go)
 }
 
 // buf returns the buffer to fill next: 4 bytes of checksum, then data.
@@ -505,6 +540,8 @@ func (w *chunkWriter) write(n int) error {
 	}
 	w.pending = w.done
 	w.n++
+	w.bytes += int64(n)
+	w.s.diskWrote(int64(n), true)
 	w.cur ^= 1
 	txn.CommitWith(func(err error) {
 		w.s.leaveWrite()
