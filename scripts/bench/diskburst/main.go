@@ -45,18 +45,18 @@ type sample struct {
 	at        time.Duration
 	apparent  int64 // sum of file sizes
 	allocated int64 // sum of blocks × 512
-	vlog, sst int64 // file sizes of *.vlog and *.sst
-	fixed     int64 // file sizes of *.mem, DISCARD, KEYREGISTRY, MANIFEST
-	other     int64 // everything else (stats, spool)
+	vlog, sst int64 // file sizes of the store's *.vlog and *.sst
+	fixed     int64 // file sizes of the store's *.mem, DISCARD, KEYREGISTRY, MANIFEST, LOCK
+	other     int64 // files in subdirectories (stats database, plugin cache, spool)
 	accounted int64 // cachesvc_store_bytes
 	disk      int64 // cachesvc_store_disk_bytes (-1 when not exported)
 }
 
 // fixedFile reports whether a file is one of Badger's fixed-size files:
-// memtables' write-ahead logs, the discard statistics, the key registry and
-// the manifest.
+// memtables' write-ahead logs, the discard statistics, the key registry,
+// the manifest and the lock file.
 func fixedFile(name string) bool {
-	return strings.HasSuffix(name, ".mem") || name == "DISCARD" || name == "KEYREGISTRY" || name == "MANIFEST"
+	return strings.HasSuffix(name, ".mem") || name == "DISCARD" || name == "KEYREGISTRY" || name == "MANIFEST" || name == "LOCK"
 }
 
 func measure(dir string) (s sample, err error) {
@@ -81,6 +81,8 @@ func measure(dir string) (s sample, err error) {
 		}
 		name := d.Name()
 		switch {
+		case filepath.Dir(path) != filepath.Clean(dir):
+			s.other += n // the stats database, plugin cache, spool
 		case strings.HasSuffix(name, ".vlog"):
 			s.vlog += n
 		case strings.HasSuffix(name, ".sst"):
@@ -257,22 +259,28 @@ func main() {
 	<-sampled
 	take()
 
-	var maxS sample
+	// bounded is what the store's --max-size disk bound counts: the store's
+	// own files (not subdirectories) less Badger's fixed files.
+	bounded := func(s sample) int64 { return s.apparent - s.other - s.fixed }
+	var maxAll, maxB sample
+	var maxAlloc int64
 	for _, s := range samples {
-		if s.apparent > maxS.apparent {
-			maxS = s
+		if s.apparent > maxAll.apparent {
+			maxAll = s
 		}
-	}
-	var maxAlloc, maxNoFixed int64
-	for _, s := range samples {
+		if bounded(s) > bounded(maxB) {
+			maxB = s
+		}
 		maxAlloc = max(maxAlloc, s.allocated)
-		maxNoFixed = max(maxNoFixed, s.apparent-s.fixed)
 	}
+	ratio := func(n int64) float64 { return float64(n) / float64(limit) }
 	fmt.Printf("\nburst: %d × %d bytes under --max-size %s (%d bytes) from %d connections: %.1f s; %d stored, %d answers 507 (retried), %d failed\n",
 		*n, *size, *maxSize, limit, *conc, burst.Seconds(), created.Load(), refused.Load(), failed.Load())
-	fmt.Printf("max sampled (every %s, %d samples): files %s MB = %.2f× the limit (at %.0fs; Badger's fixed files %s MB of it); du %s MB = %.2f×; without the fixed files %s MB = %.2f×\n",
-		*every, len(samples), mb(maxS.apparent), float64(maxS.apparent)/float64(limit), maxS.at.Seconds(), mb(maxS.fixed),
-		mb(maxAlloc), float64(maxAlloc)/float64(limit), mb(maxNoFixed), float64(maxNoFixed)/float64(limit))
+	fmt.Printf("max sampled every %s (%d samples):\n", *every, len(samples))
+	fmt.Printf("  store files less Badger's fixed files (.vlog, .sst): %s MB = %.2f× the limit (at %.0fs)\n", mb(bounded(maxB)), ratio(bounded(maxB)), maxB.at.Seconds())
+	fmt.Printf("  whole data directory, sum of file sizes: %s MB = %.2f× (at %.0fs; of it Badger's fixed files %s MB, subdirectories %s MB)\n",
+		mb(maxAll.apparent), ratio(maxAll.apparent), maxAll.at.Seconds(), mb(maxAll.fixed), mb(maxAll.other))
+	fmt.Printf("  whole data directory, allocated (du): %s MB = %.2f×\n", mb(maxAlloc), ratio(maxAlloc))
 	last := samples[len(samples)-1]
 	fmt.Printf("at the end: files %s MB (%.2f×), accounted %s MB, disk_bytes %s MB\n", mb(last.apparent), float64(last.apparent)/float64(limit), mb(last.accounted), mb(last.disk))
 }
