@@ -649,6 +649,9 @@ func TestHealthMetricsStats(t *testing.T) {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
 	}
+	if got := srv.Metric(`cachesvc_store_disk_bytes`); got <= 0 {
+		t.Errorf("cachesvc_store_disk_bytes = %v, want the store's files' size", got)
+	}
 	if got := srv.Metric(`cachesvc_http_request_duration_seconds_count{method="PUT",route="/v1/:ns/entries/:key"}`); got != 1 {
 		t.Errorf("duration histogram count = %v", got)
 	}
@@ -657,7 +660,7 @@ func TestHealthMetricsStats(t *testing.T) {
 	if err := json.Unmarshal(apitest.ReadAll(t, resp), &st); err != nil {
 		t.Fatal(err)
 	}
-	if tot := st.Totals; tot.Hits != 1 || tot.Misses != 1 || tot.HitRate != 0.5 || tot.Writes != 1 || tot.BytesIn != 1000 || st.Store.Entries != 1 {
+	if tot := st.Totals; tot.Hits != 1 || tot.Misses != 1 || tot.HitRate != 0.5 || tot.Writes != 1 || tot.BytesIn != 1000 || st.Store.Entries != 1 || st.Store.DiskBytes <= 0 {
 		t.Errorf("stats = %+v", st)
 	}
 }

@@ -75,6 +75,9 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		if errors.Is(err, store.ErrQueueFull) {
 			c.Set(fiber.HeaderRetryAfter, "5") // the queue drains while the shared tier answers
 		}
+		if errors.Is(err, store.ErrReclaiming) {
+			c.Set(fiber.HeaderRetryAfter, "1") // value-log GC is returning evicted bytes to the disk
+		}
 		if errors.Is(err, errIncompleteBody) {
 			g.log.Warn("upload aborted; nothing stored", "namespace", r.Namespace, "key", r.Key.String(), "err", err)
 		}

@@ -69,6 +69,7 @@ type usageCollector struct{ st Store }
 
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
+	descStoreDisk    = prometheus.NewDesc("cachesvc_store_disk_bytes", "Disk space the store's files occupy (allocated blocks, Badger's fixed files included); above cachesvc_store_bytes by what value-log GC has not reclaimed yet.", nil, nil)
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
@@ -78,7 +79,7 @@ var (
 
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity} {
+	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity} {
 		ch <- d
 	}
 }
@@ -87,6 +88,7 @@ func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	us := u.st.Usage()
 	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(us.Bytes))
+	ch <- prometheus.MustNewConstMetric(descStoreDisk, prometheus.GaugeValue, float64(us.DiskBytes))
 	ch <- prometheus.MustNewConstMetric(descStoreMax, prometheus.GaugeValue, float64(us.MaxBytes))
 	ch <- prometheus.MustNewConstMetric(descStoreEntries, prometheus.GaugeValue, float64(us.Entries))
 	ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))

@@ -55,7 +55,7 @@ setup() {
 	fi
 	go version
 	# apt packages the suites need; add yours to the list.
-	local apt_pkgs=()
+	local apt_pkgs=(g++) # g++: torch.compile's CPU kernels (suite torch)
 	local missing=()
 	for p in "${apt_pkgs[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -135,6 +135,32 @@ suite_python() {
 	cd "$ROOT/clients/python"
 	# The fleet tests run replicas on a real versitygw (setup_versitygw).
 	CACHESVC_REQUIRE_S3=1 PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
+}
+
+# ---------------------------------------------------------------------------
+# suite torch: clients/python/tests_torch with real torch on CPU (owner: python client)
+# ---------------------------------------------------------------------------
+suite_torch() {
+	# A venv outside the repository (torch's wheels are ~2.8 GB) from the pinned
+	# requirements-torch.txt; pip runs only when the pins change.
+	local venv="${XDG_CACHE_HOME:-$HOME/.cache}/cachesvc/venv-torch"
+	local req="$ROOT/clients/python/requirements-torch.txt"
+	local stamp="$venv/.cachesvc-requirements.sha256" want
+	want="$(sha256sum "$req" | cut -d' ' -f1)"
+	if [[ ! -x "$venv/bin/python" ]]; then
+		mkdir -p "$(dirname "$venv")"
+		python3 -m venv "$venv"
+	fi
+	if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]]; then
+		# pip skips what is already installed at the pinned version.
+		log "pip install -r requirements-torch.txt into $venv (torch: ~2.8 GB)"
+		"$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+		echo "$want" >"$stamp"
+	fi
+	# Inductor compiles CPU kernels with g++ (setup installs it); the tests
+	# build ./cmd/cachesvc once and start real servers on free ports.
+	cd "$ROOT/clients/python"
+	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests_torch
 }
 
 # ---------------------------------------------------------------------------
@@ -232,6 +258,7 @@ START=$SECONDS
 log "setup"
 setup
 run_suite python
+run_suite torch
 run_suite browser
 run_suite fuzz
 run_suite go

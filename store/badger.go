@@ -11,162 +11,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 )
-
-// Default tuning values, used when the matching Config field is zero.
-const (
-	// DefaultChunkSize is the default Config.ChunkSize.
-	DefaultChunkSize = 1 << 20
-	// DefaultFlushInterval is the default Config.FlushInterval.
-	DefaultFlushInterval = 5 * time.Second
-	// DefaultGCInterval is the default Config.GCInterval.
-	DefaultGCInterval = time.Minute
-	// DefaultGCDiscardRatio is the default Config.GCDiscardRatio.
-	DefaultGCDiscardRatio = 0.5
-	// DefaultMemTableSize is the default Config.MemTableSize.
-	DefaultMemTableSize = 16 << 20
-	// DefaultValueLogFileSize is the default Config.ValueLogFileSize.
-	DefaultValueLogFileSize = 256 << 20
-	// DefaultBlockCacheSize is the default Config.BlockCacheSize.
-	DefaultBlockCacheSize = 16 << 20
-	// DefaultValueThreshold is the default Config.ValueThreshold.
-	DefaultValueThreshold = 1 << 10
-)
-
-// Config configures a Badger store. The zero value of every field except Dir
-// means its default.
-type Config struct {
-	// Dir is the Badger directory; it is created if missing. Required.
-	Dir string
-	// MaxBytes bounds the logical bytes of unique blobs; 0 means unlimited.
-	// Least recently accessed entries are evicted to make room; a Put that
-	// cannot fit even after evicting everything fails with ErrFull.
-	MaxBytes int64
-	// MaxEntryBytes bounds one entry's size; 0 means unlimited. Larger Puts
-	// fail with ErrTooLarge.
-	MaxEntryBytes int64
-	// OnEvict, when set, is called with the metadata of every entry evicted
-	// to make room under MaxBytes (not for Delete or quarantine), after the
-	// eviction commits and outside the store's locks, on the goroutine of
-	// the Put that needed the room. It must be quick; it may call the
-	// store. Usage.Evictions counts the same events.
-	OnEvict func(Meta)
-	// Logger receives the store's logs (and Badger's, at debug level for its
-	// info messages). nil means slog.Default().
-	Logger *slog.Logger
-
-	// SyncWrites makes every acknowledged Put durable against power loss and
-	// OS crashes: the store fsyncs the value log and the write-ahead log after
-	// a Put's chunks are written and again after its metadata commits, before
-	// Put returns.
-	//
-	// Without it (the default) an acknowledged Put survives a crash or kill of
-	// the process — Badger's files are memory-mapped, so committed writes are
-	// in the kernel's page cache the moment Put returns — but an OS crash or
-	// power loss may lose recently acknowledged entries. Even then nothing
-	// damaged is served: chunk checksums catch torn data and the entry is
-	// quarantined.
-	SyncWrites bool
-
-	// ChunkSize is the size of the checksummed chunks blobs are stored in,
-	// from 4 KiB to 64 MiB. Default 1 MiB. Changing it affects only new
-	// blobs.
-	ChunkSize int
-	// FlushInterval is how often batched access times and hit counts are
-	// written to the metadata. Default 5s. Close flushes too.
-	FlushInterval time.Duration
-	// GCInterval is how often Badger's value-log garbage collection runs so
-	// that deleted and evicted bytes return to the disk. Default 1m; negative
-	// disables it.
-	GCInterval time.Duration
-	// GCDiscardRatio is the fraction of a value-log file that must be garbage
-	// before GC rewrites it. Default 0.5.
-	GCDiscardRatio float64
-	// MemTableSize is Badger's memtable size. Default 16 MiB: chunks live in
-	// the value log, so memtables hold only keys, pointers and metadata.
-	MemTableSize int64
-	// ValueLogFileSize is the size of one Badger value-log file. Default
-	// 256 MiB, small enough that GC can reclaim space in useful steps.
-	ValueLogFileSize int64
-	// BlockCacheSize is Badger's block cache size. Default 16 MiB.
-	BlockCacheSize int64
-	// ValueThreshold is the value size from which Badger stores values in the
-	// value log rather than the LSM tree. Default 1 KiB, which sends every
-	// chunk but the tiniest to the value log.
-	ValueThreshold int64
-	// BadgerDefaults ignores the tuning above and opens Badger with its own
-	// defaults; it exists to measure the tuning.
-	BadgerDefaults bool
-	// MinFreeDisk is the free space the filesystem under Dir must keep:
-	// a chunk write that would leave less fails with ErrFull (diskfree.go).
-	// Badger writes through memory maps, where a full disk is a SIGBUS that
-	// kills the process, so the store stops short of it. Default
-	// 2×MemTableSize + 16 MiB (room for memtable flushes and compactions);
-	// negative disables the check.
-	MinFreeDisk int64
-}
-
-func (c Config) withDefaults() Config {
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.ChunkSize <= 0 {
-		c.ChunkSize = DefaultChunkSize
-	}
-	if c.FlushInterval <= 0 {
-		c.FlushInterval = DefaultFlushInterval
-	}
-	if c.GCInterval == 0 {
-		c.GCInterval = DefaultGCInterval
-	}
-	if c.GCDiscardRatio <= 0 || c.GCDiscardRatio >= 1 {
-		c.GCDiscardRatio = DefaultGCDiscardRatio
-	}
-	if c.MemTableSize <= 0 {
-		c.MemTableSize = DefaultMemTableSize
-	}
-	if c.ValueLogFileSize <= 0 {
-		c.ValueLogFileSize = DefaultValueLogFileSize
-	}
-	if c.BlockCacheSize <= 0 {
-		c.BlockCacheSize = DefaultBlockCacheSize
-	}
-	if c.ValueThreshold <= 0 {
-		c.ValueThreshold = DefaultValueThreshold
-	}
-	if c.MinFreeDisk == 0 {
-		c.MinFreeDisk = 2*c.MemTableSize + 16<<20
-	}
-	return c
-}
-
-func (c Config) badgerOptions() badger.Options {
-	opts := badger.DefaultOptions(c.Dir).
-		WithLogger(badgerLogger{c.Logger}).
-		WithSyncWrites(false) // the store syncs explicitly, see Config.SyncWrites
-	if c.BadgerDefaults {
-		return opts
-	}
-	return opts.
-		WithValueThreshold(c.ValueThreshold).
-		WithMemTableSize(c.MemTableSize).
-		WithNumMemtables(2).
-		// One L0 table is enough to trigger compaction into the lower
-		// levels, which is where Badger learns which value-log bytes are
-		// garbage (see maintain).
-		WithNumLevelZeroTables(1).
-		WithNumLevelZeroTablesStall(8).
-		WithNumCompactors(2).
-		WithValueLogFileSize(c.ValueLogFileSize).
-		WithBlockCacheSize(c.BlockCacheSize).
-		WithCompression(options.None).
-		WithMetricsEnabled(false).
-		WithNumGoroutines(2)
-}
 
 // Badger is a Store backed by a Badger directory. It is safe for concurrent
 // use. Create one with Open.
@@ -207,8 +54,16 @@ type Badger struct {
 
 	// orphanChunks counts chunks collected at Open (for tests and logs).
 	orphanChunks int
-	// garbageChunks counts chunks deleted since the last maintenance pass.
+	// garbageChunks counts chunks deleted since the last maintenance pass,
+	// garbageBytes roughly their bytes since the last GC kick.
 	garbageChunks atomic.Int64
+	garbageBytes  atomic.Int64
+	// lastWide is when maintain last flushed a spanning table (UnixNano).
+	lastWide atomic.Int64
+	// gcKick asks the GC loop for a pass now (diskbound.go).
+	gcKick chan struct{}
+	// disk is the store's view of its directory's size (diskbound.go).
+	disk diskState
 }
 
 var _ Store = (*Badger)(nil)
@@ -229,24 +84,28 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s := &Badger{
-		cfg:  cfg,
-		db:   db,
-		log:  cfg.Logger.With("component", "store"),
-		acct: newAccounting(cfg.MaxBytes),
-		stop: make(chan struct{}),
+		cfg:    cfg,
+		db:     db,
+		log:    cfg.Logger.With("component", "store"),
+		acct:   newAccounting(cfg.MaxBytes),
+		stop:   make(chan struct{}),
+		gcKick: make(chan struct{}, 1),
 	}
+	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
+	s.rescanDisk()
 	// A smaller MaxBytes than last time: evict down to it now.
-	if err := s.reserve(0); err != nil {
+	if err := s.reserve(context.Background(), 0); err != nil {
 		s.log.Warn("evict down to the size limit failed", "err", err)
 	}
 	u := s.Usage()
 	s.log.Info("store opened", "dir", cfg.Dir, "entries", u.Entries, "blobs", u.Blobs,
-		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
+		"bytes", u.Bytes, "max_bytes", u.MaxBytes, "disk_bytes", u.DiskBytes, "max_disk_bytes", cfg.MaxDiskBytes,
+		"value_log_file_size", cfg.ValueLogFileSize, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
 	s.wg.Add(1)
 	go s.flushLoop()
 	if cfg.GCInterval > 0 {
@@ -398,6 +257,11 @@ func (s *Badger) purgeChunks(u uploadID, n uint32) {
 		keys = keys[:0]
 	}
 	s.garbageChunks.Add(int64(n))
+	if s.garbageBytes.Add(int64(n)*int64(s.cfg.ChunkSize)) >= 2*s.cfg.ValueLogFileSize {
+		// Reclaim as eviction frees: a file's worth of garbage is a GC step.
+		s.garbageBytes.Store(0)
+		s.kickGC()
+	}
 	for i := uint32(0); i < n; i++ {
 		keys = append(keys, chunkKey(u, i))
 		if len(keys) == cap(keys) {
@@ -689,9 +553,12 @@ func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more 
 
 // Usage returns sizes and counters.
 func (s *Badger) Usage() Usage {
+	disk := s.diskBytes() // diskbound.go
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.acct.usage()
+	u := s.acct.usage()
+	u.DiskBytes = disk
+	return u
 }
 
 // Close flushes batched access state, stops background work and closes
@@ -715,194 +582,6 @@ func (s *Badger) Close() error {
 	}
 	s.log.Info("store closed", "dir", s.cfg.Dir)
 	return nil
-}
-
-func (s *Badger) flushLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			if s.enterWrite() != nil {
-				return
-			}
-			err := s.flushAccess()
-			s.leaveWrite()
-			if err != nil {
-				s.log.Warn("flush access times failed", "err", err)
-			}
-		}
-	}
-}
-
-// flushAccess writes batched access times and hit counts to the metadata.
-// The caller holds closeMu shared, or is Close after every operation ended.
-func (s *Badger) flushAccess() error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	ups := s.acct.dirtyAccesses()
-	s.mu.Unlock()
-	if len(ups) == 0 {
-		return nil
-	}
-	txn := s.db.NewTransaction(true)
-	var done []accessUpdate
-	commit := func() error {
-		if err := txn.Commit(); err != nil {
-			return fmt.Errorf("flush access times: %w", err)
-		}
-		s.mu.Lock()
-		for _, u := range done {
-			s.acct.flushed(u)
-		}
-		s.mu.Unlock()
-		done = done[:0]
-		txn = s.db.NewTransaction(true)
-		return nil
-	}
-	defer func() { txn.Discard() }()
-	for _, u := range ups {
-		m, err := s.readMeta(txn, u.ref)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if u.atime.After(m.LastAccess) {
-			m.LastAccess = u.atime
-		}
-		m.Hits += u.hits
-		b, err := encodeMeta(m)
-		if err != nil {
-			return err
-		}
-		err = txn.Set(metaKey(u.ref.ns, u.ref.key), b)
-		if errors.Is(err, badger.ErrTxnTooBig) {
-			if err := commit(); err != nil {
-				return err
-			}
-			err = txn.Set(metaKey(u.ref.ns, u.ref.key), b)
-		}
-		if err != nil {
-			return fmt.Errorf("flush access times: %w", err)
-		}
-		done = append(done, u)
-	}
-	return commit()
-}
-
-func (s *Badger) gcLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.maintain(10 * time.Second)
-		}
-	}
-}
-
-// runGC runs value-log GC until it finds nothing more to rewrite.
-func (s *Badger) runGC() int {
-	n := 0
-	for {
-		if s.enter() != nil {
-			return n
-		}
-		s.gcMu.Lock()
-		err := s.db.RunValueLogGC(s.cfg.GCDiscardRatio)
-		s.gcMu.Unlock()
-		s.leave()
-		if err != nil {
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				s.log.Warn("value log gc failed", "err", err)
-			}
-			return n
-		}
-		n++
-	}
-}
-
-// CollectGarbage returns the disk space of deleted and evicted blobs now
-// (it also runs every Config.GCInterval) and reports how many value-log files
-// it rewrote.
-func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute) }
-
-// maintain makes deleted chunks' value-log space reclaimable and reclaims it.
-//
-// Badger's value-log GC only rewrites files that its discard statistics say
-// are mostly garbage, and it learns that only when compaction drops the old
-// versions of deleted keys. Chunk keys are tiny (their values live in the
-// value log), so the memtable holding their tombstones could take hundreds of
-// gigabytes of writes to fill and flush. So when chunks were deleted since
-// the last pass, maintain pauses operations for a moment (closeMu), flushes
-// the memtables (DropPrefix of a marker key does exactly that), lets the
-// compactors push the new L0 table down (one L0 table triggers it), then runs
-// value-log GC until nothing is left to rewrite.
-//
-// maintain waits up to compactWait for the compaction.
-func (s *Badger) maintain(compactWait time.Duration) int {
-	if s.garbageChunks.Swap(0) > 0 {
-		if err := s.flushMemtables(); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return 0
-			}
-			s.log.Warn("flush memtables for gc failed", "err", err)
-		}
-		s.waitL0Compacted(compactWait)
-	}
-	return s.runGC()
-}
-
-// flushKey is written and dropped to make Badger flush its memtables.
-var flushKey = []byte("x/flush")
-
-func (s *Badger) flushMemtables() error {
-	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, nil) }); err != nil {
-		return fmt.Errorf("write flush marker: %w", err)
-	}
-	if err := s.db.DropPrefix(flushKey); err != nil {
-		return fmt.Errorf("flush memtables: %w", err)
-	}
-	return nil
-}
-
-// waitL0Compacted waits until level 0 is empty or the timeout passes.
-func (s *Badger) waitL0Compacted(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if s.enter() != nil {
-			return
-		}
-		l0 := 0
-		for _, l := range s.db.Levels() {
-			if l.Level == 0 {
-				l0 = l.NumTables
-			}
-		}
-		s.leave()
-		if l0 == 0 {
-			return
-		}
-		select {
-		case <-s.stop:
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // badgerLogger sends Badger's logs to slog; Badger's chatty info messages go

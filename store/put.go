@@ -10,8 +10,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cachesvc/cachesvc/cachekey"
 )
 
@@ -107,7 +105,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		}
 	}()
 	if declared {
-		if err := s.reserve(opts.Size); err != nil {
+		if err := s.reserve(ctx, opts.Size); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
 		if s.cfg.MaxBytes > 0 {
@@ -120,6 +118,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	keepChunks := false
 	defer func() {
 		werr := w.close()
+		s.diskSettle(w.bytes) // before the reservation's release (diskbound.go)
 		if !keepChunks {
 			s.purgeChunks(u, w.n)
 		} else if werr != nil {
@@ -149,7 +148,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 				return res, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
 			}
 			if !declared && s.cfg.MaxBytes > 0 {
-				if err := s.reserve(int64(n)); err != nil {
+				if err := s.reserve(ctx, int64(n)); err != nil {
 					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 				}
 				reserved += int64(n)
@@ -197,11 +196,13 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 
 	m := s.newMeta(ref, sum, total, opts)
 	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
-	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline)
+	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline, w.bytes)
 	if err != nil {
 		return res, err
 	}
-	reserved = 0 // commit released it
+	if res.Created {
+		reserved, w.bytes = 0, 0 // commit released and settled them
+	}
 	if res.Created {
 		s.log.Debug("entry stored", "namespace", ns, "key", key.String(), "size", total, "new_blob", keepChunks)
 	}
@@ -278,7 +279,7 @@ func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, op
 	if err != nil {
 		return PutResult{}, err
 	}
-	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil)
+	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil, 0)
 	return res, err
 }
 
@@ -318,8 +319,9 @@ func copyMap(m map[string]string) map[string]string {
 // metadata. blob is nil when no chunks were staged (the blob must exist).
 // inline, if not nil, is the blob's single chunk, written in the same
 // transaction when the blob is new. keepChunks says whether the staged
-// chunks now belong to a blob.
-func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte) (res PutResult, keepChunks bool, err error) {
+// chunks now belong to a blob. On success commit releases reserved and
+// settles the written bytes of the upload's chunks (diskbound.go).
+func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte, written int64) (res PutResult, keepChunks bool, err error) {
 	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
@@ -373,6 +375,10 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 	if err := txn.Commit(); err != nil {
 		return res, false, fmt.Errorf("put entry %s/%s: commit: %w", ref.ns, ref.key, err)
 	}
+	if newBlob && inline != nil {
+		s.diskWrote(int64(len(inline)), false)
+	}
+	s.diskSettle(written)
 	s.mu.Lock()
 	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
 	s.acct.release(reserved)
@@ -386,81 +392,6 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 	return PutResult{Meta: m, Created: true}, newBlob, nil
 }
 
-// reserve promises n bytes to an upload, evicting least recently used
-// entries until they fit. It fails with ErrFull when n cannot fit even with
-// the store empty (other uploads' reservations count).
-func (s *Badger) reserve(n int64) error {
-	if s.cfg.MaxBytes <= 0 {
-		return nil
-	}
-	var purges []func()
-	var evicted []Meta
-	defer func() {
-		for _, p := range purges {
-			p()
-		}
-		// After every lock is released: the callback may call the store.
-		if s.cfg.OnEvict != nil {
-			for _, m := range evicted {
-				s.cfg.OnEvict(m)
-			}
-		}
-	}()
-	if err := s.enterWrite(); err != nil {
-		return err
-	}
-	defer s.leaveWrite()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	for {
-		s.mu.Lock()
-		if !s.acct.possible(n) {
-			max, inFlight := s.acct.max, s.acct.reserved
-			s.mu.Unlock()
-			return fmt.Errorf("reserve %d bytes (max %d, %d reserved by uploads in flight): %w", n, max, inFlight, ErrFull)
-		}
-		if s.acct.fits(n) {
-			s.acct.reserve(n)
-			s.mu.Unlock()
-			return nil
-		}
-		ref, ok := s.acct.oldest()
-		s.mu.Unlock()
-		if !ok {
-			return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
-		}
-		var m Meta
-		if s.cfg.OnEvict != nil {
-			m = s.evictedMeta(ref)
-		}
-		purge, err := s.deleteLocked(ref, "")
-		if err != nil {
-			return fmt.Errorf("evict %s/%s: %w", ref.ns, ref.key, err)
-		}
-		if s.cfg.OnEvict != nil {
-			evicted = append(evicted, m)
-		}
-		s.mu.Lock()
-		s.acct.evictions++
-		s.mu.Unlock()
-		s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String())
-		purges = append(purges, purge)
-	}
-}
-
-// evictedMeta reads the metadata of an entry about to be evicted, for
-// Config.OnEvict; on a read error it has only the namespace and key.
-func (s *Badger) evictedMeta(ref entryRef) Meta {
-	m := Meta{Namespace: ref.ns, Key: ref.key}
-	_ = s.db.View(func(txn *badger.Txn) error {
-		if got, err := s.readMeta(txn, ref); err == nil {
-			m = s.overlay(got)
-		}
-		return nil
-	})
-	return m
-}
-
 // chunkWriter commits an upload's chunks, each in its own transaction (a
 // Badger transaction is bounded in size), with one commit in flight while the
 // next chunk is read and hashed into the other of two buffers.
@@ -472,6 +403,7 @@ type chunkWriter struct {
 	pending chan error // result of the commit in flight; nil when none
 	done    chan error
 	n       uint32 // chunks handed to Badger
+	bytes   int64  // their data bytes, not yet settled (diskbound.go)
 }
 
 // buf returns the buffer to fill next: 4 bytes of checksum, then data.
@@ -505,6 +437,8 @@ func (w *chunkWriter) write(n int) error {
 	}
 	w.pending = w.done
 	w.n++
+	w.bytes += int64(n)
+	w.s.diskWrote(int64(n), true)
 	w.cur ^= 1
 	txn.CommitWith(func(err error) {
 		w.s.leaveWrite()

@@ -181,7 +181,7 @@ func TestDashboardShowsSeededTraffic(t *testing.T) {
 	}
 	contains := map[string][]string{
 		"saved":   {"2,437.5 s"},
-		"entries": {"10 entries"},
+		"entries": {"10 entries", "on disk"},
 		"run1":    {"sweep-1", "team-a, team-b", "500|500|", "100.0%"},
 		"run2":    {"sweep-2", "500|250|", "50.0%"},
 		"nsA":     {"team-a", "xla", "500|375|125", "75.0%"},

@@ -162,10 +162,14 @@ type LeaseCounts struct {
 
 // StoreUsage is the store's size and counters.
 type StoreUsage struct {
-	Entries           int64 `json:"entries"`
-	Blobs             int64 `json:"blobs"`
-	Bytes             int64 `json:"bytes"`     // logical bytes of unique blobs
-	MaxBytes          int64 `json:"max_bytes"` // 0 means unlimited
+	Entries  int64 `json:"entries"`
+	Blobs    int64 `json:"blobs"`
+	Bytes    int64 `json:"bytes"`     // logical bytes of unique blobs
+	MaxBytes int64 `json:"max_bytes"` // 0 means unlimited
+	// DiskBytes is the disk space the store's files occupy (allocated
+	// blocks, as du counts them, Badger's fixed files included); it runs
+	// ahead of Bytes by what value-log GC has not reclaimed yet.
+	DiskBytes         int64 `json:"disk_bytes"`
 	Evictions         int64 `json:"evictions"`
 	IntegrityFailures int64 `json:"integrity_failures"`
 }

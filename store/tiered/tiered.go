@@ -346,10 +346,11 @@ func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) e
 }
 
 // Usage returns the shared tier's entry, blob and byte counts with the hot
-// tier's limit and evictions, and both tiers' integrity failures.
+// tier's limit, disk use and evictions, and both tiers' integrity failures.
 func (s *Store) Usage() store.Usage {
 	h, sh := s.hot.Usage(), s.shared.Usage()
 	sh.MaxBytes = h.MaxBytes
+	sh.DiskBytes = h.DiskBytes
 	sh.Evictions = h.Evictions
 	sh.IntegrityFailures += h.IntegrityFailures
 	return sh

@@ -128,7 +128,10 @@
     var bar = $("kpi-store-bar");
     bar.style.width = (max ? 100 * frac : 0).toFixed(1) + "%";
     bar.className = frac > 0.95 ? "full" : frac > 0.8 ? "high" : "";
-    $("kpi-store-sub").textContent = num(st.entries) + " entries" + (max ? " · " + (100 * frac).toFixed(0) + "% of limit" : " · no size limit");
+    // Disk use runs ahead of the accounted size by what value-log GC has
+    // not returned to the disk yet.
+    $("kpi-store-sub").textContent = num(st.entries) + " entries" + (max ? " · " + (100 * frac).toFixed(0) + "% of limit" : " · no size limit") +
+      (st.disk_bytes ? " · " + bytes(st.disk_bytes) + " on disk" : "");
     $("kpi-evictions").textContent = num(st.evictions);
     $("kpi-integrity").textContent = num(st.integrity_failures);
     $("kpi-integrity").parentNode.classList.toggle("alert", (st.integrity_failures || 0) > 0);

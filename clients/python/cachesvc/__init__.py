@@ -1,9 +1,11 @@
 """cachesvc: client of the shared compile cache.
 
 Standard library only. ``cachesvc.Client`` talks to a server; the JAX
-integration lives in ``cachesvc.jax`` (imported on demand, it imports JAX)::
+integration lives in ``cachesvc.jax`` and the torch.compile one in
+``cachesvc.torch`` (imported on demand; they import JAX or torch)::
 
     import cachesvc.jax; cachesvc.jax.install("http://cache:8080")
+    import cachesvc.torch; cachesvc.torch.install("http://cache:8080")
 """
 
 from __future__ import annotations

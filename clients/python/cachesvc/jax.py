@@ -57,11 +57,11 @@ import socket
 import sys
 import threading
 import time
-import uuid
 import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from ._failopen import Breaker, Settings, Uploader, Warner, env, env_flag
 from .client import Client, Error
 
 __all__ = ["install", "uninstall", "installed", "stats", "flush", "prefetch", "CacheStats"]
@@ -112,111 +112,6 @@ class CacheStats:
     prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
     local_hits: int = 0  # hits served from the local directory tier
     put_dropped: int = 0  # writes not made because the upload queue was full
-
-
-class _Breaker:
-    """Counts consecutive failures; opens for ``cooldown`` s after ``threshold``.
-
-    While open, :meth:`allow` is False. After the cooldown one call is let
-    through (half-open); its failure re-opens the breaker at once.
-    """
-
-    def __init__(self, threshold: int, cooldown: float) -> None:
-        self.threshold = max(1, threshold)
-        self.cooldown = cooldown
-        self.failures = 0
-        self.open_until = 0.0
-        self._lock = threading.Lock()
-
-    def allow(self) -> bool:
-        with self._lock:
-            return time.monotonic() >= self.open_until
-
-    def success(self) -> None:
-        with self._lock:
-            self.failures = 0
-            self.open_until = 0.0
-
-    def failure(self) -> bool:
-        """Records a failure; returns True if this opened the breaker."""
-        with self._lock:
-            self.failures += 1
-            if self.failures >= self.threshold:
-                self.open_until = time.monotonic() + self.cooldown
-                return True
-            return False
-
-
-class _Uploader:
-    """One background thread draining a queue of writes bounded in items and bytes.
-
-    ``submit`` never blocks: it refuses work when the queue is full (the
-    server is slower than compiles). ``flush`` waits for the queue to drain.
-    Safe for concurrent use; restarts its thread after a fork.
-    """
-
-    def __init__(self, fn: Callable[..., None], max_items: int, max_bytes: int) -> None:
-        self._fn = fn
-        self._max_items = max_items
-        self._max_bytes = max_bytes
-        self._q: collections.deque[tuple[tuple, int]] = collections.deque()
-        self._bytes = 0
-        self._busy = False
-        self._cv = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
-
-    def submit(self, args: tuple, size: int) -> bool:
-        with self._cv:
-            if len(self._q) >= self._max_items or (self._q and self._bytes + size > self._max_bytes):
-                return False
-            self._q.append((args, size))
-            self._bytes += size
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                self._pid = os.getpid()
-                self._busy = False
-                self._thread = threading.Thread(target=self._run, name="cachesvc-upload", daemon=True)
-                self._thread.start()
-            self._cv.notify_all()
-            return True
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._q:
-                    self._cv.wait()
-                args, size = self._q.popleft()
-                self._busy = True
-            try:
-                self._fn(*args)
-            except Exception:  # noqa: BLE001 - fn reports its own failures
-                pass
-            finally:
-                with self._cv:
-                    self._bytes -= size
-                    self._busy = False
-                    self._cv.notify_all()
-
-    def flush(self, timeout: float | None) -> bool:
-        end = None if timeout is None else time.monotonic() + timeout
-        with self._cv:
-            while self._q or self._busy:
-                if self._thread is None or not self._thread.is_alive():
-                    return False
-                rem = None if end is None else end - time.monotonic()
-                if rem is not None and rem <= 0:
-                    return False
-                self._cv.wait(rem)
-            return True
-
-
-def _env(name: str, default: str | None = None) -> str | None:
-    v = os.environ.get(name)
-    return v if v else default
-
-
-def _default_run_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
@@ -329,18 +224,14 @@ def install(
         lacks the hooks; a warning says which).
     """
     global _installed, _orig_cache_key_get
-    url = url or _env("CACHESVC_URL")
-    namespace = namespace or _env("CACHESVC_NAMESPACE", "default")
-    token = token or _env("CACHESVC_TOKEN")
-    token_file = _env("CACHESVC_TOKEN_FILE")
-    verify_key = verify_key or _env("CACHESVC_VERIFY_KEY")
-    mode = mode or _env("CACHESVC_MODE", "canonical")
-    run = run or _env("CACHESVC_RUN") or _default_run_id()
+    settings = Settings.resolve(url, namespace, token, run, verify_key)
+    run = settings.run
+    mode = mode or env("CACHESVC_MODE", "canonical")
     if leases is None:
-        leases = (_env("CACHESVC_LEASES", "") or "").lower() in ("1", "true", "yes", "on")
+        leases = env_flag("CACHESVC_LEASES")
     if mode not in MODES:
         raise ValueError(f"cachesvc.jax.install: mode must be one of {MODES}, got {mode!r}")
-    if client is None and not url:
+    if client is None and not settings.url:
         log.warning("cachesvc: no server URL (pass url= or set CACHESVC_URL); "
                     "the shared compile cache is not installed")
         return None
@@ -365,10 +256,7 @@ def install(
         mode = "jax-key"
 
     if client is None:
-        assert url is not None
-        client = Client(url, namespace=namespace or "default", token=token, token_file=token_file,
-                        verify_key=verify_key, timeout=timeout,
-                        retries=retries, run=run)
+        client = settings.client(timeout=timeout, retries=retries)
     elif client.run is None:
         client.run = run
 
@@ -391,7 +279,7 @@ def install(
         timeout=timeout,
         put_timeout=put_timeout,
         warn_interval=warn_interval,
-        breaker=_Breaker(breaker_threshold, breaker_cooldown),
+        breaker=Breaker(breaker_threshold, breaker_cooldown),
         decompress=getattr(cc, "decompress_executable", None),
         leases=bool(leases),
         lease_ttl=lease_ttl,
@@ -399,7 +287,7 @@ def install(
         local=local,
     )
     if background_uploads:
-        backend.uploader = _Uploader(backend._write, max_items=1024, max_bytes=upload_queue_bytes)
+        backend.uploader = Uploader(backend._write, max_items=1024, max_bytes=upload_queue_bytes)
     backend.flush_at_exit = flush_at_exit
 
     with _lock:
@@ -521,7 +409,7 @@ def _backend_class(base: type) -> type:
         _MAX_MODULE_BYTES = 32 << 20  # larger modules use JAX's key (passthrough)
 
         def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
-                     warn_interval: float, breaker: _Breaker,
+                     warn_interval: float, breaker: Breaker,
                      decompress: Callable[[bytes], bytes] | None, leases: bool = False,
                      lease_ttl: float = 120.0, lease_wait: float = 60.0, local: Any = None) -> None:
             self._path = f"cachesvc:{client.url}/{client.namespace}"
@@ -531,10 +419,10 @@ def _backend_class(base: type) -> type:
             self.put_timeout = put_timeout
             self.warn_interval = warn_interval
             self.breaker = breaker
+            self.warner = Warner(log, breaker, warn_interval)
             self._decompress = decompress
             self._stats = CacheStats()
             self._lock = threading.Lock()
-            self._last_warn = -1e18
             # jax key -> signature (canonical mode), server key, miss time
             self._signatures: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
             self._server_keys: collections.OrderedDict[str, tuple[str, float, str]] = collections.OrderedDict()
@@ -548,7 +436,7 @@ def _backend_class(base: type) -> type:
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
             self._sig_bytes = 0  # module bytes held in _signatures
             self.local = local  # JAX LRUCache tier in front of the server, or None
-            self.uploader: _Uploader | None = None  # background writes, or None (synchronous)
+            self.uploader: Uploader | None = None  # background writes, or None (synchronous)
             self.flush_at_exit = 60.0
 
         # ---- bookkeeping -------------------------------------------------------
@@ -570,23 +458,10 @@ def _backend_class(base: type) -> type:
                     od.popitem(last=False)
 
         def _warn(self, what: str, exc: BaseException) -> None:
-            now = time.monotonic()
-            with self._lock:
-                due = now - self._last_warn >= self.warn_interval
-                if due:
-                    self._last_warn = now
-            if due:
-                log.warning("cachesvc: %s failed (%s); compiling without the shared cache "
-                            "(further cachesvc warnings suppressed for %.0fs)",
-                            what, exc, self.warn_interval)
-            else:
-                log.debug("cachesvc: %s failed: %s", what, exc)
+            self.warner.warn(what, exc)
 
         def _failed(self, what: str, exc: BaseException) -> None:
-            transient = not isinstance(exc, Error) or exc.status == 0 or exc.status >= 500
-            if transient and self.breaker.failure():
-                log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
-            self._warn(what, exc)
+            self.warner.failed(what, exc)
 
         # ---- signatures --------------------------------------------------------
 

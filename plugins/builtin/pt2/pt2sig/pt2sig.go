@@ -41,6 +41,10 @@ const (
 	KindPGO             = "pgo"
 	KindTriton          = "triton"
 	KindMega            = "mega"
+	// KindCpp is Inductor's compiled C++ kernel libraries: torch 2.15 keeps
+	// them only on local disk, so cachesvc.torch stores them under cache id
+	// "inductor-cpp" (a key of its own, like ccache's).
+	KindCpp = "cpp"
 )
 
 // kindOfCacheID maps torch 2.x's fixed cache ids to kinds. Any other cache
@@ -52,6 +56,7 @@ var kindOfCacheID = map[string]string{
 	"autograd-v1":           KindAOTAutograd,
 	"bundled-autotune-v1":   KindBundledAutotune,
 	"dynamo-pgo":            KindPGO,
+	"inductor-cpp":          KindCpp,
 }
 
 // componentFields are the optional fields, each shown as a component of

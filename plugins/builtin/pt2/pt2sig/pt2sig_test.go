@@ -31,6 +31,8 @@ func TestCanonicalize(t *testing.T) {
 			"autotune triton_poi_fused…", nil},
 		{"bundled autotune", `{"backend":"pt2","key":"pt2:bundled-autotune-v1::k1:c1"}`, "pt2:bundled-autotune-v1::k1:c1", KindBundledAutotune, "bundled-autotune k1", nil},
 		{"dynamo pgo", `{"backend":"pt2","key":"pt2:dynamo-pgo::code-state:c1"}`, "pt2:dynamo-pgo::code-state:c1", KindPGO, "pgo code-state", nil},
+		{"inductor cpp library", `{"backend":"pt2","cache":"inductor-cpp","key":"0123456789abcdef0123","torch_version":"2.15.0","device":"cpu"}`,
+			"pt2:inductor-cpp::0123456789abcdef0123:c1", KindCpp, "cpp 0123456789abcdef…", map[string]string{"torch_version": "2.15.0", "device": "cpu"}},
 		{"triton", `{"backend":"pt2","key":"` + tritonKey + `"}`, tritonKey, KindTriton, "triton AB12CD34EF56:add…", nil},
 		{"components and name", `{"backend":"pt2","key":"` + fxKey + `","name":"forward","torch_version":"2.15.0","device":"cpu","graph":"ab12","inductor_config":"cd34"}`,
 			fxKey, KindFxGraph, "forward", map[string]string{"torch_version": "2.15.0", "device": "cpu", "graph": "ab12", "inductor_config": "cd34"}},

@@ -1,0 +1,224 @@
+"""Fail-open machinery shared by the compiler integrations (``cachesvc.jax``,
+``cachesvc.torch``): settings from ``CACHESVC_*`` environment variables, a
+circuit breaker, rate-limited warnings and a bounded background uploader.
+
+The rule they implement: a cache that is down, slow or failing must cost a
+training job nothing but a miss. Every call has a time budget (the
+:class:`cachesvc.Client` timeout), a failure is logged once (then at most once
+per ``warn_interval`` seconds), repeated transient failures open a breaker
+that skips the server for ``cooldown`` seconds, and writes leave the compile
+path through a queue bounded in items and bytes.
+
+Private: the integrations' public APIs are their own modules.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from .client import Client, Error
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """``os.environ[name]`` when set and non-empty, else ``default``."""
+    v = os.environ.get(name)
+    return v if v else default
+
+
+def env_flag(name: str) -> bool:
+    """True when the variable is ``1``, ``true``, ``yes`` or ``on``."""
+    return (env(name, "") or "").lower() in ("1", "true", "yes", "on")
+
+
+def default_run_id() -> str:
+    """``<host>-<pid>-<random>``: the run id when none is configured."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Settings:
+    """Connection settings resolved from arguments, then ``CACHESVC_*`` variables.
+
+    ``url`` is None when neither gave one (the caller installs nothing).
+    """
+
+    url: str | None
+    namespace: str
+    token: str | None
+    token_file: str | None
+    verify_key: str | None
+    run: str
+
+    @classmethod
+    def resolve(cls, url: str | None = None, namespace: str | None = None, token: str | None = None,
+                run: str | None = None, verify_key: str | None = None) -> "Settings":
+        """Arguments win; then ``CACHESVC_URL``, ``CACHESVC_NAMESPACE`` (default
+        ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
+        ``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN`` (default :func:`default_run_id`)."""
+        return cls(
+            url=url or env("CACHESVC_URL"),
+            namespace=namespace or env("CACHESVC_NAMESPACE", "default") or "default",
+            token=token or env("CACHESVC_TOKEN"),
+            token_file=env("CACHESVC_TOKEN_FILE"),
+            verify_key=verify_key or env("CACHESVC_VERIFY_KEY"),
+            run=run or env("CACHESVC_RUN") or default_run_id(),
+        )
+
+    def client(self, *, timeout: float, retries: int) -> Client:
+        """A :class:`Client` with these settings (``url`` must be set)."""
+        assert self.url is not None
+        return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
+                      verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run)
+
+
+class Breaker:
+    """Counts consecutive failures; opens for ``cooldown`` s after ``threshold``.
+
+    While open, :meth:`allow` is False. After the cooldown one call is let
+    through (half-open); its failure re-opens the breaker at once.
+    """
+
+    def __init__(self, threshold: int, cooldown: float) -> None:
+        self.threshold = max(1, threshold)
+        self.cooldown = cooldown
+        self.failures = 0
+        self.open_until = 0.0
+        self._lock = threading.Lock()
+
+    def allow(self) -> bool:
+        """False while the breaker is open."""
+        with self._lock:
+            return time.monotonic() >= self.open_until
+
+    def success(self) -> None:
+        """Records a success: closes the breaker."""
+        with self._lock:
+            self.failures = 0
+            self.open_until = 0.0
+
+    def failure(self) -> bool:
+        """Records a failure; returns True if this opened the breaker."""
+        with self._lock:
+            self.failures += 1
+            if self.failures >= self.threshold:
+                self.open_until = time.monotonic() + self.cooldown
+                return True
+            return False
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failure says the server is unreachable or unwell (counts
+    toward the breaker), as opposed to a refusal of this one request."""
+    return not isinstance(exc, Error) or exc.status == 0 or exc.status >= 500
+
+
+class Warner:
+    """Rate-limited warnings about failed calls, feeding a :class:`Breaker`.
+
+    The first failure logs a warning; later ones within ``interval`` seconds
+    log at debug level only.
+    """
+
+    def __init__(self, log: logging.Logger, breaker: Breaker, interval: float,
+                 consequence: str = "compiling without the shared cache") -> None:
+        self.log = log
+        self.breaker = breaker
+        self.interval = interval
+        self.consequence = consequence
+        self._last = -1e18
+        self._lock = threading.Lock()
+
+    def warn(self, what: str, exc: BaseException) -> None:
+        """Logs ``what failed (exc)`` unless a warning was logged recently."""
+        now = time.monotonic()
+        with self._lock:
+            due = now - self._last >= self.interval
+            if due:
+                self._last = now
+        if due:
+            self.log.warning("cachesvc: %s failed (%s); %s "
+                             "(further cachesvc warnings suppressed for %.0fs)",
+                             what, exc, self.consequence, self.interval)
+        else:
+            self.log.debug("cachesvc: %s failed: %s", what, exc)
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        """Records a failed call: a transient one counts toward the breaker;
+        then :meth:`warn`."""
+        if is_transient(exc) and self.breaker.failure():
+            self.log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
+        self.warn(what, exc)
+
+
+class Uploader:
+    """One background thread draining a queue of writes bounded in items and bytes.
+
+    ``submit`` never blocks: it refuses work when the queue is full (the
+    server is slower than compiles). ``flush`` waits for the queue to drain.
+    Safe for concurrent use; restarts its thread after a fork.
+    """
+
+    def __init__(self, fn: Callable[..., None], max_items: int, max_bytes: int) -> None:
+        self._fn = fn
+        self._max_items = max_items
+        self._max_bytes = max_bytes
+        self._q: collections.deque[tuple[tuple, int]] = collections.deque()
+        self._bytes = 0
+        self._busy = False
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def submit(self, args: tuple, size: int) -> bool:
+        """Queues ``fn(*args)``; False (nothing queued) when the queue is full."""
+        with self._cv:
+            if len(self._q) >= self._max_items or (self._q and self._bytes + size > self._max_bytes):
+                return False
+            self._q.append((args, size))
+            self._bytes += size
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._busy = False
+                self._thread = threading.Thread(target=self._run, name="cachesvc-upload", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._q:
+                    self._cv.wait()
+                args, size = self._q.popleft()
+                self._busy = True
+            try:
+                self._fn(*args)
+            except Exception:  # noqa: BLE001 - fn reports its own failures
+                pass
+            finally:
+                with self._cv:
+                    self._bytes -= size
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def flush(self, timeout: float | None) -> bool:
+        """Waits until the queue is empty and no write runs; False if
+        ``timeout`` ran out (or the thread is gone with work queued)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._q or self._busy:
+                if self._thread is None or not self._thread.is_alive():
+                    return False
+                rem = None if end is None else end - time.monotonic()
+                if rem is not None and rem <= 0:
+                    return False
+                self._cv.wait(rem)
+            return True

@@ -1,0 +1,387 @@
+"""torch.compile's remote caches in cachesvc.
+
+One line before the first compile::
+
+    import cachesvc.torch; cachesvc.torch.install("http://cache:8080")
+
+or configured from the environment (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``,
+``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``, ``CACHESVC_RUN``,
+``CACHESVC_VERIFY_KEY``)::
+
+    import cachesvc.torch; cachesvc.torch.install()
+
+How it hooks in (torch has no public backend API; coded against torch 2.15.0):
+
+* Every ``RemoteCache`` subclass in ``torch/_inductor/remote_cache.py`` has a
+  ``backend_override_cls`` (torch's own tests inject backends with it). We set
+  it on ``RemoteFxGraphCache``, ``RemoteAOTAutogradCache``,
+  ``RemoteAutotuneCache``, ``RemoteBundledAutotuneCache`` and
+  ``RemoteDynamoPGOCache``: torch then calls our ``_get(key)`` / ``_put(key,
+  value)`` with its Redis key ``pt2:<cache_id>::<key>:c1`` and JSON bytes.
+* We switch those caches on (``fx_graph_remote_cache``,
+  ``enable_remote_autograd_cache``, ``autotune_remote_cache``,
+  ``bundled_autotune_remote_cache`` where a GPU Triton backend exists,
+  ``automatic_dynamic_remote_pgo``) unless a switch was explicitly turned off
+  (``TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=0`` ...): an explicit ``False`` wins.
+* The server's ``pt2`` plugin computes the keys from torch's key. We add
+  components that explain a miss (versions, device, digests of the Inductor
+  config and the graph), captured by wrapping torch's FX graph hash function
+  and AOTAutograd's debug-lines function.
+
+Failure: a server that is down, slow or failing is a miss (torch compiles);
+one warning, then at most one per ``warn_interval``; every call has a time
+budget; a circuit breaker skips the server after repeated failures; writes go
+through a bounded background queue flushed at exit (:func:`flush`).
+
+Mega-Cache: :func:`save` stores ``torch.compiler.save_cache_artifacts()``
+under a run id and this environment, :func:`load` pre-fills the local caches of
+a new process from it, and ``python -m cachesvc.torch load RUN`` does the same
+from a launcher (see ``python -m cachesvc.torch --help``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import logging
+import threading
+from typing import Any, Callable
+
+from .._failopen import Breaker, Settings
+from ..client import Client
+from . import _cpp, _keys, _mega
+from ._service import CacheStats, Service, backend_class
+
+__all__ = ["install", "uninstall", "installed", "stats", "misses", "flush", "save", "load", "CacheStats"]
+
+log = logging.getLogger("cachesvc.torch")
+
+# cache name -> (RemoteCache class in torch._inductor.remote_cache, (config module, switch))
+CACHES: dict[str, tuple[str, tuple[str, str]]] = {
+    "fx_graph": ("RemoteFxGraphCache", ("torch._inductor.config", "fx_graph_remote_cache")),
+    "autograd": ("RemoteAOTAutogradCache", ("torch._functorch.config", "enable_remote_autograd_cache")),
+    "autotune": ("RemoteAutotuneCache", ("torch._inductor.config", "autotune_remote_cache")),
+    "bundled_autotune": ("RemoteBundledAutotuneCache",
+                         ("torch._inductor.config", "bundled_autotune_remote_cache")),
+    "pgo": ("RemoteDynamoPGOCache", ("torch._dynamo.config", "automatic_dynamic_remote_pgo")),
+}
+# Not a torch remote cache: Inductor's compiled C++ libraries (see _cpp).
+CPP = "cpp"
+
+_lock = threading.Lock()
+_installed: Service | None = None
+_restore: list[Callable[[], None]] = []  # undo steps of the current install, in order
+_atexit_registered = False
+
+
+def _flush_at_exit() -> None:
+    s = _installed
+    if s is not None and not s.flush(s.flush_at_exit):
+        log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", s.flush_at_exit)
+
+
+def _gpu_triton() -> bool:
+    """True when Inductor can key autotune bundles here (a GPU Triton backend):
+    torch 2.15 fails a CPU compile with the bundled autotune cache on."""
+    try:
+        import torch
+        from torch.utils._triton import has_triton
+
+        return bool(torch.cuda.is_available() and has_triton())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _set(obj: Any, attr: str, value: Any) -> None:
+    """setattr that records how to undo it."""
+    old = getattr(obj, attr)
+    setattr(obj, attr, value)
+    _restore.append(lambda: setattr(obj, attr, old))
+
+
+def _clear_aot_remote_cache() -> None:
+    """AOTAutograd memoizes its remote cache (functools.cache): drop it so the
+    next compile builds one with the current backend."""
+    try:
+        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+
+        AOTAutogradCache.get_remote_cache.cache_clear()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not memoized in this torch
+        pass
+
+
+def install(
+    url: str | None = None,
+    namespace: str | None = None,
+    token: str | None = None,
+    *,
+    run: str | None = None,
+    caches: tuple[str, ...] | list[str] | None = None,
+    components: bool = True,
+    timeout: float = 10.0,
+    put_timeout: float | None = None,
+    retries: int = 2,
+    warn_interval: float = 60.0,
+    breaker_threshold: int = 3,
+    breaker_cooldown: float = 30.0,
+    background_uploads: bool = True,
+    upload_queue_bytes: int = 1 << 30,
+    flush_at_exit: float = 60.0,
+    client: Client | None = None,
+    verify_key: str | None = None,
+) -> Service | None:
+    """Routes torch.compile's remote caches to cachesvc and turns them on.
+
+    Call it before the first compile. Installing again replaces the previous
+    install.
+
+    Args:
+        url: the server URL; default ``$CACHESVC_URL``. With neither, a warning
+            is logged and nothing is installed (returns None).
+        namespace: default ``$CACHESVC_NAMESPACE`` or ``"default"``.
+        token: bearer token; default ``$CACHESVC_TOKEN``, else the first line
+            of the file ``$CACHESVC_TOKEN_FILE``.
+        run: the run id sent with every request (the server records the run's
+            manifest); default ``$CACHESVC_RUN`` or ``<host>-<pid>-<random>``.
+        caches: which caches to route, of ``fx_graph``, ``autograd``,
+            ``autotune``, ``bundled_autotune``, ``pgo``, and ``cpp``
+            (Inductor's compiled C++ libraries, which torch itself keeps
+            only on local disk; see ``cachesvc.torch._cpp``). Default: all.
+        components: capture miss components by wrapping torch's hash
+            functions (versions, device, Inductor config, graph digests).
+        timeout: time budget in seconds of one lookup, retries included.
+        put_timeout: time budget of one write; default ``timeout`` plus one
+            second per 20 MB.
+        retries: retries after a connection error, 503 or 429, within the budget.
+        warn_interval: at most one warning per this many seconds.
+        breaker_threshold: consecutive failures that open the circuit breaker.
+        breaker_cooldown: seconds the breaker stays open.
+        background_uploads: write from a background thread, at most
+            ``upload_queue_bytes`` queued (more is dropped and counted as
+            ``put_dropped``); at exit wait up to ``flush_at_exit`` seconds.
+        client: use this :class:`cachesvc.Client` instead of building one.
+        verify_key: Ed25519 public key every entry must be signed with;
+            default ``$CACHESVC_VERIFY_KEY``.
+
+    Returns:
+        The installed service (its ``stats()`` returns the counters), or None
+        when nothing was installed (no URL, or this torch lacks the hooks; a
+        warning says which).
+    """
+    global _installed, _atexit_registered
+    settings = Settings.resolve(url, namespace, token, run, verify_key)
+    wanted = [*CACHES, CPP] if caches is None else list(caches)
+    unknown = [c for c in wanted if c not in CACHES and c != CPP]
+    if unknown:
+        raise ValueError(f"cachesvc.torch.install: unknown caches {unknown}; known: {[*CACHES, CPP]}")
+    if client is None and not settings.url:
+        log.warning("cachesvc: no server URL (pass url= or set CACHESVC_URL); "
+                    "torch.compile's remote caches are not installed")
+        return None
+    try:
+        import torch
+        from torch._inductor import remote_cache as rc
+    except Exception as exc:  # noqa: BLE001 - any import trouble: do nothing
+        log.warning("cachesvc: cannot import torch's remote caches (%s: %s); not installed",
+                    type(exc).__name__, exc)
+        return None
+    base = getattr(rc, "RemoteCacheBackend", None)
+    missing = [] if base is not None else ["remote_cache.RemoteCacheBackend"]
+    routes: list[tuple[type, Any, str]] = []  # (RemoteCache class, config module, switch)
+    for name in (w for w in wanted if w in CACHES):
+        cls_name, (mod_name, switch) = CACHES[name]
+        cls = getattr(rc, cls_name, None)
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception:  # noqa: BLE001
+            mod = None
+        if cls is None or not hasattr(cls, "backend_override_cls"):
+            missing.append(f"remote_cache.{cls_name}.backend_override_cls")
+            continue
+        if mod is None or not hasattr(mod, switch):
+            missing.append(f"{mod_name}.{switch}")
+            continue
+        routes.append((cls, mod, switch))
+    hooks = []
+    if components:
+        for mod_name, fn_name in (_keys.FX_HASH, _keys.AOT_LINES):
+            try:
+                mod = importlib.import_module(mod_name)
+            except Exception:  # noqa: BLE001
+                mod = None
+            if mod is None or not callable(getattr(mod, fn_name, None)):
+                missing.append(f"{mod_name}.{fn_name}")
+            else:
+                hooks.append((mod, fn_name))
+    cpp_builder = None
+    if CPP in wanted:
+        try:
+            cpp_builder = getattr(importlib.import_module(_cpp.TARGET[0]), _cpp.TARGET[1])
+            if not callable(getattr(cpp_builder, "build", None)):
+                raise AttributeError("build")
+        except Exception:  # noqa: BLE001
+            cpp_builder = None
+            missing.append(".".join(_cpp.TARGET) + ".build")
+    if missing:
+        log.warning("cachesvc: this torch (%s) lacks %s; %s", torch.__version__, ", ".join(missing),
+                    "those caches are not routed to cachesvc and misses are explained with fewer components"
+                    if routes else "torch.compile's remote caches are not installed")
+    if base is None or not (routes or cpp_builder is not None):
+        return None
+
+    if client is None:
+        client = settings.client(timeout=timeout, retries=retries)
+    elif client.run is None:
+        client.run = settings.run
+    comps = _keys.ComponentMap() if hooks else None
+    service = Service(client, timeout=timeout, put_timeout=put_timeout,
+                      breaker=Breaker(breaker_threshold, breaker_cooldown), warn_interval=warn_interval,
+                      components=comps, background_uploads=background_uploads,
+                      upload_queue_bytes=upload_queue_bytes, flush_at_exit=flush_at_exit)
+    backend = backend_class(base, service)
+    gpu_triton = _gpu_triton()
+    with _lock:
+        _uninstall_locked()
+        on = []
+        for cls, mod, switch in routes:
+            _set(cls, "backend_override_cls", backend)
+            if switch == "bundled_autotune_remote_cache" and not gpu_triton:
+                continue  # routed, but left as configured: see _gpu_triton
+            if getattr(mod, switch) is None:  # unset; an explicit False stays off
+                _set(mod, switch, True)
+            if getattr(mod, switch):
+                on.append(cls.__name__)
+        if cpp_builder is not None:
+            _set(cpp_builder, "build", _cpp.wrap_build(cpp_builder.build, service))
+            on.append("cpp")
+        for mod, fn_name in hooks:
+            wrap = _keys.wrap_fx_hash if (mod.__name__, fn_name) == _keys.FX_HASH else _keys.wrap_aot_lines
+            _set(mod, fn_name, wrap(getattr(mod, fn_name), comps))
+        _clear_aot_remote_cache()
+        _installed = service
+        if not _atexit_registered:
+            atexit.register(_flush_at_exit)
+            _atexit_registered = True
+    log.info("cachesvc: torch remote caches -> %s namespace=%s run=%s on=%s", client.url,
+             client.namespace, client.run, ",".join(on))
+    return service
+
+
+def _uninstall_locked() -> None:
+    global _installed
+    if _installed is None:
+        return
+    _installed.flush(_installed.flush_at_exit)
+    while _restore:
+        _restore.pop()()
+    _clear_aot_remote_cache()
+    _installed = None
+
+
+def uninstall() -> None:
+    """Flushes queued writes and restores torch's backends, switches and hash
+    functions as they were (no-op if not installed)."""
+    with _lock:
+        _uninstall_locked()
+
+
+def installed() -> Service | None:
+    """The installed service, or None."""
+    return _installed
+
+
+def stats() -> dict[str, Any]:
+    """The installed service's counters as a dict (empty if not installed):
+    ``lookups`` (answered), ``hits``, ``misses``, ``errors``, ``skipped``,
+    ``puts`` ..., ``hit_bytes``, ``put_bytes``, ``lookup_seconds``,
+    ``compile_seconds_saved``, ``by_cache`` (per torch cache id)."""
+    s = _installed
+    return s.stats() if s is not None else {}
+
+
+def misses() -> list[dict[str, Any]]:
+    """The installed service's recent misses (at most 64), each with the torch
+    key, the components sent and the server's explanation."""
+    s = _installed
+    return s.misses() if s is not None else []
+
+
+def flush(timeout: float | None = 60.0) -> bool:
+    """Waits until queued writes are done (or failed); False if ``timeout``
+    ran out. True when nothing is installed."""
+    s = _installed
+    return True if s is None else s.flush(timeout)
+
+
+def save(run: str | None = None, *, compile_seconds: float | None = None, timeout: float = 300.0,
+         client: Client | None = None, url: str | None = None, namespace: str | None = None,
+         token: str | None = None) -> str | None:
+    """Stores this process's Mega-Cache (``torch.compiler.save_cache_artifacts()``)
+    under ``run`` (default ``$CACHESVC_RUN``) and this environment.
+
+    Call it after the compiles (e.g. after the first training steps). Uses
+    the installed client unless ``client``/``url`` is given. ``compile_seconds``
+    (sent as ``X-Compile-Seconds``) defaults to the compile time of the
+    entries this install wrote or hit. Returns the server key, or None when
+    there was nothing to save or the server failed (a warning says which);
+    never raises for a server failure.
+    """
+    run = run or _env_run()
+    if not run:
+        raise ValueError("cachesvc.torch.save: pass a run id (or set CACHESVC_RUN)")
+    svc = _installed
+    c = _mega.resolve_client(client, svc, url=url, namespace=namespace, token=token)
+    if c is None:
+        log.warning("cachesvc: save(%r): no server URL (pass url= or set CACHESVC_URL)", run)
+        return None
+    if compile_seconds is None and svc is not None:
+        st = svc.stats()
+        compile_seconds = st["compile_seconds_written"] + st["compile_seconds_saved"]
+    try:
+        got = _mega.save_blob(c, run, compile_seconds=compile_seconds, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - saving is best effort
+        log.warning("cachesvc: saving the Mega-Cache of run %r failed (%s: %s)", run, type(exc).__name__, exc)
+        return None
+    if got is None:
+        log.warning("cachesvc: save(%r): torch has no cache artifacts to save (nothing compiled?)", run)
+        return None
+    key, size, counts = got
+    if svc is not None:
+        svc.add(mega_saved=1, mega_bytes=size)
+    log.info("cachesvc: saved the Mega-Cache of run %r: %d bytes, %s", run, size, counts)
+    return key
+
+
+def load(run: str | None = None, *, timeout: float = 300.0, client: Client | None = None,
+         url: str | None = None, namespace: str | None = None, token: str | None = None) -> Any:
+    """Pre-fills torch's local caches from the Mega-Cache of ``run`` (default
+    ``$CACHESVC_RUN``) made in this environment. Call it before the first
+    compile. Returns torch's ``CacheInfo`` (what was loaded), or None when no
+    blob exists for this run and environment, or on any failure (a warning
+    says which); never raises for a server failure."""
+    run = run or _env_run()
+    if not run:
+        raise ValueError("cachesvc.torch.load: pass a run id (or set CACHESVC_RUN)")
+    svc = _installed
+    c = _mega.resolve_client(client, svc, url=url, namespace=namespace, token=token)
+    if c is None:
+        log.warning("cachesvc: load(%r): no server URL (pass url= or set CACHESVC_URL)", run)
+        return None
+    res = _mega.load_blob(c, run, timeout=timeout)
+    if res.status == _mega.LOADED:
+        if svc is not None:
+            svc.add(mega_loaded=1, mega_bytes=res.size)
+        log.info("cachesvc: loaded the Mega-Cache of run %r: %d bytes in %.2fs, %s", run, res.size,
+                 res.seconds, res.artifacts)
+        return res.info
+    if res.status == _mega.MISSING:
+        log.info("cachesvc: no Mega-Cache for run %r in this environment", run)
+    else:
+        log.warning("cachesvc: loading the Mega-Cache of run %r failed (%s)", run, res.error)
+    return None
+
+
+def _env_run() -> str | None:
+    from .._failopen import env
+
+    return env("CACHESVC_RUN")

@@ -1,0 +1,294 @@
+"""The fail-open service behind every torch remote-cache backend of one install.
+
+torch builds one backend per ``RemoteCache`` instance (``backend_override_cls()``);
+they all share this service: one :class:`cachesvc.Client`, one breaker, one
+upload queue, one set of counters.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._failopen import Breaker, Uploader, Warner
+from ..client import Client, Error
+from . import _keys
+
+log = logging.getLogger("cachesvc.torch")
+
+_TIME_TAKEN_RE = re.compile(rb'"time_taken_ms"\s*:\s*(-?\d+(?:\.\d+)?)')
+
+
+@dataclass
+class CacheStats:
+    """Counters of one install (read them with :func:`cachesvc.torch.stats`)."""
+
+    lookups: int = 0  # lookups the server answered (hits + misses)
+    hits: int = 0
+    misses: int = 0
+    errors: int = 0  # lookups that failed (a miss for torch)
+    skipped: int = 0  # calls not made because the circuit breaker was open
+    puts: int = 0
+    put_created: int = 0
+    put_existing: int = 0
+    put_conflicts: int = 0
+    put_errors: int = 0
+    put_dropped: int = 0  # writes not made because the upload queue was full
+    hit_bytes: int = 0
+    put_bytes: int = 0
+    lookup_seconds: float = 0.0
+    put_seconds: float = 0.0
+    compile_seconds_saved: float = 0.0  # the X-Compile-Seconds of the hits
+    compile_seconds_written: float = 0.0  # the compile time sent with the writes
+    components_captured: int = 0  # graphs whose components were captured
+    components_seconds: float = 0.0  # time spent deriving them
+    mega_saved: int = 0
+    mega_loaded: int = 0
+    mega_bytes: int = 0
+    by_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # cache id -> counts
+
+
+def time_taken_seconds(value: bytes) -> float | None:
+    """The ``time_taken_ms`` torch records inside a JSON value, in seconds.
+
+    Searched in the bytes rather than parsed: the value is mostly one large
+    base64 string (which contains no quotes), and the field comes last.
+    """
+    tail = value[-256:]
+    m = _TIME_TAKEN_RE.search(tail) or _TIME_TAKEN_RE.search(value)
+    if m is None:
+        return None
+    try:
+        return max(0.0, float(m.group(1)) / 1000.0)
+    except ValueError:
+        return None
+
+
+def _cache_of(full_key: str) -> str:
+    parts = _keys.split_key(full_key)
+    if parts is None:
+        return "other"
+    cache = parts[0]
+    # Autotune caches are named by a digest per kernel: count them together.
+    return cache if "-" in cache else "autotune"
+
+
+class Service:
+    """Looks up and writes torch's remote-cache values; never raises into torch."""
+
+    _MAX_PENDING = 1024  # misses remembered until their write
+    _MAX_MISSES = 64  # recent misses kept with the server's explanation
+
+    def __init__(self, client: Client, *, timeout: float, put_timeout: float | None,
+                 breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
+                 background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.put_timeout = put_timeout
+        self.breaker = breaker
+        self.warner = Warner(log, breaker, warn_interval)
+        self.components = components
+        self.flush_at_exit = flush_at_exit
+        self._stats = CacheStats()
+        self._lock = threading.Lock()
+        self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+        self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
+        self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes) \
+            if background_uploads else None
+
+    # ---- bookkeeping -------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the counters, plus the breaker state and the run id."""
+        with self._lock:
+            d = asdict(self._stats)
+        if self.components is not None:
+            d["components_captured"] = self.components.captured
+            d["components_seconds"] = self.components.seconds
+        d["breaker_open"] = not self.breaker.allow()
+        d["run"] = self.client.run
+        return d
+
+    def misses(self) -> list[dict[str, Any]]:
+        """The recent misses: torch key, cache, server key, the components
+        sent and the server's explanation (newest last)."""
+        with self._lock:
+            return [dict(m) for m in self._misses]
+
+    def _count(self, cache: str, what: str, n: int = 1) -> None:
+        c = self._stats.by_cache.setdefault(cache, {})
+        c[what] = c.get(what, 0) + n
+
+    def add(self, **deltas: float) -> None:
+        """Adds to named counters (for the Mega-Cache functions)."""
+        with self._lock:
+            for k, v in deltas.items():
+                setattr(self._stats, k, getattr(self._stats, k) + v)
+
+    def signature(self, full_key: str) -> dict[str, Any]:
+        """The pt2 signature of a torch key, with any captured components."""
+        graph: dict[str, str] = {}
+        parts = _keys.split_key(full_key)
+        if parts is not None and self.components is not None:
+            graph = self.components.get(parts[1])
+        return _keys.signature(full_key, graph)
+
+    # ---- reads ------------------------------------------------------------------------
+
+    def get(self, full_key: str) -> bytes | None:
+        """The value stored under torch key ``full_key``, or None (a miss, or
+        any failure: torch then compiles)."""
+        return self.lookup(self.signature(full_key), _cache_of(full_key), full_key)
+
+    def lookup(self, sig: dict[str, Any], cache: str, pending_id: str) -> bytes | None:
+        """Looks a signature up; None on a miss or any failure. A miss's server
+        key is remembered under ``pending_id`` for the write that follows."""
+        if not self.breaker.allow():
+            with self._lock:
+                self._stats.skipped += 1
+            return None
+        t0 = time.monotonic()
+        try:
+            res = self.client.lookup_result(sig, timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001 - a failure is a miss
+            with self._lock:
+                self._stats.errors += 1
+                self._stats.lookup_seconds += time.monotonic() - t0
+                self._count(cache, "errors")
+            self.warner.failed(f"lookup of {cache} entry", exc)
+            return None
+        self.breaker.success()
+        now = time.monotonic()
+        with self._lock:
+            self._stats.lookups += 1
+            self._stats.lookup_seconds += now - t0
+            if res.value is None:
+                self._stats.misses += 1
+                self._count(cache, "misses")
+                if res.key:
+                    self._pending[pending_id] = (res.key, now)
+                    self._pending.move_to_end(pending_id)
+                    while len(self._pending) > self._MAX_PENDING:
+                        self._pending.popitem(last=False)
+                self._misses.append({"torch_key": pending_id, "cache": cache, "key": res.key,
+                                     "signature": sig, "explanation": res.explanation})
+            else:
+                self._stats.hits += 1
+                self._stats.hit_bytes += len(res.value)
+                self._stats.compile_seconds_saved += res.compile_seconds or 0.0
+                self._count(cache, "hits")
+                self._count(cache, "hit_bytes", len(res.value))
+        if res.value is None:
+            log.debug("cachesvc: miss %s (%s): %s", pending_id, res.key, res.explanation)
+        return res.value
+
+    # ---- writes -----------------------------------------------------------------------
+
+    def put(self, full_key: str, value: Any) -> None:
+        """Stores torch's value; never raises. With background uploads (the
+        default) it only queues the write: compiling goes on at once."""
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        data = bytes(value)
+        cache = _cache_of(full_key)
+        parts = _keys.split_key(full_key)
+        name = f"{cache}:{parts[1][:16]}" if parts else full_key[:64]
+        # AOTAutograd's time_taken_ms is the sum of its forward and backward
+        # graphs' Inductor compile times, which are stored (and counted on
+        # their hits, which an AOTAutograd hit always makes) as FX graph
+        # entries: sending it again would count those seconds twice.
+        secs = 0.0 if cache.startswith("autograd") else time_taken_seconds(data)
+        self.submit(full_key, self.signature(full_key), cache, data, secs, name)
+
+    def submit(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes,
+               compile_seconds: float | None, name: str) -> None:
+        """Writes ``data`` under ``sig`` (in the background by default); when
+        ``compile_seconds`` is None, the time since the miss is sent."""
+        written_at = time.monotonic()
+        args = (pending_id, sig, cache, data, written_at, compile_seconds, name)
+        if self.uploader is None:
+            self._write(*args)
+        elif not self.uploader.submit(args, len(data)):
+            with self._lock:
+                self._stats.put_dropped += 1
+            log.debug("cachesvc: upload queue full; not writing %s", pending_id)
+
+    def _write(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes, written_at: float,
+               secs: float | None, name: str) -> None:
+        if not self.breaker.allow():
+            with self._lock:
+                self._stats.skipped += 1
+            return
+        try:
+            self._put(pending_id, sig, cache, data, written_at, secs, name)
+        except Exception as exc:  # noqa: BLE001 - a failed write never reaches torch
+            with self._lock:
+                self._stats.put_errors += 1
+                self._count(cache, "put_errors")
+            self.warner.failed(f"write of {cache} entry", exc)
+
+    def _put(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes, written_at: float,
+             secs: float | None, name: str) -> None:
+        with self._lock:
+            known = self._pending.pop(pending_id, None)
+        if known is not None:
+            server_key, missed_at = known
+            if secs is None:
+                secs = max(0.0, written_at - missed_at)
+        else:
+            server_key = self.client.key(sig, timeout=self.timeout).key
+        t0 = time.monotonic()
+        try:
+            res = self.client.put(server_key, data, compile_seconds=secs, backend=str(sig["backend"]),
+                                  name=name, timeout=self.put_timeout if self.put_timeout is not None
+                                  else self.timeout + len(data) / 20e6)
+        except Error as exc:
+            if exc.status == 409:  # first writer wins; ours differs: fine
+                with self._lock:
+                    self._stats.put_conflicts += 1
+                return
+            raise
+        finally:
+            with self._lock:
+                self._stats.put_seconds += time.monotonic() - t0
+        self.breaker.success()
+        with self._lock:
+            self._stats.puts += 1
+            self._stats.put_bytes += len(data)
+            self._stats.compile_seconds_written += secs or 0.0
+            self._count(cache, "puts")
+            self._count(cache, "put_bytes", len(data))
+            if res.created:
+                self._stats.put_created += 1
+            else:
+                self._stats.put_existing += 1
+
+    def flush(self, timeout: float | None = 60.0) -> bool:
+        """Waits until queued writes are done; False if ``timeout`` ran out."""
+        return True if self.uploader is None else self.uploader.flush(timeout)
+
+
+def backend_class(base: type, service: Service) -> type:
+    """A torch ``RemoteCacheBackend`` subclass bound to ``service``; torch
+    instantiates it with no arguments (``backend_override_cls()``)."""
+
+    class CachesvcBackend(base):  # type: ignore[misc, valid-type]
+        """torch remote-cache backend storing values in a cachesvc server."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.service = service
+
+        def _get(self, key: str) -> bytes | None:
+            return service.get(key)
+
+        def _put(self, key: str, data: Any) -> None:
+            service.put(key, data)
+
+    CachesvcBackend.__cachesvc__ = True  # type: ignore[attr-defined]
+    return CachesvcBackend

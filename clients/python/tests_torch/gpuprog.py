@@ -1,0 +1,101 @@
+"""One GPU training process for scripts/gpu-check.sh and tests_torch/test_gpu.py.
+
+A small matmul model on CUDA compiled with ``mode="max-autotune-no-cudagraphs"``
+(Triton kernels plus GEMM autotuning), forward and backward, a few steps.
+Prints one JSON line: torch's compile counters, cachesvc's counters, digests of
+outputs and gradients, and the time to the first result.
+
+    python gpuprog.py --url URL --ns NS [--run RUN --save]
+
+Run it in a fresh interpreter with empty TORCHINDUCTOR_CACHE_DIR and
+TRITON_CACHE_DIR. Exits 77 without a CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+T0 = time.monotonic()
+import torch  # noqa: E402
+
+import cachesvc.torch  # noqa: E402
+
+
+def digest(t: torch.Tensor) -> str:
+    """sha256 of the exact values."""
+    return hashlib.sha256(repr(t.detach().float().cpu().flatten().tolist()).encode()).hexdigest()
+
+
+class MLP(torch.nn.Module):
+    """512 -> 1024 -> 512 with GELU: two GEMMs to autotune."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(512, 1024)
+        self.b = torch.nn.Linear(1024, 512)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """b(gelu(a(x)))."""
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+def main() -> None:
+    """Parses the arguments, trains on the GPU, prints the JSON report."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--ns", default="gpu")
+    ap.add_argument("--run", default="")
+    ap.add_argument("--save", action="store_true", help="also save the Mega-Cache as --run")
+    ap.add_argument("--steps", type=int, default=3)
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if not torch.cuda.is_available():
+        print(json.dumps({"skipped": "torch sees no CUDA device"}))
+        sys.exit(77)
+    svc = cachesvc.torch.install(a.url, a.ns, run=a.run or None)
+    assert svc is not None, "cachesvc.torch.install failed"
+    torch.manual_seed(0)
+    model = MLP().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    x = torch.randn(256, 512, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    digests: dict[str, str] = {}
+    first = 0.0
+    for i in range(a.steps):
+        t = time.monotonic()
+        opt.zero_grad()
+        out = compiled(x)
+        out.square().mean().backward()
+        torch.cuda.synchronize()
+        if i == 0:
+            first = time.monotonic() - t
+            digests = {f"grad.{n}": digest(p.grad) for n, p in model.named_parameters()}
+            digests["out"] = digest(out)
+        opt.step()
+    saved = cachesvc.torch.save(a.run) if a.save and a.run else None
+    flushed = cachesvc.torch.flush(60)
+    from torch._dynamo.utils import counters
+
+    print(json.dumps({
+        "device": torch.cuda.get_device_name(),
+        "first_step_seconds": first,
+        "process_seconds": time.monotonic() - T0,
+        "inductor": dict(counters["inductor"]),
+        "aot_autograd": dict(counters["aot_autograd"]),
+        "stats": cachesvc.torch.stats(),
+        "digests": digests,
+        "mega_saved": saved,
+        "flushed": flushed,
+    }, default=str))
+
+
+if __name__ == "__main__":
+    main()
