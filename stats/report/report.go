@@ -98,8 +98,9 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		p.f("  import cachesvc.jax; cachesvc.jax.install(%q)\n", o.Server)
 		p.f("  import cachesvc.torch; cachesvc.torch.install(%q)\n", o.Server)
 		p.f("or set CACHESVC_URL=%s and CACHESVC_RUN=<run id> and call install() with no arguments;\n", o.Server)
-		p.f("stock PyTorch needs no code: serve --redis-addr :6380, then TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=1\n")
-		p.f("TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE=1 TORCHINDUCTOR_REDIS_URL=redis://<host>:6380.\n")
+		p.f("stock PyTorch needs no code: serve --redis-addr 0.0.0.0:6380 --tokens FILE (or a loopback address\n")
+		p.f("without tokens), then TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=1 TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE=1\n")
+		p.f("TORCHINDUCTOR_REDIS_URL=redis://:<token>@<host>:6380.\n")
 		return p.err
 	}
 
