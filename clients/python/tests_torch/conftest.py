@@ -39,29 +39,15 @@ def _load_base_conftest() -> Any:
 
 
 _base = _load_base_conftest()
-Server = _base.Server
+Server, free_port = _base.Server, _base.free_port
 
 PROG = HERE / "torchprog.py"
 
 
-@pytest.fixture(scope="session")
-def cachesvc_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """$CACHESVC_TEST_BINARY, or `go build ./cmd/cachesvc` once per session."""
-    prebuilt = os.environ.get("CACHESVC_TEST_BINARY")
-    if prebuilt:
-        return prebuilt
-    out = tmp_path_factory.mktemp("bin") / "cachesvc"
-    res = subprocess.run(["go", "build", "-o", str(out), "./cmd/cachesvc"], cwd=ROOT,
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"go build ./cmd/cachesvc failed:\n{res.stdout}\n{res.stderr}")
-    return str(out)
-
-
-@pytest.fixture(scope="session")
-def wasm_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One compiled-plugin cache for every server of the session."""
-    return str(tmp_path_factory.mktemp("wasm-cache"))
+# The base suite's session fixtures, shared rather than redefined: one
+# build of the binary and one compiled-plugin cache per session.
+cachesvc_binary = _base.cachesvc_binary
+wasm_cache = _base.wasm_cache
 
 
 @pytest.fixture(scope="session")

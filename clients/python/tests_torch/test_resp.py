@@ -8,14 +8,13 @@ empty local cache, gets remote hits and bit-identical outputs and gradients;
 process C with a wrong token falls back to compiling (no crash). The server's
 statistics show the RESP hits under the pt2 backend.
 
-Fixtures are this module's own (tests_torch/conftest.py belongs to another
-suite); the Server class is reused from tests/conftest.py, loaded by path.
+The server and the binary come from tests_torch/conftest.py (which reuses
+the base suite's Server and fixtures).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -30,23 +29,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("redis")
 
-HERE = Path(__file__).resolve().parent
-PY_DIR = HERE.parent
-ROOT = PY_DIR.parents[1]
-
-
-def _load_tests_conftest():
-    """tests/conftest.py under a name of its own, so that it cannot be
-    confused with tests_torch/conftest.py in sys.modules."""
-    spec = importlib.util.spec_from_file_location("cachesvc_tests_conftest", PY_DIR / "tests" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_tc = _load_tests_conftest()
-Server, free_port = _tc.Server, _tc.free_port
+from conftest import Server, free_port  # noqa: E402 - tests_torch/conftest.py: the base suite's Server
 
 TOKEN = "cachesvc_resp-test-token-3f9a1c"
 
@@ -69,25 +52,13 @@ print(json.dumps({"inductor": dict(counters["inductor"]), "aot_autograd": dict(c
 
 
 @pytest.fixture(scope="module")
-def binary(tmp_path_factory: pytest.TempPathFactory) -> str:
-    prebuilt = os.environ.get("CACHESVC_TEST_BINARY")
-    if prebuilt:
-        return prebuilt
-    out = tmp_path_factory.mktemp("bin") / "cachesvc"
-    res = subprocess.run(["go", "build", "-o", str(out), "./cmd/cachesvc"], cwd=ROOT, capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"go build ./cmd/cachesvc failed:\n{res.stdout}\n{res.stderr}")
-    return str(out)
-
-
-@pytest.fixture(scope="module")
-def redis_server(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int]]:
+def redis_server(cachesvc_binary: str, wasm_cache: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int]]:
     """A cachesvc serve with a tokens file and a Redis-protocol listener."""
     d = tmp_path_factory.mktemp("resp")
     tokens = d / "tokens"
     tokens.write_text(f"torch {hashlib.sha256(TOKEN.encode()).hexdigest()} default:write,*:read\n")
     port = free_port()
-    s = Server(binary, d / "data", extra=["--wasm-cache", str(d / "wasm"), "--tokens", str(tokens),
+    s = Server(cachesvc_binary, d / "data", extra=["--wasm-cache", wasm_cache, "--tokens", str(tokens),
                                           "--redis-addr", f"127.0.0.1:{port}", "--log-level", "info"])
     try:
         s.wait_ready()
