@@ -160,7 +160,7 @@ suite_torch() {
 	# Inductor compiles CPU kernels with g++ (setup installs it); the tests
 	# build ./cmd/cachesvc once and start real servers on free ports.
 	cd "$ROOT/clients/python"
-	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests_torch
+	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider tests_torch
 }
 
 # ---------------------------------------------------------------------------
