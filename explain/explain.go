@@ -69,6 +69,7 @@ var labels = map[string]string{
 	"module_digest":     "module",
 	"jaxlib_version":    "jaxlib version",
 	"jaxlib":            "jaxlib version",
+	"jaxlib_build":      "jaxlib build",
 	"jax_version":       "jax version",
 	"platform":          "platform",
 	"platform_version":  "platform version",

@@ -216,3 +216,18 @@ func TestExplainNeverPointsAtIncomparableEntries(t *testing.T) {
 		t.Fatalf("index explanation = %+v", ex)
 	}
 }
+
+// TestJaxlibBuildLabel: the xla plugin's jaxlib build fingerprint has a
+// human name, and a miss on it alone is explained by it.
+func TestJaxlibBuildLabel(t *testing.T) {
+	if got := Label("jaxlib_build"); got != "jaxlib build" {
+		t.Errorf("Label = %q", got)
+	}
+	want, have := base(), base()
+	want["jaxlib_build"] = strings.Repeat("ab", 32)
+	have["jaxlib_build"] = strings.Repeat("cd", 32)
+	ex := Explain(want, []Candidate{{Key: "aa", Components: have}})
+	if ex.Reason != "jaxlib_build" || ReasonLabel(ex.Reason) != "jaxlib build differs" {
+		t.Errorf("reason %q (%q), summary %q", ex.Reason, ReasonLabel(ex.Reason), ex.Summary)
+	}
+}

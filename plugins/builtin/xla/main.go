@@ -27,7 +27,7 @@ func init() {
 		Version:  Version,
 		Backends: []string{xlacanon.Backend},
 		Reads: []string{"backend", "module", "module_b64", "module_format", "platform", "platform_version",
-			"jaxlib_version", "xla_flags", "compile_options", "topology", "codec", "extra"},
+			"jaxlib_version", "jaxlib_build", "xla_flags", "compile_options", "topology", "codec", "extra"},
 	}, canonicalize)
 	sdk.RegisterNormalize(canon.Normalize)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -240,3 +241,44 @@ func BenchmarkPluginCanonicalize10MiB(b *testing.B) { benchPlugin(b, 10<<20, fal
 // escape (every tensor<...> type): 28% more bytes, most of them escapes that
 // the decoder takes one at a time.
 func BenchmarkPluginCanonicalize10MiBEscapedHTML(b *testing.B) { benchPlugin(b, 10<<20, true) }
+
+// TestWasmJaxlibBuild: through the real wasm plugin, the jaxlib_build
+// fingerprint splits keys, its absence leaves the record of a signature
+// without it unchanged, and a bad value is refused.
+func TestWasmJaxlibBuild(t *testing.T) {
+	p := loadWasm(t)
+	ctx := context.Background()
+	mod := "module @jit_f {\n  func.func public @main(%arg0: tensor<i32>) -> tensor<i32> {\n    return %arg0 : tensor<i32>\n  }\n}\n"
+	keyOf := func(build any) (string, map[string]string) {
+		t.Helper()
+		s := map[string]any{"backend": "xla", "platform": "cpu", "jaxlib_version": "0.10.2", "module": mod}
+		if build != nil {
+			s["jaxlib_build"] = build
+		}
+		b, _ := json.Marshal(s)
+		r, err := p.Canonicalize(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key(r.Canonical), r.Components
+	}
+	none, comp := keyOf(nil)
+	if _, ok := comp["jaxlib_build"]; ok {
+		t.Error("jaxlib_build component without the field")
+	}
+	a, comp := keyOf("aa" + strings.Repeat("0", 62))
+	if comp["jaxlib_build"] != "aa"+strings.Repeat("0", 62) {
+		t.Errorf("components %v", comp)
+	}
+	b, _ := keyOf("bb" + strings.Repeat("0", 62))
+	if empty, _ := keyOf(""); empty != none {
+		t.Error(`jaxlib_build "" differs from an absent one`)
+	}
+	if none == a || a == b || none == b {
+		t.Errorf("keys absent %s, build a %s, build b %s: want three", none, a, b)
+	}
+	_, err := p.Canonicalize(ctx, []byte(`{"backend":"xla","platform":"cpu","jaxlib_build":"xyz","module":"module {}"}`))
+	if err == nil || !strings.Contains(err.Error(), `"jaxlib_build" must be 64 lowercase hex digits`) {
+		t.Errorf("bad jaxlib_build: %v", err)
+	}
+}

@@ -61,6 +61,7 @@ type signature struct {
 	platform        string
 	platformVersion string
 	jaxlibVersion   string
+	jaxlibBuild     string // hex digest of the jaxlib build, "" if absent
 	compileOptions  string
 	codec           string
 	topology        []byte // canonical JSON (string or array of strings), nil if absent
@@ -112,6 +113,11 @@ func (c *Canonicalizer) Canonicalize(sig []byte) (Result, error) {
 	out = appendSection(out, "platform", s.platform)
 	out = appendSection(out, "platform_version", s.platformVersion)
 	out = appendSection(out, "jaxlib_version", s.jaxlibVersion)
+	if s.jaxlibBuild != "" {
+		// Only when present, so that the records (and keys) of signatures
+		// without it are exactly what they were before the field existed.
+		out = appendSection(out, "jaxlib_build", s.jaxlibBuild)
+	}
 	out = appendSection(out, "compile_options", s.compileOptions)
 	out = appendSection(out, "topology", string(s.topology))
 	out = appendSection(out, "codec", s.codec)
@@ -160,6 +166,9 @@ func (c *Canonicalizer) Canonicalize(sig []byte) (Result, error) {
 	comp["platform"] = short([]byte(s.platform))
 	comp["platform_version"] = short([]byte(s.platformVersion))
 	comp["jaxlib_version"] = short([]byte(s.jaxlibVersion))
+	if s.jaxlibBuild != "" {
+		comp["jaxlib_build"] = s.jaxlibBuild
+	}
 	comp["compile_options"] = short([]byte(s.compileOptions))
 	comp["topology"] = short(s.topology)
 	comp["codec"] = short([]byte(s.codec))
@@ -203,7 +212,8 @@ func (c *Canonicalizer) Normalize(sig []byte) ([]byte, error) {
 	}
 	for _, f := range [...]struct{ k, v string }{
 		{"platform", s.platform}, {"platform_version", s.platformVersion},
-		{"jaxlib_version", s.jaxlibVersion}, {"compile_options", s.compileOptions},
+		{"jaxlib_version", s.jaxlibVersion}, {"jaxlib_build", s.jaxlibBuild},
+		{"compile_options", s.compileOptions},
 		{"codec", s.codec},
 	} {
 		if f.v != "" {
@@ -269,6 +279,7 @@ const (
 	fPlatform
 	fPlatformVersion
 	fJaxlibVersion
+	fJaxlibBuild
 	fFlags
 	fCompileOptions
 	fTopology
@@ -280,7 +291,8 @@ var fieldBits = map[string]int{
 	"backend": fBackend, "module": fModule, "module_b64": fModuleB64,
 	"module_format": fFormat, "platform": fPlatform,
 	"platform_version": fPlatformVersion, "jaxlib_version": fJaxlibVersion,
-	"xla_flags": fFlags, "compile_options": fCompileOptions,
+	"jaxlib_build": fJaxlibBuild,
+	"xla_flags":    fFlags, "compile_options": fCompileOptions,
 	"topology": fTopology, "codec": fCodec, "extra": fExtra,
 }
 
@@ -309,7 +321,7 @@ func (c *Canonicalizer) parse(sig []byte) (signature, error) {
 			}
 			bit, ok := fieldBits[string(c.key)]
 			if !ok {
-				return s, fmt.Errorf("%w: unknown field %q (known: backend, module, module_b64, module_format, platform, platform_version, jaxlib_version, xla_flags, compile_options, topology, codec, extra)", ErrSignature, c.key)
+				return s, fmt.Errorf("%w: unknown field %q (known: backend, module, module_b64, module_format, platform, platform_version, jaxlib_version, jaxlib_build, xla_flags, compile_options, topology, codec, extra)", ErrSignature, c.key)
 			}
 			if seen&bit != 0 {
 				return s, fmt.Errorf("%w: duplicate field %q", ErrSignature, c.key)
@@ -435,6 +447,11 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 		return optional(&s.platformVersion)
 	case fJaxlibVersion:
 		return optional(&s.jaxlibVersion)
+	case fJaxlibBuild:
+		if err := optional(&s.jaxlibBuild); err != nil {
+			return err
+		}
+		return checkJaxlibBuild(s.jaxlibBuild)
 	case fCompileOptions:
 		return optional(&s.compileOptions)
 	case fCodec:
@@ -491,6 +508,26 @@ func (c *Canonicalizer) field(r *jreader, s *signature, bit int, name string, ba
 		}
 		s.extra = buf.Bytes()
 		return nil
+	}
+	return nil
+}
+
+// jaxlibBuildLen is the length of a jaxlib_build value: a SHA-256 in hex.
+const jaxlibBuildLen = 64
+
+// checkJaxlibBuild accepts "" (absent) or 64 lowercase hex digits, so that
+// one build has one spelling and so one key.
+func checkJaxlibBuild(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) != jaxlibBuildLen {
+		return fmt.Errorf("%w: field \"jaxlib_build\" must be %d lowercase hex digits (a SHA-256), got %d characters", ErrSignature, jaxlibBuildLen, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("%w: field \"jaxlib_build\" must be %d lowercase hex digits (a SHA-256): byte %d is %q", ErrSignature, jaxlibBuildLen, i, c)
+		}
 	}
 	return nil
 }
