@@ -836,7 +836,63 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
         "topology": f"{topo.hexdigest()} devices={devices.size} kinds={','.join(kinds)}",
         "codec": str(compression),
         "extra": extra,
+        **({"jaxlib_build": build} if (build := _jaxlib_build()) else {}),
     }
+
+
+# Names of the shared library that holds jaxlib's code when the extension
+# module itself is a shim (jaxlib 0.10: _jax.so is 3.5 KB, libjax_common.so
+# 350 MB beside it).
+_JAXLIB_COMMON = ("libjax_common.so", "libjax_common.dylib", "jax_common.dll")
+
+
+def _jaxlib_extension_files() -> list[str]:
+    """The files of the loaded XLA extension: ``jaxlib._jax`` (``jaxlib.xla_extension``
+    in older jaxlib) and the library beside it that holds its code; [] if not loaded."""
+    for name in ("jaxlib._jax", "jaxlib.xla_extension"):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            break
+    else:
+        return []
+    files = [os.path.realpath(path)]
+    for lib in _JAXLIB_COMMON:
+        p = os.path.join(os.path.dirname(path), lib)
+        if os.path.isfile(p):
+            files.append(os.path.realpath(p))
+    return files
+
+
+_build_lock = threading.Lock()
+_build_memo: tuple[tuple, str] | None = None  # ((path, size, mtime_ns) per file, digest)
+
+
+def _jaxlib_build() -> str:
+    """SHA-256 (hex) of the loaded XLA extension's files, the signature's
+    ``jaxlib_build``: two jaxlib builds with one version string then never share
+    an executable (JAX issue #18750). Read once per process (streamed) and kept
+    while every file's path, size and mtime stay the same; "" (no field) when
+    the files cannot be found or read."""
+    global _build_memo
+    try:
+        files = _jaxlib_extension_files()
+        if not files:
+            return ""
+        stamp = tuple((p, st.st_size, st.st_mtime_ns) for p in files for st in (os.stat(p),))
+        with _build_lock:
+            if _build_memo is not None and _build_memo[0] == stamp:
+                return _build_memo[1]
+            h = hashlib.sha256()
+            for p, size, _ in stamp:
+                h.update(f"{os.path.basename(p)}\0{size}\0".encode())
+                with open(p, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        h.update(chunk)
+            _build_memo = (stamp, h.hexdigest())
+            return _build_memo[1]
+    except Exception as exc:  # noqa: BLE001 - fail open: the key just lacks the field
+        log.debug("cachesvc: cannot fingerprint the jaxlib build: %s", exc)
+        return ""
 
 
 _CACHE_PATH_OPTIONS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
