@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import PY_DIR
+from conftest import PY_DIR, sigstop
 
 import cachesvc
 from cachesvc._failopen import Breaker, Warner
@@ -67,7 +67,7 @@ def run_script(tmp_path, url: str) -> tuple[float, dict, str]:
 @pytest.fixture
 def stopped_server(server):
     """A ready server, then SIGSTOPped: connections are accepted, nothing answers."""
-    os.kill(server.proc.pid, signal.SIGSTOP)
+    sigstop(server.proc.pid)
     try:
         yield server
     finally:
