@@ -496,8 +496,9 @@ class Client:
                     raise err from exc
                 attempt += 1
                 continue
-            if short and conn.sock is not None:
-                conn.sock.settimeout(deadline.remaining())  # the body: the rest of the budget
+            if short and conn.sock is not None:  # the body: the rest of the budget
+                rest = deadline.remaining()
+                conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
             if r.status in ok or r.status in allow:
                 return r
