@@ -3,11 +3,16 @@
 circuit breaker, rate-limited warnings and a bounded background uploader.
 
 The rule they implement: a cache that is down, slow or failing must cost a
-training job nothing but a miss. Every call has a time budget (the
-:class:`cachesvc.Client` timeout), a failure is logged once (then at most once
-per ``warn_interval`` seconds), repeated transient failures open a breaker
-that skips the server for ``cooldown`` seconds, and writes leave the compile
-path through a queue bounded in items and bytes.
+training job nothing but a miss, and a hung one at most a few seconds in
+total. Every call has a time budget (the :class:`cachesvc.Client` timeout);
+lookups also have a short first-byte timeout (``lookup_timeout``, default
+1 s, ``$CACHESVC_LOOKUP_TIMEOUT``) distinct from the budget for streaming a
+large hit. A failure is logged once (then at most once per ``warn_interval``
+seconds); a timeout opens the breaker at once, other transient failures
+after ``threshold`` in a row, and an open breaker skips the server for
+``cooldown`` seconds. Writes leave the compile path through a queue bounded
+in items and bytes, and waiting for it (at exit, in ``flush``) stops as soon
+as the breaker is open.
 
 Private: the integrations' public APIs are their own modules.
 """
@@ -56,13 +61,17 @@ class Settings:
     token_file: str | None
     verify_key: str | None
     run: str
+    lookup_timeout: float | None = 1.0
 
     @classmethod
     def resolve(cls, url: str | None = None, namespace: str | None = None, token: str | None = None,
-                run: str | None = None, verify_key: str | None = None) -> "Settings":
+                run: str | None = None, verify_key: str | None = None,
+                lookup_timeout: float | None = None) -> "Settings":
         """Arguments win; then ``CACHESVC_URL``, ``CACHESVC_NAMESPACE`` (default
         ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
-        ``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN`` (default :func:`default_run_id`)."""
+        ``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN`` (default :func:`default_run_id`),
+        ``CACHESVC_LOOKUP_TIMEOUT`` (seconds, default 1; ``0`` or ``none``: no
+        first-byte timeout, only the call's budget)."""
         return cls(
             url=url or env("CACHESVC_URL"),
             namespace=namespace or env("CACHESVC_NAMESPACE", "default") or "default",
@@ -70,6 +79,7 @@ class Settings:
             token_file=env("CACHESVC_TOKEN_FILE"),
             verify_key=verify_key or env("CACHESVC_VERIFY_KEY"),
             run=run or env("CACHESVC_RUN") or default_run_id(),
+            lookup_timeout=resolve_lookup_timeout(lookup_timeout),
         )
 
     def client(self, *, timeout: float, retries: int) -> Client:
@@ -77,6 +87,29 @@ class Settings:
         assert self.url is not None
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
                       verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run)
+
+
+def resolve_lookup_timeout(value: float | None) -> float | None:
+    """``value`` if given, else ``$CACHESVC_LOOKUP_TIMEOUT``, else 1.0 s; a
+    value <= 0 (or ``none``/``off`` in the variable) means no first-byte timeout."""
+    if value is None:
+        raw = (env("CACHESVC_LOOKUP_TIMEOUT", "") or "").strip().lower()
+        if raw in ("none", "off"):
+            return None
+        try:
+            value = float(raw) if raw else 1.0
+        except ValueError:
+            logging.getLogger("cachesvc").warning(
+                "cachesvc: CACHESVC_LOOKUP_TIMEOUT=%r is not a number; using 1s", raw)
+            value = 1.0
+    return value if value > 0 else None
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a failure is a timeout: the server accepted the connection but
+    did not answer in time (hung or overloaded)."""
+    return isinstance(exc, (TimeoutError, socket.timeout)) or (
+        isinstance(exc, Error) and exc.status == 0 and exc.code == "timeout")
 
 
 class Breaker:
@@ -104,11 +137,12 @@ class Breaker:
             self.failures = 0
             self.open_until = 0.0
 
-    def failure(self) -> bool:
-        """Records a failure; returns True if this opened the breaker."""
+    def failure(self, immediate: bool = False) -> bool:
+        """Records a failure; returns True if this opened the breaker.
+        ``immediate`` (a timeout) opens it regardless of the threshold."""
         with self._lock:
             self.failures += 1
-            if self.failures >= self.threshold:
+            if immediate or self.failures >= self.threshold:
                 self.open_until = time.monotonic() + self.cooldown
                 return True
             return False
@@ -151,9 +185,9 @@ class Warner:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
 
     def failed(self, what: str, exc: BaseException) -> None:
-        """Records a failed call: a transient one counts toward the breaker;
-        then :meth:`warn`."""
-        if is_transient(exc) and self.breaker.failure():
+        """Records a failed call: a timeout opens the breaker at once, another
+        transient one counts toward it; then :meth:`warn`."""
+        if is_transient(exc) and self.breaker.failure(immediate=is_timeout(exc)):
             self.log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
         self.warn(what, exc)
 
@@ -166,8 +200,10 @@ class Uploader:
     Safe for concurrent use; restarts its thread after a fork.
     """
 
-    def __init__(self, fn: Callable[..., None], max_items: int, max_bytes: int) -> None:
+    def __init__(self, fn: Callable[..., None], max_items: int, max_bytes: int,
+                 give_up: Callable[[], bool] | None = None) -> None:
         self._fn = fn
+        self._give_up = give_up
         self._max_items = max_items
         self._max_bytes = max_bytes
         self._q: collections.deque[tuple[tuple, int]] = collections.deque()
@@ -211,14 +247,18 @@ class Uploader:
 
     def flush(self, timeout: float | None) -> bool:
         """Waits until the queue is empty and no write runs; False if
-        ``timeout`` ran out (or the thread is gone with work queued)."""
+        ``timeout`` ran out, the thread is gone with work queued, or
+        ``give_up()`` (the breaker is open: queued writes will be skipped, and
+        one in flight is stuck on a sick server) turned true."""
         end = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             while self._q or self._busy:
                 if self._thread is None or not self._thread.is_alive():
                     return False
+                if self._give_up is not None and self._give_up():
+                    return False
                 rem = None if end is None else end - time.monotonic()
                 if rem is not None and rem <= 0:
                     return False
-                self._cv.wait(rem)
+                self._cv.wait(0.1 if rem is None or self._give_up is not None and rem > 0.1 else rem)
             return True

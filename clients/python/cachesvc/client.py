@@ -332,6 +332,11 @@ class Client:
             lookup, batch) must carry a valid ``X-Cachesvc-Signature`` over
             its key and SHA-256, else :class:`Error` ``bad_signature`` is
             raised and the bytes are not returned.
+        first_byte_timeout: for lookups (:meth:`lookup`,
+            :meth:`lookup_result`), how long each attempt may wait to
+            connect and receive the response headers; a hit's body is then
+            streamed within the rest of ``timeout``. Such a timeout is not
+            retried. ``None``: only ``timeout`` applies.
 
     The client is safe for concurrent use by many threads. Close it with
     :meth:`close` (or use it as a context manager) to drop idle connections.
@@ -352,6 +357,7 @@ class Client:
         user_agent: str = _USER_AGENT,
         token_file: str | os.PathLike[str] | None = None,
         verify_key: str | bytes | None = None,
+        first_byte_timeout: float | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -363,6 +369,7 @@ class Client:
         self.token = token
         self._verify_key = _ed25519.parse_public_key(verify_key) if verify_key else None
         self.timeout = timeout
+        self.first_byte_timeout = first_byte_timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -431,11 +438,18 @@ class Client:
         body_len: int | None = None,
         headers: Mapping[str, str | bytes | None] | None = None,
         timeout: float | None = None,
+        first_byte_timeout: float | None = None,
         ok: tuple[int, ...] = (200,),
         allow: tuple[int, ...] = (),
     ) -> _Response:
         """Sends a request with retries; returns a response whose status is
         in ``ok`` or ``allow`` (body unread) or raises :class:`Error`.
+
+        ``first_byte_timeout`` bounds each attempt's connect, send and wait
+        for the response headers (within the budget); the body is then read
+        within what remains of the budget. A first-byte timeout is not
+        retried: a server that does not answer a small request in time is
+        hung or overloaded, and waiting again only delays the caller.
 
         ``body_file`` must be seekable if it is to be retried; it is rewound
         to its starting position before each attempt.
@@ -455,6 +469,9 @@ class Client:
             if rem is not None and rem <= 0:
                 raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted")
             sock_timeout = rem if rem is not None else None
+            short = first_byte_timeout is not None and (sock_timeout is None or first_byte_timeout < sock_timeout)
+            if short:
+                sock_timeout = first_byte_timeout
             conn, reused = self._pool.acquire(sock_timeout)  # type: ignore[arg-type]
             retry_after: float | None = None
             try:
@@ -470,12 +487,18 @@ class Client:
                 if reused and not stale_retry_used and err.code == "connection_failed":
                     stale_retry_used = True
                     continue
+                if short and err.code == "timeout":
+                    raise Error(0, "timeout", f"{method} {path}: no response within the first-byte "
+                                f"timeout of {first_byte_timeout}s") from exc
                 if attempt >= self.retries or (body_file is not None and not _seekable(body_file)):
                     raise err from exc
                 if not self._sleep_backoff(attempt, deadline, None):
                     raise err from exc
                 attempt += 1
                 continue
+            if short and conn.sock is not None:  # the body: the rest of the budget
+                rest = deadline.remaining()
+                conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
             if r.status in ok or r.status in allow:
                 return r
@@ -493,9 +516,11 @@ class Client:
             raise err
 
     def _json(self, method: str, path: str, doc: Any, *, ok: tuple[int, ...] = (200,),
-              allow: tuple[int, ...] = (), timeout: float | None = None) -> _Response:
+              allow: tuple[int, ...] = (), timeout: float | None = None,
+              first_byte_timeout: float | None = None) -> _Response:
         body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
         return self._request(method, path, body=body, ok=ok, allow=allow, timeout=timeout,
+                             first_byte_timeout=first_byte_timeout,
                              headers={"Content-Type": "application/json", "Accept": "application/json"})
 
     # ---- entries ----------------------------------------------------------------
@@ -665,13 +690,15 @@ class Client:
 
     # ---- signatures -------------------------------------------------------------
 
-    def key(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> KeyResult:
+    def key(self, signature: Mapping[str, Any], *, timeout: float | None = None,
+            first_byte_timeout: float | None = None) -> KeyResult:
         """Asks the server's plugin for the key of a signature.
 
         ``signature`` is a JSON object with a ``backend`` field (``"xla"``,
         ``"passthrough"`` ...) and the backend's fields.
         """
-        r = self._json("POST", self._ns_path("keys"), dict(signature), timeout=timeout)
+        r = self._json("POST", self._ns_path("keys"), dict(signature), timeout=timeout,
+                       first_byte_timeout=first_byte_timeout)
         doc = _json_body(r)
         return KeyResult(
             key=str(doc.get("key", "")),
@@ -681,14 +708,23 @@ class Client:
             components=dict(doc.get("components") or {}),
         )
 
-    def lookup(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> bytes | None:
-        """Returns the value stored under a signature's key, or None on a miss."""
-        return self.lookup_result(signature, timeout=timeout).value
+    def lookup(self, signature: Mapping[str, Any], *, timeout: float | None = None,
+               first_byte_timeout: float | None = None) -> bytes | None:
+        """Returns the value stored under a signature's key, or None on a miss.
 
-    def lookup_result(self, signature: Mapping[str, Any], *, timeout: float | None = None) -> LookupResult:
+        ``timeout`` is the call's budget (streaming a large hit included);
+        ``first_byte_timeout``, when given, bounds the wait for the response
+        headers (default: the client's :attr:`first_byte_timeout`)."""
+        return self.lookup_result(signature, timeout=timeout, first_byte_timeout=first_byte_timeout).value
+
+    def lookup_result(self, signature: Mapping[str, Any], *, timeout: float | None = None,
+                      first_byte_timeout: float | None = None) -> LookupResult:
         """Like :meth:`lookup` but also returns the key (hit or miss) and, on a
         miss, the server's components and explanation."""
-        r = self._json("POST", self._ns_path("lookup"), dict(signature), timeout=timeout, allow=(404,))
+        if first_byte_timeout is None:
+            first_byte_timeout = self.first_byte_timeout
+        r = self._json("POST", self._ns_path("lookup"), dict(signature), timeout=timeout, allow=(404,),
+                       first_byte_timeout=first_byte_timeout)
         if r.status == 404:
             doc = _json_body(r)
             if "key" not in doc and isinstance(doc.get("error"), dict):

@@ -80,8 +80,12 @@ def _release_at_exit() -> None:
     b = _installed
     if b is not None:
         if not b.flush(b.flush_at_exit):
-            log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", b.flush_at_exit)
-        b.release_leases()
+            if not b.breaker.allow():  # the failure was warned about already
+                log.debug("cachesvc: exiting without the queued uploads (circuit breaker open)")
+            else:
+                log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", b.flush_at_exit)
+        if b.breaker.allow():  # else the leases expire by themselves
+            b.release_leases()
 
 
 @dataclass
@@ -153,6 +157,7 @@ def install(
     min_compile_time_secs: float = 0.0,
     min_entry_size_bytes: int = -1,
     timeout: float = 10.0,
+    lookup_timeout: float | None = None,
     put_timeout: float | None = None,
     retries: int = 2,
     warn_interval: float = 60.0,
@@ -188,12 +193,18 @@ def install(
             (JAX's default 1.0 s means small programs are never written).
         min_entry_size_bytes: sets ``jax_persistent_cache_min_entry_size_bytes``
             (-1: no size limit).
-        timeout: time budget in seconds of one lookup, retries included.
+        timeout: time budget in seconds of one lookup, retries included
+            (streaming a large hit included).
+        lookup_timeout: how long a lookup waits to connect and receive the
+            server's response headers (not retried; a timeout opens the
+            breaker at once), so a hung server costs about this once; default
+            ``$CACHESVC_LOOKUP_TIMEOUT`` or 1 s; 0: only ``timeout`` applies.
         put_timeout: time budget of one write; default ``timeout`` plus one
             second per 20 MB of value.
         retries: retries after a connection error or a 503, within the budget.
         warn_interval: at most one warning per this many seconds.
-        breaker_threshold: consecutive failures that open the circuit breaker.
+        breaker_threshold: consecutive failures that open the circuit breaker
+            (a timeout opens it at once).
         breaker_cooldown: seconds the breaker stays open.
         leases: on a miss, take the server's compile lease before compiling,
             so that only one process in a fleet compiles a program while the
@@ -215,7 +226,8 @@ def install(
             compile returns to training at once; at most ``upload_queue_bytes``
             wait (further writes are dropped, counted as ``put_dropped``), and
             at exit the process waits up to ``flush_at_exit`` seconds for them
-            (:func:`flush` waits explicitly).
+            (:func:`flush` waits explicitly); neither waits while the breaker
+            is open (the server timed out or keeps failing).
         client: use this :class:`cachesvc.Client` instead of building one.
 
     Returns:
@@ -224,7 +236,7 @@ def install(
         lacks the hooks; a warning says which).
     """
     global _installed, _orig_cache_key_get
-    settings = Settings.resolve(url, namespace, token, run, verify_key)
+    settings = Settings.resolve(url, namespace, token, run, verify_key, lookup_timeout)
     run = settings.run
     mode = mode or env("CACHESVC_MODE", "canonical")
     if leases is None:
@@ -277,6 +289,7 @@ def install(
         client=client,
         mode=mode,
         timeout=timeout,
+        lookup_timeout=settings.lookup_timeout,
         put_timeout=put_timeout,
         warn_interval=warn_interval,
         breaker=Breaker(breaker_threshold, breaker_cooldown),
@@ -287,7 +300,8 @@ def install(
         local=local,
     )
     if background_uploads:
-        backend.uploader = Uploader(backend._write, max_items=1024, max_bytes=upload_queue_bytes)
+        backend.uploader = Uploader(backend._write, max_items=1024, max_bytes=upload_queue_bytes,
+                                    give_up=lambda: not backend.breaker.allow())
     backend.flush_at_exit = flush_at_exit
 
     with _lock:
@@ -409,6 +423,7 @@ def _backend_class(base: type) -> type:
         _MAX_MODULE_BYTES = 32 << 20  # larger modules use JAX's key (passthrough)
 
         def __init__(self, *, client: Client, mode: str, timeout: float, put_timeout: float | None,
+                     lookup_timeout: float | None = None,
                      warn_interval: float, breaker: Breaker,
                      decompress: Callable[[bytes], bytes] | None, leases: bool = False,
                      lease_ttl: float = 120.0, lease_wait: float = 60.0, local: Any = None) -> None:
@@ -416,6 +431,7 @@ def _backend_class(base: type) -> type:
             self.client = client
             self.mode = mode
             self.timeout = timeout
+            self.lookup_timeout = lookup_timeout
             self.put_timeout = put_timeout
             self.warn_interval = warn_interval
             self.breaker = breaker
@@ -569,7 +585,8 @@ def _backend_class(base: type) -> type:
             """(value or None, server key or "", compile seconds, signature
             backend used) for one get."""
             if self._prefetched:
-                skey = self._local_key(sig) or self.client.key(sig, timeout=self.timeout).key
+                skey = self._local_key(sig) or self.client.key(
+                    sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout).key
                 with self._lock:
                     got = self._prefetched.get(skey)
                     if got is not None:
@@ -577,7 +594,7 @@ def _backend_class(base: type) -> type:
                 if got is not None:
                     return got[0], skey, got[1], str(sig["backend"])
             try:
-                res = self.client.lookup_result(sig, timeout=self.timeout)
+                res = self.client.lookup_result(sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout)
             except Error as exc:
                 if sig.get("backend") != "xla" or not 400 <= exc.status < 500 or exc.status in (401, 403, 429):
                     raise
@@ -590,7 +607,7 @@ def _backend_class(base: type) -> type:
                         self._sig_bytes -= len(dropped["module"])
                     self._stats.canonical_fallbacks += 1
                 sig = {"backend": "passthrough", "kind": "jax", "key": key}
-                res = self.client.lookup_result(sig, timeout=self.timeout)
+                res = self.client.lookup_result(sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout)
             used = str(sig["backend"])
             if res.value is not None:
                 return res.value, res.key, res.compile_seconds, used
@@ -729,7 +746,7 @@ def _backend_class(base: type) -> type:
                 if sig is None:
                     sig = self._signature(key)
                 backend = str(sig["backend"])
-                server_key = self.client.key(sig, timeout=self.timeout).key
+                server_key = self.client.key(sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout).key
             if compile_seconds is None:
                 compile_seconds = _compile_seconds_from_value(value, self._decompress)
             # Under passthrough the name is the whole JAX key: `cachesvc warm`

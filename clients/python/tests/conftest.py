@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -162,6 +163,26 @@ def shared_server(cachesvc_binary: str, wasm_cache: str, tmp_path_factory: pytes
         yield s.wait_ready()
     finally:
         s.stop()
+
+
+def sigstop(pid: int) -> None:
+    """SIGSTOPs ``pid`` and waits until every thread of it is stopped (the
+    signal is delivered asynchronously: a thread already running may still
+    answer a request sent at once)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop")
 
 
 def run_py(script: Path, args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> tuple[dict, str]:

@@ -39,7 +39,7 @@ def _load_base_conftest() -> Any:
 
 
 _base = _load_base_conftest()
-Server, free_port = _base.Server, _base.free_port
+Server, free_port, sigstop = _base.Server, _base.free_port, _base.sigstop
 
 PROG = HERE / "torchprog.py"
 

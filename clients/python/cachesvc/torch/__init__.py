@@ -77,7 +77,10 @@ _atexit_registered = False
 def _flush_at_exit() -> None:
     s = _installed
     if s is not None and not s.flush(s.flush_at_exit):
-        log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", s.flush_at_exit)
+        if not s.breaker.allow():  # the failure was warned about already
+            log.debug("cachesvc: exiting without the queued uploads (circuit breaker open)")
+        else:
+            log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", s.flush_at_exit)
 
 
 def _gpu_triton() -> bool:
@@ -119,6 +122,7 @@ def install(
     caches: tuple[str, ...] | list[str] | None = None,
     components: bool = True,
     timeout: float = 10.0,
+    lookup_timeout: float | None = None,
     put_timeout: float | None = None,
     retries: int = 2,
     warn_interval: float = 60.0,
@@ -149,16 +153,23 @@ def install(
             only on local disk; see ``cachesvc.torch._cpp``). Default: all.
         components: capture miss components by wrapping torch's hash
             functions (versions, device, Inductor config, graph digests).
-        timeout: time budget in seconds of one lookup, retries included.
+        timeout: time budget in seconds of one lookup, retries included
+            (streaming a large hit included).
+        lookup_timeout: how long a lookup waits to connect and receive the
+            server's response headers (not retried; a timeout opens the
+            breaker at once), so a hung server costs about this once; default
+            ``$CACHESVC_LOOKUP_TIMEOUT`` or 1 s; 0: only ``timeout`` applies.
         put_timeout: time budget of one write; default ``timeout`` plus one
             second per 20 MB.
         retries: retries after a connection error, 503 or 429, within the budget.
         warn_interval: at most one warning per this many seconds.
-        breaker_threshold: consecutive failures that open the circuit breaker.
+        breaker_threshold: consecutive failures that open the circuit breaker
+            (a timeout opens it at once).
         breaker_cooldown: seconds the breaker stays open.
         background_uploads: write from a background thread, at most
             ``upload_queue_bytes`` queued (more is dropped and counted as
-            ``put_dropped``); at exit wait up to ``flush_at_exit`` seconds.
+            ``put_dropped``); at exit wait up to ``flush_at_exit`` seconds
+            (not while the breaker is open: the server timed out or keeps failing).
         client: use this :class:`cachesvc.Client` instead of building one.
         verify_key: Ed25519 public key every entry must be signed with;
             default ``$CACHESVC_VERIFY_KEY``.
@@ -169,7 +180,7 @@ def install(
         warning says which).
     """
     global _installed, _atexit_registered
-    settings = Settings.resolve(url, namespace, token, run, verify_key)
+    settings = Settings.resolve(url, namespace, token, run, verify_key, lookup_timeout)
     wanted = [*CACHES, CPP] if caches is None else list(caches)
     unknown = [c for c in wanted if c not in CACHES and c != CPP]
     if unknown:
@@ -234,7 +245,7 @@ def install(
     elif client.run is None:
         client.run = settings.run
     comps = _keys.ComponentMap() if hooks else None
-    service = Service(client, timeout=timeout, put_timeout=put_timeout,
+    service = Service(client, timeout=timeout, put_timeout=put_timeout, lookup_timeout=settings.lookup_timeout,
                       breaker=Breaker(breaker_threshold, breaker_cooldown), warn_interval=warn_interval,
                       components=comps, background_uploads=background_uploads,
                       upload_queue_bytes=upload_queue_bytes, flush_at_exit=flush_at_exit)

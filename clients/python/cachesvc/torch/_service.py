@@ -86,9 +86,11 @@ class Service:
 
     def __init__(self, client: Client, *, timeout: float, put_timeout: float | None,
                  breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
-                 background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float) -> None:
+                 background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float,
+                 lookup_timeout: float | None = None) -> None:
         self.client = client
         self.timeout = timeout
+        self.lookup_timeout = lookup_timeout
         self.put_timeout = put_timeout
         self.breaker = breaker
         self.warner = Warner(log, breaker, warn_interval)
@@ -98,8 +100,8 @@ class Service:
         self._lock = threading.Lock()
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
-        self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes) \
-            if background_uploads else None
+        self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes,
+                                 give_up=lambda: not self.breaker.allow()) if background_uploads else None
 
     # ---- bookkeeping -------------------------------------------------------------
 
@@ -154,7 +156,7 @@ class Service:
             return None
         t0 = time.monotonic()
         try:
-            res = self.client.lookup_result(sig, timeout=self.timeout)
+            res = self.client.lookup_result(sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout)
         except Exception as exc:  # noqa: BLE001 - a failure is a miss
             with self._lock:
                 self._stats.errors += 1
@@ -241,7 +243,7 @@ class Service:
             if secs is None:
                 secs = max(0.0, written_at - missed_at)
         else:
-            server_key = self.client.key(sig, timeout=self.timeout).key
+            server_key = self.client.key(sig, timeout=self.timeout, first_byte_timeout=self.lookup_timeout).key
         t0 = time.monotonic()
         try:
             res = self.client.put(server_key, data, compile_seconds=secs, backend=str(sig["backend"]),

@@ -1,0 +1,110 @@
+"""Fail fast when the cache is sick: a hung server (SIGSTOP: the kernel still
+accepts connections, nothing answers) must cost a job at most ~3 s in total.
+
+Real `cachesvc serve`, stopped with SIGSTOP (resumed with SIGCONT at
+teardown), and real JAX in subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import PY_DIR, sigstop
+
+import cachesvc
+from cachesvc._failopen import Breaker, Warner
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax, jax.numpy as jnp
+    from jax._src import compiler
+
+    n = {"compiles": 0}
+    _orig = compiler.backend_compile_and_load
+
+    def _counting(*a, **k):
+        n["compiles"] += 1
+        return _orig(*a, **k)
+
+    compiler.backend_compile_and_load = _counting
+    backend = None
+    if sys.argv[1] != "none":
+        import cachesvc.jax
+        backend = cachesvc.jax.install(sys.argv[1])
+    fns = [lambda a: jnp.sin(a) @ a, lambda a: jnp.cumsum(a, axis=0), lambda a: jax.nn.softmax(a @ a.T),
+           lambda a: jnp.sort(a, axis=-1), lambda a: jnp.tanh(a) * 2.0 + jnp.sum(a, axis=0)]
+    x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) / 256
+    outs = [float(jnp.sum(jax.jit(f)(x))) for f in fns]
+    print(json.dumps({"compiles": n["compiles"], "outs": outs,
+                      "stats": backend.stats() if backend is not None else {}}))
+""")
+
+
+def run_script(tmp_path, url: str) -> tuple[float, dict, str]:
+    """Runs SCRIPT in a fresh interpreter: (wall seconds including exit, report, stderr)."""
+    prog = tmp_path / "failfast_prog.py"
+    prog.write_text(SCRIPT)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PY_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env["JAX_PLATFORMS"] = "cpu"
+    for k in [k for k in env if k.startswith("CACHESVC_")]:
+        del env[k]
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, str(prog), url], env=env, capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr[-4000:]
+    return wall, json.loads(res.stdout.strip().splitlines()[-1]), res.stderr
+
+
+@pytest.fixture
+def stopped_server(server):
+    """A ready server, then SIGSTOPped: connections are accepted, nothing answers."""
+    sigstop(server.proc.pid)
+    try:
+        yield server
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
+def test_stopped_server_costs_a_jax_job_at_most_3s(stopped_server, tmp_path):
+    base1, ref, _ = run_script(tmp_path, "none")
+    wall, rep, err = run_script(tmp_path, stopped_server.url)
+    base2, ref2, _ = run_script(tmp_path, "none")
+    baseline = (base1 + base2) / 2
+    print(f"no cache: {base1:.2f}s / {base2:.2f}s; stopped server: {wall:.2f}s")
+    assert rep["outs"] == ref["outs"] == ref2["outs"]
+    # every XLA compile still happens (the helper ops too), none twice
+    assert rep["compiles"] == ref["compiles"] == ref2["compiles"] >= len(ref["outs"]), (rep, ref)
+    st = rep["stats"]
+    assert st["hits"] == 0 and st["errors"] >= 1 and st["skipped"] >= 1, st
+    warnings = [line for line in err.splitlines() if "cachesvc:" in line and "failed" in line]
+    assert len(warnings) == 1, err
+    assert wall - baseline < 3.0, f"stopped server: {wall:.2f}s, no cache: {base1:.2f}s / {base2:.2f}s"
+
+
+def test_lookup_on_stopped_server_times_out_at_first_byte(stopped_server):
+    c = cachesvc.Client(stopped_server.url, timeout=10.0, retries=2)
+    t0 = time.monotonic()
+    with pytest.raises(cachesvc.Error) as ei:
+        c.lookup_result({"backend": "passthrough", "kind": "jax", "key": "k"}, first_byte_timeout=0.5)
+    elapsed = time.monotonic() - t0
+    assert ei.value.code == "timeout", ei.value
+    assert elapsed < 2.0, elapsed  # one first-byte timeout, not retried up to the 10 s budget
+
+
+def test_breaker_opens_on_first_timeout_but_not_first_refusal():
+    import logging
+    b = Breaker(3, 30.0)
+    w = Warner(logging.getLogger("t"), b, 60.0)
+    w.failed("lookup", cachesvc.Error(0, "connection_failed", "refused"))
+    assert b.allow()
+    w.failed("lookup", cachesvc.Error(0, "timeout", "timed out"))
+    assert not b.allow()

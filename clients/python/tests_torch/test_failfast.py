@@ -1,0 +1,48 @@
+"""Fail fast with torch.compile: a hung server (SIGSTOP: connections are
+accepted, nothing answers) costs a training process at most ~3 s compared
+with no cache. Two processes (a torch compile takes ~15 s here): no cache,
+then the stopped server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from conftest import sigstop
+
+
+def test_stopped_server_costs_torch_at_most_3s(start_server: Any, run_torch: Any) -> None:
+    srv = start_server()
+    # The first torch process of a session pays cold imports (page cache):
+    # pay them here, so that neither measured process does.
+    subprocess.run([sys.executable, "-c", "import torch, torch._inductor.compile_fx"], check=True, timeout=300)
+    t0 = time.monotonic()
+    ref = run_torch("", "none", "--mode", "none")
+    base = time.monotonic() - t0
+    sigstop(srv.proc.pid)
+    try:
+        t0 = time.monotonic()
+        r = run_torch(srv.url, "failfast")
+        wall = time.monotonic() - t0
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    print(f"torch: no cache {base:.2f}s (import {ref.out['import_seconds']:.1f}s, first step "
+          f"{ref.out['first_step_seconds']:.1f}s), stopped server {wall:.2f}s (import "
+          f"{r.out['import_seconds']:.1f}s, first step {r.out['first_step_seconds']:.1f}s)")
+    o = r.out
+    assert o["digests"] == ref.out["digests"]
+    # the same graphs compiled, none served from the (hung) server
+    assert o["inductor"].get("fxgraph_cache_miss", 0) == ref.out["inductor"].get("fxgraph_cache_miss", 0) > 0, \
+        (o["inductor"], ref.out["inductor"])
+    s = o["stats"]
+    assert s["hits"] == 0 and s["errors"] >= 1 and s["skipped"] >= 1 and s["breaker_open"] is True, s
+    assert len(r.warnings()) == 1, r.warnings()
+    # What the cache itself cost, independent of the order of the two
+    # processes (the first one still pays cold g++ header reads: the no-cache
+    # process, which makes the wall-time bound below lenient).
+    assert s["lookup_seconds"] + s["put_seconds"] < 3.0, s
+    assert wall - base < 3.0, f"stopped server {wall:.2f}s vs no cache {base:.2f}s"
