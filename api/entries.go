@@ -114,16 +114,7 @@ func (g *entriesAPI) recallSignature(r *request, opts *store.PutOptions) {
 	if !ok {
 		return
 	}
-	// Components past the store's bounds are not kept: they only explain
-	// misses, and must not fail the upload.
-	if n := len(res.Components); n > 0 && n <= store.MaxComponents {
-		opts.Components = make(map[string]string, n)
-		for k, v := range res.Components {
-			if len(k) <= store.MaxLabelLen && len(v) <= store.MaxLabelLen {
-				opts.Components[k] = v
-			}
-		}
-	}
+	opts.Components = store.StorableComponents(res.Components)
 	if opts.Backend == "" && wire.CheckBackend(res.Backend) == nil {
 		opts.Backend = res.Backend
 	}

@@ -101,6 +101,23 @@ const (
 // each key and value is bounded by MaxLabelLen.
 const MaxComponents = 64
 
+// StorableComponents returns the components a Put accepts: nil past
+// MaxComponents, and without any key or value longer than MaxLabelLen.
+// Components only explain misses, so an upload keeps what fits rather than
+// fail over them.
+func StorableComponents(c map[string]string) map[string]string {
+	if len(c) == 0 || len(c) > MaxComponents {
+		return nil
+	}
+	out := make(map[string]string, len(c))
+	for k, v := range c {
+		if len(k) <= MaxLabelLen && len(v) <= MaxLabelLen {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // Meta describes one entry. It is what HEAD returns and what every listing
 // carries; it never includes the blob itself.
 type Meta struct {

@@ -2,13 +2,11 @@ package resp
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
@@ -23,44 +21,27 @@ import (
 type mapped struct {
 	key        cachekey.Key
 	backend    string
-	plugin     string // name@version: a reloaded plugin invalidates the memo
 	name       string
 	components map[string]string // bounded for the store; read-only
 }
 
-// keyMap maps Redis keys to server keys through the Keyer, remembering the
-// most recent ones: torch asks for the same few keys over and over.
+// keyMap maps Redis keys to server keys through the Keyer, whose own memo
+// (by signature digest) spares the plugin call for keys torch repeats.
 type keyMap struct {
 	cfg *Config
-
-	mu    sync.Mutex
-	max   int
-	order *list.List // front = most recent; values are *memoEntry
-	items map[string]*list.Element
 }
 
-type memoEntry struct {
-	redisKey string
-	m        mapped
-}
-
-func newKeyMap(cfg *Config) *keyMap {
-	return &keyMap{cfg: cfg, max: cfg.KeyMemo, order: list.New(), items: map[string]*list.Element{}}
-}
+func newKeyMap(cfg *Config) *keyMap { return &keyMap{cfg: cfg} }
 
 // keyError is a key the listener refuses, with the ERR reply that says why.
 type keyError struct{ msg string }
 
 func (e *keyError) Error() string { return e.msg }
 
-// lookup returns the mapping of redisKey, from the memo or the plugin. The
-// error is a *keyError (the client's fault) or the Keyer's failure.
+// lookup returns the mapping of redisKey. The error is a *keyError (the client's fault) or the Keyer's failure.
 func (k *keyMap) lookup(ctx context.Context, redisKey []byte) (mapped, error) {
 	if err := k.check(redisKey); err != nil {
 		return mapped{}, err
-	}
-	if m, ok := k.recall(redisKey); ok {
-		return m, nil
 	}
 	if err := k.ready(ctx); err != nil {
 		return mapped{}, err
@@ -70,10 +51,8 @@ func (k *keyMap) lookup(ctx context.Context, redisKey []byte) (mapped, error) {
 	if err != nil {
 		return mapped{}, k.explain(redisKey, err)
 	}
-	m := mapped{key: res.Key, backend: res.Backend, plugin: res.Plugin, name: wire.SanitizeName(res.DisplayName),
-		components: storable(res.Components)}
-	k.remember(string(redisKey), m)
-	return m, nil
+	return mapped{key: res.Key, backend: res.Backend, name: wire.SanitizeName(res.DisplayName),
+		components: store.StorableComponents(res.Components)}, nil
 }
 
 // pluginWait bounds how long a command waits for the built-in plugins a
@@ -153,63 +132,6 @@ func (k *keyMap) explain(key []byte, err error) error {
 		return &keyError{"ERR the key plugin is busy; retry shortly"}
 	}
 	return &keyError{fmt.Sprintf("ERR the key plugin failed: %s", ke.Message)}
-}
-
-// recall returns a remembered mapping whose plugin is still the one in
-// force for its backend.
-func (k *keyMap) recall(key []byte) (mapped, bool) {
-	if k.max <= 0 {
-		return mapped{}, false
-	}
-	k.mu.Lock()
-	e, ok := k.items[string(key)]
-	if ok {
-		k.order.MoveToFront(e)
-	}
-	k.mu.Unlock()
-	if !ok {
-		return mapped{}, false
-	}
-	m := e.Value.(*memoEntry).m
-	if p, found := k.cfg.Keyer.Host().ForBackend(m.backend); !found || p.ID() != m.plugin {
-		return mapped{}, false
-	}
-	return m, true
-}
-
-// remember keeps a mapping, dropping the least recently used past the
-// bound.
-func (k *keyMap) remember(key string, m mapped) {
-	if k.max <= 0 {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if e, ok := k.items[key]; ok {
-		e.Value.(*memoEntry).m = m
-		k.order.MoveToFront(e)
-		return
-	}
-	k.items[key] = k.order.PushFront(&memoEntry{redisKey: key, m: m})
-	for k.order.Len() > k.max {
-		old := k.order.Remove(k.order.Back()).(*memoEntry)
-		delete(k.items, old.redisKey)
-	}
-}
-
-// storable keeps the components the store accepts; they only explain
-// misses and must not fail a SET.
-func storable(c map[string]string) map[string]string {
-	if len(c) == 0 || len(c) > store.MaxComponents {
-		return nil
-	}
-	out := make(map[string]string, len(c))
-	for k, v := range c {
-		if len(k) <= store.MaxLabelLen && len(v) <= store.MaxLabelLen {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // compileSeconds reads the compile time torch records in its FX graph and

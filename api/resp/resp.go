@@ -7,7 +7,7 @@
 // CLIENT (SETINFO, SETNAME, GETNAME, ID), SELECT 0 and QUIT. Every Redis key
 // maps to an entry of one namespace: the server key is the key the built-in
 // pt2 plugin computes for the signature {"backend":"pt2","key":<redis key>}
-// (memoized). Reads and writes go through the same api.Store and are counted
+// (the Keyer memoizes it). Reads and writes go through the same api.Store and are counted
 // through the same api.Outcomes as the HTTP API, and AUTH takes a cachesvc
 // bearer token checked by the same auth.Guard.
 //
@@ -55,8 +55,6 @@ const (
 	DefaultMaxKeyBytes = 4096
 	// DefaultIdleTimeout closes a connection that sends no command.
 	DefaultIdleTimeout = 10 * time.Minute
-	// DefaultKeyMemo bounds the memo of Redis key to server key.
-	DefaultKeyMemo = 65536
 	// DefaultBackend is the signature backend that maps Redis keys.
 	DefaultBackend = "pt2"
 )
@@ -124,9 +122,6 @@ type Config struct {
 	// MinTransferRate is the slowest transfer tolerated, bytes per second
 	// (default 64 KiB/s; negative means fixed timeouts).
 	MinTransferRate int64
-	// KeyMemo bounds the memo of Redis key to server key (default 65536
-	// entries; negative disables it).
-	KeyMemo int
 }
 
 // withDefaults fills in the zero fields.
@@ -169,9 +164,6 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MinTransferRate == 0 {
 		cfg.MinTransferRate = 64 << 10
-	}
-	if cfg.KeyMemo == 0 {
-		cfg.KeyMemo = DefaultKeyMemo
 	}
 	return cfg
 }
