@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -199,6 +198,17 @@ func (s *Badger) IsQuarantined(ns string, key Key) bool {
 	return ok
 }
 
+// QuarantinedSHA256 returns the digest of the bytes the quarantined entry
+// (ns, key) kept, and false when it is not quarantined with its bytes. It
+// does no I/O: a tier in front of a shared store refuses a Put of those
+// very bytes before it reaches the shared store.
+func (s *Badger) QuarantinedSHA256(ns string, key Key) ([32]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.acct.held[entryRef{ns, key}]
+	return h.blob, ok
+}
+
 // Report records that a client could not load the entry (ns, key). The
 // entry is quarantined when admin is set or when threshold distinct
 // reporters (1 to MaxReporters) have reported it. A report of an entry
@@ -216,31 +226,17 @@ func (s *Badger) Report(ctx context.Context, ns string, key Key, r Report, thres
 	if threshold < 1 || threshold > MaxReporters {
 		return ReportState{}, fmt.Errorf("report entry %s/%s: %w: threshold %d outside 1 to %d", ns, key, ErrInvalid, threshold, MaxReporters)
 	}
-	if err := checkText("reason", r.Reason, MaxReasonLen); err != nil {
-		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
-	}
 	if err := checkText("reporter", r.Reporter, MaxReporterLen); err != nil {
 		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
-	}
 	ref := entryRef{ns, key}
-	if err := s.enterWrite(); err != nil {
+	release, held, err := s.lockLive(ctx, "report entry", ref, r.Reason)
+	if err != nil {
 		return ReportState{}, err
 	}
-	defer s.leaveWrite()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	_, held := s.acct.held[ref]
-	_, live := s.acct.entries[ref]
-	s.mu.Unlock()
+	defer release()
 	if held {
 		return s.reportState(ref)
-	}
-	if !live {
-		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, ErrNotFound)
 	}
 	r.Time = time.Now().UTC()
 	txn := s.db.NewTransaction(true)
@@ -280,6 +276,36 @@ func (s *Badger) Report(ctx context.Context, ns string, key Key, r Report, thres
 	return s.reportState(ref)
 }
 
+// lockLive starts a report or quarantine of ref (operation op): it checks
+// reason and ctx, enters for writing and takes wmu, and reports whether ref
+// is held (quarantined with its bytes already). A ref neither held nor live
+// is ErrNotFound. On success the caller must call release.
+func (s *Badger) lockLive(ctx context.Context, op string, ref entryRef, reason string) (release func(), held bool, err error) {
+	if err := checkText("reason", reason, MaxReasonLen); err != nil {
+		return nil, false, fmt.Errorf("%s %s/%s: %w", op, ref.ns, ref.key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("%s %s/%s: %w", op, ref.ns, ref.key, err)
+	}
+	if err := s.enterWrite(); err != nil {
+		return nil, false, err
+	}
+	s.wmu.Lock()
+	release = func() {
+		s.wmu.Unlock()
+		s.leaveWrite()
+	}
+	s.mu.Lock()
+	_, held = s.acct.held[ref]
+	_, live := s.acct.entries[ref]
+	s.mu.Unlock()
+	if !held && !live {
+		release()
+		return nil, false, fmt.Errorf("%s %s/%s: %w", op, ref.ns, ref.key, ErrNotFound)
+	}
+	return release, held, nil
+}
+
 // held records in the accounting that ref was quarantined at t, and logs it.
 func (s *Badger) held(ref entryRef, t time.Time, cause string) {
 	idx := causeReports
@@ -299,28 +325,14 @@ func (s *Badger) Quarantine(ctx context.Context, ns string, key Key, reason stri
 	if err := checkNamespace("quarantine entry", ns); err != nil {
 		return ReportState{}, err
 	}
-	if err := checkText("reason", reason, MaxReasonLen); err != nil {
-		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, err)
-	}
 	ref := entryRef{ns, key}
-	if err := s.enterWrite(); err != nil {
+	release, held, err := s.lockLive(ctx, "quarantine entry", ref, reason)
+	if err != nil {
 		return ReportState{}, err
 	}
-	defer s.leaveWrite()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	_, held := s.acct.held[ref]
-	_, live := s.acct.entries[ref]
-	s.mu.Unlock()
+	defer release()
 	if held {
 		return s.reportState(ref)
-	}
-	if !live {
-		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, ErrNotFound)
 	}
 	now := time.Now().UTC()
 	txn := s.db.NewTransaction(true)
@@ -501,127 +513,6 @@ func (rec *reportsRecord) add(r Report) {
 	if len(rec.Reporters) < MaxReporters {
 		rec.Reporters = append(rec.Reporters, r.Reporter)
 	}
-}
-
-// readQuarantined reads ref's quarantine record; none is ErrNotFound.
-func readQuarantined(txn *badger.Txn, ref entryRef) (Quarantined, error) {
-	item, err := txn.Get(quarantineKey(ref.ns, ref.key))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return Quarantined{}, ErrNotFound
-	}
-	if err != nil {
-		return Quarantined{}, fmt.Errorf("read quarantine record of %s/%s: %w", ref.ns, ref.key, err)
-	}
-	var q Quarantined
-	err = item.Value(func(v []byte) error {
-		var err error
-		q, err = decodeQuarantined(ref, v)
-		return err
-	})
-	return q, err
-}
-
-// decodeQuarantined decodes a quarantine record stored under ref.
-func decodeQuarantined(ref entryRef, v []byte) (Quarantined, error) {
-	var rec metaRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return Quarantined{}, fmt.Errorf("decode quarantine record of %s/%s: %w", ref.ns, ref.key, err)
-	}
-	m, err := decodeMeta(ref, v)
-	if err != nil {
-		return Quarantined{}, err
-	}
-	cause := rec.Cause
-	if cause == "" {
-		cause = CauseCorrupt
-	}
-	return Quarantined{Meta: m, QuarantinedAt: rec.QuarantinedAt, Cause: cause, Reason: rec.Reason}, nil
-}
-
-// WalkQuarantined calls fn with every quarantined entry of ns whose key
-// sorts after after (nil: from the first), in key order, until fn returns
-// false or ctx ends. It reads pages of walkPage records, each from its own
-// snapshot, and calls fn outside of them; fn must not call the store.
-func (s *Badger) WalkQuarantined(ctx context.Context, ns string, after *Key, fn func(Quarantined) bool) error {
-	if err := checkNamespace("list quarantined entries", ns); err != nil {
-		return err
-	}
-	var cursor []byte
-	if after != nil {
-		cursor = quarantineKey(ns, *after)
-	}
-	prefix := append([]byte(prefixQuarantine+ns), 0)
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("list quarantined entries: %w", err)
-		}
-		page, last, more, err := s.quarantinedPage(ns, prefix, cursor)
-		if err != nil {
-			return err
-		}
-		for _, q := range page {
-			if !fn(q) {
-				return nil
-			}
-		}
-		if !more {
-			return nil
-		}
-		cursor = last
-	}
-}
-
-// quarantinedPage reads up to walkPage quarantine records under prefix after
-// cursor, with their report counts.
-func (s *Badger) quarantinedPage(ns string, prefix, cursor []byte) (page []Quarantined, last []byte, more bool, err error) {
-	if err := s.enter(); err != nil {
-		return nil, nil, false, err
-	}
-	defer s.leave()
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		it.Seek(prefix)
-		if cursor != nil {
-			it.Seek(cursor)
-			if it.Valid() && bytes.Equal(it.Item().Key(), cursor) {
-				it.Next()
-			}
-		}
-		for ; it.Valid(); it.Next() {
-			if len(page) == walkPage {
-				more = true
-				return nil
-			}
-			item := it.Item()
-			last = item.KeyCopy(last[:0])
-			ref, ok := parseEntryKey(item.Key())
-			if !ok || ref.ns != ns {
-				continue
-			}
-			var q Quarantined
-			if err := item.Value(func(v []byte) error {
-				var err error
-				q, err = decodeQuarantined(ref, v)
-				return err
-			}); err != nil {
-				s.log.Warn("skipping unreadable quarantine record", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				continue
-			}
-			if rec, err := readReports(txn, ref); err == nil {
-				q.Reports = rec.Total
-			}
-			s.mu.Lock()
-			_, q.Restorable = s.acct.held[ref]
-			s.mu.Unlock()
-			page = append(page, q)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("list quarantined entries: %w", err)
-	}
-	return page, last, more, nil
 }
 
 // checkText checks that a reason or reporter is set and at most max bytes.

@@ -18,13 +18,7 @@ import (
 // is not held.
 func (s *Badger) deleteHeldLocked(ref entryRef) (purge func(), err error) {
 	nop := func() {}
-	s.mu.Lock()
-	h, ok := s.acct.held[ref]
-	lastRef := false
-	if b := s.acct.blobs[h.blob]; ok && b != nil {
-		lastRef = b.refs == 1 && b.pins == 0
-	}
-	s.mu.Unlock()
+	h, lastRef, ok := s.heldBlob(ref)
 	if !ok {
 		return nop, ErrNotFound
 	}
@@ -41,6 +35,18 @@ func (s *Badger) deleteHeldLocked(ref entryRef) (purge func(), err error) {
 	s.acct.dropHeld(ref)
 	s.mu.Unlock()
 	return s.chunkPurge(blob), nil
+}
+
+// heldBlob returns ref's held entry and whether dropping it would free its
+// blob (the last reference, not pinned); ok is false when ref is not held.
+func (s *Badger) heldBlob(ref entryRef) (h heldEntry, lastRef, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok = s.acct.held[ref]
+	if b := s.acct.blobs[h.blob]; ok && b != nil {
+		lastRef = b.refs == 1 && b.pins == 0
+	}
+	return h, lastRef, ok
 }
 
 // dropHeldRecords deletes ref's quarantine and reports records in txn and,
@@ -94,13 +100,7 @@ func (s *Badger) chunkPurge(blob blobRecord) func() {
 // are deleted in txn and, after the commit, done must be called (it forgets
 // the held entry and returns the purge of its blob's chunks, if freed).
 func (s *Badger) replaceHeldLocked(txn *badger.Txn, ref entryRef, sha [32]byte) (done func() func(), err error) {
-	s.mu.Lock()
-	h, ok := s.acct.held[ref]
-	lastRef := false
-	if b := s.acct.blobs[h.blob]; ok && b != nil {
-		lastRef = b.refs == 1 && b.pins == 0
-	}
-	s.mu.Unlock()
+	h, lastRef, ok := s.heldBlob(ref)
 	if !ok {
 		return nil, nil
 	}

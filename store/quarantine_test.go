@@ -374,14 +374,12 @@ func TestWalkQuarantinedPages(t *testing.T) {
 	s := openInternal(t, Config{Dir: t.TempDir()})
 	defer s.Close()
 	const n = walkPage + 44
-	var keys []Key
 	for i := 0; i < n; i++ {
 		k := keyOf(fmt.Sprint("k", i))
 		mustPut(t, s, "default", k, []byte(fmt.Sprint("v", i)))
 		if _, err := s.Quarantine(ctx, "default", k, "bad"); err != nil {
 			t.Fatal(err)
 		}
-		keys = append(keys, k)
 	}
 	mustPut(t, s, "other", keyOf("o"), []byte("o"))
 	if _, err := s.Quarantine(ctx, "other", keyOf("o"), "bad"); err != nil {

@@ -15,6 +15,9 @@ import (
 // tier fails is still a success (counted in Stats.HotPutFailures); a Put
 // the shared tier fails stores nothing in either.
 func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, opts store.PutOptions) (store.PutResult, error) {
+	if err := s.refuseQuarantined(ns, key, opts); err != nil { // quarantine.go
+		return store.PutResult{}, err
+	}
 	if s.q != nil {
 		return s.q.put(ctx, ns, key, r, opts)
 	}

@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
 )
 
-// Quarantine in a fleet is per replica: reports, quarantine and restore go
-// to the hot tier (Badger), which keeps the quarantined entry's bytes; a
-// replica that quarantined an entry neither serves it nor fetches it again
-// from the shared tier, which keeps its copy (so other replicas still serve
-// it until their own clients report it). A report of an entry that only
-// the shared tier holds first copies it into the hot tier.
+// Quarantine in a fleet: reports, quarantine and restore go to the hot tier
+// (Badger), which counts the reports and keeps the quarantined entry's
+// bytes; a replica that quarantined an entry neither serves it nor fetches
+// it again from the shared tier. When the hot tier quarantines it, the
+// shared tier is asked to quarantine it too (sharedQuarantiner: its record
+// moves aside, its blob stays), so that no replica fetches it from the
+// bucket any more and a writer's next Put (different bytes) can store the
+// key afresh; replicas that hold it in their own hot tier serve it until
+// their own clients report it. Restore moves both back. A report of an
+// entry that only the shared tier holds first copies it into the hot tier.
 
 // quarantiner is what quarantine needs of the hot tier (*store.Badger).
 type quarantiner interface {
@@ -25,7 +30,35 @@ type quarantiner interface {
 	IsQuarantined(ns string, key store.Key) bool
 }
 
+// sharedQuarantiner is what quarantine asks of the shared tier (*s3.Store).
+type sharedQuarantiner interface {
+	Quarantine(ctx context.Context, ns string, key store.Key) error
+	Restore(ctx context.Context, ns string, key store.Key) error
+}
+
+// sharedQuarantineTimeout bounds the shared-tier half of a quarantine or
+// restore (the hot tier's decision stands either way).
+const sharedQuarantineTimeout = 30 * time.Second
+
 var errNoQuarantine = errors.New("the hot tier cannot quarantine entries")
+
+// quarantineShared quarantines (ns, key) in the shared tier once the hot
+// tier has; a failure is logged, not returned: this replica stopped serving
+// the entry, and an admin can retry with POST .../quarantine.
+func (s *Store) quarantineShared(ns string, key store.Key) {
+	sq, ok := s.shared.(sharedQuarantiner)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, sharedQuarantineTimeout)
+	defer cancel()
+	err := sq.Quarantine(ctx, ns, key)
+	s.observe(err)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("quarantine in the shared tier failed; other replicas may still fetch the entry from it",
+			"namespace", ns, "key", key.String(), "err", err)
+	}
+}
 
 // hotQ returns the hot tier's quarantine, or an error when it has none.
 func (s *Store) hotQ() (quarantiner, error) {
@@ -40,6 +73,26 @@ func (s *Store) hotQ() (quarantiner, error) {
 func (s *Store) quarantined(ns string, key store.Key) bool {
 	q, ok := s.hot.(quarantiner)
 	return ok && q.IsQuarantined(ns, key)
+}
+
+// heldSHA256 is the hot tier's QuarantinedSHA256, if it has one.
+type heldSHA256 interface {
+	QuarantinedSHA256(ns string, key store.Key) ([32]byte, bool)
+}
+
+// refuseQuarantined returns store.ErrQuarantined for a Put that declares the
+// very bytes this replica quarantined under the key, before the shared tier
+// (whose record was moved aside) would store them again.
+func (s *Store) refuseQuarantined(ns string, key store.Key, opts store.PutOptions) error {
+	h, ok := s.hot.(heldSHA256)
+	if !ok || opts.SHA256 == nil {
+		return nil
+	}
+	if sha, held := h.QuarantinedSHA256(ns, key); held && sha == *opts.SHA256 {
+		return fmt.Errorf("put entry %s/%s: these bytes were quarantined (clients reported that they cannot load them); store different bytes, or ask an admin to restore the entry: %w",
+			ns, key, store.ErrQuarantined)
+	}
+	return nil
 }
 
 // IsQuarantined reports whether this replica quarantined (ns, key).
@@ -76,7 +129,12 @@ func (s *Store) Report(ctx context.Context, ns string, key store.Key, r store.Re
 	if err := s.promote(ctx, q, ns, key); err != nil {
 		return store.ReportState{}, err
 	}
-	return q.Report(ctx, ns, key, r, threshold, admin)
+	was := q.IsQuarantined(ns, key)
+	st, err := q.Report(ctx, ns, key, r, threshold, admin)
+	if err == nil && st.Quarantined && !was {
+		s.quarantineShared(ns, key)
+	}
+	return st, err
 }
 
 // Reports returns the hot tier's reports of the entry.
@@ -98,7 +156,11 @@ func (s *Store) Quarantine(ctx context.Context, ns string, key store.Key, reason
 	if err := s.promote(ctx, q, ns, key); err != nil {
 		return store.ReportState{}, err
 	}
-	return q.Quarantine(ctx, ns, key, reason)
+	st, err := q.Quarantine(ctx, ns, key, reason)
+	if err == nil {
+		s.quarantineShared(ns, key) // again if it failed before: the admin's retry
+	}
+	return st, err
 }
 
 // Restore restores the entry in the hot tier.
@@ -107,7 +169,20 @@ func (s *Store) Restore(ctx context.Context, ns string, key store.Key) (store.Me
 	if err != nil {
 		return store.Meta{}, err
 	}
-	return q.Restore(ctx, ns, key)
+	m, err := q.Restore(ctx, ns, key)
+	if err != nil {
+		return m, err
+	}
+	if sq, ok := s.shared.(sharedQuarantiner); ok {
+		sctx, cancel := context.WithTimeout(ctx, sharedQuarantineTimeout)
+		defer cancel()
+		serr := sq.Restore(sctx, ns, key)
+		s.observe(serr)
+		if serr != nil && !errors.Is(serr, store.ErrNotFound) {
+			return m, fmt.Errorf("restore entry %s/%s: restored on this replica, but not in the shared tier: %w", ns, key, serr)
+		}
+	}
+	return m, nil
 }
 
 // WalkQuarantined lists the hot tier's quarantined entries.
