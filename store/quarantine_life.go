@@ -102,6 +102,14 @@ func (s *Badger) chunkPurge(blob blobRecord) func() {
 func (s *Badger) replaceHeldLocked(txn *badger.Txn, ref entryRef, sha [32]byte) (done func() func(), err error) {
 	h, lastRef, ok := s.heldBlob(ref)
 	if !ok {
+		// A corrupt-chunk quarantine's record (no bytes kept) ends when
+		// the key is stored again: it must not list the new entry as
+		// quarantined.
+		if _, err := txn.Get(quarantineKey(ref.ns, ref.key)); err == nil {
+			if err := txn.Delete(quarantineKey(ref.ns, ref.key)); err != nil {
+				return nil, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+			}
+		}
 		return nil, nil
 	}
 	if h.blob == sha {

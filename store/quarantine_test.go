@@ -284,6 +284,18 @@ func TestCorruptChunkOfQuarantinedBlob(t *testing.T) {
 		t.Fatalf("Restore = %v, want ErrNotFound saying the bytes are gone", err)
 	}
 	checkHeld(t, s)
+
+	// Stored again, the key is live and no longer listed as quarantined.
+	mustPut(t, s, "default", keyOf("q"), data[:100])
+	if st, err := s.Reports(ctx, "default", keyOf("q")); err != nil || st.Quarantined {
+		t.Fatalf("re-stored entry: %+v, %v; want live", st, err)
+	}
+	var listed []Quarantined
+	_ = s.WalkQuarantined(ctx, "default", nil, func(q Quarantined) bool { listed = append(listed, q); return true })
+	if len(listed) != 1 || listed[0].Meta.Key != keyOf("live") || listed[0].Cause != CauseCorrupt || listed[0].Restorable {
+		t.Fatalf("listed %+v after q was stored again; want only the corrupt entry live, not restorable", listed)
+	}
+	checkHeld(t, s)
 }
 
 func TestQuarantinedEvictedLast(t *testing.T) {
