@@ -179,16 +179,19 @@ def test_install_and_uninstall_restore_jax(monkeypatch):
     from jax._src import compilation_cache as cc
 
     orig_get = ck.get
+    orig_load = cc.get_executable_and_time
     b = cj.install("http://127.0.0.1:9", mode="canonical")
     try:
         assert cc._cache is b and cj.installed() is b
         assert getattr(ck.get, "__wrapped__", None) is orig_get
+        assert getattr(cc.get_executable_and_time, "__wrapped__", None) is orig_load  # self-healing hook
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
         with pytest.raises(ValueError):
             cj.install("http://127.0.0.1:9", mode="nope")
     finally:
         cj.uninstall()
     assert ck.get is orig_get and cc._cache is None and cj.installed() is None
+    assert cc.get_executable_and_time is orig_load
 
 
 def test_four_processes_with_leases_compile_once(shared_server):
