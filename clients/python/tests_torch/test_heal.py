@@ -84,3 +84,17 @@ def test_unloadable_artifact_is_reported_quarantined_and_healed(start_server: An
     assert d.out["stats"]["load_failures"] == 0 and d.out["digests"] == a.out["digests"], d.out["stats"]
     log = server.log()
     assert "entry quarantined" in log and key in log
+
+
+def test_install_wraps_and_uninstall_restores_the_loader() -> None:
+    import cachesvc.torch as ct
+    from torch._inductor.codecache import GuardedCache
+
+    orig = GuardedCache.__dict__["iterate_over_candidates"]
+    svc = ct.install("http://127.0.0.1:9", "heal")
+    try:
+        assert svc is not None
+        assert getattr(GuardedCache.iterate_over_candidates, "__cachesvc__", False)
+    finally:
+        ct.uninstall()
+    assert GuardedCache.__dict__["iterate_over_candidates"] is orig
