@@ -69,6 +69,7 @@ func TestServeFromEnv(t *testing.T) {
 	t.Setenv("CACHESVC_LOG_FORMAT", "json")
 	t.Setenv("CACHESVC_SHUTDOWN_GRACE", "5s")
 	t.Setenv("CACHESVC_WASM_CACHE", testWasmCache(t))
+	t.Setenv("CACHESVC_QUARANTINE_AFTER", "1")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -91,6 +92,25 @@ func TestServeFromEnv(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT = %d", resp.StatusCode)
+	}
+	// --quarantine-after from the environment: one report quarantines.
+	resp, err = http.Post(url+"/v1/default/entries/"+key+"/reports", "application/json",
+		strings.NewReader(`{"reason":"cannot load","client":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(rep), `"threshold":1,"quarantined":true`) {
+		t.Errorf("report = %d %s, want quarantined at threshold 1", resp.StatusCode, rep)
+	}
+	req, _ = http.NewRequest(http.MethodPost, url+"/v1/default/entries/"+key+"/restore", nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("restore = %d", resp.StatusCode)
 	}
 	// --max-entry-size from the environment: 413.
 	req, _ = http.NewRequest(http.MethodPut, url+"/v1/default/entries/"+strings.Repeat("a", 64), bytes.NewReader(make([]byte, 2<<20)))
@@ -167,6 +187,8 @@ func TestServeBadFlags(t *testing.T) {
 		{"serve", "--log-format", "xml"},
 		{"serve", "--log-level", "loud"},
 		{"serve", "--max-size", "big"},
+		{"serve", "--quarantine-after", "0"},
+		{"serve", "--quarantine-after", "65"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, nil, &stdout, &stderr); code != 2 {
