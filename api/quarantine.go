@@ -65,7 +65,7 @@ func (g *quarantineAPI) routes() []Route {
 func newReportsCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cachesvc_entry_reports_total",
-		Help: "Reports that an entry fetched from the cache failed to load, by result: recorded, quarantined (this report quarantined it), already_quarantined, not_found.",
+		Help: "Reports that an entry fetched from the cache failed to load, by result: recorded, quarantined (this report quarantined it), already_quarantined, not_found, error.",
 	}, []string{"result"})
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("register report metrics: %w", err)
@@ -170,21 +170,26 @@ func (g *quarantineAPI) handleReport(c *fiber.Ctx) error {
 	if err := checkReason("client", b.Client, MaxClientIDLen, true); err != nil {
 		return err
 	}
-	before, err := g.q.Reports(c.UserContext(), r.Namespace, r.Key)
-	st, err2 := g.q.Report(c.UserContext(), r.Namespace, r.Key,
+	// Read first only to tell, in the metrics, a report that quarantined
+	// the entry from one that found it quarantined (reports are rare).
+	prev, perr := g.q.Reports(c.UserContext(), r.Namespace, r.Key)
+	was := perr == nil && prev.Quarantined
+	st, err := g.q.Report(c.UserContext(), r.Namespace, r.Key,
 		store.Report{Reason: b.Reason, Reporter: reporter(c, b.Client)}, g.threshold, g.isAdmin(c, r.Namespace))
 	result := "recorded"
 	switch {
-	case err2 != nil:
+	case errors.Is(err, store.ErrNotFound):
 		result = "not_found"
-	case err == nil && before.Quarantined:
+	case err != nil:
+		result = "error"
+	case was:
 		result = "already_quarantined"
 	case st.Quarantined:
 		result = "quarantined"
 	}
 	g.reports.WithLabelValues(result).Inc()
-	if err2 != nil {
-		return entryErr(err2, r.Namespace, r.Key)
+	if err != nil {
+		return entryErr(err, r.Namespace, r.Key)
 	}
 	return c.JSON(g.reportJSON(st))
 }
