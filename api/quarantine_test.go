@@ -105,6 +105,11 @@ func TestQuarantineRoutes(t *testing.T) {
 				t.Fatalf("exists = %s, want %s missing", doc, k)
 			}
 		}},
+		{"batch lists it missing", "POST", "batch", tokReader, `{"keys":["{k}"]}`, 200, "", func(t *testing.T, doc []byte) {
+			if !strings.Contains(string(doc), "missing.json") || !strings.Contains(string(doc), k) || strings.Contains(string(doc), "bad-bytes") {
+				t.Fatalf("batch = %q, want only missing.json naming %s", doc, k)
+			}
+		}},
 		{"report of a quarantined entry", "POST", "entries/{k}/reports", tokReader, `{"reason":"again","client":"c3"}`, 200, "", reportIs(3, 2, true)},
 		{"same bytes stay quarantined", "PUT", "entries/{k}", tokWriter, "bad-bytes", 409, "quarantined", nil},
 		{"reports and state", "GET", "entries/{k}/reports", tokAdmin, "", 200, "", func(t *testing.T, doc []byte) {
