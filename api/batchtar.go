@@ -55,6 +55,12 @@ func paxRecords(m store.Meta, sig string) map[string]string {
 // memberHeader returns the tar header blocks (PAX extended header and the
 // member's own header) for an entry.
 func memberHeader(k cachekey.Key, m store.Meta, sig string) ([]byte, error) {
+	return tarHeader(k, m, paxRecords(m, sig))
+}
+
+// tarHeader returns the tar header blocks of an entry's member with the
+// PAX records pax.
+func tarHeader(k cachekey.Key, m store.Meta, pax map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := tw.WriteHeader(&tar.Header{
@@ -64,7 +70,7 @@ func memberHeader(k cachekey.Key, m store.Meta, sig string) ([]byte, error) {
 		Size:       m.Size,
 		ModTime:    m.Created.Truncate(time.Second),
 		Format:     tar.FormatPAX,
-		PAXRecords: paxRecords(m, sig),
+		PAXRecords: pax,
 	})
 	return buf.Bytes(), err
 }
@@ -97,13 +103,19 @@ func memberHeaderLen(k cachekey.Key, m store.Meta, sig string) (int, error) {
 
 // tarTail returns the missing.json member and the end-of-archive blocks.
 func tarTail(missing wire.MissingList) ([]byte, error) {
-	body, err := json.Marshal(missing)
+	return jsonTail(wire.MissingMember, missing)
+}
+
+// jsonTail returns a last member named name holding v as JSON, and the
+// end-of-archive blocks.
+func jsonTail(name string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: wire.MissingMember, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(body); err != nil {
@@ -181,23 +193,29 @@ func (b *batchStream) writeMember(w io.Writer, p planned, m store.Meta, r io.Rea
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
+	return copyMember(w, r, m.Size, buf)
+}
+
+// copyMember writes size bytes of r to w through buf, then the member's
+// tar padding. r ending early is an error: the stream must be aborted.
+func copyMember(w io.Writer, r io.Reader, size int64, buf []byte) error {
 	var n int64
-	for n < m.Size {
-		k, err := r.Read(buf[:min(int64(len(buf)), m.Size-n)])
+	for n < size {
+		k, err := r.Read(buf[:min(int64(len(buf)), size-n)])
 		if k > 0 {
 			if _, werr := w.Write(buf[:k]); werr != nil {
 				return werr
 			}
 			n += int64(k)
 		}
-		if err == io.EOF && n < m.Size {
-			return fmt.Errorf("entry ended after %d of %d bytes", n, m.Size)
+		if err == io.EOF && n < size {
+			return fmt.Errorf("entry ended after %d of %d bytes", n, size)
 		}
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("read after %d bytes: %w", n, err)
 		}
 	}
-	if pad := tarPad(m.Size); pad > 0 {
+	if pad := tarPad(size); pad > 0 {
 		clear(buf[:pad])
 		if _, err := w.Write(buf[:pad]); err != nil {
 			return err
