@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
+)
+
+const adminShowSummary = `Show one entry's provenance: who wrote it (writer, run), when (created,
+last access), how often it was served (hits), its size, SHA-256, backend,
+name, compile seconds, labels, components and signature. With
+--verify-key, check the signature against the server's public key.
+Showing does not count as an access. Usage: cachesvc admin show KEY [flags]`
+
+// runAdminShow is `cachesvc admin show KEY`.
+func runAdminShow(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("admin show", adminShowSummary, sio)
+	var af adminFlags
+	af.register(fs, false)
+	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new') to verify the signature with")
+	asJSON := fs.Bool("json", false, "print the entry as JSON")
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give exactly one KEY (64 hex characters), got %d arguments", len(pos))
+	}
+	key, err := cachekey.ParseKey(pos[0])
+	if err != nil {
+		return usagef("KEY: %s", err)
+	}
+	var pub ed25519.PublicKey
+	if *verifyKey != "" {
+		b, err := os.ReadFile(*verifyKey)
+		if err != nil {
+			return fmt.Errorf("read --verify-key: %w", err)
+		}
+		if pub, err = auth.ParsePublicKey(b); err != nil {
+			return fmt.Errorf("--verify-key %s: %w", *verifyKey, err)
+		}
+	}
+	cl, ns, err := af.client(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := af.withTimeout(ctx)
+	defer cancel()
+	e, err := cl.EntryMeta(ctx, ns, key.String())
+	if err != nil {
+		return fmt.Errorf("show %s/%s: %w", ns, key, adminHint(err))
+	}
+	sig, sigErr := signatureStatus(e, key, pub, *verifyKey)
+	if *asJSON {
+		if err := writeJSON(sio, e); err != nil {
+			return err
+		}
+		return sigErr
+	}
+	w := sio.Stdout
+	row := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	row("key", e.Key)
+	row("namespace", e.Namespace)
+	row("size", fmt.Sprintf("%s (%d bytes)", humanBytes(e.Size), e.Size))
+	row("sha256", e.SHA256)
+	row("backend", dash(e.Backend))
+	row("name", dash(e.Name))
+	row("writer", dash(e.Writer))
+	row("run", dash(e.Run))
+	row("created", e.Created.UTC().Format(time.RFC3339))
+	row("last access", e.LastAccess.UTC().Format(time.RFC3339))
+	row("hits", fmt.Sprint(e.Hits))
+	row("compile seconds", fmt.Sprint(e.CompileSeconds))
+	row("labels", pairs(e.Labels))
+	row("components", pairs(e.Components))
+	row("signature", sig)
+	return sigErr
+}
+
+// signatureStatus describes e's signature, verified against pub (read
+// from file) when given; a bad signature is also an error.
+func signatureStatus(e client.EntryInfo, key cachekey.Key, pub ed25519.PublicKey, file string) (string, error) {
+	switch {
+	case e.Signature == "":
+		return "none (the server has no signing key)", nil
+	case pub == nil:
+		return "present, not verified (give --verify-key FILE.pub)", nil
+	}
+	var sum [32]byte
+	if n, err := hex.Decode(sum[:], []byte(e.SHA256)); err != nil || n != len(sum) {
+		return "", fmt.Errorf("the server sent a bad sha256 %q", e.SHA256)
+	}
+	if !auth.Verify(pub, key, sum, e.Signature) {
+		return "INVALID for " + file, fmt.Errorf("the signature of %s/%s does not verify with %s: the entry was not signed by that key's server", e.Namespace, e.Key, file)
+	}
+	return "valid (verified with " + file + ")", nil
+}
+
+// pairs renders a map as "k=v, ..." in key order, or "-".
+func pairs(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + m[k]
+	}
+	return strings.Join(out, ", ")
+}
