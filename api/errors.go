@@ -53,6 +53,7 @@ var sentinels = []struct {
 }{
 	{store.ErrNotFound, http.StatusNotFound, "not_found"},
 	{store.ErrConflict, http.StatusConflict, "conflict"},
+	{store.ErrQuarantined, http.StatusConflict, "quarantined"},
 	{store.ErrDigestMismatch, http.StatusBadRequest, "digest_mismatch"},
 	{store.ErrSizeMismatch, http.StatusBadRequest, "size_mismatch"},
 	{store.ErrTooLarge, http.StatusRequestEntityTooLarge, "entry_too_large"},

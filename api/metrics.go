@@ -75,11 +75,13 @@ var (
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
 	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries evicted to make room.", nil, nil)
 	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
+	descQuarantined  = prometheus.NewDesc("cachesvc_quarantined_entries", "Entries quarantined now (reported as unloadable or quarantined by an admin): never served, restorable.", nil, nil)
+	descQuarantines  = prometheus.NewDesc("cachesvc_quarantines_total", "Entries quarantined since the store opened, by cause: reports (enough distinct clients could not load it), admin, corrupt (a chunk failed its checksum).", []string{"cause"}, nil)
 )
 
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity} {
+	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity, descQuarantined, descQuarantines} {
 		ch <- d
 	}
 }
@@ -94,6 +96,10 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))
 	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(us.Evictions))
 	ch <- prometheus.MustNewConstMetric(descIntegrity, prometheus.CounterValue, float64(us.IntegrityFailures))
+	ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(us.Quarantined))
+	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
+	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
+	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
 }
 
 // middleware wraps every request: it gives the handler a context that

@@ -128,6 +128,12 @@ type Config struct {
 	// tier for /readyz, /v1/stats and the dashboard. It must not do I/O.
 	SharedTier func() wire.SharedTierState
 
+	// QuarantineAfter is how many distinct reporters must report an entry
+	// as unloadable before it is quarantined (1 to store.MaxReporters); a
+	// report from an admin token quarantines at once. 0 means
+	// DefaultQuarantineAfter.
+	QuarantineAfter int
+
 	// Touch, when set, is told of every entry served (a hit on any route, or
 	// an upload of an entry that already existed), for the fleet's access
 	// log that gc reads. It must not block.
@@ -174,6 +180,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("new api server: Config.Store is required")
 	}
+	if cfg.QuarantineAfter > store.MaxReporters {
+		return nil, fmt.Errorf("new api server: QuarantineAfter %d is over the %d distinct reporters an entry keeps; use 1 to %d",
+			cfg.QuarantineAfter, store.MaxReporters, store.MaxReporters)
+	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{})}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
@@ -205,6 +215,9 @@ func (cfg Config) withDefaults() Config {
 		cfg.Seed = cfg.Store
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.QuarantineAfter <= 0 {
+		cfg.QuarantineAfter = DefaultQuarantineAfter
+	}
 	return cfg
 }
 
@@ -261,7 +274,13 @@ func (s *Server) init() error {
 	})
 	s.app.Use(s.middleware)
 	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
+	reports, err := newReportsCounter(cfg.Registry)
+	if err != nil {
+		return err
+	}
+	q, _ := cfg.Store.(Quarantiner)
 	return s.register(
+		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
 			shared: cfg.SharedTier, log: s.log},
 		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},

@@ -54,9 +54,15 @@ type accounting struct {
 	entries  map[entryRef]*acctEntry
 	blobs    map[[32]byte]*acctBlob
 	lru      list.List
+	// held are the quarantined entries that keep their blob (quarantine.go):
+	// each holds a reference to it, so its bytes count, but none is in the
+	// LRU list or served.
+	held map[entryRef]heldEntry
 
 	evictions         int64
 	integrityFailures int64
+	// quarantines counts reported and admin quarantines by cause.
+	quarantines [numCauses]int64
 }
 
 // loadedEntry is an entry as found on disk when the store opens.
@@ -72,6 +78,7 @@ func newAccounting(max int64) *accounting {
 		max:     max,
 		entries: make(map[entryRef]*acctEntry),
 		blobs:   make(map[[32]byte]*acctBlob),
+		held:    make(map[entryRef]heldEntry),
 	}
 }
 
@@ -276,5 +283,9 @@ func (a *accounting) usage() Usage {
 		MaxBytes:          a.max,
 		Evictions:         a.evictions,
 		IntegrityFailures: a.integrityFailures,
+
+		Quarantined:         int64(len(a.held)),
+		QuarantinesReported: a.quarantines[causeReports],
+		QuarantinesAdmin:    a.quarantines[causeAdmin],
 	}
 }

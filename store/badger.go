@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -179,6 +180,7 @@ func (s *Badger) recover() error {
 			}
 			loaded = append(loaded, loadedEntry{ref: ref, blob: m.SHA256, size: sizes[m.SHA256], atime: atime})
 		}
+		s.recoverHeld(txn, blobs, sizes, used) // quarantine_life.go
 		return nil
 	})
 	if err != nil {
@@ -374,7 +376,7 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 	sha, lastRef, ok := s.acct.lookup(ref)
 	s.mu.Unlock()
 	if !ok {
-		return nop, ErrNotFound
+		return s.deleteHeldLocked(ref) // quarantine_life.go
 	}
 	var blob blobRecord
 	txn := s.db.NewTransaction(true)
@@ -386,7 +388,8 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 			if err == nil {
 				m, derr := decodeMeta(ref, v)
 				if derr == nil {
-					rec := metaRecord{Meta: m, SHA256: hex.EncodeToString(m.SHA256[:]), Reason: reason}
+					rec := metaRecord{Meta: m, SHA256: hex.EncodeToString(m.SHA256[:]), Reason: reason,
+						QuarantinedAt: time.Now().UTC(), Cause: CauseCorrupt}
 					if b, err := json.Marshal(rec); err == nil {
 						_ = txn.Set(entryKey(prefixQuarantine, ref.ns, ref.key), b)
 					}
@@ -395,6 +398,9 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 		}
 	}
 	if err := txn.Delete(mk); err != nil {
+		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	if err := txn.Delete(reportKey(ref.ns, ref.key)); err != nil {
 		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
 	}
 	if lastRef {

@@ -309,6 +309,9 @@ func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
 			"key", ref.key.String(), "reason", reason)
 		purges = append(purges, purge)
 	}
+	// Quarantined entries holding the blob lose it with the others
+	// (quarantine_life.go).
+	s.forgetHeldBlob(sha)
 	// An upload pinning the blob kept it alive: delete it anyway; that
 	// upload's commit then fails.
 	s.mu.Lock()

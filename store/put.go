@@ -326,6 +326,14 @@ func copyMap(m map[string]string) map[string]string {
 // chunks now belong to a blob. On success commit releases reserved and
 // settles the written bytes of the upload's chunks (diskbound.go).
 func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte, written int64) (res PutResult, keepChunks bool, err error) {
+	// purge frees the chunks of a quarantined entry this commit replaced,
+	// once every lock is released.
+	var purge func()
+	defer func() {
+		if purge != nil {
+			purge()
+		}
+	}()
 	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
@@ -343,6 +351,10 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 			hex.EncodeToString(existing.SHA256[:]), ErrConflict)
 	case !errors.Is(err, ErrNotFound):
 		return res, false, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	replaced, err := s.replaceHeldLocked(txn, ref, m.SHA256) // quarantine_life.go
+	if err != nil {
+		return res, false, err
 	}
 	s.mu.Lock()
 	newBlob := !s.acct.hasBlob(m.SHA256)
@@ -378,6 +390,9 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 	}
 	if err := txn.Commit(); err != nil {
 		return res, false, fmt.Errorf("put entry %s/%s: commit: %w", ref.ns, ref.key, err)
+	}
+	if replaced != nil {
+		purge = replaced()
 	}
 	if newBlob && inline != nil {
 		s.diskWrote(int64(len(inline)), false)

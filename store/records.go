@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/dgraph-io/badger/v4"
@@ -17,6 +18,7 @@ import (
 //
 //	m/<ns>\x00<key:32>        entry metadata (metaRecord, JSON)
 //	q/<ns>\x00<key:32>        quarantined entry metadata (metaRecord, JSON)
+//	r/<ns>\x00<key:32>        reports that an entry failed to load (reportsRecord, JSON)
 //	b/<sha256:32>             blob record (blobRecord, JSON)
 //	c/<upload:16><index:4BE>  chunk: crc32c (4 bytes BE) then data
 //
@@ -26,6 +28,7 @@ import (
 const (
 	prefixMeta       = "m/"
 	prefixQuarantine = "q/"
+	prefixReports    = "r/"
 	prefixBlob       = "b/"
 	prefixChunk      = "c/"
 )
@@ -121,6 +124,13 @@ type metaRecord struct {
 	SHA256 string `json:"sha256"`
 	// Reason says why a quarantined entry was quarantined.
 	Reason string `json:"reason,omitempty"`
+	// QuarantinedAt, Cause and Kept describe a quarantine (quarantine.go):
+	// when, why ("corrupt", "reports", "admin"), and whether the blob was
+	// kept so that the entry can be restored. Records written before these
+	// fields existed have none of them (a corrupt-chunk quarantine).
+	QuarantinedAt time.Time `json:"quarantined_at,omitzero"`
+	Cause         string    `json:"cause,omitempty"`
+	Kept          bool      `json:"kept,omitempty"`
 }
 
 func encodeMeta(m Meta) ([]byte, error) {

@@ -76,7 +76,16 @@ func (s *Badger) reserveOnce(n int64) error {
 		ref, ok := s.acct.oldest()
 		s.mu.Unlock()
 		if !ok {
-			return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
+			// Quarantined entries go last (quarantine_life.go).
+			purge, ok, err := s.evictHeldLocked()
+			purges = append(purges, purge)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
+			}
+			continue
 		}
 		var m Meta
 		if s.cfg.OnEvict != nil {

@@ -81,6 +81,10 @@ var (
 	// The queue drains as the shared tier takes uploads, so retrying later
 	// may succeed (the api answers 503 with Retry-After).
 	ErrQueueFull = errors.New("upload queue is full")
+	// ErrQuarantined means the entry is quarantined (reported as unloadable)
+	// and a Put brought the same bytes again; nothing was stored. Different
+	// bytes replace a quarantined entry.
+	ErrQuarantined = errors.New("entry is quarantined")
 )
 
 // Key is a cache key (cachekey.Key); the store addresses entries by

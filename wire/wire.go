@@ -172,6 +172,15 @@ type StoreUsage struct {
 	DiskBytes         int64 `json:"disk_bytes"`
 	Evictions         int64 `json:"evictions"`
 	IntegrityFailures int64 `json:"integrity_failures"`
+	// Quarantined counts the entries held in quarantine now (reported as
+	// unloadable, or quarantined by an admin): never served, restorable.
+	Quarantined int64 `json:"quarantined"`
+	// QuarantinesReported and QuarantinesAdmin count quarantines since the
+	// store opened by cause: reports from enough distinct clients, or an
+	// admin (a report from an admin token or POST .../quarantine).
+	// Quarantines of corrupt chunks are IntegrityFailures.
+	QuarantinesReported int64 `json:"quarantines_reported"`
+	QuarantinesAdmin    int64 `json:"quarantines_admin"`
 }
 
 // StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:

@@ -40,7 +40,10 @@ type serveOptions struct {
 	WriteMode     string
 	QueueEntries  int
 	QueueBytes    int64
-	Redis         redisOptions // redis.go
+	// QuarantineAfter is how many distinct clients must report an entry as
+	// unloadable before it is quarantined.
+	QuarantineAfter int
+	Redis           redisOptions // redis.go
 
 	// shared is the shared tier's configuration, resolved once from S3 (the
 	// credentials file read) by serve for every user of the bucket.
@@ -70,8 +73,12 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
 	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
 	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
+	fs.IntVar(&o.QuarantineAfter, "quarantine-after", api.DefaultQuarantineAfter, "quarantine an entry once this many distinct `clients` report that it fails to load (1 to 64; a report from an admin token quarantines at once)")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
+	}
+	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
+		return usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -215,6 +222,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Signer:        sec.Signer,
 		TLS:           sec.TLS,
 		Limits:        sec.Limits,
+
+		QuarantineAfter: o.QuarantineAfter,
 	}
 	if member != nil {
 		acfg.Fleet, acfg.Touch, acfg.SharedTier = member.reg, member.access.Touch, stores.sharedState

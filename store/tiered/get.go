@@ -25,6 +25,9 @@ func (s *Store) Get(ctx context.Context, ns string, key store.Key, off, n int64)
 	if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
 		return store.Meta{}, nil, err // invalid arguments, closed, a broken hot tier
 	}
+	if s.quarantined(ns, key) { // quarantine.go: never refilled from the shared tier
+		return store.Meta{}, nil, fmt.Errorf("get entry %s/%s: quarantined on this replica: %w", ns, key, store.ErrNotFound)
+	}
 	if s.q != nil {
 		if ok, err := s.q.refill(ctx, ns, key); ok {
 			if err != nil {

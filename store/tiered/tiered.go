@@ -302,7 +302,7 @@ func (s *Store) Stats() Stats {
 // queue's (ModeBehind) or the shared tier's, without filling the hot tier.
 func (s *Store) Stat(ctx context.Context, ns string, key store.Key) (store.Meta, error) {
 	m, err := s.hot.Stat(ctx, ns, key)
-	if err == nil || !errors.Is(err, store.ErrNotFound) {
+	if err == nil || !errors.Is(err, store.ErrNotFound) || s.quarantined(ns, key) {
 		return m, err
 	}
 	if s.q != nil {
@@ -353,6 +353,7 @@ func (s *Store) Usage() store.Usage {
 	sh.DiskBytes = h.DiskBytes
 	sh.Evictions = h.Evictions
 	sh.IntegrityFailures += h.IntegrityFailures
+	sh.Quarantined, sh.QuarantinesReported, sh.QuarantinesAdmin = h.Quarantined, h.QuarantinesReported, h.QuarantinesAdmin
 	return sh
 }
 

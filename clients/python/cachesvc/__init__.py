@@ -10,8 +10,9 @@ integration lives in ``cachesvc.jax`` and the torch.compile one in
 
 from __future__ import annotations
 
-from .client import BatchMember, Client, EntryInfo, Error, KeyResult, Lease, LookupResult, PutResult
+from .client import BatchMember, Client, EntryInfo, Error, KeyResult, Lease, LookupResult, PutResult, ReportResult
 
-__all__ = ["BatchMember", "Client", "Lease", "EntryInfo", "Error", "KeyResult", "LookupResult", "PutResult", "__version__"]
+__all__ = ["BatchMember", "Client", "Lease", "EntryInfo", "Error", "KeyResult", "LookupResult", "PutResult", "ReportResult",
+           "__version__"]
 
 __version__ = "0.1.0"

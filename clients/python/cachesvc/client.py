@@ -42,6 +42,8 @@ __all__ = [
     "KeyResult",
     "LookupResult",
     "PutResult",
+    "ReportResult",
+    "default_client_id",
 ]
 
 _CHUNK = 256 * 1024
@@ -87,6 +89,8 @@ class EntryInfo:
     sha256: str
     compile_seconds: float | None = None
     etag: str | None = None
+    name: str = ""  # X-Cachesvc-Name, the entry's display name
+    backend: str = ""  # X-Cachesvc-Backend
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,17 @@ class PutResult:
     created: bool
     size: int
     sha256: str
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What :meth:`Client.report` returns: the entry's report counts."""
+
+    key: str
+    reports: int
+    distinct_reporters: int
+    threshold: int
+    quarantined: bool
 
 
 @dataclass(frozen=True)
@@ -590,6 +605,8 @@ class Client:
             sha256=(r.header("X-Content-SHA256") or "").lower(),
             compile_seconds=_float_header(r.header("X-Compile-Seconds")),
             etag=r.header("ETag"),
+            name=r.header("X-Cachesvc-Name") or "",
+            backend=r.header("X-Cachesvc-Backend") or "",
         )
 
     def put(
@@ -687,6 +704,65 @@ class Client:
         r = self._request("DELETE", self._entry_path(key), timeout=timeout, ok=(200, 202, 204), allow=(404,))
         r.read_all(limit=1 << 20)
         return r.status != 404
+
+    # ---- reports and quarantine -------------------------------------------------
+
+    def report(self, key: str, reason: str, *, client: str | None = None,
+               namespace: str | None = None, timeout: float | None = None) -> "ReportResult | None":
+        """Reports that the entry ``key`` was fetched but could not be loaded
+        (``POST .../entries/{key}/reports``). After reports from the server's
+        ``--quarantine-after`` distinct clients, or one from an admin token,
+        the server quarantines the entry (never serves it again until an
+        admin restores it). ``reason`` is cut to 256 bytes; ``client``
+        (default :func:`default_client_id`) is this process's stable id.
+        Returns None when the server has no such entry (404)."""
+        body = {"reason": _truncate(reason or "unknown", 256), "client": _truncate(client or default_client_id(), 128)}
+        r = self._json("POST", self._ns_path_in(namespace, "entries", key, "reports"), body,
+                       timeout=timeout, allow=(404,))
+        doc = _json_body(r)
+        if r.status == 404:
+            return None
+        return ReportResult(key=str(doc.get("key", key)), reports=int(doc.get("reports", 0)),
+                            distinct_reporters=int(doc.get("distinct_reporters", 0)),
+                            threshold=int(doc.get("threshold", 0)), quarantined=bool(doc.get("quarantined")))
+
+    def reports(self, key: str, *, namespace: str | None = None, timeout: float | None = None) -> dict[str, Any] | None:
+        """An entry's reports and quarantine state (admin), or None on a 404."""
+        r = self._request("GET", self._ns_path_in(namespace, "entries", key, "reports"), timeout=timeout,
+                          allow=(404,), headers={"Accept": "application/json"})
+        doc = _json_body(r)
+        return None if r.status == 404 else doc
+
+    def quarantine(self, key: str, reason: str, *, namespace: str | None = None,
+                   timeout: float | None = None) -> bool:
+        """Quarantines an entry now (admin). False when there is no such entry."""
+        r = self._json("POST", self._ns_path_in(namespace, "entries", key, "quarantine"),
+                       {"reason": _truncate(reason, 256)}, timeout=timeout, allow=(404,))
+        _json_body(r)
+        return r.status != 404
+
+    def restore(self, key: str, *, namespace: str | None = None, timeout: float | None = None) -> bool:
+        """Serves a quarantined entry again, its reports cleared (admin).
+        False when it is not quarantined (or its bytes are gone)."""
+        r = self._request("POST", self._ns_path_in(namespace, "entries", key, "restore"), timeout=timeout,
+                          allow=(404,), headers={"Accept": "application/json"})
+        _json_body(r)
+        return r.status != 404
+
+    def quarantined(self, *, namespace: str | None = None, after: str | None = None, limit: int = 1000,
+                    timeout: float | None = None) -> dict[str, Any]:
+        """One page of the namespace's quarantined entries (admin):
+        ``{"entries": [...], "next": cursor}``."""
+        q = urllib.parse.urlencode({k: v for k, v in (("after", after), ("limit", str(limit))) if v})
+        r = self._request("GET", self._ns_path_in(namespace, "quarantine") + "?" + q, timeout=timeout,
+                          headers={"Accept": "application/json"})
+        return _json_body(r)
+
+    def _ns_path_in(self, namespace: str | None, *parts: str) -> str:
+        if namespace is None or namespace == self.namespace:
+            return self._ns_path(*parts)
+        segs = [urllib.parse.quote(namespace, safe="")] + [urllib.parse.quote(p, safe="") for p in parts]
+        return f"{self._prefix}/v1/" + "/".join(segs)
 
     # ---- signatures -------------------------------------------------------------
 
@@ -921,6 +997,22 @@ class BatchMember:
     compile_seconds: float | None = None
     name: str = ""
     backend: str = ""
+
+
+def default_client_id() -> str:
+    """This process's reporter id for :meth:`Client.report`: a hash of the
+    host name and pid, stable for the life of the process and distinct
+    between processes (so that the server counts distinct clients)."""
+    raw = f"{socket.gethostname()}:{os.getpid()}".encode()
+    return "py-" + hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _truncate(s: str, limit: int) -> str:
+    """Cuts s to at most limit UTF-8 bytes, on a character boundary."""
+    b = s.encode("utf-8")
+    if len(b) <= limit:
+        return s
+    return b[:limit].decode("utf-8", "ignore")
 
 
 def default_holder() -> str:

@@ -38,6 +38,12 @@ write never raises into JAX; every call has a time budget; after
 server for ``breaker_cooldown`` seconds (a circuit breaker), so training is not
 slowed by repeated timeouts.
 
+Self-healing: when JAX cannot load an executable the server sent (its
+deserializer raises), the entry is reported to the server with the error
+(``POST .../reports``) and treated as a miss, so JAX compiles; the server
+quarantines an entry once enough distinct clients reported it
+(``_jaxheal.py``).
+
 Compile seconds: JAX stores the compile time as a 4-byte big-endian count of
 *whole* seconds at the start of the *compressed* value, which is 0 for most
 programs. We measure instead the time from the miss (our ``get``) to the write
@@ -61,6 +67,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from . import _jaxheal
 from ._failopen import Breaker, Settings, Uploader, Warner, env, env_flag
 from .client import Client, Error
 
@@ -116,6 +123,9 @@ class CacheStats:
     prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
     local_hits: int = 0  # hits served from the local directory tier
     put_dropped: int = 0  # writes not made because the upload queue was full
+    load_failures: int = 0  # entries from the server JAX could not load (then a miss)
+    reports: int = 0  # ... reported to the server
+    reports_quarantined: int = 0  # ... whose report found the entry quarantined
 
 
 def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
@@ -311,6 +321,7 @@ def install(
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size_bytes))
         cc.reset_cache()
         cc._cache = backend
+        _jaxheal.install(cc, installed)
         if mode == "canonical":
             orig = ck.get
             _orig_cache_key_get = orig
@@ -342,6 +353,7 @@ def _uninstall_locked() -> None:
     if _orig_cache_key_get is not None and getattr(ck.get, "__cachesvc__", False):
         ck.get = _orig_cache_key_get
     _orig_cache_key_get = None
+    _jaxheal.uninstall(cc)
     if cc._cache is _installed:
         cc.reset_cache()
     _installed.flush(_installed.flush_at_exit)
@@ -442,6 +454,9 @@ def _backend_class(base: type) -> type:
             # jax key -> signature (canonical mode), server key, miss time
             self._signatures: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
             self._server_keys: collections.OrderedDict[str, tuple[str, float, str]] = collections.OrderedDict()
+            # jax key -> server key of values served from the server, until
+            # JAX has loaded them (_jaxheal reports those it cannot load)
+            self._served: collections.OrderedDict[str, str] = collections.OrderedDict()
             self.leases = leases
             self.lease_ttl = lease_ttl
             self.lease_wait = lease_wait
@@ -579,6 +594,8 @@ def _backend_class(base: type) -> type:
                 self._stats.hits += 1
                 self._stats.hit_bytes += len(value)
                 self._stats.compile_seconds_saved += secs or 0.0
+            if server_key:
+                self._remember(self._served, key, server_key)
             return value
 
         def _fetch(self, key: str, sig: dict[str, Any]) -> tuple[bytes | None, str, float | None, str]:

@@ -220,6 +220,10 @@ def main() -> None:
     ap.add_argument("--prefetch", metavar="RUN", help="warm the in-process view from RUN's manifest first")
     ap.add_argument("--local-dir", help="local directory tier in front of the server")
     ap.add_argument("--sync-uploads", action="store_true", help="write entries inside put (no background thread)")
+    ap.add_argument("--dead-reports", action="store_true",
+                    help="send reports of unloadable entries to a port where nothing listens")
+    ap.add_argument("--no-write", action="store_true",
+                    help="JAX writes nothing (its min compile time set out of reach), like a process other than 0")
     args = ap.parse_args()
     backend = None
     report: dict = {"program": args.program}
@@ -227,7 +231,16 @@ def main() -> None:
         import cachesvc.jax
         backend = cachesvc.jax.install(mode=args.mode, timeout=args.timeout, breaker_cooldown=5.0,
                                        leases=args.leases or None, local_dir=args.local_dir,
-                                       background_uploads=not args.sync_uploads)
+                                       background_uploads=not args.sync_uploads,
+                                       min_compile_time_secs=1e9 if args.no_write else 0.0)
+        if args.dead_reports and backend is not None:
+            import socket
+
+            from cachesvc import Client
+            with socket.socket() as sk:  # a free port, closed again: connections are refused
+                sk.bind(("127.0.0.1", 0))
+                dead = f"http://127.0.0.1:{sk.getsockname()[1]}"
+            backend.client.report = Client(dead, retries=0).report
         if args.prefetch:
             report["prefetched"] = cachesvc.jax.prefetch(args.prefetch)
     t0 = time.perf_counter()

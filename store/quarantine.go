@@ -1,0 +1,636 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Reported entries. A client that fetched an entry it could not load (the
+// compiler's deserializer raised on bytes whose SHA-256 was right) reports
+// it; after reports from enough distinct reporters, or one from an admin,
+// the entry is quarantined: its metadata moves under the quarantine prefix
+// (so Get, Stat, Walk and a Put's existence check miss it), but unlike a
+// corrupt-chunk quarantine its blob is kept, referenced by the quarantined
+// entry, so that an admin can restore it.
+//
+// Bounds: an entry keeps its last MaxReports reports and at most
+// MaxReporters distinct reporters (so a threshold is at most MaxReporters).
+// Quarantined entries count against Config.MaxBytes and are evicted, oldest
+// quarantine first, only once every live entry has been.
+
+// Quarantine causes, as stored and reported.
+const (
+	// CauseCorrupt is a quarantine by a chunk that failed its checksum; the
+	// bytes are deleted and the entry cannot be restored.
+	CauseCorrupt = "corrupt"
+	// CauseReports is a quarantine by reports from enough distinct clients.
+	CauseReports = "reports"
+	// CauseAdmin is a quarantine by an admin (a report from an admin token
+	// or an explicit Quarantine).
+	CauseAdmin = "admin"
+)
+
+// causes indexes accounting.quarantines.
+const (
+	causeReports = iota
+	causeAdmin
+	numCauses
+)
+
+// Bounds of the reports kept per entry.
+const (
+	// MaxReports is how many reports an entry keeps (the most recent).
+	MaxReports = 16
+	// MaxReporters bounds the distinct reporters counted per entry, and so
+	// the largest useful report threshold.
+	MaxReporters = 64
+	// MaxReasonLen bounds a report's or quarantine's reason, in bytes.
+	MaxReasonLen = 256
+	// MaxReporterLen bounds a reporter's identity, in bytes.
+	MaxReporterLen = 256
+)
+
+// Report is one report that an entry failed to load.
+type Report struct {
+	// Time is when the store received it (set by Report).
+	Time time.Time `json:"time"`
+	// Reason is what the client saw, e.g. the deserializer's exception.
+	Reason string `json:"reason"`
+	// Reporter identifies the client (token name and client id); reports
+	// from one reporter count once toward the threshold.
+	Reporter string `json:"reporter"`
+}
+
+// ReportState is an entry's reports and quarantine state.
+type ReportState struct {
+	Namespace string
+	Key       Key
+	// Reports are the last MaxReports reports, oldest first.
+	Reports []Report
+	// Total counts the reports received since the entry was stored or
+	// restored; Distinct the distinct reporters among them.
+	Total    int64
+	Distinct int
+	// Quarantined is true while the entry is quarantined; QuarantinedAt,
+	// Cause and Reason then describe the quarantine, and Restorable says
+	// whether its bytes were kept.
+	Quarantined   bool
+	QuarantinedAt time.Time
+	Cause         string
+	Reason        string
+	Restorable    bool
+}
+
+// Quarantined is one quarantined entry, as WalkQuarantined lists it.
+type Quarantined struct {
+	Meta          Meta
+	QuarantinedAt time.Time
+	Cause         string
+	Reason        string
+	// Restorable is true when the entry kept its bytes (not a corrupt-chunk
+	// quarantine, and not since evicted or corrupted).
+	Restorable bool
+	// Reports counts the reports received before the quarantine.
+	Reports int64
+}
+
+// reportsRecord is the stored form of an entry's reports.
+type reportsRecord struct {
+	Reports   []Report `json:"reports"`
+	Total     int64    `json:"total"`
+	Reporters []string `json:"reporters"`
+}
+
+// heldEntry is the accounting view of a quarantined entry that kept its blob.
+type heldEntry struct {
+	blob [32]byte
+	at   time.Time
+}
+
+func reportKey(ns string, key Key) []byte { return entryKey(prefixReports, ns, key) }
+
+func quarantineKey(ns string, key Key) []byte { return entryKey(prefixQuarantine, ns, key) }
+
+// hold moves a live entry to the held set, keeping its blob reference.
+func (a *accounting) hold(ref entryRef, at time.Time, cause int) {
+	e, ok := a.entries[ref]
+	if !ok {
+		return
+	}
+	a.lru.Remove(e.elem)
+	delete(a.entries, ref)
+	a.held[ref] = heldEntry{blob: e.blob, at: at}
+	a.quarantines[cause]++
+}
+
+// unhold moves a held entry back to the live entries as the most recently
+// used.
+func (a *accounting) unhold(ref entryRef, now time.Time) {
+	h, ok := a.held[ref]
+	if !ok {
+		return
+	}
+	delete(a.held, ref)
+	e := &acctEntry{ref: ref, blob: h.blob, atime: now}
+	e.elem = a.lru.PushFront(e)
+	a.entries[ref] = e
+}
+
+// dropHeld forgets a held entry and reports whether its blob lost its last
+// reference (its record and chunks must then be deleted).
+func (a *accounting) dropHeld(ref entryRef) (blob [32]byte, freed, ok bool) {
+	h, ok := a.held[ref]
+	if !ok {
+		return blob, false, false
+	}
+	delete(a.held, ref)
+	b := a.blobs[h.blob]
+	if b == nil {
+		return h.blob, false, true
+	}
+	b.refs--
+	if b.refs <= 0 && b.pins <= 0 {
+		delete(a.blobs, h.blob)
+		a.bytes -= b.size
+		freed = true
+	}
+	return h.blob, freed, true
+}
+
+// oldestHeld returns the held entry quarantined first.
+func (a *accounting) oldestHeld() (entryRef, bool) {
+	var best entryRef
+	var at time.Time
+	found := false
+	for ref, h := range a.held {
+		if !found || h.at.Before(at) {
+			best, at, found = ref, h.at, true
+		}
+	}
+	return best, found
+}
+
+// loadHeld adds quarantined entries found on disk whose blob exists.
+func (a *accounting) loadHeld(ref entryRef, blob [32]byte, size int64, at time.Time) {
+	b, ok := a.blobs[blob]
+	if !ok {
+		b = &acctBlob{size: size}
+		a.blobs[blob] = b
+		a.bytes += size
+	}
+	b.refs++
+	a.held[ref] = heldEntry{blob: blob, at: at}
+}
+
+// IsQuarantined reports whether (ns, key) is quarantined with its bytes
+// kept. It does no I/O: a tier in front of a shared store asks it before
+// fetching (and refilling) an entry this replica quarantined.
+func (s *Badger) IsQuarantined(ns string, key Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.acct.held[entryRef{ns, key}]
+	return ok
+}
+
+// Report records that a client could not load the entry (ns, key). The
+// entry is quarantined when admin is set or when threshold distinct
+// reporters (1 to MaxReporters) have reported it. A report of an entry
+// already quarantined changes nothing and returns its state.
+//
+// # Errors
+//
+//   - ErrInvalid: bad namespace, threshold, or a reason or reporter empty
+//     or too long.
+//   - ErrNotFound: no such entry, live or quarantined.
+func (s *Badger) Report(ctx context.Context, ns string, key Key, r Report, threshold int, admin bool) (ReportState, error) {
+	if err := checkNamespace("report entry", ns); err != nil {
+		return ReportState{}, err
+	}
+	if threshold < 1 || threshold > MaxReporters {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w: threshold %d outside 1 to %d", ns, key, ErrInvalid, threshold, MaxReporters)
+	}
+	if err := checkText("reason", r.Reason, MaxReasonLen); err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
+	}
+	if err := checkText("reporter", r.Reporter, MaxReporterLen); err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
+	}
+	ref := entryRef{ns, key}
+	if err := s.enterWrite(); err != nil {
+		return ReportState{}, err
+	}
+	defer s.leaveWrite()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, held := s.acct.held[ref]
+	_, live := s.acct.entries[ref]
+	s.mu.Unlock()
+	if held {
+		return s.reportState(ref)
+	}
+	if !live {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, ErrNotFound)
+	}
+	r.Time = time.Now().UTC()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	rec, err := readReports(txn, ref)
+	if err != nil {
+		return ReportState{}, err
+	}
+	rec.add(r)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: encode reports: %w", ns, key, err)
+	}
+	if err := txn.Set(reportKey(ns, key), b); err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: %w", ns, key, err)
+	}
+	cause := ""
+	switch {
+	case admin:
+		cause = CauseAdmin
+	case len(rec.Reporters) >= threshold:
+		cause = CauseReports
+	}
+	if cause != "" {
+		if err := moveToQuarantine(txn, ref, cause, r.Reason, r.Time); err != nil {
+			return ReportState{}, err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return ReportState{}, fmt.Errorf("report entry %s/%s: commit: %w", ns, key, err)
+	}
+	s.log.Warn("entry reported as unloadable", "namespace", ns, "key", key.String(), "reporter", r.Reporter,
+		"reason", r.Reason, "reports", rec.Total, "distinct_reporters", len(rec.Reporters), "threshold", threshold)
+	if cause != "" {
+		s.held(ref, r.Time, cause)
+	}
+	return s.reportState(ref)
+}
+
+// held records in the accounting that ref was quarantined at t, and logs it.
+func (s *Badger) held(ref entryRef, t time.Time, cause string) {
+	idx := causeReports
+	if cause == CauseAdmin {
+		idx = causeAdmin
+	}
+	s.mu.Lock()
+	s.acct.hold(ref, t, idx)
+	s.mu.Unlock()
+	s.log.Error("entry quarantined: clients could not load it; it is no longer served (restore it with POST .../restore)",
+		"namespace", ref.ns, "key", ref.key.String(), "cause", cause)
+}
+
+// Quarantine quarantines the entry (ns, key) now (cause CauseAdmin). An
+// entry already quarantined is left as it is. A miss returns ErrNotFound.
+func (s *Badger) Quarantine(ctx context.Context, ns string, key Key, reason string) (ReportState, error) {
+	if err := checkNamespace("quarantine entry", ns); err != nil {
+		return ReportState{}, err
+	}
+	if err := checkText("reason", reason, MaxReasonLen); err != nil {
+		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, err)
+	}
+	ref := entryRef{ns, key}
+	if err := s.enterWrite(); err != nil {
+		return ReportState{}, err
+	}
+	defer s.leaveWrite()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, held := s.acct.held[ref]
+	_, live := s.acct.entries[ref]
+	s.mu.Unlock()
+	if held {
+		return s.reportState(ref)
+	}
+	if !live {
+		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: %w", ns, key, ErrNotFound)
+	}
+	now := time.Now().UTC()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := moveToQuarantine(txn, ref, CauseAdmin, reason, now); err != nil {
+		return ReportState{}, err
+	}
+	if err := txn.Commit(); err != nil {
+		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: commit: %w", ns, key, err)
+	}
+	s.held(ref, now, CauseAdmin)
+	return s.reportState(ref)
+}
+
+// moveToQuarantine moves ref's metadata under the quarantine prefix, its blob
+// kept, in txn.
+func moveToQuarantine(txn *badger.Txn, ref entryRef, cause, reason string, at time.Time) error {
+	item, err := txn.Get(metaKey(ref.ns, ref.key))
+	if err != nil {
+		return fmt.Errorf("quarantine entry %s/%s: read metadata: %w", ref.ns, ref.key, err)
+	}
+	m, err := itemMeta(ref, item)
+	if err != nil {
+		return fmt.Errorf("quarantine entry: %w", err)
+	}
+	rec := metaRecord{Meta: m, SHA256: hex.EncodeToString(m.SHA256[:]), Reason: reason, QuarantinedAt: at, Cause: cause, Kept: true}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("quarantine entry %s/%s: encode: %w", ref.ns, ref.key, err)
+	}
+	if err := txn.Set(quarantineKey(ref.ns, ref.key), b); err != nil {
+		return fmt.Errorf("quarantine entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	if err := txn.Delete(metaKey(ref.ns, ref.key)); err != nil {
+		return fmt.Errorf("quarantine entry %s/%s: %w", ref.ns, ref.key, err)
+	}
+	return nil
+}
+
+// Restore serves a quarantined entry again, its reports cleared, and
+// returns its metadata. ErrNotFound when the entry is not quarantined, or
+// was quarantined without its bytes (a corrupt chunk: the message says so).
+func (s *Badger) Restore(ctx context.Context, ns string, key Key) (Meta, error) {
+	if err := checkNamespace("restore entry", ns); err != nil {
+		return Meta{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Meta{}, fmt.Errorf("restore entry %s/%s: %w", ns, key, err)
+	}
+	ref := entryRef{ns, key}
+	if err := s.enterWrite(); err != nil {
+		return Meta{}, err
+	}
+	defer s.leaveWrite()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	q, err := readQuarantined(txn, ref)
+	if errors.Is(err, ErrNotFound) {
+		return Meta{}, fmt.Errorf("restore entry %s/%s: the entry is not quarantined: %w", ns, key, err)
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("restore entry %s/%s: %w", ns, key, err)
+	}
+	s.mu.Lock()
+	_, held := s.acct.held[ref]
+	s.mu.Unlock()
+	if !held {
+		return Meta{}, fmt.Errorf("restore entry %s/%s: quarantined (%s) without its bytes, which were deleted; the writer must store it again: %w",
+			ns, key, q.Cause, ErrNotFound)
+	}
+	m := q.Meta
+	m.LastAccess = time.Now().UTC()
+	b, err := encodeMeta(m)
+	if err != nil {
+		return Meta{}, err
+	}
+	for _, op := range []error{
+		txn.Set(metaKey(ns, key), b),
+		txn.Delete(quarantineKey(ns, key)),
+		txn.Delete(reportKey(ns, key)),
+	} {
+		if op != nil {
+			return Meta{}, fmt.Errorf("restore entry %s/%s: %w", ns, key, op)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return Meta{}, fmt.Errorf("restore entry %s/%s: commit: %w", ns, key, err)
+	}
+	s.mu.Lock()
+	s.acct.unhold(ref, m.LastAccess)
+	s.mu.Unlock()
+	s.log.Warn("quarantined entry restored", "namespace", ns, "key", key.String())
+	return m, nil
+}
+
+// Reports returns the entry's reports and quarantine state. ErrNotFound
+// when the entry is neither live nor quarantined.
+func (s *Badger) Reports(ctx context.Context, ns string, key Key) (ReportState, error) {
+	if err := checkNamespace("read reports", ns); err != nil {
+		return ReportState{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ReportState{}, fmt.Errorf("read reports of %s/%s: %w", ns, key, err)
+	}
+	if err := s.enter(); err != nil {
+		return ReportState{}, err
+	}
+	defer s.leave()
+	return s.reportState(entryRef{ns, key})
+}
+
+// reportState reads ref's reports and quarantine record. The caller holds
+// closeMu shared.
+func (s *Badger) reportState(ref entryRef) (ReportState, error) {
+	st := ReportState{Namespace: ref.ns, Key: ref.key}
+	err := s.db.View(func(txn *badger.Txn) error {
+		rec, err := readReports(txn, ref)
+		if err != nil {
+			return err
+		}
+		st.Reports, st.Total, st.Distinct = rec.Reports, rec.Total, len(rec.Reporters)
+		q, err := readQuarantined(txn, ref)
+		if err == nil {
+			st.Quarantined, st.QuarantinedAt, st.Cause, st.Reason = true, q.QuarantinedAt, q.Cause, q.Reason
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		_, err = txn.Get(metaKey(ref.ns, ref.key))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("read reports of %s/%s: %w", ref.ns, ref.key, ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return ReportState{}, err
+	}
+	if st.Quarantined {
+		s.mu.Lock()
+		_, st.Restorable = s.acct.held[ref]
+		s.mu.Unlock()
+	}
+	return st, nil
+}
+
+// readReports reads ref's reports record; none gives an empty record.
+func readReports(txn *badger.Txn, ref entryRef) (reportsRecord, error) {
+	var rec reportsRecord
+	item, err := txn.Get(reportKey(ref.ns, ref.key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return rec, nil
+	}
+	if err == nil {
+		err = item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) })
+	}
+	if err != nil {
+		return rec, fmt.Errorf("read reports of %s/%s: %w", ref.ns, ref.key, err)
+	}
+	return rec, nil
+}
+
+// add appends r, keeping the last MaxReports reports and at most
+// MaxReporters distinct reporters.
+func (rec *reportsRecord) add(r Report) {
+	rec.Total++
+	rec.Reports = append(rec.Reports, r)
+	if n := len(rec.Reports); n > MaxReports {
+		rec.Reports = append(rec.Reports[:0], rec.Reports[n-MaxReports:]...)
+	}
+	for _, who := range rec.Reporters {
+		if who == r.Reporter {
+			return
+		}
+	}
+	if len(rec.Reporters) < MaxReporters {
+		rec.Reporters = append(rec.Reporters, r.Reporter)
+	}
+}
+
+// readQuarantined reads ref's quarantine record; none is ErrNotFound.
+func readQuarantined(txn *badger.Txn, ref entryRef) (Quarantined, error) {
+	item, err := txn.Get(quarantineKey(ref.ns, ref.key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Quarantined{}, ErrNotFound
+	}
+	if err != nil {
+		return Quarantined{}, fmt.Errorf("read quarantine record of %s/%s: %w", ref.ns, ref.key, err)
+	}
+	var q Quarantined
+	err = item.Value(func(v []byte) error {
+		var err error
+		q, err = decodeQuarantined(ref, v)
+		return err
+	})
+	return q, err
+}
+
+// decodeQuarantined decodes a quarantine record stored under ref.
+func decodeQuarantined(ref entryRef, v []byte) (Quarantined, error) {
+	var rec metaRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return Quarantined{}, fmt.Errorf("decode quarantine record of %s/%s: %w", ref.ns, ref.key, err)
+	}
+	m, err := decodeMeta(ref, v)
+	if err != nil {
+		return Quarantined{}, err
+	}
+	cause := rec.Cause
+	if cause == "" {
+		cause = CauseCorrupt
+	}
+	return Quarantined{Meta: m, QuarantinedAt: rec.QuarantinedAt, Cause: cause, Reason: rec.Reason}, nil
+}
+
+// WalkQuarantined calls fn with every quarantined entry of ns whose key
+// sorts after after (nil: from the first), in key order, until fn returns
+// false or ctx ends. It reads pages of walkPage records, each from its own
+// snapshot, and calls fn outside of them; fn must not call the store.
+func (s *Badger) WalkQuarantined(ctx context.Context, ns string, after *Key, fn func(Quarantined) bool) error {
+	if err := checkNamespace("list quarantined entries", ns); err != nil {
+		return err
+	}
+	var cursor []byte
+	if after != nil {
+		cursor = quarantineKey(ns, *after)
+	}
+	prefix := append([]byte(prefixQuarantine+ns), 0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("list quarantined entries: %w", err)
+		}
+		page, last, more, err := s.quarantinedPage(ns, prefix, cursor)
+		if err != nil {
+			return err
+		}
+		for _, q := range page {
+			if !fn(q) {
+				return nil
+			}
+		}
+		if !more {
+			return nil
+		}
+		cursor = last
+	}
+}
+
+// quarantinedPage reads up to walkPage quarantine records under prefix after
+// cursor, with their report counts.
+func (s *Badger) quarantinedPage(ns string, prefix, cursor []byte) (page []Quarantined, last []byte, more bool, err error) {
+	if err := s.enter(); err != nil {
+		return nil, nil, false, err
+	}
+	defer s.leave()
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		it.Seek(prefix)
+		if cursor != nil {
+			it.Seek(cursor)
+			if it.Valid() && bytes.Equal(it.Item().Key(), cursor) {
+				it.Next()
+			}
+		}
+		for ; it.Valid(); it.Next() {
+			if len(page) == walkPage {
+				more = true
+				return nil
+			}
+			item := it.Item()
+			last = item.KeyCopy(last[:0])
+			ref, ok := parseEntryKey(item.Key())
+			if !ok || ref.ns != ns {
+				continue
+			}
+			var q Quarantined
+			if err := item.Value(func(v []byte) error {
+				var err error
+				q, err = decodeQuarantined(ref, v)
+				return err
+			}); err != nil {
+				s.log.Warn("skipping unreadable quarantine record", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+				continue
+			}
+			if rec, err := readReports(txn, ref); err == nil {
+				q.Reports = rec.Total
+			}
+			s.mu.Lock()
+			_, q.Restorable = s.acct.held[ref]
+			s.mu.Unlock()
+			page = append(page, q)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("list quarantined entries: %w", err)
+	}
+	return page, last, more, nil
+}
+
+// checkText checks that a reason or reporter is set and at most max bytes.
+func checkText(what, v string, max int) error {
+	if v == "" {
+		return fmt.Errorf("%w: %s is required", ErrInvalid, what)
+	}
+	if len(v) > max {
+		return fmt.Errorf("%w: %s is %d bytes, at most %d allowed", ErrInvalid, what, len(v), max)
+	}
+	return nil
+}
