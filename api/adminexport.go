@@ -289,7 +289,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
 				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", h.Name, res.Imported))
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrDigestMismatch),
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),
 			errors.Is(err, store.ErrSizeMismatch), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrTooLarge):
 			fail(h.Name, toError(err))
 		default:

@@ -27,23 +27,27 @@ Subcommands:
   show        show one entry's provenance: writer, run, times, hits, signature
   export      write a namespace's entries, with their metadata and signatures, to a tar
   import      load an export tar into a namespace (entries already present are skipped)
+  quarantine  stop serving entries (by KEY or by filters; try --dry-run first), restorably
+  restore     serve quarantined entries again
 
 Run 'cachesvc admin <subcommand> --help' for its flags.
 `
 
 // adminCommands are admin's subcommands.
 var adminCommands = map[string]func(ctx context.Context, args []string, sio stdio) error{
-	"list":   runAdminList,
-	"delete": runAdminDelete,
-	"show":   runAdminShow,
-	"export": runAdminExport,
-	"import": runAdminImport,
+	"list":       runAdminList,
+	"delete":     runAdminDelete,
+	"show":       runAdminShow,
+	"export":     runAdminExport,
+	"import":     runAdminImport,
+	"quarantine": runAdminQuarantine,
+	"restore":    runAdminRestore,
 }
 
 // runAdmin dispatches `cachesvc admin <subcommand>`.
 func runAdmin(ctx context.Context, args []string, sio stdio) error {
 	if len(args) == 0 {
-		return usagef("give a subcommand: list, delete, show, export or import")
+		return usagef("give a subcommand: list, delete, show, export, import, quarantine or restore")
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(sio.Stdout, adminUsage)
@@ -51,7 +55,7 @@ func runAdmin(ctx context.Context, args []string, sio stdio) error {
 	}
 	run, ok := adminCommands[args[0]]
 	if !ok {
-		return usagef("unknown subcommand %q: use list, delete, show, export or import", args[0])
+		return usagef("unknown subcommand %q: use list, delete, show, export, import, quarantine or restore", args[0])
 	}
 	return run(ctx, args[1:], sio)
 }
@@ -241,6 +245,7 @@ func runAdminList(ctx context.Context, args []string, sio stdio) error {
 	af.register(fs, true)
 	ff.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
+	quarantined := fs.Bool("quarantined", false, "list the quarantined entries instead, with when, why and whether they can be restored")
 	if err := parseFlags(fs, args, sio); err != nil {
 		return err
 	}
@@ -257,13 +262,19 @@ func runAdminList(ctx context.Context, args []string, sio stdio) error {
 	}
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
+	if *quarantined {
+		if ns == "" {
+			return usagef("--quarantined lists one namespace: give --ns, not --all-namespaces")
+		}
+		return listQuarantined(ctx, cl, ns, f, *asJSON, sio)
+	}
 	p := &entryPrinter{w: sio.Stdout, json: *asJSON, allNS: ns == ""}
 	err = cl.ListEntries(ctx, ns, f, p.add)
 	if ferr := p.flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {
-		return fmt.Errorf("list entries %s: %w", where(ns), err)
+		return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 	}
 	fmt.Fprintf(sio.Stderr, "%d entries (%s) %s\n", p.n, humanBytes(p.bytes), where(ns))
 	return nil

@@ -59,34 +59,52 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 	}
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
-	p := &entryPrinter{w: sio.Stdout, json: *asJSON, allNS: ns == ""}
-	if *dry {
+	return runBulk(ctx, cl, ns, f, bulkOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.server, verb: "delete", done: "deleted",
+		act: func(ctx context.Context, e client.EntryInfo) error { return cl.Delete(ctx, e.Namespace, e.Key) }}, sio)
+}
+
+// bulkOptions say what runBulk does to each entry that passes the filter.
+type bulkOptions struct {
+	dryRun, yes, json bool
+	server            string
+	verb, done        string // "delete", "deleted"
+	// act does it to one entry; a 404 means the entry is already gone.
+	act func(ctx context.Context, e client.EntryInfo) error
+}
+
+// runBulk lists the entries of ns that pass f and, unless it is a dry run,
+// acts on each after asking (or with --yes), printing each entry acted on
+// as the listing prints it. A dry run prints exactly the entries the same
+// command without --dry-run acts on, if nothing changes in between.
+func runBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFilter, o bulkOptions, sio stdio) error {
+	p := &entryPrinter{w: sio.Stdout, json: o.json, allNS: ns == ""}
+	if o.dryRun {
 		err := cl.ListEntries(ctx, ns, f, p.add)
 		if ferr := p.flush(); err == nil {
 			err = ferr
 		}
 		if err != nil {
-			return fmt.Errorf("list entries %s: %w", where(ns), err)
+			return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 		}
-		fmt.Fprintf(sio.Stderr, "dry run: would delete %d entries (%s) %s; nothing was deleted\n", p.n, humanBytes(p.bytes), where(ns))
+		fmt.Fprintf(sio.Stderr, "dry run: would %s %d entries (%s) %s; nothing was changed\n", o.verb, p.n, humanBytes(p.bytes), where(ns))
 		return nil
 	}
 	total := -1
-	if !*yes {
-		n, ok, err := confirmDelete(ctx, cl, ns, f, af.server, sio)
+	if !o.yes {
+		n, ok, err := confirmBulk(ctx, cl, ns, f, o, sio)
 		if err != nil || !ok {
 			return err
 		}
 		total = n
 	}
-	bar := newBar(sio, total, "deleting")
+	bar := newBar(sio, total, o.verb)
 	gone := 0
-	err = cl.ListEntries(ctx, ns, f, func(e client.EntryInfo) error {
-		if err := cl.Delete(ctx, e.Namespace, e.Key); client.IsNotFound(err) {
+	err := cl.ListEntries(ctx, ns, f, func(e client.EntryInfo) error {
+		if err := o.act(ctx, e); client.IsNotFound(err) {
 			gone++
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("delete %s/%s: %w", e.Namespace, e.Key, err)
+			return fmt.Errorf("%s %s/%s: %w", o.verb, e.Namespace, e.Key, err)
 		}
 		bar.add(1)
 		return p.add(e)
@@ -96,9 +114,9 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 		err = ferr
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%d entries were deleted before it; run again to go on)", adminHint(err), p.n)
+		return fmt.Errorf("%w (%d entries were %s before it; run again to go on)", adminHint(err), p.n, o.done)
 	}
-	fmt.Fprintf(sio.Stderr, "deleted %d entries (%s) %s", p.n, humanBytes(p.bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s %d entries (%s) %s", o.done, p.n, humanBytes(p.bytes), where(ns))
 	if gone > 0 {
 		fmt.Fprintf(sio.Stderr, "; %d were already gone", gone)
 	}
@@ -106,25 +124,25 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 	return nil
 }
 
-// confirmDelete counts what a delete would remove and asks on the
-// terminal. ok is false when the answer is no (nothing to do).
-func confirmDelete(ctx context.Context, cl *client.Client, ns string, f client.EntryFilter, server string, sio stdio) (n int, ok bool, err error) {
+// confirmBulk counts what runBulk would act on and asks on the terminal.
+// ok is false when the answer is no, or nothing matches.
+func confirmBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFilter, o bulkOptions, sio stdio) (n int, ok bool, err error) {
 	in, isFile := sio.Stdin.(*os.File)
 	if !isFile || !term.IsTerminal(int(in.Fd())) {
-		return 0, false, usagef("a delete needs --yes when stdin is not a terminal (see what it removes with --dry-run first)")
+		return 0, false, usagef("%s needs --yes when stdin is not a terminal (see what it changes with --dry-run first)", o.verb)
 	}
 	var bytes int64
 	if err := cl.ListEntries(ctx, ns, f, func(e client.EntryInfo) error { n++; bytes += e.Size; return nil }); err != nil {
 		return 0, false, fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 	}
 	if n == 0 {
-		fmt.Fprintf(sio.Stderr, "no entries match %s; nothing to delete\n", where(ns))
+		fmt.Fprintf(sio.Stderr, "no entries match %s; nothing to %s\n", where(ns), o.verb)
 		return 0, false, nil
 	}
-	fmt.Fprintf(sio.Stderr, "Delete %d entries (%s) %s on %s? [y/N] ", n, humanBytes(bytes), where(ns), server)
+	fmt.Fprintf(sio.Stderr, "%s %d entries (%s) %s on %s? [y/N] ", strings.ToUpper(o.verb[:1])+o.verb[1:], n, humanBytes(bytes), where(ns), o.server)
 	line, _ := bufio.NewReader(sio.Stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-		fmt.Fprintln(sio.Stderr, "nothing deleted")
+		fmt.Fprintln(sio.Stderr, "nothing changed")
 		return 0, false, nil
 	}
 	return n, true, nil

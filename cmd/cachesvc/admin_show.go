@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -56,12 +59,27 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) error {
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	e, err := cl.EntryMeta(ctx, ns, key.String())
+	reports, rerr := cl.Reports(ctx, ns, key.String())
 	if err != nil {
+		if client.IsNotFound(err) && rerr == nil && reports.Quarantined {
+			return showQuarantined(sio, reports, *asJSON)
+		}
 		return fmt.Errorf("show %s/%s: %w", ns, key, adminHint(err))
+	}
+	var ce *client.Error
+	if rerr != nil && !(errors.As(rerr, &ce) && (ce.Status == http.StatusNotImplemented || ce.Status == http.StatusNotFound)) {
+		return fmt.Errorf("show the reports of %s/%s: %w", ns, key, rerr)
 	}
 	sig, sigErr := signatureStatus(e, key, pub, *verifyKey)
 	if *asJSON {
-		if err := writeJSON(sio, e); err != nil {
+		out := struct {
+			client.EntryInfo
+			Reports *client.ReportState `json:"report_state,omitempty"`
+		}{EntryInfo: e}
+		if rerr == nil {
+			out.Reports = &reports
+		}
+		if err := writeJSON(sio, out); err != nil {
 			return err
 		}
 		return sigErr
@@ -83,7 +101,43 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) error {
 	row("labels", pairs(e.Labels))
 	row("components", pairs(e.Components))
 	row("signature", sig)
+	if rerr == nil {
+		row("reports", fmt.Sprintf("%d from %d reporters (quarantine after %d)", reports.Reports, reports.Distinct, reports.Threshold))
+		printReports(w, reports.Recent)
+	}
 	return sigErr
+}
+
+// printReports lists reports, one per line.
+func printReports(w io.Writer, rs []client.Report) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), r.Reporter, oneLine(r.Reason, 200))
+	}
+}
+
+// showQuarantined shows an entry that is not served because it is
+// quarantined.
+func showQuarantined(sio stdio, st client.ReportState, asJSON bool) error {
+	if asJSON {
+		return writeJSON(sio, st)
+	}
+	w := sio.Stdout
+	row := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	row("key", st.Key)
+	row("namespace", st.Namespace)
+	at := "-"
+	if st.QuarantinedAt != nil {
+		at = st.QuarantinedAt.UTC().Format(time.RFC3339)
+	}
+	row("quarantined", fmt.Sprintf("since %s (cause %s): %s", at, st.Cause, dash(st.Reason)))
+	restore := "no: its bytes are gone; the next upload of the key replaces it"
+	if st.Restorable {
+		restore = fmt.Sprintf("yes: cachesvc admin restore %s --ns %s", st.Key, st.Namespace)
+	}
+	row("restorable", restore)
+	row("reports", fmt.Sprintf("%d from %d reporters (quarantine after %d)", st.Reports, st.Distinct, st.Threshold))
+	printReports(w, st.Recent)
+	return nil
 }
 
 // signatureStatus describes e's signature, verified against pub (read
