@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -98,14 +97,10 @@ func (f entryFilter) phrase() string {
 // exportStream is an export response body. fasthttp reads it (through a
 // pipe fed by WriteTo) and closes it when done.
 type exportStream struct {
-	g      *adminEntriesAPI
-	ns     string
-	f      entryFilter
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	pr        *io.PipeReader
-	closeOnce sync.Once
+	g  *adminEntriesAPI
+	ns string
+	f  entryFilter
+	pipedBody
 }
 
 // WriteTo writes the whole export to w. An error means the stream must be
@@ -196,27 +191,11 @@ func (e *exportStream) member(w io.Writer, key cachekey.Key, buf []byte) (int64,
 }
 
 // Read reads the stream through a pipe fed by WriteTo.
-func (e *exportStream) Read(p []byte) (int, error) {
-	if e.pr == nil {
-		pr, pw := io.Pipe()
-		e.pr = pr
-		go func() {
-			_, err := e.WriteTo(pw)
-			pw.CloseWithError(err)
-		}()
-	}
-	return e.pr.Read(p)
-}
+func (e *exportStream) Read(p []byte) (int, error) { return e.read(e, p) }
 
 // Close stops the stream and ends its in-flight count.
 func (e *exportStream) Close() error {
-	e.closeOnce.Do(func() {
-		e.cancel()
-		if e.pr != nil {
-			e.pr.Close()
-		}
-		e.g.io.inflight.Add(-1)
-	})
+	e.close(e.g.io.inflight)
 	return nil
 }
 

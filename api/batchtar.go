@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -139,11 +140,7 @@ type batchStream struct {
 	members []planned
 	tail    []byte
 	total   int64
-	ctx     context.Context
-	cancel  context.CancelFunc
-
-	pr        *io.PipeReader // only when read through Read
-	closeOnce sync.Once
+	pipedBody
 }
 
 // WriteTo writes the whole stream to w. An error means the stream must be
@@ -225,28 +222,47 @@ func copyMember(w io.Writer, r io.Reader, size int64, buf []byte) error {
 }
 
 // Read reads the stream through a pipe fed by WriteTo.
-func (b *batchStream) Read(p []byte) (int, error) {
+func (b *batchStream) Read(p []byte) (int, error) { return b.read(b, p) }
+
+// Close stops the stream and ends its in-flight count.
+func (b *batchStream) Close() error {
+	b.close(b.io.inflight)
+	return nil
+}
+
+// pipedBody is the Read and Close of a streamed response body that writes
+// itself with WriteTo (batch and export): other readers than fasthttp read
+// it through a pipe fed by WriteTo, and Close cancels the writing and ends
+// the body's in-flight count, once.
+type pipedBody struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	pr        *io.PipeReader
+	closeOnce sync.Once
+}
+
+// read reads wt's stream through the pipe, starting it on first use.
+func (b *pipedBody) read(wt io.WriterTo, p []byte) (int, error) {
 	if b.pr == nil {
 		pr, pw := io.Pipe()
 		b.pr = pr
 		go func() {
-			_, err := b.WriteTo(pw)
+			_, err := wt.WriteTo(pw)
 			pw.CloseWithError(err)
 		}()
 	}
 	return b.pr.Read(p)
 }
 
-// Close stops the stream and ends its in-flight count.
-func (b *batchStream) Close() error {
+// close cancels the stream and decrements inflight, once.
+func (b *pipedBody) close(inflight *atomic.Int64) {
 	b.closeOnce.Do(func() {
 		b.cancel()
 		if b.pr != nil {
 			b.pr.Close()
 		}
-		b.io.inflight.Add(-1)
+		inflight.Add(-1)
 	})
-	return nil
 }
 
 // countingWriter counts bytes written through it and keeps the first

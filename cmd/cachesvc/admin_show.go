@@ -42,15 +42,9 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return usagef("KEY: %s", err)
 	}
-	var pub ed25519.PublicKey
-	if *verifyKey != "" {
-		b, err := os.ReadFile(*verifyKey)
-		if err != nil {
-			return fmt.Errorf("read --verify-key: %w", err)
-		}
-		if pub, err = auth.ParsePublicKey(b); err != nil {
-			return fmt.Errorf("--verify-key %s: %w", *verifyKey, err)
-		}
+	pub, err := loadVerifyKey(*verifyKey)
+	if err != nil {
+		return err
 	}
 	cl, ns, err := af.client(args)
 	if err != nil {
@@ -174,4 +168,20 @@ func pairs(m map[string]string) string {
 		out[i] = k + "=" + m[k]
 	}
 	return strings.Join(out, ", ")
+}
+
+// loadVerifyKey reads --verify-key's public key; nil for no file.
+func loadVerifyKey(path string) (ed25519.PublicKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read --verify-key: %w", err)
+	}
+	pub, err := auth.ParsePublicKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("--verify-key %s: %w", path, err)
+	}
+	return pub, nil
 }

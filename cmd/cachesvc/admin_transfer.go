@@ -196,15 +196,9 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) error {
 	if !flagGiven(args, "ns") && sio.getenv(envName("ns")) == "" {
 		return usagef("--ns is required: the namespace to import into")
 	}
-	var pub ed25519.PublicKey
-	if *verifyKey != "" {
-		b, err := os.ReadFile(*verifyKey)
-		if err != nil {
-			return fmt.Errorf("read --verify-key: %w", err)
-		}
-		if pub, err = auth.ParsePublicKey(b); err != nil {
-			return fmt.Errorf("--verify-key %s: %w", *verifyKey, err)
-		}
+	pub, err := loadVerifyKey(*verifyKey)
+	if err != nil {
+		return err
 	}
 	cl, ns, err := af.client(args)
 	if err != nil {
