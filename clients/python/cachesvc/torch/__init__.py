@@ -33,6 +33,11 @@ one warning, then at most one per ``warn_interval``; every call has a time
 budget; a circuit breaker skips the server after repeated failures; writes go
 through a bounded background queue flushed at exit (:func:`flush`).
 
+Self-healing: an FX graph or AOTAutograd artifact from the server that torch
+cannot load (unpickling raises) is reported to the server with the error and
+stays a miss, so torch compiles; enough distinct reports quarantine it
+(``_heal.py``).
+
 Mega-Cache: :func:`save` stores ``torch.compiler.save_cache_artifacts()``
 under a run id and this environment, :func:`load` pre-fills the local caches of
 a new process from it, and ``python -m cachesvc.torch load RUN`` does the same
@@ -49,7 +54,7 @@ from typing import Any, Callable
 
 from .._failopen import Breaker, Settings
 from ..client import Client
-from . import _cpp, _keys, _mega
+from . import _cpp, _heal, _keys, _mega
 from ._service import CacheStats, Service, backend_class
 
 __all__ = ["install", "uninstall", "installed", "stats", "misses", "flush", "save", "load", "CacheStats"]
@@ -268,6 +273,17 @@ def install(
         for mod, fn_name in hooks:
             wrap = _keys.wrap_fx_hash if (mod.__name__, fn_name) == _keys.FX_HASH else _keys.wrap_aot_lines
             _set(mod, fn_name, wrap(getattr(mod, fn_name), comps))
+        if routes:
+            try:
+                guarded = getattr(importlib.import_module(_heal.TARGET[0]), _heal.TARGET[1])
+                undo, ok = _heal.wrap(guarded, service)
+            except Exception:  # noqa: BLE001 - no self-healing in this torch
+                ok = False
+            if ok:
+                _restore.append(undo)
+            else:
+                log.warning("cachesvc: this torch lacks %s.iterate_over_candidates; artifacts that fail to "
+                            "load are not reported", ".".join(_heal.TARGET))
         _clear_aot_remote_cache()
         _installed = service
         if not _atexit_registered:

@@ -17,6 +17,10 @@ from typing import Any
 
 from .._failopen import Breaker, Uploader, Warner
 from ..client import Client, Error
+
+# The time budget of one report of a value torch could not load (_heal.py),
+# in seconds: it runs in torch's compile path.
+_REPORT_TIMEOUT = 3.0
 from . import _keys
 
 log = logging.getLogger("cachesvc.torch")
@@ -50,6 +54,9 @@ class CacheStats:
     mega_saved: int = 0
     mega_loaded: int = 0
     mega_bytes: int = 0
+    load_failures: int = 0  # values from the server torch could not load (then a miss)
+    reports: int = 0  # ... reported to the server
+    reports_quarantined: int = 0  # ... whose report found the entry quarantined
     by_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # cache id -> counts
 
 
@@ -100,6 +107,7 @@ class Service:
         self._lock = threading.Lock()
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
+        self._hit = threading.local()  # server key of this thread's last hit (_heal)
         self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes,
                                  give_up=lambda: not self.breaker.allow()) if background_uploads else None
 
@@ -180,6 +188,7 @@ class Service:
                 self._misses.append({"torch_key": pending_id, "cache": cache, "key": res.key,
                                      "signature": sig, "explanation": res.explanation})
             else:
+                self._hit.key = res.key
                 self._stats.hits += 1
                 self._stats.hit_bytes += len(res.value)
                 self._stats.compile_seconds_saved += res.compile_seconds or 0.0
@@ -188,6 +197,32 @@ class Service:
         if res.value is None:
             log.debug("cachesvc: miss %s (%s): %s", pending_id, res.key, res.explanation)
         return res.value
+
+    def take_hit(self) -> str | None:
+        """The server key of this thread's last hit, cleared."""
+        k = getattr(self._hit, "key", None)
+        self._hit.key = None
+        return k
+
+    def load_failed(self, server_key: str, reason: str) -> None:
+        """torch could not load the value served under ``server_key``: report
+        it (within REPORT_TIMEOUT, respecting the breaker); never raises."""
+        with self._lock:
+            self._stats.load_failures += 1
+        log.warning("cachesvc: entry %s fetched from the cache failed to load (%s); reporting it, torch compiles",
+                    server_key, reason[:200])
+        if not self.breaker.allow():
+            return
+        try:
+            res = self.client.report(server_key, reason, timeout=min(self.timeout, _REPORT_TIMEOUT))
+        except Exception as exc:  # noqa: BLE001 - a failed report never reaches torch
+            self.warner.failed(f"report of {server_key[:12]}", exc)
+            return
+        self.breaker.success()
+        with self._lock:
+            self._stats.reports += 1
+            if res is not None and res.quarantined:
+                self._stats.reports_quarantined += 1
 
     # ---- writes -----------------------------------------------------------------------
 
