@@ -94,6 +94,25 @@ func TestAdminExportImport(t *testing.T) {
 		t.Errorf("second import: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// Through stdout and stdin: the same bytes as a file exported just
+	// before (an export counts no access, so nothing in it changed).
+	again := filepath.Join(dir, "again.tar")
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "-o", again); code != 0 {
+		t.Fatalf("export: %s", errOut)
+	}
+	code, stdoutTar, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "--out", "-")
+	fileTar, _ := os.ReadFile(again)
+	if code != 0 || stdoutTar != string(fileTar) {
+		t.Errorf("export to stdout: exit %d, %d bytes vs the file's %d: %s", code, len(stdoutTar), len(fileTar), errOut)
+	}
+	var sout, serr bytes.Buffer
+	dst4 := adminServer(t, nil)
+	code = run(t.Context(), []string{"admin", "import", "-", "--ns", "team", "--server", dst4.URL, "--token", adminSecret},
+		strings.NewReader(stdoutTar), &sout, &serr)
+	if code != 0 || !strings.Contains(sout.String(), "imported 6 entries") {
+		t.Errorf("import from stdin: exit %d %s %s", code, sout.String(), serr.String())
+	}
+
 	// Signatures that do not verify with the given key import nothing.
 	newSigner(t, filepath.Join(dir, "stranger.key"))
 	dst3 := adminServer(t, nil)
