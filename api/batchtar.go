@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -55,6 +56,12 @@ func paxRecords(m store.Meta, sig string) map[string]string {
 // memberHeader returns the tar header blocks (PAX extended header and the
 // member's own header) for an entry.
 func memberHeader(k cachekey.Key, m store.Meta, sig string) ([]byte, error) {
+	return tarHeader(k, m, paxRecords(m, sig))
+}
+
+// tarHeader returns the tar header blocks of an entry's member with the
+// PAX records pax.
+func tarHeader(k cachekey.Key, m store.Meta, pax map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := tw.WriteHeader(&tar.Header{
@@ -64,7 +71,7 @@ func memberHeader(k cachekey.Key, m store.Meta, sig string) ([]byte, error) {
 		Size:       m.Size,
 		ModTime:    m.Created.Truncate(time.Second),
 		Format:     tar.FormatPAX,
-		PAXRecords: paxRecords(m, sig),
+		PAXRecords: pax,
 	})
 	return buf.Bytes(), err
 }
@@ -97,13 +104,19 @@ func memberHeaderLen(k cachekey.Key, m store.Meta, sig string) (int, error) {
 
 // tarTail returns the missing.json member and the end-of-archive blocks.
 func tarTail(missing wire.MissingList) ([]byte, error) {
-	body, err := json.Marshal(missing)
+	return jsonTail(wire.MissingMember, missing)
+}
+
+// jsonTail returns a last member named name holding v as JSON, and the
+// end-of-archive blocks.
+func jsonTail(name string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: wire.MissingMember, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(body); err != nil {
@@ -127,11 +140,7 @@ type batchStream struct {
 	members []planned
 	tail    []byte
 	total   int64
-	ctx     context.Context
-	cancel  context.CancelFunc
-
-	pr        *io.PipeReader // only when read through Read
-	closeOnce sync.Once
+	pipedBody
 }
 
 // WriteTo writes the whole stream to w. An error means the stream must be
@@ -181,23 +190,29 @@ func (b *batchStream) writeMember(w io.Writer, p planned, m store.Meta, r io.Rea
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
+	return copyMember(w, r, m.Size, buf)
+}
+
+// copyMember writes size bytes of r to w through buf, then the member's
+// tar padding. r ending early is an error: the stream must be aborted.
+func copyMember(w io.Writer, r io.Reader, size int64, buf []byte) error {
 	var n int64
-	for n < m.Size {
-		k, err := r.Read(buf[:min(int64(len(buf)), m.Size-n)])
+	for n < size {
+		k, err := r.Read(buf[:min(int64(len(buf)), size-n)])
 		if k > 0 {
 			if _, werr := w.Write(buf[:k]); werr != nil {
 				return werr
 			}
 			n += int64(k)
 		}
-		if err == io.EOF && n < m.Size {
-			return fmt.Errorf("entry ended after %d of %d bytes", n, m.Size)
+		if err == io.EOF && n < size {
+			return fmt.Errorf("entry ended after %d of %d bytes", n, size)
 		}
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("read after %d bytes: %w", n, err)
 		}
 	}
-	if pad := tarPad(m.Size); pad > 0 {
+	if pad := tarPad(size); pad > 0 {
 		clear(buf[:pad])
 		if _, err := w.Write(buf[:pad]); err != nil {
 			return err
@@ -207,28 +222,47 @@ func (b *batchStream) writeMember(w io.Writer, p planned, m store.Meta, r io.Rea
 }
 
 // Read reads the stream through a pipe fed by WriteTo.
-func (b *batchStream) Read(p []byte) (int, error) {
+func (b *batchStream) Read(p []byte) (int, error) { return b.read(b, p) }
+
+// Close stops the stream and ends its in-flight count.
+func (b *batchStream) Close() error {
+	b.close(b.io.inflight)
+	return nil
+}
+
+// pipedBody is the Read and Close of a streamed response body that writes
+// itself with WriteTo (batch and export): other readers than fasthttp read
+// it through a pipe fed by WriteTo, and Close cancels the writing and ends
+// the body's in-flight count, once.
+type pipedBody struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	pr        *io.PipeReader
+	closeOnce sync.Once
+}
+
+// read reads wt's stream through the pipe, starting it on first use.
+func (b *pipedBody) read(wt io.WriterTo, p []byte) (int, error) {
 	if b.pr == nil {
 		pr, pw := io.Pipe()
 		b.pr = pr
 		go func() {
-			_, err := b.WriteTo(pw)
+			_, err := wt.WriteTo(pw)
 			pw.CloseWithError(err)
 		}()
 	}
 	return b.pr.Read(p)
 }
 
-// Close stops the stream and ends its in-flight count.
-func (b *batchStream) Close() error {
+// close cancels the stream and decrements inflight, once.
+func (b *pipedBody) close(inflight *atomic.Int64) {
 	b.closeOnce.Do(func() {
 		b.cancel()
 		if b.pr != nil {
 			b.pr.Close()
 		}
-		b.io.inflight.Add(-1)
+		inflight.Add(-1)
 	})
-	return nil
 }
 
 // countingWriter counts bytes written through it and keeps the first

@@ -289,6 +289,7 @@ func (s *Server) init() error {
 		&batchAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, body: body, baseCtx: s.baseCtx, log: s.log},
 		&keysAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, keyer: cfg.Keyer, stats: cfg.Stats, bytesIn: s.http.bytesIn},
 		&leasesAPI{store: cfg.Store, leases: s.leases, runs: s.runs, body: body, log: s.log},
+		&adminEntriesAPI{store: cfg.Store, io: s.io, maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, baseCtx: s.baseCtx, log: s.log},
 	)
 }
 

@@ -481,13 +481,34 @@ func (s *Badger) deleteBlobLocked(sha [32]byte) (purge func(), err error) {
 // outside of them, so a slow fn holds up nothing; an entry added or removed
 // during a Walk may or may not be visited.
 func (s *Badger) Walk(ctx context.Context, ns string, fn func(Meta) bool) error {
+	return s.walk(ctx, ns, nil, fn)
+}
+
+// WalkAfter is Walk starting after the entry (afterNS, afterKey), which need
+// not exist: the entries Walk would visit after it, in the same order. It
+// is how a paged listing resumes from its cursor without rescanning.
+func (s *Badger) WalkAfter(ctx context.Context, ns, afterNS string, afterKey Key, fn func(Meta) bool) error {
+	if err := checkNamespace("walk entries", afterNS); err != nil {
+		return err
+	}
+	return s.walk(ctx, ns, metaKey(afterNS, afterKey), fn)
+}
+
+// walk is Walk from after (a metadata key; nil for the start).
+func (s *Badger) walk(ctx context.Context, ns string, after []byte, fn func(Meta) bool) error {
 	if ns != "" {
 		if err := checkNamespace("walk entries", ns); err != nil {
 			return err
 		}
 	}
 	prefix := metaPrefix(ns)
-	var after []byte // last key visited
+	if after != nil && !bytes.HasPrefix(after, prefix) {
+		if bytes.Compare(after, prefix) < 0 {
+			after = nil // the cursor sorts before ns: start at its beginning
+		} else {
+			return nil // the cursor sorts after ns: nothing is left
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("walk entries: %w", err)

@@ -25,6 +25,19 @@ import (
 // returns an error wrapping ErrCorrupt. Get counts as an access: the last
 // access time and hit count are updated in memory and written in batches.
 func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Meta, io.ReadCloser, error) {
+	return s.get(ctx, ns, key, off, n, true)
+}
+
+// Read returns the entry's metadata and a reader over its whole blob, like
+// Get, but does not count an access: an export or an admin tool reading
+// every entry must not make them all look recently used (which would defeat
+// LRU eviction and idle expiry).
+func (s *Badger) Read(ctx context.Context, ns string, key Key) (Meta, io.ReadCloser, error) {
+	return s.get(ctx, ns, key, 0, -1, false)
+}
+
+// get is Get; touch says whether it counts as an access.
+func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touch bool) (Meta, io.ReadCloser, error) {
 	if err := checkNamespace("get entry", ns); err != nil {
 		return Meta{}, nil, err
 	}
@@ -63,12 +76,16 @@ func (s *Badger) Get(ctx context.Context, ns string, key Key, off, n int64) (Met
 		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
 	}
 
-	now := time.Now().UTC()
-	s.mu.Lock()
-	hits, _ := s.acct.touch(ref, now)
-	s.mu.Unlock()
-	m.LastAccess = now
-	m.Hits += hits
+	if touch {
+		now := time.Now().UTC()
+		s.mu.Lock()
+		hits, _ := s.acct.touch(ref, now)
+		s.mu.Unlock()
+		m.LastAccess = now
+		m.Hits += hits
+	} else {
+		m = s.overlay(m)
+	}
 
 	if off > blob.Size {
 		off = blob.Size

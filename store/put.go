@@ -286,12 +286,16 @@ func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, op
 // newMeta returns the metadata of a new entry.
 func (s *Badger) newMeta(ref entryRef, sum [32]byte, size int64, opts PutOptions) Meta {
 	now := time.Now().UTC()
+	created := now
+	if !opts.Created.IsZero() {
+		created = opts.Created.UTC()
+	}
 	return Meta{
 		Namespace:      ref.ns,
 		Key:            ref.key,
 		Size:           size,
 		SHA256:         sum,
-		Created:        now,
+		Created:        created,
 		LastAccess:     now,
 		Backend:        opts.Backend,
 		Name:           opts.Name,

@@ -159,6 +159,10 @@ type PutOptions struct {
 	Run            string
 	Labels         map[string]string
 	Components     map[string]string
+	// Created, when not zero, is the creation time the entry records in
+	// place of now: an import keeps the time the entry was first stored.
+	// Its last access is still now (it arrived now).
+	Created time.Time
 }
 
 // PutResult says what a Put did.

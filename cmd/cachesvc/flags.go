@@ -19,7 +19,11 @@ func newFlagSet(name, summary string, sio stdio) *flag.FlagSet {
 		fmt.Fprintf(w, "Usage: cachesvc %s [flags]\n\n%s\n\nFlags (each also from the environment variable shown):\n", name, summary)
 		fs.VisitAll(func(f *flag.Flag) {
 			typ, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(w, "  --%s %s\t[%s]\n    \t%s", f.Name, typ, envName(f.Name), usage)
+			env := envName(f.Name)
+			if _, ok := f.Value.(cmdLineOnly); ok {
+				env = "command line only"
+			}
+			fmt.Fprintf(w, "  --%s %s\t[%s]\n    \t%s", f.Name, typ, env, usage)
 			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
 				fmt.Fprintf(w, " (default %s)", f.DefValue)
 			}
@@ -45,6 +49,9 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 		if envErr != nil {
 			return
 		}
+		if _, ok := f.Value.(cmdLineOnly); ok {
+			return
+		}
 		name := envName(f.Name)
 		v := sio.getenv(name)
 		if v == "" {
@@ -64,6 +71,26 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 		return usagef("%s", err)
 	}
 	return nil
+}
+
+// cmdLineOnly wraps a flag's value so that parseFlags never sets it from
+// the environment: admin's filters and confirmations, where a CACHESVC_RUN
+// or CACHESVC_MAX_SIZE meant for another command must not choose what
+// `admin delete` removes.
+type cmdLineOnly struct{ flag.Value }
+
+// IsBoolFlag keeps a wrapped boolean flag usable without a value.
+func (v cmdLineOnly) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// commandLineOnly marks the flags names of fs as cmdLineOnly.
+func commandLineOnly(fs *flag.FlagSet, names ...string) {
+	for _, n := range names {
+		f := fs.Lookup(n)
+		f.Value = cmdLineOnly{f.Value}
+	}
 }
 
 // byteSize is a flag.Value holding a size in bytes that accepts human units.

@@ -41,6 +41,7 @@ var commands = []command{
 	{"gc", "remove what no replica used for a given age from the shared S3 tier (gc.go)", runGc},
 	{"key", "print the cache key of a signature or module, offline (key.go)", runKey},
 	{"plugin", "list plugins, or check a plugin against the ABI (plugin.go)", runPlugin},
+	{"admin", "list, delete, quarantine, show, export and import entries with an admin token (admin.go)", runAdmin},
 	{"version", "print the version and exit", runVersion},
 }
 

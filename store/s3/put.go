@@ -82,6 +82,9 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 		Writer: opts.Writer, Run: opts.Run, Labels: opts.Labels, Components: opts.Components,
 	}
 	m.LastAccess = m.Created
+	if !opts.Created.IsZero() {
+		m.Created = opts.Created.UTC() // an import keeps the first store's time
+	}
 	return s.createRecord(ctx, m, inline)
 }
 

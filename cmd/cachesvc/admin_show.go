@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
+)
+
+const adminShowSummary = `Show one entry's provenance: who wrote it (writer, run), when (created,
+last access), how often it was served (hits), its size, SHA-256, backend,
+name, compile seconds, labels, components and signature. With
+--verify-key, check the signature against the server's public key.
+Showing does not count as an access. Usage: cachesvc admin show KEY [flags]`
+
+// runAdminShow is `cachesvc admin show KEY`.
+func runAdminShow(ctx context.Context, args []string, sio stdio) error {
+	fs := newFlagSet("admin show", adminShowSummary, sio)
+	var af adminFlags
+	af.register(fs, false)
+	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new') to verify the signature with")
+	asJSON := fs.Bool("json", false, "print the entry as JSON")
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give exactly one KEY (64 hex characters), got %d arguments", len(pos))
+	}
+	key, err := cachekey.ParseKey(pos[0])
+	if err != nil {
+		return usagef("KEY: %s", err)
+	}
+	pub, err := loadVerifyKey(*verifyKey)
+	if err != nil {
+		return err
+	}
+	cl, ns, err := af.client(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := af.withTimeout(ctx)
+	defer cancel()
+	e, err := cl.EntryMeta(ctx, ns, key.String())
+	reports, rerr := cl.Reports(ctx, ns, key.String())
+	if err != nil {
+		if client.IsNotFound(err) && rerr == nil && reports.Quarantined {
+			return showQuarantined(sio, reports, *asJSON)
+		}
+		return fmt.Errorf("show %s/%s: %w", ns, key, adminHint(err))
+	}
+	var ce *client.Error
+	if rerr != nil && !(errors.As(rerr, &ce) && (ce.Status == http.StatusNotImplemented || ce.Status == http.StatusNotFound)) {
+		return fmt.Errorf("show the reports of %s/%s: %w", ns, key, rerr)
+	}
+	sig, sigErr := signatureStatus(e, key, pub, *verifyKey)
+	if *asJSON {
+		out := struct {
+			client.EntryInfo
+			Reports *client.ReportState `json:"report_state,omitempty"`
+		}{EntryInfo: e}
+		if rerr == nil {
+			out.Reports = &reports
+		}
+		if err := writeJSON(sio, out); err != nil {
+			return err
+		}
+		return sigErr
+	}
+	w := sio.Stdout
+	row := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	row("key", e.Key)
+	row("namespace", e.Namespace)
+	row("size", fmt.Sprintf("%s (%d bytes)", humanBytes(e.Size), e.Size))
+	row("sha256", e.SHA256)
+	row("backend", dash(e.Backend))
+	row("name", dash(e.Name))
+	row("writer", dash(e.Writer))
+	row("run", dash(e.Run))
+	row("created", e.Created.UTC().Format(time.RFC3339))
+	row("last access", e.LastAccess.UTC().Format(time.RFC3339))
+	row("hits", fmt.Sprint(e.Hits))
+	row("compile seconds", fmt.Sprint(e.CompileSeconds))
+	row("labels", pairs(e.Labels))
+	row("components", pairs(e.Components))
+	row("signature", sig)
+	if rerr == nil {
+		row("reports", fmt.Sprintf("%d from %d reporters (quarantine after %d)", reports.Reports, reports.Distinct, reports.Threshold))
+		printReports(w, reports.Recent)
+	}
+	return sigErr
+}
+
+// printReports lists reports, one per line.
+func printReports(w io.Writer, rs []client.Report) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), r.Reporter, oneLine(r.Reason, 200))
+	}
+}
+
+// showQuarantined shows an entry that is not served because it is
+// quarantined.
+func showQuarantined(sio stdio, st client.ReportState, asJSON bool) error {
+	if asJSON {
+		return writeJSON(sio, st)
+	}
+	w := sio.Stdout
+	row := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	row("key", st.Key)
+	row("namespace", st.Namespace)
+	at := "-"
+	if st.QuarantinedAt != nil {
+		at = st.QuarantinedAt.UTC().Format(time.RFC3339)
+	}
+	row("quarantined", fmt.Sprintf("since %s (cause %s): %s", at, st.Cause, dash(st.Reason)))
+	restore := "no: its bytes are gone; the next upload of the key replaces it"
+	if st.Restorable {
+		restore = fmt.Sprintf("yes: cachesvc admin restore %s --ns %s", st.Key, st.Namespace)
+	}
+	row("restorable", restore)
+	row("reports", fmt.Sprintf("%d from %d reporters (quarantine after %d)", st.Reports, st.Distinct, st.Threshold))
+	printReports(w, st.Recent)
+	return nil
+}
+
+// signatureStatus describes e's signature, verified against pub (read
+// from file) when given; a bad signature is also an error.
+func signatureStatus(e client.EntryInfo, key cachekey.Key, pub ed25519.PublicKey, file string) (string, error) {
+	switch {
+	case e.Signature == "":
+		return "none (the server has no signing key)", nil
+	case pub == nil:
+		return "present, not verified (give --verify-key FILE.pub)", nil
+	}
+	var sum [32]byte
+	if n, err := hex.Decode(sum[:], []byte(e.SHA256)); err != nil || n != len(sum) {
+		return "", fmt.Errorf("the server sent a bad sha256 %q", e.SHA256)
+	}
+	if !auth.Verify(pub, key, sum, e.Signature) {
+		return "INVALID for " + file, fmt.Errorf("the signature of %s/%s does not verify with %s: the entry was not signed by that key's server", e.Namespace, e.Key, file)
+	}
+	return "valid (verified with " + file + ")", nil
+}
+
+// pairs renders a map as "k=v, ..." in key order, or "-".
+func pairs(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + m[k]
+	}
+	return strings.Join(out, ", ")
+}
+
+// loadVerifyKey reads --verify-key's public key; nil for no file.
+func loadVerifyKey(path string) (ed25519.PublicKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read --verify-key: %w", err)
+	}
+	pub, err := auth.ParsePublicKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("--verify-key %s: %w", path, err)
+	}
+	return pub, nil
+}
