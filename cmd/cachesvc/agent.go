@@ -19,7 +19,7 @@ in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM.`
 func runAgent(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("agent", agentSummary, sio)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, "default", "`namespace` of the entries")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
 	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
 	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")
@@ -58,7 +58,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 		}
 		res, err := warmDir(ctx, wcl, cf.NS, d, *warmRun, "", jaxsync.DefaultChunkSize, sio, log)
 		if err != nil {
-			return fmt.Errorf("pre-warm: %w", err)
+			return fmt.Errorf("pre-warm: %w", serverHint(err, cf.Server))
 		}
 		fmt.Fprintln(sio.Stdout, res)
 		if err := a.MarkPresent(); err != nil {
@@ -78,7 +78,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 			}
 			st, err := a.Poll(ctx)
 			if err != nil {
-				return err
+				return serverHint(err, cf.Server)
 			}
 			total.Uploaded += st.Uploaded
 			total.Failed = st.Failed

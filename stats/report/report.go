@@ -39,7 +39,7 @@ func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wir
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", u, err)
+		return nil, err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
 	body := io.LimitReader(resp.Body, 64<<20)
