@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +89,60 @@ func TestErrorDefect(t *testing.T) {
 		if got := errorDefect(tc.msg); (got != "") != tc.want {
 			t.Errorf("errorDefect(%q) = %q, want defect %v", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// TestCommandErrors runs commands into the failures people meet first (a
+// missing file, a taken port, no server) and checks each error once: the
+// exit code, what it says, and no doubled prefix or Go internal.
+func TestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plainfile")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + closed.Addr().String() // nothing listens there
+	closed.Close()
+	serve := []string{"serve", "--addr", "127.0.0.1:0", "--wasm-cache", filepath.Join(dir, "wasm")}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"store on a file", append(serve, "--data", file), 1, "open store " + file},
+		{"port taken", []string{"serve", "--addr", taken.Addr().String(), "--data", filepath.Join(dir, "d1")}, 1, "listen on " + taken.Addr().String()},
+		{"tokens file missing", append(serve, "--data", filepath.Join(dir, "d2"), "--tokens", missing), 1, missing},
+		{"signing key missing", append(serve, "--data", filepath.Join(dir, "d3"), "--signing-key", missing), 1, missing},
+		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
+		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
+		{"warm no server", []string{"warm", "--url", refused, "--run", "r", "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, "connection refused"},
+		{"warm manifest missing", []string{"warm", "--manifest", missing, "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, missing},
+		{"key file missing", []string{"key", missing}, 1, missing},
+		{"plugin file missing", []string{"plugin", "check", missing}, 1, missing},
+		{"signkey over a file", []string{"signkey", "new", "--out", file}, 1, file + " already exists"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
+			msg := strings.TrimSpace(stderr.String())
+			if code != tc.code || !strings.Contains(msg, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, msg, tc.code, tc.want)
+			}
+			if why := errorDefect(msg); why != "" {
+				t.Errorf("%s: %s", msg, why)
+			}
+		})
 	}
 }

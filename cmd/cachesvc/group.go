@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -34,8 +35,14 @@ func (g group) run(ctx context.Context, args []string, sio stdio) error {
 			continue
 		}
 		err := c.run(ctx, args[1:], sio)
-		if ue := (*usageError)(nil); errors.As(err, &ue) && ue.cmd == "" {
-			ue.cmd = g.name + " " + c.name
+		if ue := (*usageError)(nil); errors.As(err, &ue) {
+			if ue.cmd == "" {
+				ue.cmd = g.name + " " + c.name
+			}
+			return err
+		}
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			return &cmdError{cmd: g.name + " " + c.name, err: err}
 		}
 		return err
 	}
@@ -62,3 +69,13 @@ func (g group) writeHelp(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nRun 'cachesvc %s <command> --help' for a command's flags.\n", g.name)
 }
+
+// cmdError is a subcommand's error, with the subcommand's path for the
+// "cachesvc PATH: " prefix run prints.
+type cmdError struct {
+	cmd string
+	err error
+}
+
+func (e *cmdError) Error() string { return e.err.Error() }
+func (e *cmdError) Unwrap() error { return e.err }

@@ -138,7 +138,11 @@ func dispatch(ctx context.Context, args []string, sio stdio) int {
 			fmt.Fprintf(sio.Stderr, "Run 'cachesvc %s --help' for usage.\n", path)
 			return 2
 		default:
-			reportError(sio, c.name, err.Error())
+			path := c.name
+			if ce := (*cmdError)(nil); errors.As(err, &ce) {
+				path = ce.cmd
+			}
+			reportError(sio, path, err.Error())
 			return 1
 		}
 	}
