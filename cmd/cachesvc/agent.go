@@ -26,11 +26,8 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	interval := fs.Duration("interval", time.Second, "poll `interval`")
 	state := fs.String("state-file", "", "`path` of the state file (default <dir>/.cachesvc-agent.json)")
 	once := fs.Bool("once", false, "poll twice (one interval apart), upload what is complete, and exit")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
 	}
 	if *dir == "" {
 		return usagef("--jax-cache-dir is required")

@@ -160,6 +160,18 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 	return parseArgs(fs, args)
 }
 
+// parseOperandless is parseFlags for a command that takes no positional
+// arguments: any left is a usageError.
+func parseOperandless(fs *flag.FlagSet, args []string, sio stdio) error {
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return nil
+}
+
 // parseArgs parses args into fs. fs.Usage runs only for --help, not for a
 // parse error: the error alone, with a pointer to --help, is what run prints.
 func parseArgs(fs *flag.FlagSet, args []string) error {

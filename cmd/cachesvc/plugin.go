@@ -222,11 +222,8 @@ func runPluginList(ctx context.Context, args []string, sio stdio) error {
 	addPluginDirFlag(fs, &o)
 	addPluginRuntimeFlags(fs, &o)
 	fs.BoolVar(&jsonOut, "json", false, "print JSON instead of a table")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = defaultWasmCache()

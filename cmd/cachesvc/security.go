@@ -175,11 +175,8 @@ func runTokenNew(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("token new", "Make a fresh random bearer token. Prints the token (shown once: keep it secret) and the line to add to the server's tokens file; then send the server SIGHUP.", sio)
 	fs.StringVar(&name, "name", "", "token `name`, recorded as the writer of entries it stores (required)")
 	fs.StringVar(&scopes, "scopes", "default:read", "comma-separated `namespace:scope` grants; scope is read, write or admin; namespace * means all")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if name == "" {
 		return usagef("--name is required")
@@ -215,11 +212,8 @@ func runSignKeyNew(ctx context.Context, args []string, sio stdio) error {
 	var out string
 	fs := newFlagSet("signkey new", "Make an Ed25519 key pair for signing entries: FILE (private, mode 0600) for serve --signing-key, FILE.pub for clients.", sio)
 	fs.StringVar(&out, "out", "", "private key `file` to create (the public key goes to FILE.pub)")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if out == "" {
 		return usagef("--out is required")

@@ -22,11 +22,8 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("stats", "Print a server's hit rate, compile time saved, runs and misses as tables.", sio)
 	cf.register(fs, "", "only this `namespace` (default: all namespaces)") // clientflags.go
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	token, err := cf.token.resolve()
 	if err != nil {

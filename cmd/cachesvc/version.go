@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"strings"
 )
 
 // version is the release version, set at build time with
@@ -29,11 +28,8 @@ func versionString() string {
 // runVersion prints the version.
 func runVersion(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("version", "Print the version and exit.", sio)
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	fmt.Fprintln(sio.Stdout, versionString())
 	return nil

@@ -62,11 +62,8 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	fs.BoolVar(&tw.enabled, "torch", false, "instead, pre-fill torch.compile's local caches from --run's Mega-Cache blob (saved by cachesvc.torch.save) by running --python -m cachesvc.torch load")
 	fs.StringVar(&tw.python, "python", "python3", "with --torch: the `interpreter` that has torch and the cachesvc package")
 	fs.StringVar(&tw.dir, "torch-cache-dir", "", "with --torch: torch's local cache `directory` to fill (TORCHINDUCTOR_CACHE_DIR; default torch's own)")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
 	}
 	if tw.enabled {
 		if *manifestFile != "" || *dir != "" {
