@@ -70,6 +70,24 @@ func errorDefect(msg string) string {
 	return ""
 }
 
+// checkStderr checks the error lines ("cachesvc CMD: message") a cachesvc
+// process wrote to stderr with errorDefect: the process tests' counterpart of
+// TestMain's check of in-process commands.
+func checkStderr(t *testing.T, stderr string) {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		rest, ok := strings.CutPrefix(line, "cachesvc ")
+		if !ok {
+			continue
+		}
+		if _, msg, ok := strings.Cut(rest, ": "); ok {
+			if why := errorDefect(msg); why != "" {
+				t.Errorf("%s: %s", line, why)
+			}
+		}
+	}
+}
+
 func TestErrorDefect(t *testing.T) {
 	tests := []struct {
 		msg  string
