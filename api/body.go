@@ -165,7 +165,9 @@ func (b bodies) readBody(c *fiber.Ctx) ([]byte, error) {
 }
 
 // decodeJSON reads the request body with readBody and decodes it into v,
-// rejecting unknown fields. Malformed JSON is 400 bad_json with the reason.
+// rejecting unknown fields: the one JSON body decoder of every endpoint.
+// Malformed JSON is 400 bad_json with a message naming the field and what
+// it must be (jsonBodyMessage).
 func (b bodies) decodeJSON(c *fiber.Ctx, v any) error {
 	data, err := b.readBody(c)
 	if err != nil {
@@ -174,8 +176,7 @@ func (b bodies) decodeJSON(c *fiber.Ctx, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &Error{Status: http.StatusBadRequest, Code: "bad_json",
-			Message: sentence("the request body is not valid JSON for this endpoint: " + err.Error()), Err: err}
+		return &Error{Status: http.StatusBadRequest, Code: "bad_json", Message: jsonBodyMessage(err, v), Err: err} // jsonerr.go
 	}
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "bad_json", "The request body has data after the JSON value.")

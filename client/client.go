@@ -49,11 +49,8 @@ type Client struct {
 // New returns a client for cfg.
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("parse server url %q: %w", cfg.BaseURL, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("server url %q must be http:// or https:// with a host", cfg.BaseURL)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q is not an http(s) URL such as http://cache:8080", cfg.BaseURL)
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -117,7 +114,7 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body io.Reade
 func (c *Client) do(req *http.Request, ok ...int) (*http.Response, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		return nil, err // a *url.Error: it names the method and URL
 	}
 	for _, s := range ok {
 		if resp.StatusCode == s {

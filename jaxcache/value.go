@@ -39,7 +39,7 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 func Inspect(path string) (Value, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Value{}, fmt.Errorf("open %s: %w", path, err)
+		return Value{}, err // names the path
 	}
 	defer f.Close()
 	return InspectReader(f)

@@ -419,16 +419,17 @@ func writeFileAtomic(path string, write func(*os.File) error) (err error) {
 		}
 	}()
 	if err := write(f); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
+		return fmt.Errorf("save %s: %w", path, err)
 	}
+	// os errors name the operation and the file: no prefix of ours.
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", f.Name(), err)
+		return err
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", f.Name(), err)
+		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", f.Name(), err)
+		return err
 	}
 	return nil
 }

@@ -129,18 +129,21 @@ func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
 func writeNew(path string, data []byte, mode os.FileMode) (err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s already exists: remove it, or choose another file", path)
+		}
+		return err // names the path
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("close %s: %w", path, cerr)
+			err = cerr
 		}
 		if err != nil {
 			os.Remove(path)
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	return f.Sync()
 }

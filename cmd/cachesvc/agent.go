@@ -19,18 +19,15 @@ in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM.`
 func runAgent(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("agent", agentSummary, sio)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, "default", "`namespace` of the entries")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
 	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
 	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")
 	interval := fs.Duration("interval", time.Second, "poll `interval`")
 	state := fs.String("state-file", "", "`path` of the state file (default <dir>/.cachesvc-agent.json)")
 	once := fs.Bool("once", false, "poll twice (one interval apart), upload what is complete, and exit")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
 	}
 	if *dir == "" {
 		return usagef("--jax-cache-dir is required")
@@ -58,7 +55,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 		}
 		res, err := warmDir(ctx, wcl, cf.NS, d, *warmRun, "", jaxsync.DefaultChunkSize, sio, log)
 		if err != nil {
-			return fmt.Errorf("pre-warm: %w", err)
+			return fmt.Errorf("pre-warm: %w", serverHint(err, cf.Server))
 		}
 		fmt.Fprintln(sio.Stdout, res)
 		if err := a.MarkPresent(); err != nil {
@@ -78,7 +75,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 			}
 			st, err := a.Poll(ctx)
 			if err != nil {
-				return err
+				return serverHint(err, cf.Server)
 			}
 			total.Uploaded += st.Uploaded
 			total.Failed = st.Failed

@@ -4,33 +4,117 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
 )
 
-// newFlagSet returns a FlagSet for subcommand name whose usage lists every
-// flag with its environment variable. summary is printed above the flags.
-func newFlagSet(name, summary string, sio stdio) *flag.FlagSet {
-	fs := flag.NewFlagSet("cachesvc "+name, flag.ContinueOnError)
-	fs.SetOutput(sio.Stderr)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: cachesvc %s [flags]\n\n%s\n\nFlags (each also from the environment variable shown):\n", name, summary)
-		fs.VisitAll(func(f *flag.Flag) {
-			typ, usage := flag.UnquoteUsage(f)
-			env := envName(f.Name)
-			if _, ok := f.Value.(cmdLineOnly); ok {
-				env = "command line only"
-			}
-			fmt.Fprintf(w, "  --%s %s\t[%s]\n    \t%s", f.Name, typ, env, usage)
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-				fmt.Fprintf(w, " (default %s)", f.DefValue)
-			}
-			fmt.Fprintln(w)
-		})
-	}
+// newFlagSet returns a FlagSet for the subcommand that use names: the
+// command path, then its positional arguments in upper case ("key FILE...",
+// "plugin check FILE.wasm"). Its --help, printed to stdout, shows the usage
+// line, summary and every flag with its environment variable. Flags that
+// parse errors print nothing themselves: parseFlags returns a usageError.
+func newFlagSet(use, summary string, sio stdio) *flag.FlagSet {
+	path, operands := splitUse(use)
+	fs := flag.NewFlagSet("cachesvc "+path, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { writeHelp(sio.Stdout, fs, path, operands, summary) }
 	return fs
+}
+
+// splitUse splits "plugin check FILE.wasm" into the command path ("plugin
+// check": the leading lower-case words) and the operands ("FILE.wasm").
+func splitUse(use string) (path, operands string) {
+	words := strings.Fields(use)
+	i := 0
+	for i < len(words) && strings.ToLower(words[i]) == words[i] && !strings.HasPrefix(words[i], "[") {
+		i++
+	}
+	return strings.Join(words[:i], " "), strings.Join(words[i:], " ")
+}
+
+// writeHelp writes fs's help: usage line, summary, and each flag (aliases on
+// their target's line) with its environment variables.
+func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
+	line := "cachesvc " + path
+	if hasFlags(fs) {
+		line += " [flags]"
+	}
+	if operands != "" {
+		line += " " + operands
+	}
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", line, summary)
+	if !hasFlags(fs) {
+		return
+	}
+	aliases := aliasesOf(fs)
+	fmt.Fprintf(w, "\nFlags (each also from the environment variable shown):\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		if isAlias(f) {
+			return
+		}
+		typ, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if typ != "" {
+			name += " " + typ
+		}
+		env := envName(f.Name)
+		for _, a := range aliases[f.Name] {
+			name += " (alias --" + a + ")"
+			env += "; alias " + envName(a)
+		}
+		if _, ok := f.Value.(cmdLineOnly); ok {
+			env = "command line only"
+		}
+		fmt.Fprintf(w, "  %s\t[%s]\n    \t%s", name, env, usage)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// aliasValue is the Value of a flag that is another name of the flag "to":
+// it shares to's Value, is not listed on its own in help, and its
+// environment variable is read only when to's is unset.
+type aliasValue struct {
+	flag.Value
+	to string
+}
+
+// aliasFlag defines alias as another name of the already defined flag to
+// (not for bool flags: an alias does not take the bare --name form).
+func aliasFlag(fs *flag.FlagSet, alias, to string) {
+	f := fs.Lookup(to)
+	if f == nil {
+		panic("aliasFlag: no flag --" + to)
+	}
+	fs.Var(&aliasValue{Value: f.Value, to: to}, alias, "alias of --"+to)
+}
+
+// isAlias reports whether f was defined by aliasFlag.
+func isAlias(f *flag.Flag) bool {
+	_, ok := f.Value.(*aliasValue)
+	return ok
+}
+
+// aliasesOf maps each flag name to its aliases, in name order.
+func aliasesOf(fs *flag.FlagSet) map[string][]string {
+	m := map[string][]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if a, ok := f.Value.(*aliasValue); ok {
+			m[a.to] = append(m[a.to], f.Name)
+		}
+	})
+	return m
 }
 
 // envName returns the environment variable for flag name:
@@ -41,12 +125,18 @@ func envName(flagName string) string {
 }
 
 // parseFlags sets every flag of fs from its CACHESVC_<FLAG> environment
-// variable, then parses args, so that the command line wins. Errors are
-// usageErrors; --help returns flag.ErrHelp.
+// variable (or, when that is unset, an alias's, with a note on stderr that
+// the alias is an old name), then parses args, so that the command line
+// wins. Errors are usageErrors; --help prints the help to stdout and
+// returns flag.ErrHelp.
 func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
+	if sio.observeFlags != nil {
+		sio.observeFlags(fs)
+	}
+	aliases := aliasesOf(fs)
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if envErr != nil {
+		if envErr != nil || isAlias(f) {
 			return
 		}
 		if _, ok := f.Value.(cmdLineOnly); ok {
@@ -54,6 +144,15 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 		}
 		name := envName(f.Name)
 		v := sio.getenv(name)
+		for _, a := range aliases[f.Name] {
+			if v != "" {
+				break
+			}
+			if v = sio.getenv(envName(a)); v != "" {
+				fmt.Fprintf(sio.Stderr, "cachesvc: %s is an old name of %s; set %s instead\n", envName(a), name, name)
+				name = envName(a)
+			}
+		}
 		if v == "" {
 			return
 		}
@@ -64,11 +163,17 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 	if envErr != nil {
 		return envErr
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%s", err)
+	return parseArgs(fs, args)
+}
+
+// parseOperandless is parseFlags for a command that takes no positional
+// arguments: any left is a usageError.
+func parseOperandless(fs *flag.FlagSet, args []string, sio stdio) error {
+	if err := parseFlags(fs, args, sio); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	return nil
 }
@@ -91,6 +196,27 @@ func commandLineOnly(fs *flag.FlagSet, names ...string) {
 		f := fs.Lookup(n)
 		f.Value = cmdLineOnly{f.Value}
 	}
+}
+
+// parseArgs parses args into fs. fs.Usage runs only for --help, not for a
+// parse error: the error alone, with a pointer to --help, is what run prints.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	help := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = help
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		help()
+		return err
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	return &usageError{msg: msg, cmd: strings.TrimPrefix(fs.Name(), "cachesvc ")}
 }
 
 // byteSize is a flag.Value holding a size in bytes that accepts human units.

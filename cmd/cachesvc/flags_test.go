@@ -108,15 +108,54 @@ func TestParseFlagsEnv(t *testing.T) {
 }
 
 func TestHelpListsEnv(t *testing.T) {
-	var stderr bytes.Buffer
-	sio := stdio{Stderr: &stderr, Getenv: func(string) string { return "" }}
+	var stdout, stderr bytes.Buffer
+	sio := stdio{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	fs := newFlagSet("test", "Test.", sio)
 	var size int64
 	sizeVar(fs, &size, "max-size", 0, "limit")
 	if err := parseFlags(fs, []string{"--help"}, sio); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v", err)
 	}
-	if !bytes.Contains(stderr.Bytes(), []byte("CACHESVC_MAX_SIZE")) {
-		t.Errorf("help does not name the environment variable:\n%s", stderr.String())
+	if !bytes.Contains(stdout.Bytes(), []byte("CACHESVC_MAX_SIZE")) || stderr.Len() > 0 {
+		t.Errorf("help (on stdout) does not name the environment variable:\n%s\nstderr: %s", stdout.String(), stderr.String())
+	}
+}
+
+// TestFlagAliases: an alias sets its target from the command line, its
+// environment variable is read only when the target's is unset (with a note
+// on stderr naming the new variable), and the target's wins.
+func TestFlagAliases(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		want     string
+		wantNote bool
+	}{
+		{"default", nil, nil, defaultURL, false},
+		{"new env", map[string]string{"CACHESVC_URL": "http://a:1"}, nil, "http://a:1", false},
+		{"old env only", map[string]string{"CACHESVC_SERVER": "http://b:2"}, nil, "http://b:2", true},
+		{"new env wins", map[string]string{"CACHESVC_URL": "http://a:1", "CACHESVC_SERVER": "http://b:2"}, nil, "http://a:1", false},
+		{"alias flag", map[string]string{"CACHESVC_URL": "http://a:1"}, []string{"--server", "http://c:3"}, "http://c:3", false},
+		{"flag", nil, []string{"--url=http://d:4"}, "http://d:4", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			sio := stdio{Stderr: &stderr, Getenv: func(k string) string { return tc.env[k] }}
+			fs := newFlagSet("test", "Test.", sio)
+			var cf clientFlags
+			cf.register(fs, "default", "namespace")
+			if err := parseFlags(fs, tc.args, sio); err != nil {
+				t.Fatal(err)
+			}
+			if cf.Server != tc.want {
+				t.Errorf("url %q, want %q", cf.Server, tc.want)
+			}
+			note := "cachesvc: CACHESVC_SERVER is an old name of CACHESVC_URL; set CACHESVC_URL instead\n"
+			if got := stderr.String(); (got == note) != tc.wantNote || (!tc.wantNote && got != "") {
+				t.Errorf("stderr %q, want note %v", got, tc.wantNote)
+			}
+		})
 	}
 }

@@ -234,7 +234,7 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvic
 		Logger:        logger,
 	})
 	if err != nil {
-		return out, fmt.Errorf("open store %s: %w", o.Data, err)
+		return out, err // "open store DIR: ..."
 	}
 	out.hot, out.api = hot, hot
 	if !o.S3.enabled() {

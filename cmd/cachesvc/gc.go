@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -64,11 +63,8 @@ func runGc(ctx context.Context, args []string, sio stdio) error {
 	grace := fs.Duration("grace", gc.DefaultGrace, "keep unnamed blobs and uploads younger than this (longer than the longest upload)")
 	dryRun := fs.Bool("dry-run", false, "count what would be removed, remove nothing")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *olderThan <= 0 || *grace <= 0 {
 		return usagef("--older-than and --grace must be positive, got %s and %s", *olderThan, *grace)

@@ -81,7 +81,7 @@ func TestGcCommand(t *testing.T) {
 		stderr  string
 		objects int // left under fleet/ (4 before)
 	}{
-		{"help", []string{"--help"}, nil, 0, nil, "--older-than duration", 4},
+		{"help", []string{"--help"}, nil, 0, []string{"--older-than duration"}, "", 4},
 		{"dry run", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--dry-run"}, nil, 0,
 			[]string{"(dry run: nothing removed)", "entries      kept 1 (0 by access logs), would remove 1", "would remove 1 (9 B)"}, "", 4},
 		{"removes the old entry", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds}, nil, 0,

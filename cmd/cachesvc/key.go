@@ -73,7 +73,7 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	var o pluginOptions
 	var backend string
 	var jsonOut bool
-	fs := newFlagSet("key", "Print the cache key, display name and components of each signature FILE (JSON) or bare module FILE with --platform, --jaxlib-version, ...; '-' reads stdin. Offline: the same plugins and code path as the server.", sio)
+	fs := newFlagSet("key FILE...", "Print the cache key, display name and components of each signature FILE (JSON) or bare module FILE with --platform, --jaxlib-version, ...; '-' reads stdin. Offline: the same plugins and code path as the server.", sio)
 	addPluginFlags(fs, &o)
 	fs.StringVar(&backend, "backend", "", "backend for a bare module, or to add to a signature lacking one (default xla for bare modules)")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON object per line and FILE")

@@ -38,10 +38,10 @@ var commands = []command{
 	{"stats", "print hit rates, time saved, runs and misses as tables", runStats},
 	{"warm", "fill a JAX cache directory from a run's entries, or torch's from its Mega-Cache (--torch)", runWarm},
 	{"agent", "sync a JAX cache directory to the server (upload new entries)", runAgent},
-	{"gc", "remove what no replica used for a given age from the shared S3 tier (gc.go)", runGc},
-	{"key", "print the cache key of a signature or module, offline (key.go)", runKey},
-	{"plugin", "list plugins, or check a plugin against the ABI (plugin.go)", runPlugin},
-	{"admin", "list, delete, quarantine, show, export and import entries with an admin token (admin.go)", runAdmin},
+	{"gc", "remove what no replica used for a given age from the shared S3 tier", runGc},
+	{"key", "print the cache key of a signature or module, offline", runKey},
+	{"plugin", "list plugins, or check a plugin against the ABI", runPlugin},
+	{"admin", "list, delete, quarantine, show, export and import entries with an admin token", runAdmin},
 	{"version", "print the version and exit", runVersion},
 }
 
@@ -53,6 +53,9 @@ type stdio struct {
 	Stderr io.Writer
 	// Getenv looks up environment variables; nil means os.Getenv.
 	Getenv func(string) string
+	// observeFlags, when set (by tests), sees each flag set parseFlags
+	// parses, before it parses.
+	observeFlags func(*flag.FlagSet)
 }
 
 // getenv looks up key through s.Getenv, or os.Getenv when it is nil.
@@ -65,7 +68,12 @@ func (s stdio) getenv(key string) string {
 
 // usageError is a bad command line; run prints it with the usage hint and
 // exits 2.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// cmd is the command path whose --help the hint names ("plugin
+	// check"); empty means the top-level command's.
+	cmd string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -89,16 +97,27 @@ func main() {
 
 // run dispatches args to a subcommand and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	sio := stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	return dispatch(ctx, args, stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
+
+// dispatch runs the subcommand args name with sio and returns the exit code.
+// `cachesvc help CMD [SUB]` is `cachesvc CMD [SUB] --help`.
+func dispatch(ctx context.Context, args []string, sio stdio) int {
 	if len(args) == 0 {
-		printUsage(stderr)
+		printUsage(sio.Stderr)
 		return 2
 	}
 	name := args[0]
 	switch name {
-	case "-h", "-help", "--help", "help":
-		printUsage(stdout)
+	case "-h", "-help", "--help":
+		printUsage(sio.Stdout)
 		return 0
+	case "help":
+		if len(args) == 1 {
+			printUsage(sio.Stdout)
+			return 0
+		}
+		return dispatch(ctx, append(args[1:len(args):len(args)], "--help"), sio)
 	case "-version", "--version":
 		name = "version"
 	}
@@ -112,16 +131,37 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "cachesvc %s: %s\nRun 'cachesvc %s --help' for usage.\n", c.name, ue.msg, c.name)
+			path := c.name
+			if ue.cmd != "" {
+				path = ue.cmd
+			}
+			reportError(sio, path, ue.msg)
+			fmt.Fprintf(sio.Stderr, "Run 'cachesvc %s --help' for usage.\n", path)
 			return 2
 		default:
-			fmt.Fprintf(stderr, "cachesvc %s: %s\n", c.name, err)
+			path := c.name
+			if ce := (*cmdError)(nil); errors.As(err, &ce) {
+				path = ce.cmd
+			}
+			reportError(sio, path, err.Error())
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "cachesvc: unknown command %q\n\n", name)
-	printUsage(stderr)
+	fmt.Fprintf(sio.Stderr, "cachesvc: unknown command %q\n\n", name)
+	printUsage(sio.Stderr)
 	return 2
+}
+
+// observeError, when set (by tests), sees the message of every error a
+// command ends with, as printed after "cachesvc CMD: ".
+var observeError func(cmd, msg string)
+
+// reportError prints a command's final error to stderr.
+func reportError(sio stdio, cmd, msg string) {
+	if observeError != nil {
+		observeError(cmd, msg)
+	}
+	fmt.Fprintf(sio.Stderr, "cachesvc %s: %s\n", cmd, msg)
 }
 
 // printUsage writes the command list to w.
@@ -131,6 +171,6 @@ func printUsage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
 	}
-	fmt.Fprintf(w, "\nRun 'cachesvc <command> --help' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'cachesvc help <command>' or 'cachesvc <command> --help' for a command's flags.\n")
 	fmt.Fprintf(w, "Every flag can also be set as CACHESVC_<FLAG_NAME>, e.g. CACHESVC_MAX_SIZE=10GiB.\n")
 }

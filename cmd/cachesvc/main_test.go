@@ -20,9 +20,9 @@ func TestRunDispatch(t *testing.T) {
 		{[]string{"version"}, 0, "cachesvc ", ""},
 		{[]string{"--version"}, 0, "cachesvc ", ""},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
-		{[]string{"serve", "--no-such-flag"}, 2, "", "flag provided but not defined"},
+		{[]string{"serve", "--no-such-flag"}, 2, "", "unknown flag --no-such-flag"},
 		{[]string{"serve", "extra"}, 2, "", "unexpected arguments"},
-		{[]string{"serve", "--help"}, 0, "", "CACHESVC_MAX_ENTRY_SIZE"},
+		{[]string{"serve", "--help"}, 0, "CACHESVC_MAX_ENTRY_SIZE", ""},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -31,13 +31,35 @@ type pluginOptions struct {
 	memo keying.SharedMemo
 }
 
-// addPluginFlags defines the plugin flags on fs.
+// addPluginFlags defines every plugin flag on fs (serve, key).
 func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
+	addPluginDirFlag(fs, o)
+	addPluginRuntimeFlags(fs, o)
+	addPluginCallFlags(fs, o)
+}
+
+// addPluginDirFlag defines --plugins: the extra plugins to load.
+func addPluginDirFlag(fs *flag.FlagSet, o *pluginOptions) {
 	fs.StringVar(&o.Dir, "plugins", "", "`directory` of extra canonicalization plugins (*.wasm) loaded at start, besides the built-ins; serve reloads it on SIGHUP, all or nothing (a bad file keeps the plugins in force)")
+}
+
+// addPluginRuntimeFlags defines the flags of the plugin runtime itself:
+// where compiled code is cached, and each call's time and memory limits.
+func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.StringVar(&o.CacheDir, "wasm-cache", "", "`directory` for compiled plugin code (default: <data>/wasm-cache for serve, the user cache dir otherwise)")
 	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
+}
+
+// addPluginCallFlags defines the flags of keying calls: concurrency and the
+// largest signature.
+func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
+	addMaxSignatureFlag(fs, o)
+}
+
+// addMaxSignatureFlag defines --max-signature-size.
+func addMaxSignatureFlag(fs *flag.FlagSet, o *pluginOptions) {
 	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
 }
 
@@ -172,133 +194,139 @@ func parseInterspersed(fs *flag.FlagSet, args []string, sio stdio) ([]string, er
 	rest := fs.Args()
 	for len(rest) > 0 {
 		pos = append(pos, rest[0])
-		if err := fs.Parse(rest[1:]); err != nil {
-			return nil, usagef("%s", err)
+		if err := parseArgs(fs, rest[1:]); err != nil {
+			return nil, err
 		}
 		rest = fs.Args()
 	}
 	return pos, nil
 }
 
+// pluginGroup is `cachesvc plugin list|check`.
+var pluginGroup = group{name: "plugin", summary: "List the canonicalization plugins, or check a plugin against the ABI (plugins/ABI.md).",
+	subs: []command{
+		{"list", "list the loaded plugins (built-ins and --plugins DIR)", runPluginList},
+		{"check", "check that FILE.wasm conforms to the plugin ABI", runPluginCheck},
+	}}
+
 // runPlugin runs `cachesvc plugin list` and `cachesvc plugin check`.
 func runPlugin(ctx context.Context, args []string, sio stdio) error {
-	if len(args) == 0 {
-		return usagef("missing subcommand: list or check")
-	}
+	return pluginGroup.run(ctx, args, sio)
+}
+
+// runPluginList is `cachesvc plugin list`.
+func runPluginList(ctx context.Context, args []string, sio stdio) error {
 	var o pluginOptions
-	var corpus string
 	var jsonOut bool
-	sub := args[0]
-	if isHelp(sub) {
-		fmt.Fprintf(sio.Stdout, "Usage: cachesvc plugin list|check [flags]\n\n  list   List the loaded canonicalization plugins (built-ins and --plugins DIR).\n  check  Check that FILE.wasm conforms to plugins/ABI.md.\n\nRun 'cachesvc plugin list --help' or 'cachesvc plugin check --help' for their flags.\n")
-		return nil
-	}
-	summary := map[string]string{
-		"list":  "List the loaded canonicalization plugins (built-ins and --plugins DIR).",
-		"check": "Check that FILE.wasm conforms to plugins/ABI.md: describe is valid, canonicalize is deterministic (repeated calls, fresh instances), idempotent (via normalize) and within limits.",
-	}[sub]
-	if summary == "" {
-		return usagef("unknown subcommand %q: use list or check", sub)
-	}
-	fs := newFlagSet("plugin "+sub, summary, sio)
-	addPluginFlags(fs, &o)
+	fs := newFlagSet("plugin list", "List the loaded canonicalization plugins (built-ins and --plugins DIR).", sio)
+	addPluginDirFlag(fs, &o)
+	addPluginRuntimeFlags(fs, &o)
 	fs.BoolVar(&jsonOut, "json", false, "print JSON instead of a table")
-	xo := newModuleFlags(fs)
-	if sub == "check" {
-		fs.StringVar(&corpus, "corpus", "", "`directory` of signatures (*.json) and bare modules to check with (default: one {\"backend\": B} probe per backend)")
-	}
-	pos, err := parseInterspersed(fs, args[1:], sio)
-	if err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = defaultWasmCache()
 	}
-	logger := slog.New(slog.DiscardHandler)
-	switch sub {
-	case "list":
-		if len(pos) > 0 {
-			return usagef("unexpected arguments: %s", strings.Join(pos, " "))
-		}
-		h, err := openHost(ctx, o, logger, false)
-		if err != nil {
-			return err
-		}
-		defer h.Close(ctx)
-		infos := h.Plugins()
-		if jsonOut {
-			return writeJSON(sio, infos)
-		}
-		tw := tabwriter.NewWriter(sio.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PLUGIN\tBACKENDS\tREADS\tINTERRUPT\tSOURCE")
-		for _, i := range infos {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ID, strings.Join(i.Backends, ","), strings.Join(i.Reads, ","), i.Interrupt, i.Source)
-		}
-		return tw.Flush()
-	default: // check
-		if len(pos) != 1 {
-			return usagef("want exactly one FILE.wasm, got %d arguments", len(pos))
-		}
-		wasm, err := os.ReadFile(pos[0])
-		if err != nil {
-			return fmt.Errorf("read plugin: %w", err)
-		}
-		h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: o.CacheDir, MaxMemoryBytes: o.Memory,
-			CallTimeout: o.Timeout, MaxInputBytes: o.MaxSignature, PoolSize: 1, Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer h.Close(ctx)
-		var probes []plugins.Probe
-		if corpus != "" {
-			// Describe first to learn the backend bare modules are wrapped for.
-			p, err := h.Compile(ctx, pos[0], wasm)
-			if err != nil {
-				return err
-			}
-			info := p.Info()
-			p.Close(ctx)
-			if probes, err = plugins.LoadCorpus(corpus, info, xo.fields()); err != nil {
-				return err
-			}
-			if len(probes) == 0 {
-				return fmt.Errorf("corpus %s holds no signature or module this plugin reads", corpus)
-			}
-		}
-		rep, err := h.Check(ctx, pos[0], wasm, probes)
-		if err != nil {
-			return err
-		}
-		if jsonOut {
-			if err := writeJSON(sio, rep); err != nil {
-				return err
-			}
-		} else {
-			failed := 0
-			for _, r := range rep.Results {
-				mark := "ok  "
-				switch {
-				case r.Skipped:
-					mark = "skip"
-				case !r.OK:
-					mark = "FAIL"
-					failed++
-				}
-				fmt.Fprintf(sio.Stdout, "%s  %s", mark, r.Name)
-				if r.Detail != "" {
-					fmt.Fprintf(sio.Stdout, ": %s", r.Detail)
-				}
-				fmt.Fprintln(sio.Stdout)
-			}
-			fmt.Fprintf(sio.Stdout, "%s: %d checks, %d failed; slowest call %s\n", rep.Info.ID, len(rep.Results), failed, rep.Slowest.Round(time.Microsecond))
-		}
-		if !rep.OK {
-			return fmt.Errorf("plugin %s does not conform to the ABI (see the FAIL lines)", rep.Info.ID)
-		}
-		return nil
+	h, err := openHost(ctx, o, slog.New(slog.DiscardHandler), false)
+	if err != nil {
+		return err
 	}
+	defer h.Close(ctx)
+	infos := h.Plugins()
+	if jsonOut {
+		return writeJSON(sio, infos)
+	}
+	tw := tabwriter.NewWriter(sio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tBACKENDS\tREADS\tINTERRUPT\tSOURCE")
+	for _, i := range infos {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ID, strings.Join(i.Backends, ","), strings.Join(i.Reads, ","), i.Interrupt, i.Source)
+	}
+	return tw.Flush()
 }
 
+// runPluginCheck is `cachesvc plugin check FILE.wasm`.
+func runPluginCheck(ctx context.Context, args []string, sio stdio) error {
+	var o pluginOptions
+	var corpus string
+	var jsonOut bool
+	fs := newFlagSet("plugin check FILE.wasm", "Check that FILE.wasm conforms to plugins/ABI.md: describe is valid, canonicalize is deterministic (repeated calls, fresh instances), idempotent (via normalize) and within limits. The module flags (--platform, ...) describe the corpus's bare modules.", sio)
+	addPluginRuntimeFlags(fs, &o)
+	addMaxSignatureFlag(fs, &o)
+	fs.BoolVar(&jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&corpus, "corpus", "", "`directory` of signatures (*.json) and bare modules to check with (default: one {\"backend\": B} probe per backend)")
+	xo := newModuleFlags(fs)
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one FILE.wasm, got %d arguments", len(pos))
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = defaultWasmCache()
+	}
+	wasm, err := os.ReadFile(pos[0])
+	if err != nil {
+		return fmt.Errorf("read plugin: %w", err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: o.CacheDir, MaxMemoryBytes: o.Memory,
+		CallTimeout: o.Timeout, MaxInputBytes: o.MaxSignature, PoolSize: 1, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer h.Close(ctx)
+	var probes []plugins.Probe
+	if corpus != "" {
+		// Describe first to learn the backend bare modules are wrapped for.
+		p, err := h.Compile(ctx, pos[0], wasm)
+		if err != nil {
+			return err
+		}
+		info := p.Info()
+		p.Close(ctx)
+		if probes, err = plugins.LoadCorpus(corpus, info, xo.fields()); err != nil {
+			return err
+		}
+		if len(probes) == 0 {
+			return fmt.Errorf("corpus %s holds no signature or module this plugin reads", corpus)
+		}
+	}
+	rep, err := h.Check(ctx, pos[0], wasm, probes)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		if err := writeJSON(sio, rep); err != nil {
+			return err
+		}
+	} else {
+		failed := 0
+		for _, r := range rep.Results {
+			mark := "ok  "
+			switch {
+			case r.Skipped:
+				mark = "skip"
+			case !r.OK:
+				mark = "FAIL"
+				failed++
+			}
+			fmt.Fprintf(sio.Stdout, "%s  %s", mark, r.Name)
+			if r.Detail != "" {
+				fmt.Fprintf(sio.Stdout, ": %s", r.Detail)
+			}
+			fmt.Fprintln(sio.Stdout)
+		}
+		fmt.Fprintf(sio.Stdout, "%s: %d checks, %d failed; slowest call %s\n", rep.Info.ID, len(rep.Results), failed, rep.Slowest.Round(time.Microsecond))
+	}
+	if !rep.OK {
+		return fmt.Errorf("plugin %s does not conform to the ABI (see the FAIL lines)", rep.Info.ID)
+	}
+	return nil
+}
+
+// writeJSON writes v to stdout as indented JSON.
 func writeJSON(sio stdio, v any) error {
 	enc := json.NewEncoder(sio.Stdout)
 	enc.SetIndent("", "  ")

@@ -69,7 +69,7 @@ func startServer(t *testing.T, bin, data string, extra ...string) *proc {
 		}
 	}()
 	go func() { _ = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() { p.kill(); checkStderr(t, p.stderr.String()) }) // errcheck_test.go
 	select {
 	case p.url = <-urlc:
 	case <-p.exited:

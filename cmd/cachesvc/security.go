@@ -160,20 +160,22 @@ func (ts *tokenSource) resolve() (string, error) {
 	return tok, nil
 }
 
+// tokenGroup is `cachesvc token new`.
+var tokenGroup = group{name: "token", summary: "Make bearer tokens for the server's tokens file (serve --tokens).",
+	subs: []command{{"new", "make a random token and its tokens-file line", runTokenNew}}}
+
 // runToken is `cachesvc token new --name N [--scopes LIST]`.
 func runToken(ctx context.Context, args []string, sio stdio) error {
-	if len(args) == 0 || args[0] != "new" {
-		if len(args) > 0 && isHelp(args[0]) {
-			fmt.Fprintln(sio.Stdout, "Usage: cachesvc token new --name NAME [--scopes NS:SCOPE,...]")
-			return nil
-		}
-		return usagef("want `cachesvc token new --name NAME [--scopes NS:SCOPE,...]`")
-	}
+	return tokenGroup.run(ctx, args, sio)
+}
+
+// runTokenNew is `cachesvc token new`.
+func runTokenNew(ctx context.Context, args []string, sio stdio) error {
 	var name, scopes string
 	fs := newFlagSet("token new", "Make a fresh random bearer token. Prints the token (shown once: keep it secret) and the line to add to the server's tokens file; then send the server SIGHUP.", sio)
 	fs.StringVar(&name, "name", "", "token `name`, recorded as the writer of entries it stores (required)")
 	fs.StringVar(&scopes, "scopes", "default:read", "comma-separated `namespace:scope` grants; scope is read, write or admin; namespace * means all")
-	if err := parseFlags(fs, args[1:], sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
 	if name == "" {
@@ -196,19 +198,21 @@ func runToken(ctx context.Context, args []string, sio stdio) error {
 	return nil
 }
 
+// signKeyGroup is `cachesvc signkey new`.
+var signKeyGroup = group{name: "signkey", summary: "Make Ed25519 key pairs for signing entries (serve --signing-key).",
+	subs: []command{{"new", "make a key pair: FILE (private) and FILE.pub", runSignKeyNew}}}
+
 // runSignKey is `cachesvc signkey new --out FILE`.
 func runSignKey(ctx context.Context, args []string, sio stdio) error {
-	if len(args) == 0 || args[0] != "new" {
-		if len(args) > 0 && isHelp(args[0]) {
-			fmt.Fprintln(sio.Stdout, "Usage: cachesvc signkey new --out FILE\n\nMake an Ed25519 key pair for signing entries; run 'cachesvc signkey new --help' for the flags.")
-			return nil
-		}
-		return usagef("want `cachesvc signkey new --out FILE`")
-	}
+	return signKeyGroup.run(ctx, args, sio)
+}
+
+// runSignKeyNew is `cachesvc signkey new`.
+func runSignKeyNew(ctx context.Context, args []string, sio stdio) error {
 	var out string
 	fs := newFlagSet("signkey new", "Make an Ed25519 key pair for signing entries: FILE (private, mode 0600) for serve --signing-key, FILE.pub for clients.", sio)
 	fs.StringVar(&out, "out", "", "private key `file` to create (the public key goes to FILE.pub)")
-	if err := parseFlags(fs, args[1:], sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
 	if out == "" {

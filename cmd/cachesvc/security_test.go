@@ -200,6 +200,7 @@ func TestServeSecurityProcess(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
 				}
 			}
+			checkStderr(t, stderr.String()) // errcheck_test.go
 		})
 	}
 

@@ -196,3 +196,19 @@ func TestServeBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLoggerDurations: both log formats write a duration as "30s", never as
+// JSON's integer nanoseconds (the shutdown line's grace).
+func TestLoggerDurations(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		logger, err := newLogger(&buf, format, "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Info("shutting down", "grace", 30*time.Second)
+		if out := buf.String(); !strings.Contains(out, "30s") || strings.Contains(out, "30000000000") {
+			t.Errorf("%s: %s", format, out)
+		}
+	}
+}

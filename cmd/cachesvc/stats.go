@@ -14,33 +14,28 @@ import (
 	"github.com/cachesvc/cachesvc/store"
 )
 
-// runStats prints a server's statistics as tables: `cachesvc stats --server
-// URL [--ns NS]`.
+// runStats prints a server's statistics as tables: `cachesvc stats [--url
+// URL] [--namespace NS]`.
 func runStats(ctx context.Context, args []string, sio stdio) error {
-	var server, ns string
+	var cf clientFlags
 	var timeout time.Duration
 	fs := newFlagSet("stats", "Print a server's hit rate, compile time saved, runs and misses as tables.", sio)
-	fs.StringVar(&server, "server", "http://127.0.0.1:8080", "cachesvc server `URL`")
-	fs.StringVar(&ns, "ns", "", "only this `namespace` (default: all)")
-	ts := addTokenFlags(fs) // security.go: --token, --token-file
+	cf.register(fs, "", "only this `namespace` (default: all namespaces)") // clientflags.go
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	token, err := ts.resolve()
+	token, err := cf.token.resolve()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r, err := report.Fetch(ctx, http.DefaultClient, server, ns, token)
+	r, err := report.Fetch(ctx, http.DefaultClient, cf.Server, cf.NS, token)
 	if err != nil {
-		return err
+		return serverHint(err, cf.Server)
 	}
-	return report.Render(sio.Stdout, r, report.Options{Server: strings.TrimRight(server, "/"), Namespace: ns})
+	return report.Render(sio.Stdout, r, report.Options{Server: strings.TrimRight(cf.Server, "/"), Namespace: cf.NS})
 }
 
 // openStats opens the persisted statistics in <data>/stats, sampling the

@@ -25,6 +25,8 @@ func TestStatsCommand(t *testing.T) {
 			[]string{"all namespaces", "Lookups     1,000  (hits 750, misses 250)", "Hit rate    75.0%", "(2,437.5 s)", "team-a", "team-b", "sweep-1", "100.0%", "sweep-2", "50.0%", "jit_step_team-b_0"}, ""},
 		{"one namespace", []string{"stats", "--server", srv.URL + "/", "--ns", "team-b"}, 0,
 			[]string{"namespace team-b", "Lookups     500  (hits 375, misses 125)", "(1,500 s)"}, ""},
+		{"one namespace, new flag names", []string{"stats", "--url", srv.URL, "--namespace", "team-b"}, 0,
+			[]string{"namespace team-b", "Lookups     500  (hits 375, misses 125)"}, ""},
 		{"bad namespace", []string{"stats", "--server", srv.URL, "--ns", "Bad NS"}, 1, nil, "bad_namespace"},
 		{"not a url", []string{"stats", "--server", "cache:8080"}, 1, nil, "not an http(s) URL"},
 		{"extra argument", []string{"stats", "--server", srv.URL, "extra"}, 2, nil, "unexpected arguments"},
@@ -36,6 +38,9 @@ func TestStatsCommand(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr.String())
 			}
+			if strings.Contains(tt.name, "one namespace") && !strings.Contains(stdout.String(), "\nServer      ") && !strings.Contains(stdout.String(), "(whole server") {
+				t.Errorf("the store line is neither the namespace's nor labelled as the whole server's:\n%s", stdout.String())
+			}
 			for _, want := range tt.out {
 				if !strings.Contains(stdout.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout.String())
@@ -43,6 +48,41 @@ func TestStatsCommand(t *testing.T) {
 			}
 			if tt.err != "" && !strings.Contains(stderr.String(), tt.err) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tt.err)
+			}
+		})
+	}
+}
+
+// TestStatsEnv: the client commands read CACHESVC_URL and
+// CACHESVC_NAMESPACE, and the old names CACHESVC_SERVER and CACHESVC_NS
+// when the new ones are unset, with a note on stderr.
+func TestStatsEnv(t *testing.T) {
+	srv := statstest.Start(t, nil)
+	statstest.Seed(t, srv.URL)
+	tests := []struct {
+		name     string
+		env      map[string]string
+		want     string
+		wantNote string
+	}{
+		{"new names", map[string]string{"CACHESVC_URL": srv.URL, "CACHESVC_NAMESPACE": "team-a"}, "namespace team-a", ""},
+		{"old names", map[string]string{"CACHESVC_SERVER": srv.URL, "CACHESVC_NS": "team-b"}, "namespace team-b", "CACHESVC_NS is an old name of CACHESVC_NAMESPACE"},
+		{"new name wins", map[string]string{"CACHESVC_URL": srv.URL, "CACHESVC_SERVER": "http://127.0.0.1:1", "CACHESVC_NAMESPACE": "team-a", "CACHESVC_NS": "team-b"}, "namespace team-a", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_NAMESPACE", "CACHESVC_NS"} {
+				t.Setenv(k, tt.env[k])
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), []string{"stats"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, stdout.String())
+			}
+			if tt.wantNote == "" && stderr.Len() > 0 || !strings.Contains(stderr.String(), tt.wantNote) {
+				t.Errorf("stderr %q, want %q", stderr.String(), tt.wantNote)
 			}
 		})
 	}

@@ -28,7 +28,7 @@ func versionString() string {
 // runVersion prints the version.
 func runVersion(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("version", "Print the version and exit.", sio)
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
 	fmt.Fprintln(sio.Stdout, versionString())

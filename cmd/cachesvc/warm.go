@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
@@ -31,45 +29,6 @@ With --torch, pre-fill torch.compile's local caches instead: the run's
 Mega-Cache blob (cachesvc.torch.save) is fetched and loaded by
 '--python -m cachesvc.torch load RUN', so that every process on this host
 that shares the cache directory starts with the run's compiles.`
-
-// clientFlags are the flags of warm and agent that say which server to talk
-// to: --server, --ns, --token, --token-file.
-type clientFlags struct {
-	Server string
-	NS     string
-	token  *tokenSource
-}
-
-// register defines the flags on fs.
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Server, "server", "", "cachesvc server `URL`, e.g. http://cache:8080 (required)")
-	fs.StringVar(&c.NS, "ns", "default", "`namespace`")
-	c.token = addTokenFlags(fs)
-}
-
-// client returns a client for the flags, tagging requests with run if set.
-func (c *clientFlags) client(run string) (*client.Client, error) {
-	if c.Server == "" {
-		return nil, usagef("--server is required")
-	}
-	if err := cachekey.ValidateNamespace(c.NS); err != nil {
-		return nil, usagef("--ns: %s", err)
-	}
-	if run != "" {
-		if err := manifest.ValidateRun(run); err != nil {
-			return nil, usagef("%s", err)
-		}
-	}
-	token, err := c.token.resolve()
-	if err != nil {
-		return nil, err
-	}
-	cl, err := client.New(client.Config{BaseURL: c.Server, Token: token, Run: run})
-	if err != nil {
-		return nil, usagef("%s", err)
-	}
-	return cl, nil
-}
 
 // flagGiven reports whether args set flag name on the command line.
 func flagGiven(args []string, name string) bool {
@@ -94,7 +53,7 @@ func isTerminal(w io.Writer) bool {
 func runWarm(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("warm", warmSummary, sio)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, "default", "`namespace` of the entries")
 	run := fs.String("run", "", "warm from this `run`'s manifest on the server")
 	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
@@ -103,11 +62,8 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	fs.BoolVar(&tw.enabled, "torch", false, "instead, pre-fill torch.compile's local caches from --run's Mega-Cache blob (saved by cachesvc.torch.save) by running --python -m cachesvc.torch load")
 	fs.StringVar(&tw.python, "python", "python3", "with --torch: the `interpreter` that has torch and the cachesvc package")
 	fs.StringVar(&tw.dir, "torch-cache-dir", "", "with --torch: torch's local cache `directory` to fill (TORCHINDUCTOR_CACHE_DIR; default torch's own)")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
 	}
 	if tw.enabled {
 		if *manifestFile != "" || *dir != "" {
@@ -150,7 +106,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	}
 	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifestFile, *chunk, sio, nil)
 	if err != nil {
-		return err
+		return serverHint(err, cf.Server) // clientflags.go
 	}
 	fmt.Fprintln(sio.Stdout, res)
 	return nil

@@ -111,7 +111,7 @@ func TestWarmAgentBadInput(t *testing.T) {
 	}{
 		{"neither run nor manifest", []string{"warm", "--server", srv.URL, "--jax-cache-dir", dir}, 2, "exactly one of --run or --manifest"},
 		{"both run and manifest", []string{"warm", "--server", srv.URL, "--run", "r", "--manifest", badManifest, "--jax-cache-dir", dir}, 2, "exactly one of --run or --manifest"},
-		{"no server", []string{"warm", "--run", "r", "--jax-cache-dir", dir}, 2, "--server is required"},
+		{"empty url", []string{"warm", "--url", "", "--run", "r", "--jax-cache-dir", dir}, 2, "--url is empty"},
 		{"no dir", []string{"warm", "--server", srv.URL, "--run", "r"}, 2, "--jax-cache-dir is required"},
 		{"bad run id", []string{"warm", "--server", srv.URL, "--run", "a b", "--jax-cache-dir", dir}, 2, "invalid run id"},
 		{"bad chunk size", []string{"warm", "--server", srv.URL, "--run", "r", "--chunk-size", "20000", "--jax-cache-dir", dir}, 2, "--chunk-size"},
@@ -124,7 +124,7 @@ func TestWarmAgentBadInput(t *testing.T) {
 		{"torch with jax dir", []string{"warm", "--torch", "--server", srv.URL, "--run", "r", "--jax-cache-dir", dir}, 2, "--manifest and --jax-cache-dir are for JAX"},
 		{"torch with manifest", []string{"warm", "--torch", "--server", srv.URL, "--manifest", badManifest}, 2, "--manifest and --jax-cache-dir are for JAX"},
 		{"torch bad run", []string{"warm", "--torch", "--server", srv.URL, "--run", "a b"}, 2, "invalid run id"},
-		{"torch no server", []string{"warm", "--torch", "--run", "r"}, 2, "--server is required"},
+		{"torch empty url", []string{"warm", "--torch", "--server", "", "--run", "r"}, 2, "--url is empty"},
 		{"torch no python", []string{"warm", "--torch", "--server", srv.URL, "--run", "r", "--python", "no-such-python3"}, 1, `--torch: Python interpreter "no-such-python3" not found`},
 		{"agent no dir", []string{"agent", "--server", srv.URL}, 2, "--jax-cache-dir is required"},
 		{"agent dir not writable", []string{"agent", "--server", srv.URL, "--jax-cache-dir", file}, 1, "jax cache dir is not writable"},

@@ -26,7 +26,7 @@ type torchWarm struct {
 // as TORCHINDUCTOR_CACHE_DIR. Its output is passed through; a non-zero exit
 // fails warm.
 func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, sio stdio) error {
-	if _, err := cf.client(""); err != nil { // validates --server, --ns and the token flags
+	if _, err := cf.client(""); err != nil { // validates --url, --namespace and the token flags
 		return err
 	}
 	token, err := cf.token.resolve()

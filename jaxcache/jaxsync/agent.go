@@ -224,7 +224,7 @@ func (a *Agent) upload(ctx context.Context, e jaxcache.Entry) (uploaded, error) 
 	path := a.cfg.Dir.CachePath(e.Name)
 	f, err := os.Open(path)
 	if err != nil {
-		return uploaded{}, fmt.Errorf("open %s: %w", path, err)
+		return uploaded{}, err // names the path
 	}
 	h := sha256.New()
 	v, err := jaxcache.InspectReader(io.TeeReader(f, h))
@@ -239,12 +239,12 @@ func (a *Agent) upload(ctx context.Context, e jaxcache.Entry) (uploaded, error) 
 	}
 	f, err = os.Open(path)
 	if err != nil {
-		return uploaded{}, fmt.Errorf("open %s: %w", path, err)
+		return uploaded{}, err // names the path
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return uploaded{}, fmt.Errorf("stat %s: %w", path, err)
+		return uploaded{}, err // names the path
 	}
 	u := uploaded{Key: kr.Key, Size: info.Size(), SHA256: hex.EncodeToString(sum)}
 	created, err := a.cfg.Client.Put(ctx, a.cfg.Namespace, kr.Key, f, client.PutOptions{

@@ -191,7 +191,7 @@ func warmMember(cfg WarmConfig, res *WarmResult, m client.Member, r io.Reader, l
 	}
 	written, err := cfg.Dir.Write(m.Name, r, m.SHA256, time.Now())
 	if err != nil {
-		return fmt.Errorf("write %s: %w", m.Name, err)
+		return err // Dir.Write names the file
 	}
 	if written {
 		res.Written++

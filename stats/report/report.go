@@ -39,7 +39,7 @@ func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wir
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", u, err)
+		return nil, err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
 	body := io.LimitReader(resp.Body, 64<<20)
@@ -84,14 +84,22 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	p.f("\n")
 	p.f("Lookups     %s  (hits %s, misses %s)\n", Num(t.Lookups), Num(t.Hits), Num(t.Misses))
 	p.f("Hit rate    %s\n", Rate(t.HitRate, t.Lookups))
-	p.f("Time saved  %s of compiling (%s s)\n", Duration(t.CompileSecondsSaved), Float(t.CompileSecondsSaved))
-	p.f("Bytes       %s served, %s stored in %s writes\n", Bytes(t.BytesOut), Bytes(t.BytesIn), Num(t.Writes))
-	limit := "no limit"
-	if r.Store.MaxBytes > 0 {
-		limit = fmt.Sprintf("limit %s, %.0f%% used", Bytes(r.Store.MaxBytes), 100*float64(r.Store.Bytes)/float64(r.Store.MaxBytes))
+	saved := Duration(t.CompileSecondsSaved)
+	if t.CompileSecondsSaved >= 120 { // Duration rounds to minutes or hours: give the exact seconds too
+		saved += " (" + Float(t.CompileSecondsSaved) + " s)"
 	}
-	p.f("Store       %s in %s entries (%s); %s evictions, %s integrity failures\n",
-		Bytes(r.Store.Bytes), Num(r.Store.Entries), limit, Num(r.Store.Evictions), Num(r.Store.IntegrityFailures))
+	p.f("Time saved  %s of compiling\n", saved)
+	p.f("Bytes       %s served, %s stored in %s\n", Bytes(t.BytesOut), Bytes(t.BytesIn), Plural(t.Writes, "write", "writes"))
+	if o.Namespace != "" {
+		if nu, ok := namespaceUsage(r.Store, o.Namespace); ok {
+			p.f("Store       %s\n", nsStoreLine(nu))
+			p.f("Server      %s (all namespaces)\n", storeLine(r.Store))
+		} else {
+			p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
+		}
+	} else {
+		p.f("Store       %s\n", storeLine(r.Store))
+	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 {
 		p.f("\nThe cache is empty. Connect a trainer:\n")
@@ -165,6 +173,51 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		}
 	}
 	return p.err
+}
+
+// storeLine describes the whole store: size, entries, limit, evictions.
+func storeLine(u wire.StoreUsage) string {
+	limit := "no limit"
+	if u.MaxBytes > 0 {
+		limit = fmt.Sprintf("limit %s, %.0f%% used", Bytes(u.MaxBytes), 100*float64(u.Bytes)/float64(u.MaxBytes))
+	}
+	return fmt.Sprintf("%s in %s (%s); %s, %s", Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), limit,
+		Plural(u.Evictions, "eviction", "evictions"), Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+}
+
+// namespaceUsage returns ns's usage from u.Namespaces, if the server sent it.
+func namespaceUsage(u wire.StoreUsage, ns string) (wire.NamespaceUsage, bool) {
+	for _, n := range u.Namespaces {
+		if n.Namespace == ns {
+			return n, true
+		}
+	}
+	return wire.NamespaceUsage{}, false
+}
+
+// nsStoreLine describes one namespace's share of the store and its quota.
+func nsStoreLine(n wire.NamespaceUsage) string {
+	var quota []string
+	if n.MaxBytes > 0 {
+		quota = append(quota, fmt.Sprintf("quota %s, %.0f%% used", Bytes(n.MaxBytes), 100*float64(n.Bytes)/float64(n.MaxBytes)))
+	}
+	if n.MaxEntries > 0 {
+		quota = append(quota, "at most "+Plural(n.MaxEntries, "entry", "entries"))
+	}
+	if len(quota) == 0 {
+		quota = append(quota, "no quota")
+	}
+	return fmt.Sprintf("%s in %s (%s); %s, %s", Bytes(n.Bytes), Plural(n.Entries, "entry", "entries"), strings.Join(quota, "; "),
+		Plural(n.Evictions, "eviction", "evictions"), Plural(n.Expirations, "expiration", "expirations"))
+}
+
+// Plural formats a count with the noun that agrees with it: "1 write",
+// "2 writes", "1,000 entries".
+func Plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return Num(n) + " " + many
 }
 
 type printer struct {

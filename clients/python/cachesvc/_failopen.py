@@ -32,10 +32,30 @@ from typing import Callable
 from .client import Client, Error
 
 
+#: Old names of variables, still read when the new one is unset (the new name
+#: wins); the same aliases as the ``cachesvc`` command's.
+ENV_ALIASES: dict[str, tuple[str, ...]] = {
+    "CACHESVC_URL": ("CACHESVC_SERVER",),
+    "CACHESVC_NAMESPACE": ("CACHESVC_NS",),
+}
+_noted_aliases: set[str] = set()
+
+
 def env(name: str, default: str | None = None) -> str | None:
-    """``os.environ[name]`` when set and non-empty, else ``default``."""
+    """``os.environ[name]`` when set and non-empty, else that of an old name
+    in :data:`ENV_ALIASES` (logged once as deprecated), else ``default``."""
     v = os.environ.get(name)
-    return v if v else default
+    if v:
+        return v
+    for old in ENV_ALIASES.get(name, ()):
+        v = os.environ.get(old)
+        if v:
+            if old not in _noted_aliases:
+                _noted_aliases.add(old)
+                logging.getLogger("cachesvc").warning(
+                    "cachesvc: %s is an old name of %s; set %s instead", old, name, name)
+            return v
+    return default
 
 
 def env_flag(name: str) -> bool:
@@ -67,8 +87,8 @@ class Settings:
     def resolve(cls, url: str | None = None, namespace: str | None = None, token: str | None = None,
                 run: str | None = None, verify_key: str | None = None,
                 lookup_timeout: float | None = None) -> "Settings":
-        """Arguments win; then ``CACHESVC_URL``, ``CACHESVC_NAMESPACE`` (default
-        ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
+        """Arguments win; then ``CACHESVC_URL`` (old name ``CACHESVC_SERVER``),
+        ``CACHESVC_NAMESPACE`` (old name ``CACHESVC_NS``; default ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
         ``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN`` (default :func:`default_run_id`),
         ``CACHESVC_LOOKUP_TIMEOUT`` (seconds, default 1; ``0`` or ``none``: no
         first-byte timeout, only the call's budget)."""

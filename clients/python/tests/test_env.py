@@ -1,0 +1,54 @@
+"""The environment variables every client reads: CACHESVC_URL and
+CACHESVC_NAMESPACE, with the old names CACHESVC_SERVER and CACHESVC_NS still
+read when the new ones are unset (the same scheme as the cachesvc command).
+No server or JAX needed: Settings.resolve is where the integrations read them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from cachesvc import _failopen
+from cachesvc._failopen import Settings
+
+NAMES = ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_NAMESPACE", "CACHESVC_NS")
+
+
+@pytest.mark.parametrize("env,url,namespace,warns", [
+    ({}, None, "default", []),
+    ({"CACHESVC_URL": "http://a:1", "CACHESVC_NAMESPACE": "team-a"}, "http://a:1", "team-a", []),
+    ({"CACHESVC_SERVER": "http://b:2", "CACHESVC_NS": "team-b"}, "http://b:2", "team-b",
+     ["CACHESVC_SERVER", "CACHESVC_NS"]),
+    ({"CACHESVC_URL": "http://a:1", "CACHESVC_SERVER": "http://b:2",
+      "CACHESVC_NAMESPACE": "team-a", "CACHESVC_NS": "team-b"}, "http://a:1", "team-a", []),
+])
+def test_env_names_and_aliases(monkeypatch, caplog, env, url, namespace, warns):
+    for name in NAMES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_failopen, "_noted_aliases", set())
+    with caplog.at_level(logging.WARNING, logger="cachesvc"):
+        s = Settings.resolve()
+    assert (s.url, s.namespace) == (url, namespace)
+    noted = sorted(r.getMessage().split()[1] for r in caplog.records if "old name" in r.getMessage())
+    assert noted == sorted(warns)
+
+
+def test_arguments_win_over_env(monkeypatch):
+    monkeypatch.setenv("CACHESVC_URL", "http://a:1")
+    monkeypatch.setenv("CACHESVC_NS", "team-b")
+    s = Settings.resolve(url="http://c:3", namespace="team-c")
+    assert (s.url, s.namespace) == ("http://c:3", "team-c")
+
+
+def test_alias_noted_once(monkeypatch, caplog):
+    for name in NAMES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CACHESVC_SERVER", "http://b:2")
+    monkeypatch.setattr(_failopen, "_noted_aliases", set())
+    with caplog.at_level(logging.WARNING, logger="cachesvc"):
+        Settings.resolve()
+        Settings.resolve()
+    assert sum("CACHESVC_SERVER is an old name" in r.getMessage() for r in caplog.records) == 1

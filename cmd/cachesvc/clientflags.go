@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/manifest"
+)
+
+// defaultURL is where the client commands look for the server: the URL of
+// `cachesvc serve` with its default --addr, 127.0.0.1:8080.
+const defaultURL = "http://127.0.0.1:8080"
+
+// clientFlags are the flags of the commands that talk to a server (stats,
+// warm, agent): --url, --namespace, --token, --token-file. They and their
+// environment variables (CACHESVC_URL, CACHESVC_NAMESPACE, CACHESVC_TOKEN,
+// CACHESVC_TOKEN_FILE) are the ones the Python client reads; --server and
+// --ns (CACHESVC_SERVER, CACHESVC_NS) are kept as aliases.
+type clientFlags struct {
+	Server string
+	NS     string
+	token  *tokenSource
+}
+
+// register defines the flags on fs; nsDefault is --namespace's default
+// ("" for a command where no namespace means all of them).
+func (c *clientFlags) register(fs *flag.FlagSet, nsDefault, nsUsage string) {
+	fs.StringVar(&c.Server, "url", defaultURL, "cachesvc server `URL`")
+	aliasFlag(fs, "server", "url")
+	fs.StringVar(&c.NS, "namespace", nsDefault, nsUsage)
+	aliasFlag(fs, "ns", "namespace")
+	c.token = addTokenFlags(fs) // security.go
+}
+
+// client returns a client for the flags, tagging requests with run if set.
+func (c *clientFlags) client(run string) (*client.Client, error) {
+	if c.Server == "" {
+		return nil, usagef("--url is empty: give the server's URL, e.g. --url %s", defaultURL)
+	}
+	if err := cachekey.ValidateNamespace(c.NS); err != nil {
+		return nil, usagef("--namespace: %s", err)
+	}
+	if run != "" {
+		if err := manifest.ValidateRun(run); err != nil {
+			return nil, usagef("%s", err)
+		}
+	}
+	token, err := c.token.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(client.Config{BaseURL: c.Server, Token: token, Run: run})
+	if err != nil {
+		return nil, usagef("--url: %s", err)
+	}
+	return cl, nil
+}
+
+// serverHint adds what to do to err when the server at url could not be
+// reached at all (nothing listens there, or no such host).
+func serverHint(err error, url string) error {
+	var dns *net.DNSError
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) {
+		return fmt.Errorf("%w (is cachesvc serve running at %s? Set --url or CACHESVC_URL to the server's URL)", err, url)
+	}
+	return err
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestMain checks every error a command ends with, in every test of this
+// package that runs a command in-process (through run or dispatch), for a
+// doubled prefix or a leaked Go internal (see errorDefect).
+func TestMain(m *testing.M) {
+	var mu sync.Mutex
+	var bad []string
+	observeError = func(cmd, msg string) {
+		if why := errorDefect(msg); why != "" {
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("cachesvc %s: %s\n\t%s", cmd, msg, why))
+			mu.Unlock()
+		}
+	}
+	code := m.Run()
+	if len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d command errors printed by the tests are defective:\n%s\n", len(bad), strings.Join(bad, "\n"))
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// goInternals are fragments of messages meant for Go programmers, not for
+// the person running the command.
+var goInternals = []string{"Go struct field", "%!", "*errors.", "<nil>", "runtime error"}
+
+// errorDefect says what is wrong with an error message, or "" if nothing:
+// a prefix that repeats ("open store X: open store X: ...", `get URL: Get
+// "URL": ...`: two ": "-separated parts equal but for case and quotes, or
+// one part the start of the next) or a Go internal.
+func errorDefect(msg string) string {
+	for _, g := range goInternals {
+		if strings.Contains(msg, g) {
+			return fmt.Sprintf("leaks the Go internal %q", g)
+		}
+	}
+	norm := strings.NewReplacer(`"`, "", "'", "", "`", "")
+	var parts []string
+	for _, p := range strings.Split(msg, ": ") {
+		parts = append(parts, strings.ToLower(strings.TrimSpace(norm.Replace(p))))
+	}
+	for i, a := range parts {
+		if len(a) < 6 {
+			continue
+		}
+		for j := i + 1; j < len(parts); j++ {
+			if parts[j] == a {
+				return fmt.Sprintf("repeats %q", a)
+			}
+		}
+		if i+1 < len(parts) && strings.HasPrefix(parts[i+1], a+" ") {
+			return fmt.Sprintf("repeats %q in the next part %q", a, parts[i+1])
+		}
+	}
+	return ""
+}
+
+// checkStderr checks the error lines ("cachesvc CMD: message") a cachesvc
+// process wrote to stderr with errorDefect: the process tests' counterpart of
+// TestMain's check of in-process commands.
+func checkStderr(t *testing.T, stderr string) {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		rest, ok := strings.CutPrefix(line, "cachesvc ")
+		if !ok {
+			continue
+		}
+		if _, msg, ok := strings.Cut(rest, ": "); ok {
+			if why := errorDefect(msg); why != "" {
+				t.Errorf("%s: %s", line, why)
+			}
+		}
+	}
+}
+
+func TestErrorDefect(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want bool
+	}{
+		{"open store /d: open store /d: no space left on device", true},
+		{`get http://h/v1/stats: Get "http://h/v1/stats": dial tcp: connection refused`, true},
+		{"load tokens: load tokens /t: line 3: bad scope", true},
+		{`json: cannot unmarshal string into Go struct field leaseRequest.ttl_s of type float64`, true},
+		{"fetch manifest of run \"r\": server said 404 not_found: no run r", false},
+		{"open store /d: open /d/MANIFEST: permission denied", false},
+		{`Get "http://127.0.0.1:1/v1/stats": dial tcp 127.0.0.1:1: connect: connection refused`, false},
+		{"read plugin: open x.wasm: no such file or directory", false},
+		{"--name is required", false},
+	}
+	for _, tc := range tests {
+		if got := errorDefect(tc.msg); (got != "") != tc.want {
+			t.Errorf("errorDefect(%q) = %q, want defect %v", tc.msg, got, tc.want)
+		}
+	}
+}
+
+// TestCommandErrors runs commands into the failures people meet first (a
+// missing file, a taken port, no server) and checks each error once: the
+// exit code, what it says, and no doubled prefix or Go internal.
+func TestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plainfile")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + closed.Addr().String() // nothing listens there
+	closed.Close()
+	serve := []string{"serve", "--addr", "127.0.0.1:0", "--wasm-cache", filepath.Join(dir, "wasm")}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"store on a file", append(serve, "--data", file), 1, "open store " + file},
+		{"port taken", []string{"serve", "--addr", taken.Addr().String(), "--data", filepath.Join(dir, "d1")}, 1, "listen on " + taken.Addr().String()},
+		{"tokens file missing", append(serve, "--data", filepath.Join(dir, "d2"), "--tokens", missing), 1, missing},
+		{"signing key missing", append(serve, "--data", filepath.Join(dir, "d3"), "--signing-key", missing), 1, missing},
+		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
+		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
+		{"warm no server", []string{"warm", "--url", refused, "--run", "r", "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, "connection refused"},
+		{"warm manifest missing", []string{"warm", "--manifest", missing, "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, missing},
+		{"key file missing", []string{"key", missing}, 1, missing},
+		{"plugin file missing", []string{"plugin", "check", missing}, 1, missing},
+		{"signkey over a file", []string{"signkey", "new", "--out", file}, 1, file + " already exists"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
+			msg := strings.TrimSpace(stderr.String())
+			if code != tc.code || !strings.Contains(msg, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, msg, tc.code, tc.want)
+			}
+			if why := errorDefect(msg); why != "" {
+				t.Errorf("%s: %s", msg, why)
+			}
+		})
+	}
+}

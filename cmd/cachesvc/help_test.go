@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// commandFlags is what each command's flag set must hold: its flags by
+// name, aliases excluded (they are checked against their target). A flag
+// here that a command does not use, or one missing, is a defect of the
+// command, so a new flag or command is added here deliberately.
+var commandFlags = map[string][]string{
+	"serve": {"addr", "advertise-url", "data", "insecure-no-auth", "log-format", "log-level", "max-concurrent-uploads",
+		"max-entry-size", "max-header-size", "max-signature-size", "max-size", "min-transfer-rate", "plugin-memory",
+		"plugin-pool", "plugin-timeout", "plugins", "pprof-addr", "rate-burst", "rate-limit", "read-timeout",
+		"redis-addr", "redis-idle-timeout", "redis-max-buffered", "redis-max-conns", "redis-max-value", "redis-namespace", "replica-id",
+		"s3-bucket", "s3-check-then-write", "s3-credentials-file", "s3-endpoint", "s3-insecure", "s3-prefix",
+		"s3-profile", "s3-region", "shutdown-grace", "signing-key", "sync-writes", "tls-cert", "tls-client-ca",
+		"tls-key", "tokens", "upload-queue-entries", "upload-queue-size", "wasm-cache", "write-mode", "write-timeout"},
+	"token new":   {"name", "scopes"},
+	"signkey new": {"out"},
+	"stats":       {"namespace", "timeout", "token", "token-file", "url"},
+	"warm": {"chunk-size", "jax-cache-dir", "manifest", "namespace", "python", "run", "token", "token-file",
+		"torch", "torch-cache-dir", "url"},
+	"agent": {"interval", "jax-cache-dir", "namespace", "once", "run", "state-file", "token", "token-file", "url",
+		"warm-run"},
+	"gc": {"dry-run", "grace", "json", "older-than", "s3-bucket", "s3-credentials-file", "s3-endpoint",
+		"s3-insecure", "s3-prefix", "s3-profile", "s3-region"},
+	"key": {"backend", "codec", "compile-options", "jaxlib-version", "json", "max-signature-size", "module-format",
+		"platform", "platform-version", "plugin-memory", "plugin-pool", "plugin-timeout", "plugins", "topology",
+		"wasm-cache", "xla-flag"},
+	"plugin list": {"json", "plugin-memory", "plugin-timeout", "plugins", "wasm-cache"},
+	"plugin check": {"codec", "compile-options", "corpus", "jaxlib-version", "json", "max-signature-size",
+		"module-format", "platform", "platform-version", "plugin-memory", "plugin-timeout", "topology",
+		"wasm-cache", "xla-flag"},
+	"version": {},
+}
+
+var (
+	helpFlagRE  = regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`)
+	helpAliasRE = regexp.MustCompile(`\(alias --([a-z0-9-]+)\)`)
+)
+
+// helpRun runs `cachesvc args...` in-process and returns the exit code,
+// stdout, stderr and the flag sets parsed, by name.
+func helpRun(t *testing.T, args ...string) (int, string, string, map[string]*flag.FlagSet) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	sets := map[string]*flag.FlagSet{}
+	sio := stdio{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
+		Getenv:       func(string) string { return "" },
+		observeFlags: func(fs *flag.FlagSet) { sets[strings.TrimPrefix(fs.Name(), "cachesvc ")] = fs }}
+	code := dispatch(context.Background(), args, sio)
+	return code, stdout.String(), stderr.String(), sets
+}
+
+// subcommandsIn returns the names listed under "Commands:" in a help text.
+func subcommandsIn(help string) []string {
+	_, list, ok := strings.Cut(help, "\nCommands:\n")
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			break
+		}
+		names = append(names, strings.Fields(line)[0])
+	}
+	return names
+}
+
+// TestHelpEveryCommand walks every command the help texts list, nested ones
+// included, and checks that `--help` exits 0 with the help on stdout, that
+// `cachesvc help PATH` prints the same, and that the flags listed are exactly
+// the flags the command registers, which are the ones commandFlags says it
+// has (so no command lists another's flags).
+func TestHelpEveryCommand(t *testing.T) {
+	code, top, _, _ := helpRun(t, "--help")
+	if code != 0 {
+		t.Fatalf("cachesvc --help: exit %d", code)
+	}
+	seen := map[string]bool{}
+	var walk func(path []string)
+	walk = func(path []string) {
+		name := strings.Join(path, " ")
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut, sets := helpRun(t, append(slices.Clone(path), "--help")...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if !strings.HasPrefix(out, "Usage: cachesvc "+name) {
+				t.Errorf("help does not start with its usage line:\n%s", out)
+			}
+			hcode, hout, _, _ := helpRun(t, append([]string{"help"}, path...)...)
+			if hcode != code || hout != out {
+				t.Errorf("`cachesvc help %s` (exit %d) differs from `cachesvc %s --help`:\n%s", name, hcode, name, hout)
+			}
+			if subs := subcommandsIn(out); len(subs) > 0 {
+				for _, s := range subs {
+					walk(append(slices.Clone(path), s))
+				}
+				return
+			}
+			fs := sets[name]
+			if fs == nil {
+				t.Fatalf("no flag set named %q was parsed", "cachesvc "+name)
+			}
+			var registered []string
+			aliases := map[string]string{}
+			fs.VisitAll(func(f *flag.Flag) {
+				if a, ok := f.Value.(*aliasValue); ok {
+					aliases[f.Name] = a.to
+					return
+				}
+				registered = append(registered, f.Name)
+			})
+			var listed []string
+			for _, m := range helpFlagRE.FindAllStringSubmatch(out, -1) {
+				listed = append(listed, m[1])
+			}
+			if !slices.Equal(listed, registered) {
+				t.Errorf("help lists flags %v, the command registers %v", listed, registered)
+			}
+			for alias, to := range aliases {
+				line := regexp.MustCompile(`(?m)^  --` + regexp.QuoteMeta(to) + `\b.*$`).FindString(out)
+				if !slices.ContainsFunc(helpAliasRE.FindAllStringSubmatch(line, -1), func(m []string) bool { return m[1] == alias }) {
+					t.Errorf("help does not show --%s as an alias on --%s's line %q", alias, to, line)
+				}
+			}
+			want, ok := commandFlags[name]
+			if !ok {
+				t.Fatalf("add %q to commandFlags with its flags %q", name, registered)
+			}
+			want = slices.Clone(want)
+			sort.Strings(want)
+			if !slices.Equal(registered, want) {
+				t.Errorf("flags %v, want %v", registered, want)
+			}
+		})
+	}
+	for _, c := range subcommandsIn(top) {
+		walk([]string{c})
+	}
+	for _, c := range commands {
+		if !seen[c.name] {
+			t.Errorf("command %q is missing from the top-level help", c.name)
+		}
+	}
+	for name := range commandFlags {
+		if !seen[name] {
+			t.Errorf("commandFlags names %q, which no help lists", name)
+		}
+	}
+}
+
+// TestHelpOnUsageError: a bad command line prints the error once and a
+// pointer to the nested command's help on stderr, not the whole help.
+func TestHelpOnUsageError(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plugin", "check", "--bogus"}, "cachesvc plugin check: unknown flag --bogus\nRun 'cachesvc plugin check --help' for usage.\n"},
+		{[]string{"token", "new"}, "cachesvc token new: --name is required\nRun 'cachesvc token new --help' for usage.\n"},
+		{[]string{"plugin"}, "cachesvc plugin: missing subcommand: use list or check\nRun 'cachesvc plugin --help' for usage.\n"},
+		{[]string{"signkey", "old"}, "cachesvc signkey: unknown subcommand \"old\": use new\nRun 'cachesvc signkey --help' for usage.\n"},
+		{[]string{"version", "extra"}, "cachesvc version: unexpected arguments: extra\nRun 'cachesvc version --help' for usage.\n"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut, _ := helpRun(t, tc.args...)
+			if code != 2 || out != "" || errOut != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, stderr %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}

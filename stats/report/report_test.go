@@ -1,0 +1,73 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// TestRenderSummary: counts agree with their nouns, a time under two
+// minutes is not repeated in seconds, and with a namespace the store line
+// is that namespace's (when the server reports it) or says it is the
+// whole server's.
+func TestRenderSummary(t *testing.T) {
+	one := wire.Totals{Lookups: 1, Hits: 1, HitRate: 1, CompileSecondsSaved: 20, Writes: 1, BytesIn: 10, BytesOut: 10}
+	many := wire.Totals{Lookups: 4, Hits: 3, Misses: 1, HitRate: 0.75, CompileSecondsSaved: 1500, Writes: 2}
+	store := wire.StoreUsage{Entries: 1, Bytes: 2048, Evictions: 1, IntegrityFailures: 1}
+	withNS := store
+	withNS.Entries, withNS.Namespaces = 3, []wire.NamespaceUsage{{Namespace: "team-a", Entries: 1, Bytes: 1024, MaxBytes: 4096, MaxEntries: 10, Evictions: 2}}
+	tests := []struct {
+		name    string
+		totals  wire.Totals
+		store   wire.StoreUsage
+		ns      string
+		want    []string
+		notWant []string
+	}{
+		{"singular", one, store, "", []string{
+			"Time saved  20 s of compiling\n",
+			"10 B stored in 1 write\n",
+			"Store       2.0 KiB in 1 entry (no limit); 1 eviction, 1 integrity failure\n"}, []string{"(20 s)", "writes", "entries"}},
+		{"plural", many, withNS, "", []string{
+			"Time saved  25.0 min (1,500 s) of compiling\n",
+			"in 2 writes\n",
+			"Store       2.0 KiB in 3 entries (no limit)"}, []string{"team-a"}},
+		{"namespace usage", many, withNS, "team-a", []string{
+			"Store       1.0 KiB in 1 entry (quota 4.0 KiB, 25% used; at most 10 entries); 2 evictions, 0 expirations\n",
+			"Server      2.0 KiB in 3 entries (no limit); 1 eviction, 1 integrity failure (all namespaces)\n"}, nil},
+		{"namespace without usage", many, store, "team-b", []string{
+			"Store       2.0 KiB in 1 entry (no limit); 1 eviction, 1 integrity failure (whole server: it reports no per-namespace usage)\n"}, []string{"Server "}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			r := &wire.StatsResponse{Store: tc.store}
+			r.Totals = tc.totals
+			if err := Render(&out, r, Options{Server: "http://h:8080", Namespace: tc.ns}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("output has %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 entries"}, {1, "1 entry"}, {2, "2 entries"}, {1000, "1,000 entries"}} {
+		if got := Plural(tc.n, "entry", "entries"); got != tc.want {
+			t.Errorf("Plural(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
