@@ -47,7 +47,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut,
-		&usageCollector{st: st},
+		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -64,8 +64,12 @@ func (s *Server) metricsHandler() fiber.Handler {
 	return adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 }
 
-// usageCollector exports the store's Usage at scrape time.
-type usageCollector struct{ st Store }
+// usageCollector exports the store's Usage at scrape time, the usage of
+// each namespace included (nsmetrics.go).
+type usageCollector struct {
+	st         Store
+	namespaces labelLimiter
+}
 
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
@@ -73,13 +77,16 @@ var (
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
-	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries evicted to make room.", nil, nil)
+	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them.", nil, nil)
 	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
 )
 
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity} {
+		ch <- d
+	}
+	for _, d := range namespaceDescs {
 		ch <- d
 	}
 }
@@ -94,6 +101,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))
 	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(us.Evictions))
 	ch <- prometheus.MustNewConstMetric(descIntegrity, prometheus.CounterValue, float64(us.IntegrityFailures))
+	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }
 
 // middleware wraps every request: it gives the handler a context that

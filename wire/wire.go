@@ -66,6 +66,21 @@ type ErrorObject struct {
 	Details any    `json:"details,omitempty"`
 }
 
+// QuotaDetails are the details of a 507 quota_exceeded error: which
+// namespace's quota refused the upload, and by how much.
+type QuotaDetails struct {
+	Namespace string `json:"namespace"`
+	// Limit is the quota's field that refused it: max_bytes or max_entries.
+	Limit string `json:"limit"`
+	// Quota is that field's value, in bytes or entries.
+	Quota int64 `json:"quota"`
+	// Need is what the upload needed: its bytes, or 1 entry.
+	Need int64 `json:"need"`
+	// InFlight is what other uploads in flight into the namespace hold;
+	// when it is not 0, retrying after Retry-After may succeed.
+	InFlight int64 `json:"in_flight"`
+}
+
 // PutResponse is the JSON body of a successful PUT of an entry.
 type PutResponse struct {
 	Namespace string `json:"namespace"`
