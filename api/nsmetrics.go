@@ -76,3 +76,34 @@ func sendNamespace(ch chan<- prometheus.Metric, u wire.NamespaceUsage, withQuota
 		ch <- prometheus.MustNewConstMetric(descNSEvictions, prometheus.CounterValue, float64(u.EvictionsByReason[r]), u.Namespace, r)
 	}
 }
+
+// NamespacesReloads counts reloads of the serve --namespaces file (on
+// SIGHUP) by result, cachesvc_namespaces_reloads_total{result}. Register
+// it on the server's registry (Server.Registry). It is safe for concurrent
+// use.
+type NamespacesReloads struct {
+	reloads *prometheus.CounterVec
+}
+
+// NewNamespacesReloads returns an unregistered reload counter.
+func NewNamespacesReloads() *NamespacesReloads {
+	return &NamespacesReloads{reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cachesvc_namespaces_reloads_total",
+		Help: "Reloads of the --namespaces file (on SIGHUP) by result: ok (its quotas are in force) or failed (the quotas in force were kept).",
+	}, []string{"result"})}
+}
+
+// Observe counts one reload; err is its error (nil on success).
+func (m *NamespacesReloads) Observe(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("failed").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+}
+
+// Describe sends the descriptors.
+func (m *NamespacesReloads) Describe(ch chan<- *prometheus.Desc) { m.reloads.Describe(ch) }
+
+// Collect sends the metrics.
+func (m *NamespacesReloads) Collect(ch chan<- prometheus.Metric) { m.reloads.Collect(ch) }

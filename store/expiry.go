@@ -101,6 +101,13 @@ func (s *Badger) SetQuotas(q Quotas) error {
 	return nil
 }
 
+// Quotas returns the quotas in force.
+func (s *Badger) Quotas() Quotas {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acct.quotas.clone()
+}
+
 // NamespaceUsage returns namespace ns's usage against its quota: zero
 // entries and bytes, with the quota that would apply, for a namespace the
 // store holds nothing of.
