@@ -24,27 +24,28 @@ import (
 
 // serveOptions are the flags of `cachesvc serve`.
 type serveOptions struct {
-	Addr         string
-	Data         string
-	MaxSize      int64
-	MaxEntrySize int64
-	SyncWrites   bool
+	Addr          string
+	Data          string
+	MaxSize       int64
+	MaxEntrySize  int64
+	SyncWrites    bool
+	LogFormat     string
+	LogLevel      string
+	ShutdownGrace time.Duration
+	PprofAddr     string
+	Plugins       pluginOptions   // plugin.go
+	Security      securityOptions // security.go
+	S3            s3Options       // fleet.go
+	Replica       replicaOptions  // fleet.go
+	WriteMode     string
+	QueueEntries  int
+	QueueBytes    int64
+	Redis         redisOptions // redis.go
+
 	// Namespaces is the namespaces file (namespaces.go): per-namespace
 	// quotas and expiry, reloaded on SIGHUP.
 	Namespaces     string
 	ExpiryInterval time.Duration
-	LogFormat      string
-	LogLevel       string
-	ShutdownGrace  time.Duration
-	PprofAddr      string
-	Plugins        pluginOptions   // plugin.go
-	Security       securityOptions // security.go
-	S3             s3Options       // fleet.go
-	Replica        replicaOptions  // fleet.go
-	WriteMode      string
-	QueueEntries   int
-	QueueBytes     int64
-	Redis          redisOptions // redis.go
 
 	// shared is the shared tier's configuration, resolved once from S3 (the
 	// credentials file read) by serve for every user of the bucket.
