@@ -374,3 +374,73 @@ func TestExpiryLoop(t *testing.T) {
 		t.Fatalf("brief usage %+v", u)
 	}
 }
+
+// TestQuotaHammer puts, reads and deletes from many goroutines into
+// namespaces with small quotas while quotas change and expiry passes run:
+// at the end every namespace is within its quota and its accounted entries
+// and bytes are what a walk of the store finds.
+func TestQuotaHammer(t *testing.T) {
+	const size = 4 << 10
+	q := func(n int64) store.Quotas {
+		return store.Quotas{Namespaces: map[string]store.Quota{"a": {MaxEntries: n}, "b": {MaxBytes: n * size, MaxIdle: time.Hour}}}
+	}
+	qs := openQuotaStore(t, t.TempDir(), store.Config{MaxBytes: 40 * size, Quotas: q(6)})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				ns := []string{"a", "b", "c"}[(g+i)%3]
+				k := storetest.KeyOf(string(rune('a'+g)) + string(rune('a'+i%20)))
+				data := storetest.Data(uint64(g*100+i%20), size)
+				opts := store.PutOptions{Size: int64(len(data))}
+				if i%2 == 0 {
+					opts.Size = -1
+				}
+				if _, err := qs.Put(ctx, ns, k, bytes.NewReader(data), opts); err != nil && !errors.Is(err, store.ErrQuota) && !errors.Is(err, store.ErrConflict) {
+					t.Errorf("Put %s: %v", ns, err)
+				}
+				if _, r, err := qs.Get(ctx, ns, k, 0, -1); err == nil {
+					r.Close()
+				}
+				if i%7 == 0 {
+					_ = qs.Delete(ctx, ns, k)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			if err := qs.SetQuotas(q(int64(3 + i%5))); err != nil {
+				t.Error(err)
+			}
+			qs.ExpirePass(time.Now())
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	qs.ExpirePass(time.Now()) // down to the last quotas set
+	final := q(3 + 19%5)
+	u := qs.Usage()
+	if u.Bytes > 40*size {
+		t.Fatalf("store holds %d bytes over its %d", u.Bytes, 40*size)
+	}
+	for _, ns := range []string{"a", "b", "c"} {
+		var entries, bytes int64
+		if err := qs.Walk(ctx, ns, func(m store.Meta) bool { entries++; bytes += m.Size; return true }); err != nil {
+			t.Fatal(err)
+		}
+		nu := nsUsage(u, ns)
+		if nu.Entries != entries || nu.Bytes != bytes {
+			t.Fatalf("%s accounted %d entries, %d bytes; the store holds %d, %d", ns, nu.Entries, nu.Bytes, entries, bytes)
+		}
+		fq := final.For(ns)
+		if fq.MaxEntries > 0 && entries > fq.MaxEntries || fq.MaxBytes > 0 && bytes > fq.MaxBytes {
+			t.Fatalf("%s holds %d entries, %d bytes over its quota %+v", ns, entries, bytes, fq)
+		}
+	}
+}
