@@ -65,9 +65,9 @@ type Config struct {
 	// entries past their namespace's MaxIdle or MaxAge. Default 1m;
 	// negative disables the loop (quotas still bound every Put).
 	ExpiryInterval time.Duration
-	// ExpiryBatch bounds one expiry pass: about this many entries examined
-	// (LRU tails and metadata records read), so at most this many removed.
-	// Default 4096.
+	// ExpiryBatch bounds one expiry pass: at most this many entries removed
+	// and this many metadata records read (for MaxAge), besides a look at
+	// each bounded namespace's LRU tail in memory. Default 4096.
 	ExpiryBatch int
 	// Logger receives the store's logs (and Badger's, at debug level for its
 	// info messages). nil means slog.Default().

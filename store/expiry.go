@@ -17,8 +17,9 @@ import (
 // A Put into a namespace at its quota evicts the namespace's own least
 // recently used entries (reserve.go). What no Put triggers runs in the
 // expiry loop, every Config.ExpiryInterval, in passes of bounded work:
-// about Config.ExpiryBatch entries examined per pass, across every
-// namespace, in this order:
+// across every namespace, at most Config.ExpiryBatch entries removed and
+// metadata records read per pass (besides one in-memory look at the LRU
+// tail of each namespace with a quota or expiry), in this order:
 //
 //  1. Namespaces over their quota (it was lowered by SetQuotas, or at Open):
 //     their least recently used entries are evicted (reason quota) until
@@ -31,14 +32,16 @@ import (
 //     from a cursor kept per namespace, and entries stored longer ago than
 //     MaxAge are expired (reason age). The creation time is not kept in
 //     memory (that would cost every entry 8 bytes more), so a namespace of
-//     N entries is scanned in full every N/ExpiryBatch passes: an entry is
-//     expired at most MaxAge + (N/ExpiryBatch+1)×ExpiryInterval after it
-//     was stored.
+//     N entries is scanned in full every N/ExpiryBatch passes or so (the
+//     namespaces with MaxAge share what steps 1 and 2 left of the budget):
+//     an entry is expired about MaxAge + (N/ExpiryBatch+1)×ExpiryInterval
+//     after it was stored at the latest.
 //
 // Namespaces take their turn in a rotating order, so one with a large
-// backlog does not starve the others. A pass whose steps 1 and 2 used its
-// whole budget (a backlog) is followed by another at once; removals take
-// the write lock one entry at a time, so Puts and Gets go on in between.
+// backlog does not starve the others. A pass whose steps 1 and 2 ran out
+// of budget while still removing entries (a backlog) is followed by
+// another at once; removals take the write lock one entry at a time, so
+// Puts and Gets go on in between.
 
 // expiryState is the expiry loop's own state.
 type expiryState struct {
@@ -159,19 +162,19 @@ func (s *Badger) expirePass(now time.Time) passResult {
 	k := s.expiry.turn % len(plan)
 	plan = append(plan[k:], plan[:k]...)
 	budget := s.cfg.ExpiryBatch
+	var cut bool
 	for _, p := range plan {
 		if p.over && budget > 0 {
-			budget = s.evictTails(p.name, evictQuota, budget, &res, func(n *nsAcct, _ *acctEntry) bool { return n.overQuota() })
+			budget, cut = s.evictTails(p.name, evictQuota, budget, &res, func(n *nsAcct, _ *acctEntry) bool { return n.overQuota() })
+			res.more = res.more || cut
 		}
 	}
 	for _, p := range plan {
 		if p.quota.MaxIdle > 0 && budget > 0 {
 			cutoff := now.Add(-p.quota.MaxIdle)
-			budget = s.evictTails(p.name, evictIdle, budget, &res, func(_ *nsAcct, e *acctEntry) bool { return e.atime.Before(cutoff) })
+			budget, cut = s.evictTails(p.name, evictIdle, budget, &res, func(_ *nsAcct, e *acctEntry) bool { return e.atime.Before(cutoff) })
+			res.more = res.more || cut
 		}
-	}
-	if budget <= 0 {
-		res.more = true
 	}
 	for _, p := range plan {
 		if p.quota.MaxAge > 0 && budget > 0 {
@@ -201,11 +204,12 @@ func (s *Badger) expiryPlans() []expiryPlan {
 }
 
 // evictTails removes namespace ns's least recently used entry for reason
-// while cond holds for the namespace and that entry, at most budget times;
-// it returns the budget left.
-func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *passResult, cond func(*nsAcct, *acctEntry) bool) int {
+// while cond holds for the namespace and that entry, at most budget times.
+// Only removals cost budget (a look at the tail is an in-memory check); it
+// returns the budget left and whether it ran out while entries were still
+// being removed (a backlog).
+func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *passResult, cond func(*nsAcct, *acctEntry) bool) (left int, cut bool) {
 	for budget > 0 {
-		budget--
 		ok, err := s.evictIf(reason, func() (entryRef, bool) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -221,14 +225,15 @@ func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *pass
 		})
 		if err != nil {
 			s.log.Warn("expiry: evict entry failed; the next pass retries", "namespace", ns, "reason", reason.String(), "err", err)
-			return budget
+			return budget, false
 		}
 		if !ok {
-			return budget
+			return budget, false
 		}
+		budget--
 		res.count(ns, reason)
 	}
-	return budget
+	return 0, true
 }
 
 // expireAged reads up to budget metadata records of namespace ns from its

@@ -444,3 +444,26 @@ func TestQuotaHammer(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiryBacklog checks when a pass asks for another at once: when it
+// ran out of budget while still removing entries, not merely because many
+// namespaces have expiry with nothing to expire.
+func TestExpiryBacklog(t *testing.T) {
+	qs := openQuotaStore(t, t.TempDir(), store.Config{ExpiryBatch: 4, Quotas: store.Quotas{Default: store.Quota{MaxIdle: time.Hour}}})
+	for i := range 10 {
+		if err := qs.put(t, "ns"+string(rune('a'+i)), "k", uint64(i), 10, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, more := qs.ExpirePassResult(time.Now()); n != 0 || more {
+		t.Fatalf("pass over 10 fresh namespaces: removed %d, more %v; want 0, false", n, more)
+	}
+	now := time.Now().Add(2 * time.Hour)
+	if n, more := qs.ExpirePassResult(now); n != 4 || !more {
+		t.Fatalf("pass over 10 idle entries: removed %d, more %v; want 4, true", n, more)
+	}
+	qs.ExpirePassResult(now)
+	if n, more := qs.ExpirePassResult(now); n != 2 || more {
+		t.Fatalf("last pass: removed %d, more %v; want 2, false", n, more)
+	}
+}

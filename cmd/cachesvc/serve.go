@@ -66,7 +66,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
 	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower)")
 	fs.StringVar(&o.Namespaces, "namespaces", "", "namespaces `file` (JSON): quotas and expiry per namespace of this server's store, e.g. {\"namespaces\": {\"team-a\": {\"max_bytes\": \"50GB\", \"max_entries\": 100000, \"max_idle\": \"168h\", \"max_age\": \"30d\"}}, \"default\": {...}}; an upload into a namespace at its quota evicts that namespace's least recently used entries, one that can never fit gets 507. Reloaded on SIGHUP, all or nothing (in a fleet it bounds each replica's hot tier)")
-	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass examines at most 4096 entries; a backlog gets passes back to back)")
+	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
