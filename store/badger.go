@@ -521,13 +521,32 @@ func (s *Badger) Walk(ctx context.Context, ns string, fn func(Meta) bool) error 
 // walkPage reads up to walkPage entries under prefix with keys after after.
 // It returns the last key it read and whether more keys follow.
 func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more bool, err error) {
+	page = make([]Meta, 0, walkPage)
+	last, more, err = s.metaPage(prefix, after, walkPage, func(ref entryRef, item *badger.Item) {
+		m, err := itemMeta(ref, item)
+		if err != nil {
+			s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+			return
+		}
+		page = append(page, m)
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("walk entries: %w", err)
+	}
+	return page, last, more, nil
+}
+
+// metaPage calls visit with up to limit metadata records under prefix with
+// keys after after (nil: from the first), in key order, from one snapshot;
+// visit must not keep item. It returns the last key it read and whether
+// more keys follow.
+func (s *Badger) metaPage(prefix, after []byte, limit int, visit func(ref entryRef, item *badger.Item)) (last []byte, more bool, err error) {
 	if err := s.enter(); err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	defer s.leave()
-	page = make([]Meta, 0, walkPage)
 	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: min(limit, 64)})
 		defer it.Close()
 		if after == nil {
 			it.Rewind()
@@ -538,30 +557,20 @@ func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more 
 			}
 		}
 		for n := 0; it.Valid(); it.Next() {
-			if n == walkPage {
+			if n == limit {
 				more = true
 				break
 			}
 			n++
 			item := it.Item()
 			last = item.KeyCopy(last[:0])
-			ref, ok := parseEntryKey(item.Key())
-			if !ok {
-				continue
+			if ref, ok := parseEntryKey(item.Key()); ok {
+				visit(ref, item)
 			}
-			m, err := itemMeta(ref, item)
-			if err != nil {
-				s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				continue
-			}
-			page = append(page, m)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("walk entries: %w", err)
-	}
-	return page, last, more, nil
+	return last, more, err
 }
 
 // Usage returns sizes and counters.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -333,45 +332,18 @@ type agedEntry struct {
 // It decodes only the creation time. It returns the records it read
 // (unreadable ones too), the last key and whether more keys follow.
 func (s *Badger) agedPage(prefix, after []byte, limit int, cutoff time.Time) (page []agedEntry, read int, last []byte, more bool, err error) {
-	if err := s.enter(); err != nil {
-		return nil, 0, nil, false, err
-	}
-	defer s.leave()
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: min(limit, 64)})
-		defer it.Close()
-		if after == nil {
-			it.Rewind()
-		} else {
-			it.Seek(after)
-			if it.Valid() && bytes.Equal(it.Item().Key(), after) {
-				it.Next()
-			}
+	last, more, err = s.metaPage(prefix, after, limit, func(ref entryRef, item *badger.Item) {
+		read++
+		var rec struct {
+			Meta struct {
+				Created time.Time `json:"created"`
+			} `json:"meta"`
 		}
-		for ; it.Valid(); it.Next() {
-			if read >= limit {
-				more = true
-				break
-			}
-			read++
-			item := it.Item()
-			last = item.KeyCopy(last[:0])
-			ref, ok := parseEntryKey(item.Key())
-			if !ok {
-				continue
-			}
-			var rec struct {
-				Meta struct {
-					Created time.Time `json:"created"`
-				} `json:"meta"`
-			}
-			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-				s.log.Warn("expiry: skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				continue
-			}
-			page = append(page, agedEntry{ref: ref, old: rec.Meta.Created.Before(cutoff)})
+		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+			s.log.Warn("expiry: skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+			return
 		}
-		return nil
+		page = append(page, agedEntry{ref: ref, old: rec.Meta.Created.Before(cutoff)})
 	})
 	if err != nil {
 		return nil, 0, nil, false, fmt.Errorf("scan entries for expiry: %w", err)

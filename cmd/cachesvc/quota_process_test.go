@@ -31,16 +31,7 @@ func TestServeQuotasAndReload(t *testing.T) {
 	const size = 100 << 10
 	bin := buildBinary(t)
 	nsFile := filepath.Join(t.TempDir(), "namespaces.json")
-	write := func(s string) { // atomically, as an operator should
-		t.Helper()
-		tmp := nsFile + ".tmp"
-		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, nsFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { writeAtomic(t, nsFile, []byte(s)) }
 	write(`{
   "namespaces": {
     "team-a": {"max_bytes": "500KiB", "max_entries": 100},
@@ -234,10 +225,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitLog waits for a log line of p containing every one of want.
+// writeAtomic replaces path with data atomically (a rename), as an
+// operator should before SIGHUP.
+func writeAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLog waits up to two minutes for a log line of p containing every one
+// of want and returns it.
 func waitLog(t *testing.T, p *proc, want ...string) string {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		for _, line := range strings.Split(p.stderr.String(), "\n") {
 			if containsAll(line, want) {
 				return line
