@@ -56,7 +56,13 @@ type accounting struct {
 	blobs    map[[32]byte]*acctBlob
 	// ns holds each namespace's usage, quota and LRU list (nsacct.go);
 	// every entry is on its namespace's list, none on a global one.
-	ns     map[string]*nsAcct
+	ns map[string]*nsAcct
+	// nsList holds the same records, and tails[i] the last access
+	// (UnixNano; math.MaxInt64 when empty) of nsList[i]'s LRU tail, so
+	// that finding the store's oldest entry is a scan of one contiguous
+	// slice (nsacct.go).
+	nsList []*nsAcct
+	tails  []int64
 	quotas Quotas
 	// sweepAt is the number of namespace records past which forgettable
 	// ones are swept (nsacct.go).
@@ -112,6 +118,9 @@ func (a *accounting) add(ref entryRef, blob [32]byte, size int64, atime time.Tim
 	n := a.nsOf(ref.ns)
 	e.elem = n.lru.PushFront(e)
 	n.bytes += b.size
+	if n.lru.Len() == 1 {
+		a.tailMoved(n)
+	}
 	a.entries[ref] = e
 	return newBlob
 }
@@ -125,8 +134,12 @@ func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
 	}
 	b := a.blobs[e.blob]
 	n := a.ns[ref.ns]
+	wasTail := n.lru.Back() == e.elem
 	n.lru.Remove(e.elem)
 	n.bytes -= b.size
+	if wasTail {
+		a.tailMoved(n)
+	}
 	delete(a.entries, ref)
 	b.refs--
 	if b.refs <= 0 && b.pins <= 0 {
@@ -214,7 +227,12 @@ func (a *accounting) touch(ref entryRef, t time.Time) (pendingHits int64, ok boo
 	}
 	e.pendingHits++
 	e.dirty = true
-	a.ns[ref.ns].lru.MoveToFront(e.elem)
+	n := a.ns[ref.ns]
+	wasTail := n.lru.Back() == e.elem
+	n.lru.MoveToFront(e.elem)
+	if wasTail {
+		a.tailMoved(n)
+	}
 	return e.pendingHits, true
 }
 
@@ -253,18 +271,19 @@ func (a *accounting) flushed(u accessUpdate) {
 }
 
 // oldest returns the least recently used entry: the oldest of the
-// namespaces' LRU tails, O(namespaces).
+// namespaces' LRU tails, a scan of the tails' access times (O(namespaces),
+// about a nanosecond each).
 func (a *accounting) oldest() (entryRef, bool) {
-	var old *acctEntry
-	for _, n := range a.ns {
-		if e := n.tail(); e != nil && (old == nil || e.atime.Before(old.atime)) {
-			old = e
+	best := -1
+	for i, t := range a.tails {
+		if t != emptyTail && (best < 0 || t < a.tails[best]) {
+			best = i
 		}
 	}
-	if old == nil {
+	if best < 0 {
 		return entryRef{}, false
 	}
-	return old.ref, true
+	return a.nsList[best].tail().ref, true
 }
 
 // fits reports whether n more bytes fit now, counting reservations.

@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/cachesvc/cachesvc/wire"
@@ -24,6 +25,7 @@ const maxNamespaceRecords = 1024
 // in flight into it hold, its quota and its eviction counts.
 type nsAcct struct {
 	name  string
+	idx   int // in accounting.nsList and tails
 	quota Quota
 	lru   list.List // *acctEntry, most recently used at the front
 	// bytes sums the sizes of the namespace's entries: a blob shared with
@@ -134,6 +136,18 @@ func (c *claim) add(o claim) {
 // zero reports whether the claim holds nothing.
 func (c claim) zero() bool { return c.bytes == 0 && c.nsBytes == 0 && !c.entry }
 
+// emptyTail is the tail time of a namespace with no entries.
+const emptyTail = math.MaxInt64
+
+// tailMoved records that namespace n's LRU tail changed (or its access
+// time did).
+func (a *accounting) tailMoved(n *nsAcct) {
+	a.tails[n.idx] = emptyTail
+	if e := n.tail(); e != nil {
+		a.tails[n.idx] = e.atime.UnixNano()
+	}
+}
+
 // nsOf returns namespace ns's record, creating it with its quota.
 func (a *accounting) nsOf(ns string) *nsAcct {
 	n, ok := a.ns[ns]
@@ -141,8 +155,10 @@ func (a *accounting) nsOf(ns string) *nsAcct {
 		if len(a.ns) >= a.sweepAt {
 			a.sweepNamespaces()
 		}
-		n = &nsAcct{name: ns, quota: a.quotas.For(ns)}
+		n = &nsAcct{name: ns, idx: len(a.nsList), quota: a.quotas.For(ns)}
 		a.ns[ns] = n
+		a.nsList = append(a.nsList, n)
+		a.tails = append(a.tails, emptyTail)
 	}
 	return n
 }
@@ -151,10 +167,19 @@ func (a *accounting) nsOf(ns string) *nsAcct {
 // maxNamespaceRecords) and sets the next sweep at twice what is left, so
 // sweeps cost O(1) per record created.
 func (a *accounting) sweepNamespaces() {
-	for name, n := range a.ns {
-		if _, listed := a.quotas.Namespaces[name]; !listed && n.lru.Len() == 0 && n.reserved == 0 && n.reservedEntries == 0 {
-			delete(a.ns, name)
+	kept := a.nsList[:0]
+	for _, n := range a.nsList {
+		if _, listed := a.quotas.Namespaces[n.name]; !listed && n.lru.Len() == 0 && n.reserved == 0 && n.reservedEntries == 0 {
+			delete(a.ns, n.name)
+			continue
 		}
+		kept = append(kept, n)
+	}
+	clear(a.nsList[len(kept):])
+	a.nsList, a.tails = kept, a.tails[:len(kept)]
+	for i, n := range a.nsList {
+		n.idx = i
+		a.tailMoved(n)
 	}
 	a.sweepAt = max(maxNamespaceRecords, 2*len(a.ns))
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -465,5 +468,50 @@ func TestExpiryBacklog(t *testing.T) {
 	qs.ExpirePassResult(now)
 	if n, more := qs.ExpirePassResult(now); n != 2 || more {
 		t.Fatalf("last pass: removed %d, more %v; want 2, false", n, more)
+	}
+}
+
+// BenchmarkPutEvicting measures 4 KiB Puts that each evict one entry: for
+// the store's size (the oldest of every namespace's LRU tail, O(namespaces))
+// and for a namespace's quota (its own tail), with 1 and 1,000 namespaces
+// holding entries.
+func BenchmarkPutEvicting(b *testing.B) {
+	const size, held = 4 << 10, 2000
+	for _, bc := range []struct {
+		name  string
+		nss   int
+		quota bool
+	}{{"size/namespaces=1", 1, false}, {"size/namespaces=1000", 1000, false}, {"quota/namespaces=1", 1, true}, {"quota/namespaces=1000", 1000, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := store.Config{GCInterval: -1, ExpiryInterval: -1, MaxBytes: held * size}
+			if bc.quota {
+				cfg.MaxBytes = 0
+				cfg.Quotas = store.Quotas{Namespaces: map[string]store.Quota{"ns0": {MaxEntries: held / int64(bc.nss)}}}
+			}
+			s := openBench(b, cfg)
+			data := storetest.Data(1, size)
+			put := func(ns string, i int) {
+				binary.LittleEndian.PutUint64(data, uint64(i)) // new bytes, no dedup
+				if _, err := s.Put(context.Background(), ns, storetest.KeyOf(fmt.Sprint(i)), bytes.NewReader(data), store.PutOptions{Size: size}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range held {
+				put("ns"+strconv.Itoa(i%bc.nss), i)
+			}
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				ns := "ns0"
+				if !bc.quota {
+					ns = "ns" + strconv.Itoa(i%bc.nss)
+				}
+				put(ns, held+i)
+			}
+			b.StopTimer()
+			if s.Usage().Evictions < int64(b.N) {
+				b.Fatalf("%d evictions for %d Puts", s.Usage().Evictions, b.N)
+			}
+		})
 	}
 }
