@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,6 +192,42 @@ func TestQuotaErrorMessages(t *testing.T) {
 		}
 		if !errors.Is(&tc.err, ErrQuota) {
 			t.Errorf("%v does not match ErrQuota", &tc.err)
+		}
+	}
+}
+
+// TestOldestAcrossNamespaces checks oldest against a brute-force search
+// over every entry after each of many random adds, touches and removes
+// spread over a few namespaces (the tail times it scans must follow every
+// move of a namespace's tail).
+func TestOldestAcrossNamespaces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a := newAccounting(0)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var live []entryRef
+	for step := range 5000 {
+		now := t0.Add(time.Duration(step) * time.Second)
+		switch op := rng.IntN(3); {
+		case op == 0 || len(live) == 0:
+			ref := entryRef{"ns" + strconv.Itoa(rng.IntN(5)), keyOf(strconv.Itoa(step))}
+			a.add(ref, [32]byte{byte(step)}, 10, now) // as the store adds: now
+			live = append(live, ref)
+		case op == 1:
+			a.touch(live[rng.IntN(len(live))], now)
+		default:
+			i := rng.IntN(len(live))
+			a.remove(live[i])
+			live = append(live[:i], live[i+1:]...)
+		}
+		got, ok := a.oldest()
+		var want *acctEntry
+		for _, ref := range live {
+			if e := a.entries[ref]; want == nil || e.atime.Before(want.atime) {
+				want = e
+			}
+		}
+		if ok != (want != nil) || ok && !a.entries[got].atime.Equal(want.atime) {
+			t.Fatalf("step %d: oldest = %v (ok %v), want an entry accessed at %v", step, got, ok, want.atime)
 		}
 	}
 }
