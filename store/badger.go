@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -91,14 +90,14 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s := &Badger{
-		cfg:        cfg,
-		db:         db,
-		log:        cfg.Logger.With("component", "store"),
-		acct:       newAccounting(cfg.MaxBytes),
-		stop:       make(chan struct{}),
-		gcKick:     make(chan struct{}, 1),
-		expiryKick: make(chan struct{}, 1),
+		cfg:    cfg,
+		db:     db,
+		log:    cfg.Logger.With("component", "store"),
+		acct:   newAccounting(cfg.MaxBytes),
+		stop:   make(chan struct{}),
+		gcKick: make(chan struct{}, 1),
 	}
+	s.expiryKick = make(chan struct{}, 1)
 	s.acct.setQuotas(cfg.Quotas.clone())
 	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
@@ -534,43 +533,6 @@ func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more 
 		return nil, nil, false, fmt.Errorf("walk entries: %w", err)
 	}
 	return page, last, more, nil
-}
-
-// metaPage calls visit with up to limit metadata records under prefix with
-// keys after after (nil: from the first), in key order, from one snapshot;
-// visit must not keep item. It returns the last key it read and whether
-// more keys follow.
-func (s *Badger) metaPage(prefix, after []byte, limit int, visit func(ref entryRef, item *badger.Item)) (last []byte, more bool, err error) {
-	if err := s.enter(); err != nil {
-		return nil, false, err
-	}
-	defer s.leave()
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: min(limit, 64)})
-		defer it.Close()
-		if after == nil {
-			it.Rewind()
-		} else {
-			it.Seek(after)
-			if it.Valid() && bytes.Equal(it.Item().Key(), after) {
-				it.Next()
-			}
-		}
-		for n := 0; it.Valid(); it.Next() {
-			if n == limit {
-				more = true
-				break
-			}
-			n++
-			item := it.Item()
-			last = item.KeyCopy(last[:0])
-			if ref, ok := parseEntryKey(item.Key()); ok {
-				visit(ref, item)
-			}
-		}
-		return nil
-	})
-	return last, more, err
 }
 
 // Usage returns sizes and counters.
