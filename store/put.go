@@ -65,8 +65,10 @@ func checkLabels(what string, m map[string]string, maxCount int) error {
 //
 // A Put of a key that already exists only reads and hashes the body: it
 // stores nothing and evicts nothing, and returns Created=false or
-// ErrConflict. So does a Put of a new key whose opts.SHA256 names content
-// already stored: it verifies the body and then shares the stored blob.
+// ErrConflict. A Put of a new key whose opts.SHA256 names content already
+// stored also stores no bytes: it verifies the body and then shares the
+// stored blob (its namespace's quota still counts the entry, and may evict
+// the namespace's own entries for it).
 func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts PutOptions) (res PutResult, err error) {
 	ref := entryRef{ns, key}
 	if err := checkNamespace("put entry", ns); err != nil {
