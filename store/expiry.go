@@ -223,7 +223,9 @@ func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *pass
 			return e.ref, true
 		})
 		if err != nil {
-			s.log.Warn("expiry: evict entry failed; the next pass retries", "namespace", ns, "reason", reason.String(), "err", err)
+			if !errors.Is(err, ErrClosed) {
+				s.log.Warn("expiry: evict entry failed; the next pass retries", "namespace", ns, "reason", reason.String(), "err", err)
+			}
 			return budget, false
 		}
 		if !ok {
@@ -272,6 +274,9 @@ func (s *Badger) expireAged(ns string, cutoff time.Time, budget int, res *passRe
 			m, err := s.statLocked(ref)
 			return ref, err == nil && m.Created.Before(cutoff)
 		})
+		if errors.Is(err, ErrClosed) {
+			return 0
+		}
 		if err != nil {
 			s.log.Warn("expiry: evict entry failed; the next pass retries", "namespace", ns, "key", ref.key.String(), "err", err)
 			continue
