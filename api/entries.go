@@ -46,7 +46,8 @@ func (g *entriesAPI) routes() []Route {
 
 // handlePut serves PUT /v1/{ns}/entries/{key}: it streams the body into
 // the store. 201 created, 200 identical entry exists, 409 different entry
-// exists, 400 bad input or digest mismatch, 413 too large, 507 full.
+// exists, 400 bad input or digest mismatch, 413 too large, 507 full or over
+// the namespace's quota.
 func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 	r := reqOf(c)
 	opts := store.PutOptions{Size: -1, Writer: writerName(c), SHA256: r.SHA256,
@@ -77,6 +78,9 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		}
 		if errors.Is(err, store.ErrReclaiming) {
 			c.Set(fiber.HeaderRetryAfter, "1") // value-log GC is returning evicted bytes to the disk
+		}
+		if qe := (*store.QuotaError)(nil); errors.As(err, &qe) && qe.InFlight > 0 && qe.Need <= qe.Quota {
+			c.Set(fiber.HeaderRetryAfter, "5") // uploads in flight into the namespace hold its room
 		}
 		if errors.Is(err, errIncompleteBody) {
 			g.log.Warn("upload aborted; nothing stored", "namespace", r.Namespace, "key", r.Key.String(), "err", err)
@@ -132,6 +136,8 @@ func putResult(err error) string {
 		return WriteDigestMismatch
 	case errors.Is(err, store.ErrTooLarge):
 		return WriteTooLarge
+	case errors.Is(err, store.ErrQuota):
+		return WriteQuota
 	case errors.Is(err, store.ErrFull):
 		return WriteFull
 	case errors.Is(err, store.ErrQueueFull):

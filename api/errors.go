@@ -57,6 +57,7 @@ var sentinels = []struct {
 	{store.ErrDigestMismatch, http.StatusBadRequest, "digest_mismatch"},
 	{store.ErrSizeMismatch, http.StatusBadRequest, "size_mismatch"},
 	{store.ErrTooLarge, http.StatusRequestEntityTooLarge, "entry_too_large"},
+	{store.ErrQuota, http.StatusInsufficientStorage, "quota_exceeded"}, // a *QuotaError is rendered above
 	{store.ErrFull, http.StatusInsufficientStorage, "store_full"},
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
@@ -78,6 +79,12 @@ func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if qe := (*store.QuotaError)(nil); errors.As(err, &qe) {
+		// Its own sentence names the namespace and the limit; the
+		// wrapping ("put entry ns/key: ...") adds nothing.
+		return &Error{Status: http.StatusInsufficientStorage, Code: "quota_exceeded", Message: sentence(qe.Error()), Err: err,
+			Details: wire.QuotaDetails{Namespace: qe.Namespace, Limit: qe.Limit, Quota: qe.Quota, Need: qe.Need, InFlight: qe.InFlight}}
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {

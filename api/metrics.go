@@ -47,7 +47,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut,
-		&usageCollector{st: st},
+		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -64,8 +64,12 @@ func (s *Server) metricsHandler() fiber.Handler {
 	return adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 }
 
-// usageCollector exports the store's Usage at scrape time.
-type usageCollector struct{ st Store }
+// usageCollector exports the store's Usage at scrape time, the usage of
+// each namespace included (nsmetrics.go).
+type usageCollector struct {
+	st         Store
+	namespaces labelLimiter
+}
 
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
@@ -73,7 +77,7 @@ var (
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
-	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries evicted to make room.", nil, nil)
+	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them.", nil, nil)
 	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
 	descQuarantined  = prometheus.NewDesc("cachesvc_quarantined_entries", "Entries quarantined now (reported as unloadable or quarantined by an admin): never served, restorable.", nil, nil)
 	descQuarantines  = prometheus.NewDesc("cachesvc_quarantines_total", "Entries quarantined since the store opened, by cause: reports (enough distinct clients could not load it), admin, corrupt (a chunk failed its checksum).", []string{"cause"}, nil)
@@ -82,6 +86,9 @@ var (
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity, descQuarantined, descQuarantines} {
+		ch <- d
+	}
+	for _, d := range namespaceDescs {
 		ch <- d
 	}
 }
@@ -100,6 +107,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
+	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }
 
 // middleware wraps every request: it gives the handler a context that

@@ -66,7 +66,8 @@ const (
 	WriteDigestMismatch = "digest_mismatch"
 	WriteTooLarge       = "too_large"
 	WriteFull           = "full"
-	WriteQueueFull      = "queue_full" // write mode behind: the upload queue is full
+	WriteQuota          = "quota_exceeded" // the namespace's quota refused it
+	WriteQueueFull      = "queue_full"     // write mode behind: the upload queue is full
 	WriteIncomplete     = "incomplete"
 	WriteError          = "error"
 )

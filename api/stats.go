@@ -53,6 +53,9 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		Store:    g.store.Usage(),
 		Leases:   leaseCounts(g.leases),
 	}
+	if ns != "" {
+		r.Store.Namespaces = []wire.NamespaceUsage{g.namespaceUsage(ns, r.Store.Namespaces)}
+	}
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)
 	if g.shared != nil {
 		st := g.shared()
@@ -69,6 +72,27 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		r.Series = &ser
 	}
 	return c2json(c, r)
+}
+
+// namespaceUsager is a store that reports one namespace's usage against
+// its quota (*store.Badger, *tiered.Store).
+type namespaceUsager interface {
+	NamespaceUsage(ns string) wire.NamespaceUsage
+}
+
+// namespaceUsage returns namespace ns's usage: from the store when it can
+// say (with the quota that applies to a namespace it holds nothing of),
+// else from all, the store's list.
+func (g *statsAPI) namespaceUsage(ns string, all []wire.NamespaceUsage) wire.NamespaceUsage {
+	if u, ok := g.store.(namespaceUsager); ok {
+		return u.NamespaceUsage(ns)
+	}
+	for _, u := range all {
+		if u.Namespace == ns {
+			return u
+		}
+	}
+	return wire.NamespaceUsage{Namespace: ns}
 }
 
 // addFleet adds the fleet's view to r when the request asks for

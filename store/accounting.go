@@ -45,20 +45,35 @@ type accessUpdate struct {
 // and is not safe for concurrent use: one lock owns it.
 //
 // Bytes counts unique blobs once, however many entries share them; reserved
-// counts bytes promised to uploads in flight. The LRU list orders entries by
-// last access, most recent at the front.
+// counts bytes promised to uploads in flight. Each namespace's LRU list
+// orders its entries by last access, most recent at the front; the global
+// least recently used entry is the oldest of the lists' tails.
 type accounting struct {
 	max      int64 // 0 means unlimited
 	bytes    int64
 	reserved int64
 	entries  map[entryRef]*acctEntry
 	blobs    map[[32]byte]*acctBlob
-	lru      list.List
+	// ns holds each namespace's usage, quota and LRU list (nsacct.go);
+	// every entry is on its namespace's list, none on a global one.
+	ns map[string]*nsAcct
+	// nsList holds the same records, and tails[i] the last access
+	// (UnixNano; math.MaxInt64 when empty) of nsList[i]'s LRU tail, so
+	// that finding the store's oldest entry is a scan of one contiguous
+	// slice (nsacct.go).
+	nsList []*nsAcct
+	tails  []int64
+	quotas Quotas
+	// sweepAt is the number of namespace records past which forgettable
+	// ones are swept (nsacct.go).
+	sweepAt int
 	// held are the quarantined entries that keep their blob (quarantine.go):
 	// each holds a reference to it, so its bytes count, but none is in the
 	// LRU list or served.
 	held map[entryRef]heldEntry
 
+	// evictions counts every entry the store removed on its own: for
+	// room (size, quota) or by expiry (idle, age).
 	evictions         int64
 	integrityFailures int64
 	// quarantines counts reported and admin quarantines by cause.
@@ -79,6 +94,8 @@ func newAccounting(max int64) *accounting {
 		entries: make(map[entryRef]*acctEntry),
 		blobs:   make(map[[32]byte]*acctBlob),
 		held:    make(map[entryRef]heldEntry),
+		ns:      make(map[string]*nsAcct),
+		sweepAt: maxNamespaceRecords,
 	}
 }
 
@@ -104,10 +121,33 @@ func (a *accounting) add(ref entryRef, blob [32]byte, size int64, atime time.Tim
 		newBlob = true
 	}
 	b.refs++
-	e := &acctEntry{ref: ref, blob: blob, atime: atime}
-	e.elem = a.lru.PushFront(e)
-	a.entries[ref] = e
+	a.link(&acctEntry{ref: ref, blob: blob, atime: atime}, b.size)
 	return newBlob
+}
+
+// link puts e, an entry of size bytes, at the front of its namespace's LRU
+// list and in the live entries; its blob reference is the caller's.
+func (a *accounting) link(e *acctEntry, size int64) {
+	n := a.nsOf(e.ref.ns)
+	e.elem = n.lru.PushFront(e)
+	n.bytes += size
+	if n.lru.Len() == 1 {
+		a.tailMoved(n)
+	}
+	a.entries[e.ref] = e
+}
+
+// unlink takes e, an entry of size bytes, off its namespace's LRU list and
+// out of the live entries; its blob reference is the caller's.
+func (a *accounting) unlink(e *acctEntry, size int64) {
+	n := a.ns[e.ref.ns]
+	wasTail := n.lru.Back() == e.elem
+	n.lru.Remove(e.elem)
+	n.bytes -= size
+	if wasTail {
+		a.tailMoved(n)
+	}
+	delete(a.entries, e.ref)
 }
 
 // remove forgets an entry. It reports the entry's blob and whether that blob
@@ -117,9 +157,8 @@ func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
 	if !ok {
 		return blob, false, false
 	}
-	a.lru.Remove(e.elem)
-	delete(a.entries, ref)
 	b := a.blobs[e.blob]
+	a.unlink(e, b.size)
 	b.refs--
 	if b.refs <= 0 && b.pins <= 0 {
 		delete(a.blobs, e.blob)
@@ -206,7 +245,12 @@ func (a *accounting) touch(ref entryRef, t time.Time) (pendingHits int64, ok boo
 	}
 	e.pendingHits++
 	e.dirty = true
-	a.lru.MoveToFront(e.elem)
+	n := a.ns[ref.ns]
+	wasTail := n.lru.Back() == e.elem
+	n.lru.MoveToFront(e.elem)
+	if wasTail {
+		a.tailMoved(n)
+	}
 	return e.pendingHits, true
 }
 
@@ -244,13 +288,20 @@ func (a *accounting) flushed(u accessUpdate) {
 	}
 }
 
-// oldest returns the least recently used entry.
+// oldest returns the least recently used entry: the oldest of the
+// namespaces' LRU tails, a scan of the tails' access times (O(namespaces),
+// about a nanosecond each).
 func (a *accounting) oldest() (entryRef, bool) {
-	el := a.lru.Back()
-	if el == nil {
+	best := -1
+	for i, t := range a.tails {
+		if t != emptyTail && (best < 0 || t < a.tails[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
 		return entryRef{}, false
 	}
-	return el.Value.(*acctEntry).ref, true
+	return a.nsList[best].tail().ref, true
 }
 
 // fits reports whether n more bytes fit now, counting reservations.
@@ -283,6 +334,7 @@ func (a *accounting) usage() Usage {
 		MaxBytes:          a.max,
 		Evictions:         a.evictions,
 		IntegrityFailures: a.integrityFailures,
+		Namespaces:        a.nsUsage(),
 
 		Quarantined:         int64(len(a.held)),
 		QuarantinesReported: a.quarantines[causeReports],

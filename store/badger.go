@@ -65,6 +65,10 @@ type Badger struct {
 	gcKick chan struct{}
 	// disk is the store's view of its directory's size (diskbound.go).
 	disk diskState
+	// expiryKick asks the expiry loop for a pass now; expiry holds the
+	// loop's own state (expiry.go).
+	expiryKick chan struct{}
+	expiry     expiryState
 }
 
 var _ Store = (*Badger)(nil)
@@ -80,6 +84,9 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: chunk size %d is outside 4 KiB to 64 MiB", cfg.Dir, cfg.ChunkSize)
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.Quotas.validate(); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
 	db, err := badger.Open(cfg.badgerOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -92,6 +99,8 @@ func Open(cfg Config) (*Badger, error) {
 		stop:   make(chan struct{}),
 		gcKick: make(chan struct{}, 1),
 	}
+	s.expiryKick = make(chan struct{}, 1)
+	s.acct.setQuotas(cfg.Quotas.clone())
 	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	if err := s.recover(); err != nil {
@@ -100,7 +109,7 @@ func Open(cfg Config) (*Badger, error) {
 	}
 	s.rescanDisk()
 	// A smaller MaxBytes than last time: evict down to it now.
-	if err := s.reserve(context.Background(), 0); err != nil {
+	if err := s.reserve(context.Background(), claim{}); err != nil {
 		s.log.Warn("evict down to the size limit failed", "err", err)
 	}
 	u := s.Usage()
@@ -112,6 +121,10 @@ func Open(cfg Config) (*Badger, error) {
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()
+	}
+	if cfg.ExpiryInterval > 0 {
+		s.wg.Add(1)
+		go s.expiryLoop() // its first pass evicts down to lowered quotas
 	}
 	return s, nil
 }
@@ -535,42 +548,14 @@ func (s *Badger) walk(ctx context.Context, ns string, after []byte, fn func(Meta
 // walkPage reads up to walkPage entries under prefix with keys after after.
 // It returns the last key it read and whether more keys follow.
 func (s *Badger) walkPage(prefix, after []byte) (page []Meta, last []byte, more bool, err error) {
-	if err := s.enter(); err != nil {
-		return nil, nil, false, err
-	}
-	defer s.leave()
 	page = make([]Meta, 0, walkPage)
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		if after == nil {
-			it.Rewind()
-		} else {
-			it.Seek(after)
-			if it.Valid() && bytes.Equal(it.Item().Key(), after) {
-				it.Next()
-			}
+	last, more, err = s.metaPage(prefix, after, walkPage, func(ref entryRef, item *badger.Item) {
+		m, err := itemMeta(ref, item)
+		if err != nil {
+			s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+			return
 		}
-		for n := 0; it.Valid(); it.Next() {
-			if n == walkPage {
-				more = true
-				break
-			}
-			n++
-			item := it.Item()
-			last = item.KeyCopy(last[:0])
-			ref, ok := parseEntryKey(item.Key())
-			if !ok {
-				continue
-			}
-			m, err := itemMeta(ref, item)
-			if err != nil {
-				s.log.Warn("skipping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				continue
-			}
-			page = append(page, m)
-		}
-		return nil
+		page = append(page, m)
 	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("walk entries: %w", err)

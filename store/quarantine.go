@@ -123,8 +123,7 @@ func (a *accounting) hold(ref entryRef, at time.Time, cause int) {
 	if !ok {
 		return
 	}
-	a.lru.Remove(e.elem)
-	delete(a.entries, ref)
+	a.unlink(e, a.blobs[e.blob].size)
 	a.held[ref] = heldEntry{blob: e.blob, at: at}
 	a.quarantines[cause]++
 }
@@ -137,9 +136,11 @@ func (a *accounting) unhold(ref entryRef, now time.Time) {
 		return
 	}
 	delete(a.held, ref)
-	e := &acctEntry{ref: ref, blob: h.blob, atime: now}
-	e.elem = a.lru.PushFront(e)
-	a.entries[ref] = e
+	var size int64
+	if b := a.blobs[h.blob]; b != nil {
+		size = b.size
+	}
+	a.link(&acctEntry{ref: ref, blob: h.blob, atime: now}, size)
 }
 
 // dropHeld forgets a held entry and reports whether its blob lost its last

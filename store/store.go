@@ -20,7 +20,12 @@
 // names (uploads cut short by a crash) are deleted.
 //
 // Under Config.MaxBytes, least recently accessed entries are evicted to make
-// room. Access times and hit counts are kept in memory and written in batches
+// room. Config.Quotas (and SetQuotas) bound namespaces: a Put into a
+// namespace at its quota evicts that namespace's own least recently used
+// entries (each namespace keeps its own LRU list; the store's oldest entry
+// is the oldest of their tails), one that can never fit fails with
+// ErrQuota, and a background loop expires entries past their namespace's
+// MaxIdle or MaxAge in passes of bounded work (expiry.go). Access times and hit counts are kept in memory and written in batches
 // (every Config.FlushInterval and on Close), never once per read. Deleted and
 // evicted bytes return to the disk through Badger's value-log GC, which the
 // store drives every Config.GCInterval.

@@ -66,6 +66,21 @@ type ErrorObject struct {
 	Details any    `json:"details,omitempty"`
 }
 
+// QuotaDetails are the details of a 507 quota_exceeded error: which
+// namespace's quota refused the upload, and by how much.
+type QuotaDetails struct {
+	Namespace string `json:"namespace"`
+	// Limit is the quota's field that refused it: max_bytes or max_entries.
+	Limit string `json:"limit"`
+	// Quota is that field's value, in bytes or entries.
+	Quota int64 `json:"quota"`
+	// Need is what the upload needed: its bytes, or 1 entry.
+	Need int64 `json:"need"`
+	// InFlight is what other uploads in flight into the namespace hold;
+	// when it is not 0, retrying after Retry-After may succeed.
+	InFlight int64 `json:"in_flight"`
+}
+
 // PutResponse is the JSON body of a successful PUT of an entry.
 type PutResponse struct {
 	Namespace string `json:"namespace"`
@@ -207,6 +222,10 @@ type NamespaceUsage struct {
 	// Expirations counts entries removed by max_idle or max_age since the
 	// process started.
 	Expirations int64 `json:"expirations"`
+	// EvictionsByReason splits Evictions and Expirations by cause: size
+	// (the store's --max-size), quota (max_bytes or max_entries), idle
+	// (max_idle) and age (max_age); a cause that never happened is absent.
+	EvictionsByReason map[string]int64 `json:"evictions_by_reason,omitempty"`
 }
 
 // StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:

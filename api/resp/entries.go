@@ -258,6 +258,8 @@ func putResult(err error) string {
 	switch {
 	case errors.Is(err, store.ErrTooLarge):
 		return api.WriteTooLarge
+	case errors.Is(err, store.ErrQuota):
+		return api.WriteQuota
 	case errors.Is(err, store.ErrFull):
 		return api.WriteFull
 	case errors.Is(err, store.ErrQueueFull):
@@ -271,6 +273,8 @@ func putError(ctx context.Context, err error, n int) string {
 	switch {
 	case errors.Is(err, store.ErrTooLarge):
 		return fmt.Sprintf("ERR value of %d bytes exceeds the server's maximum entry size; nothing was stored", n)
+	case errors.Is(err, store.ErrQuota):
+		return "ERR " + quotaMessage(err) + "; nothing was stored"
 	case errors.Is(err, store.ErrFull):
 		return "ERR the cache is full (its size limit is reached and nothing can be evicted); nothing was stored"
 	case errors.Is(err, store.ErrQueueFull):
@@ -279,4 +283,12 @@ func putError(ctx context.Context, err error, n int) string {
 		return "ERR the server is shutting down; nothing was stored"
 	}
 	return fmt.Sprintf("ERR store entry: %v; nothing was stored", err)
+}
+
+// quotaMessage is the sentence of a quota refusal.
+func quotaMessage(err error) string {
+	if qe := (*store.QuotaError)(nil); errors.As(err, &qe) {
+		return qe.Error()
+	}
+	return err.Error()
 }

@@ -226,12 +226,14 @@ func (s serveStores) close() error {
 func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvict func(store.Meta), observe func(tiered.Event)) (serveStores, error) {
 	var out serveStores
 	hot, err := store.Open(store.Config{
-		Dir:           o.Data,
-		MaxBytes:      o.MaxSize,
-		MaxEntryBytes: o.MaxEntrySize,
-		SyncWrites:    o.SyncWrites,
-		OnEvict:       onEvict,
-		Logger:        logger,
+		Dir:            o.Data,
+		MaxBytes:       o.MaxSize,
+		MaxEntryBytes:  o.MaxEntrySize,
+		SyncWrites:     o.SyncWrites,
+		OnEvict:        onEvict,
+		Quotas:         o.quotas,
+		ExpiryInterval: o.ExpiryInterval,
+		Logger:         logger,
 	})
 	if err != nil {
 		return out, err // "open store DIR: ..."

@@ -35,16 +35,7 @@ func TestServeReloadsPluginsOnSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(name string, b []byte) { // atomically, as an operator should
-		t.Helper()
-		tmp := filepath.Join(pdir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(pdir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(name string, b []byte) { writeAtomic(t, filepath.Join(pdir, name), b) }
 	put("cmdline.wasm", v1)
 	put("empty.wasm", empty)
 
@@ -62,19 +53,6 @@ func TestServeReloadsPluginsOnSIGHUP(t *testing.T) {
 	if status, r := keys([]byte(`{"backend":"empty"}`)); status != http.StatusOK || r["plugin"] != "empty@1" {
 		t.Fatalf("empty before the reload: %d %v", status, r)
 	}
-	waitLog := func(want ...string) string {
-		t.Helper()
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			for _, line := range strings.Split(p.stderr.String(), "\n") {
-				if containsAll(line, want) {
-					return line
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no log line with %q:\n%s", want, p.stderr.String())
-			}
-		}
-	}
 
 	// Replace cmdline with 0.2.0 and remove empty.
 	put("cmdline.wasm", v2)
@@ -82,7 +60,7 @@ func TestServeReloadsPluginsOnSIGHUP(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	line := waitLog(`"plugins reloaded"`)
+	line := waitLog(t, p, `"plugins reloaded"`)
 	if !containsAll(line, []string{"cmdline@0.1.0 -> cmdline@0.2.0 " + filepath.Join(pdir, "cmdline.wasm"), "empty@1 " + filepath.Join(pdir, "empty.wasm")}) {
 		t.Errorf("reload log line: %s", line)
 	}
@@ -102,7 +80,7 @@ func TestServeReloadsPluginsOnSIGHUP(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(`"plugin reload failed; keeping the current plugins"`, filepath.Join(pdir, "broken.wasm"))
+	waitLog(t, p, `"plugin reload failed; keeping the current plugins"`, filepath.Join(pdir, "broken.wasm"))
 	if status, r := keys(sig); status != http.StatusOK || r["plugin"] != "cmdline@0.2.0" || r["key"] != newKey {
 		t.Fatalf("keys after a failed reload: %d %v", status, r)
 	}

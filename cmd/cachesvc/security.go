@@ -94,11 +94,12 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 }
 
 // reloadOnSIGHUP, on every SIGHUP until ctx ends, reloads g's tokens file
-// (if g is set) and then calls reloadPlugins (if set: the --plugins
-// directory). A bad tokens file keeps the tokens in force (the guard logs
-// why); a bad plugin directory keeps the plugins in force.
-func reloadOnSIGHUP(ctx context.Context, g *auth.Guard, reloadPlugins func(context.Context)) {
-	if g == nil && reloadPlugins == nil {
+// (if g is set) and then calls each of reloads in order (the --plugins
+// directory, the --namespaces file). Each reload is all or nothing on its
+// own: a bad tokens file keeps the tokens in force (the guard logs why), a
+// bad plugin directory the plugins, a bad namespaces file the quotas.
+func reloadOnSIGHUP(ctx context.Context, g *auth.Guard, reloads ...func(context.Context)) {
+	if g == nil && len(reloads) == 0 {
 		return
 	}
 	ch := make(chan os.Signal, 1)
@@ -113,8 +114,8 @@ func reloadOnSIGHUP(ctx context.Context, g *auth.Guard, reloadPlugins func(conte
 				if g != nil {
 					_ = g.Reload() // it logs the outcome
 				}
-				if reloadPlugins != nil {
-					reloadPlugins(ctx)
+				for _, r := range reloads {
+					r(ctx)
 				}
 			}
 		}

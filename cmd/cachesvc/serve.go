@@ -44,9 +44,17 @@ type serveOptions struct {
 	QuarantineAfter int
 	Redis           redisOptions // redis.go
 
+	// Namespaces is the namespaces file (namespaces.go): per-namespace
+	// quotas and expiry, reloaded on SIGHUP.
+	Namespaces     string
+	ExpiryInterval time.Duration
+
 	// shared is the shared tier's configuration, resolved once from S3 (the
 	// credentials file read) by serve for every user of the bucket.
 	shared s3.Config
+	// quotas are the namespaces file's, read by serve before the store
+	// opens.
+	quotas store.Quotas
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
@@ -59,6 +67,8 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sizeVar(fs, &o.MaxSize, "max-size", 0, "store size limit, e.g. 100GiB; least recently used entries are evicted past it (0 = unlimited)")
 	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
 	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower)")
+	fs.StringVar(&o.Namespaces, "namespaces", "", "namespaces `file` (JSON): quotas and expiry per namespace of this server's store, e.g. {\"namespaces\": {\"team-a\": {\"max_bytes\": \"50GB\", \"max_entries\": 100000, \"max_idle\": \"168h\", \"max_age\": \"30d\"}}, \"default\": {...}}; an upload into a namespace at its quota evicts that namespace's least recently used entries, one that can never fit gets 507. Reloaded on SIGHUP, all or nothing (in a fleet it bounds each replica's hot tier)")
+	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
@@ -139,6 +149,12 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		if o.shared, err = o.S3.config(o.MaxEntrySize, logger); err != nil { // fleet.go
 			return err
 		}
+	}
+	if o.Namespaces != "" {
+		if o.quotas, err = loadNamespaces(o.Namespaces); err != nil { // namespaces.go
+			return err
+		}
+		logger.Info("namespace quotas", "file", o.Namespaces, "namespaces", len(o.quotas.Namespaces), "default", !o.quotas.Default.IsZero())
 	}
 	// Listen first: a taken port fails before the store is opened.
 	ln, err := net.Listen("tcp", o.Addr)
@@ -244,11 +260,18 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 	}
 
-	var reloadPlugins func(context.Context)
+	var reloads []func(context.Context)
 	if o.Plugins.Dir != "" {
-		reloadPlugins = func(ctx context.Context) { reloadPluginDir(ctx, host, o.Plugins.Dir, logger, pluginMetrics) } // plugin.go
+		reloads = append(reloads, func(ctx context.Context) { reloadPluginDir(ctx, host, o.Plugins.Dir, logger, pluginMetrics) }) // plugin.go
 	}
-	reloadOnSIGHUP(ctx, sec.Auth, reloadPlugins) // security.go
+	if o.Namespaces != "" {
+		nsReloads := api.NewNamespacesReloads()
+		if err := srv.Registry().Register(nsReloads); err != nil {
+			return fmt.Errorf("register namespaces reload metrics: %w", err)
+		}
+		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, logger, nsReloads) }) // namespaces.go
+	}
+	reloadOnSIGHUP(ctx, sec.Auth, reloads...) // security.go
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {

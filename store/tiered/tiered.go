@@ -346,7 +346,8 @@ func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) e
 }
 
 // Usage returns the shared tier's entry, blob and byte counts with the hot
-// tier's limit, disk use and evictions, and both tiers' integrity failures.
+// tier's limit, disk use, evictions and namespaces, and both tiers'
+// integrity failures.
 func (s *Store) Usage() store.Usage {
 	h, sh := s.hot.Usage(), s.shared.Usage()
 	sh.MaxBytes = h.MaxBytes
@@ -354,7 +355,20 @@ func (s *Store) Usage() store.Usage {
 	sh.Evictions = h.Evictions
 	sh.IntegrityFailures += h.IntegrityFailures
 	sh.Quarantined, sh.QuarantinesReported, sh.QuarantinesAdmin = h.Quarantined, h.QuarantinesReported, h.QuarantinesAdmin
+	sh.Namespaces = h.Namespaces // quotas bound the hot tier, per replica
 	return sh
+}
+
+// NamespaceUsage returns the hot tier's usage of namespace ns against its
+// quota: quotas bound each replica's hot tier (the shared tier is pruned by
+// `cachesvc gc`).
+func (s *Store) NamespaceUsage(ns string) store.NamespaceUsage {
+	if h, ok := s.hot.(interface {
+		NamespaceUsage(string) store.NamespaceUsage
+	}); ok {
+		return h.NamespaceUsage(ns)
+	}
+	return store.NamespaceUsage{Namespace: ns}
 }
 
 // Close stops the downloads, fills, probes and uploads in flight (waiting

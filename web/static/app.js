@@ -144,6 +144,7 @@
     renderFleet(d);
     updateNamespaces(d);
     renderNSTable(d);
+    renderQuotas(st);
     renderRuns(d.runs || []);
     renderTop(d.top_entries || []);
     renderReasons(d.miss_reasons || []);
@@ -185,6 +186,28 @@
     return '<td class="num">' + num(c.lookups) + '</td><td class="num">' + num(c.hits) + '</td><td class="num">' + num(c.misses) +
       "</td><td>" + rateCell(c.hit_rate, c.lookups) + '</td><td class="num">' + dur(c.compile_seconds_saved) +
       '</td><td class="num">' + bytes(c.bytes_out) + '</td><td class="num">' + num(c.writes) + "</td>";
+  }
+
+  // The quotas card: each namespace's usage of this server's store against
+  // its quota (serve --namespaces), from store.namespaces.
+  function renderQuotas(st) {
+    var nss = st.namespaces || [];
+    $("quota-card").hidden = !nss.length;
+    $("quota-table").tBodies[0].innerHTML = nss.map(function (n) {
+      var fill = Math.max(n.max_bytes ? n.bytes / n.max_bytes : 0, n.max_entries ? n.entries / n.max_entries : 0);
+      var exp = [];
+      if (n.max_idle_s) exp.push("idle " + dur(n.max_idle_s));
+      if (n.max_age_s) exp.push("age " + dur(n.max_age_s));
+      return '<tr data-ns="' + esc(n.namespace) + '"><td>' + esc(n.namespace) + '</td><td class="num">' + num(n.entries) +
+        (n.max_entries ? " / " + num(n.max_entries) : "") + '</td><td class="num">' + bytes(n.bytes) + (n.max_bytes ? " / " + bytes(n.max_bytes) : "") +
+        "</td><td>" + (n.max_bytes || n.max_entries ? quotaCell(fill) : '<span class="none">no quota</span>') + "</td><td>" +
+        (exp.length ? esc(exp.join(" · ")) : '<span class="none">never</span>') + '</td><td class="num">' + num(n.evictions) +
+        '</td><td class="num">' + num(n.expirations) + "</td></tr>";
+    }).join("");
+  }
+  function quotaCell(f) {
+    var cls = f > 0.95 ? " low" : f > 0.8 ? " mid" : "";
+    return '<span class="rate' + cls + '"><span class="bar"><i style="width:' + (100 * Math.min(1, f)).toFixed(1) + '%"></i></span>' + pct(f) + "</span>";
   }
 
   function sharedCell(sh) {

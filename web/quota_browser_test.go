@@ -1,0 +1,49 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// TestDashboardShowsNamespaceQuotas gives team-a of a real server a quota
+// and checks the quotas card: team-a's usage against it, team-b with none.
+func TestDashboardShowsNamespaceQuotas(t *testing.T) {
+	ctx := browser(t)
+	srv := statstest.Start(t, nil)
+	statstest.Seed(t, srv.URL) // five entries of 1,000 bytes in each namespace
+	if err := srv.Store.SetQuotas(store.Quotas{Namespaces: map[string]store.Quota{
+		"team-a": {MaxBytes: 10000, MaxEntries: 8, MaxIdle: 168 * time.Hour},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText(`#quota-table tr[data-ns="team-a"]`, "62.5%"),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`(function(){
+		function row(s){var e=document.querySelector(s);return e?Array.prototype.map.call(e.cells,function(c){return c.textContent.trim();}).join("|"):null;}
+		return {a: row('#quota-table tr[data-ns="team-a"]'), b: row('#quota-table tr[data-ns="team-b"]'),
+			hidden: String(document.getElementById("quota-card").hidden)};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"a":      "team-a|5 / 8|4.9 KiB / 9.8 KiB|62.5%|idle 7.0 days|0|0",
+		"b":      "team-b|5|4.9 KiB|no quota|never|0|0",
+		"hidden": "false",
+	} {
+		if g := got[k]; !strings.Contains(g, want) {
+			t.Errorf("%s = %q, want it to contain %q", k, g, want)
+		}
+	}
+	screenshot(t, ctx, "dashboard-quotas.png", 1366, 768)
+}
