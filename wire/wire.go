@@ -172,6 +172,32 @@ type StoreUsage struct {
 	DiskBytes         int64 `json:"disk_bytes"`
 	Evictions         int64 `json:"evictions"`
 	IntegrityFailures int64 `json:"integrity_failures"`
+	// Namespaces is each namespace's usage against its quota: every
+	// namespace with entries or a quota on GET /v1/stats, just the one asked
+	// for on GET /v1/{ns}/stats; absent on a store that keeps none.
+	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
+}
+
+// NamespaceUsage is one namespace's share of the hot store and the quota
+// it is held to. A blob shared by two namespaces counts in the Bytes of
+// each (a quota bounds what a namespace holds, not what it alone pays for).
+// A zero maximum means no quota of that kind.
+type NamespaceUsage struct {
+	Namespace  string `json:"namespace"`
+	Entries    int64  `json:"entries"`
+	Bytes      int64  `json:"bytes"`
+	MaxBytes   int64  `json:"max_bytes"`
+	MaxEntries int64  `json:"max_entries"`
+	// MaxIdleSeconds evicts an entry not read or written for this long.
+	MaxIdleSeconds float64 `json:"max_idle_s,omitempty"`
+	// MaxAgeSeconds evicts an entry this long after it was stored.
+	MaxAgeSeconds float64 `json:"max_age_s,omitempty"`
+	// Evictions counts entries removed to make room (the global size
+	// bound or the namespace's quota) since the process started.
+	Evictions int64 `json:"evictions"`
+	// Expirations counts entries removed by max_idle or max_age since the
+	// process started.
+	Expirations int64 `json:"expirations"`
 }
 
 // StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:
