@@ -96,7 +96,7 @@ func TestDashboardShowsTorchBesideXLA(t *testing.T) {
 			}
 		}
 	}
-	screenshot(t, ctx, "dashboard-torch.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-torch.png", 1366, 900)
 
 	st, err := report.Fetch(t.Context(), http.DefaultClient, srv.URL, "", "")
 	if err != nil {
