@@ -45,16 +45,25 @@ type accessUpdate struct {
 // and is not safe for concurrent use: one lock owns it.
 //
 // Bytes counts unique blobs once, however many entries share them; reserved
-// counts bytes promised to uploads in flight. The LRU list orders entries by
-// last access, most recent at the front.
+// counts bytes promised to uploads in flight. Each namespace's LRU list
+// orders its entries by last access, most recent at the front; the global
+// least recently used entry is the oldest of the lists' tails.
 type accounting struct {
 	max      int64 // 0 means unlimited
 	bytes    int64
 	reserved int64
 	entries  map[entryRef]*acctEntry
 	blobs    map[[32]byte]*acctBlob
-	lru      list.List
+	// ns holds each namespace's usage, quota and LRU list (nsacct.go);
+	// every entry is on its namespace's list, none on a global one.
+	ns     map[string]*nsAcct
+	quotas Quotas
+	// sweepAt is the number of namespace records past which forgettable
+	// ones are swept (nsacct.go).
+	sweepAt int
 
+	// evictions counts every entry the store removed on its own: for
+	// room (size, quota) or by expiry (idle, age).
 	evictions         int64
 	integrityFailures int64
 }
@@ -72,6 +81,8 @@ func newAccounting(max int64) *accounting {
 		max:     max,
 		entries: make(map[entryRef]*acctEntry),
 		blobs:   make(map[[32]byte]*acctBlob),
+		ns:      make(map[string]*nsAcct),
+		sweepAt: maxNamespaceRecords,
 	}
 }
 
@@ -98,7 +109,9 @@ func (a *accounting) add(ref entryRef, blob [32]byte, size int64, atime time.Tim
 	}
 	b.refs++
 	e := &acctEntry{ref: ref, blob: blob, atime: atime}
-	e.elem = a.lru.PushFront(e)
+	n := a.nsOf(ref.ns)
+	e.elem = n.lru.PushFront(e)
+	n.bytes += b.size
 	a.entries[ref] = e
 	return newBlob
 }
@@ -110,9 +123,11 @@ func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
 	if !ok {
 		return blob, false, false
 	}
-	a.lru.Remove(e.elem)
-	delete(a.entries, ref)
 	b := a.blobs[e.blob]
+	n := a.ns[ref.ns]
+	n.lru.Remove(e.elem)
+	n.bytes -= b.size
+	delete(a.entries, ref)
 	b.refs--
 	if b.refs <= 0 && b.pins <= 0 {
 		delete(a.blobs, e.blob)
@@ -199,7 +214,7 @@ func (a *accounting) touch(ref entryRef, t time.Time) (pendingHits int64, ok boo
 	}
 	e.pendingHits++
 	e.dirty = true
-	a.lru.MoveToFront(e.elem)
+	a.ns[ref.ns].lru.MoveToFront(e.elem)
 	return e.pendingHits, true
 }
 
@@ -237,13 +252,19 @@ func (a *accounting) flushed(u accessUpdate) {
 	}
 }
 
-// oldest returns the least recently used entry.
+// oldest returns the least recently used entry: the oldest of the
+// namespaces' LRU tails, O(namespaces).
 func (a *accounting) oldest() (entryRef, bool) {
-	el := a.lru.Back()
-	if el == nil {
+	var old *acctEntry
+	for _, n := range a.ns {
+		if e := n.tail(); e != nil && (old == nil || e.atime.Before(old.atime)) {
+			old = e
+		}
+	}
+	if old == nil {
 		return entryRef{}, false
 	}
-	return el.Value.(*acctEntry).ref, true
+	return old.ref, true
 }
 
 // fits reports whether n more bytes fit now, counting reservations.
@@ -276,5 +297,6 @@ func (a *accounting) usage() Usage {
 		MaxBytes:          a.max,
 		Evictions:         a.evictions,
 		IntegrityFailures: a.integrityFailures,
+		Namespaces:        a.nsUsage(),
 	}
 }

@@ -64,6 +64,10 @@ type Badger struct {
 	gcKick chan struct{}
 	// disk is the store's view of its directory's size (diskbound.go).
 	disk diskState
+	// expiryKick asks the expiry loop for a pass now; expiry holds the
+	// loop's own state (expiry.go).
+	expiryKick chan struct{}
+	expiry     expiryState
 }
 
 var _ Store = (*Badger)(nil)
@@ -79,18 +83,23 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: chunk size %d is outside 4 KiB to 64 MiB", cfg.Dir, cfg.ChunkSize)
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.Quotas.validate(); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
 	db, err := badger.Open(cfg.badgerOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s := &Badger{
-		cfg:    cfg,
-		db:     db,
-		log:    cfg.Logger.With("component", "store"),
-		acct:   newAccounting(cfg.MaxBytes),
-		stop:   make(chan struct{}),
-		gcKick: make(chan struct{}, 1),
+		cfg:        cfg,
+		db:         db,
+		log:        cfg.Logger.With("component", "store"),
+		acct:       newAccounting(cfg.MaxBytes),
+		stop:       make(chan struct{}),
+		gcKick:     make(chan struct{}, 1),
+		expiryKick: make(chan struct{}, 1),
 	}
+	s.acct.setQuotas(cfg.Quotas.clone())
 	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	if err := s.recover(); err != nil {
@@ -99,7 +108,7 @@ func Open(cfg Config) (*Badger, error) {
 	}
 	s.rescanDisk()
 	// A smaller MaxBytes than last time: evict down to it now.
-	if err := s.reserve(context.Background(), 0); err != nil {
+	if err := s.reserve(context.Background(), claim{}); err != nil {
 		s.log.Warn("evict down to the size limit failed", "err", err)
 	}
 	u := s.Usage()
@@ -111,6 +120,10 @@ func Open(cfg Config) (*Badger, error) {
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()
+	}
+	if cfg.ExpiryInterval > 0 {
+		s.wg.Add(1)
+		go s.expiryLoop() // its first pass evicts down to lowered quotas
 	}
 	return s, nil
 }

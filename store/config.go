@@ -29,6 +29,10 @@ const (
 	DefaultBlockCacheSize = 16 << 20
 	// DefaultValueThreshold is the default Config.ValueThreshold.
 	DefaultValueThreshold = 1 << 10
+	// DefaultExpiryInterval is the default Config.ExpiryInterval.
+	DefaultExpiryInterval = time.Minute
+	// DefaultExpiryBatch is the default Config.ExpiryBatch.
+	DefaultExpiryBatch = 4096
 )
 
 // Config configures a Badger store. The zero value of every field except Dir
@@ -43,12 +47,28 @@ type Config struct {
 	// MaxEntryBytes bounds one entry's size; 0 means unlimited. Larger Puts
 	// fail with ErrTooLarge.
 	MaxEntryBytes int64
-	// OnEvict, when set, is called with the metadata of every entry evicted
-	// to make room under MaxBytes (not for Delete or quarantine), after the
-	// eviction commits and outside the store's locks, on the goroutine of
-	// the Put that needed the room. It must be quick; it may call the
-	// store. Usage.Evictions counts the same events.
+	// OnEvict, when set, is called with the metadata of every entry the
+	// store removes on its own (not for Delete or quarantine): evicted to
+	// make room under MaxBytes or a namespace's Quota, or expired under a
+	// namespace's MaxIdle or MaxAge. It runs after the removal commits and
+	// outside the store's locks, on the goroutine of the Put that needed
+	// the room or of the expiry loop. It must be quick; it may call the
+	// store. Usage.Evictions counts the same events; Usage.Namespaces
+	// splits them by namespace and reason.
 	OnEvict func(Meta)
+	// Quotas bound namespaces (bytes, entries, idle time, age) from the
+	// start; SetQuotas replaces them while the store runs. The zero value
+	// bounds nothing.
+	Quotas Quotas
+	// ExpiryInterval is how often the expiry loop runs a pass (expiry.go):
+	// it evicts entries of namespaces over a lowered quota and expires
+	// entries past their namespace's MaxIdle or MaxAge. Default 1m;
+	// negative disables the loop (quotas still bound every Put).
+	ExpiryInterval time.Duration
+	// ExpiryBatch bounds one expiry pass: about this many entries examined
+	// (LRU tails and metadata records read), so at most this many removed.
+	// Default 4096.
+	ExpiryBatch int
 	// Logger receives the store's logs (and Badger's, at debug level for its
 	// info messages). nil means slog.Default().
 	Logger *slog.Logger
@@ -160,6 +180,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ValueThreshold <= 0 {
 		c.ValueThreshold = DefaultValueThreshold
+	}
+	if c.ExpiryInterval == 0 {
+		c.ExpiryInterval = DefaultExpiryInterval
+	}
+	if c.ExpiryBatch <= 0 {
+		c.ExpiryBatch = DefaultExpiryBatch
 	}
 	if c.MinFreeDisk == 0 {
 		c.MinFreeDisk = 2*c.MemTableSize + 16<<20

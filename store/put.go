@@ -50,6 +50,10 @@ func checkLabels(what string, m map[string]string, maxCount int) error {
 //   - ErrTooLarge: opts.Size, or the bytes read, exceed Config.MaxEntryBytes.
 //   - ErrFull: the bytes cannot fit under Config.MaxBytes even after evicting
 //     every entry (checked up front for a declared size, and while streaming).
+//   - ErrQuota (a *QuotaError): the entry cannot fit under its namespace's
+//     Quota even after evicting every entry of the namespace, or uploads in
+//     flight into the namespace hold the room. A Put into a namespace at its
+//     quota evicts that namespace's least recently used entries, no other's.
 //   - ErrSizeMismatch: opts.Size > 0 and the body has another length.
 //   - ErrDigestMismatch: opts.SHA256 differs from the body's SHA-256.
 //   - ErrConflict: the entry exists with different bytes; it is untouched.
@@ -92,26 +96,23 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	if opts.SHA256 != nil {
 		if token := s.pin(*opts.SHA256); token != nil {
 			defer s.unpin(*opts.SHA256, token)
-			return s.putKnownBlob(ctx, ref, r, opts)
+			return s.putKnownBlob(ctx, ref, r, opts, token.size)
 		}
 	}
 
-	var reserved int64
-	defer func() {
-		if reserved > 0 {
-			s.mu.Lock()
-			s.acct.release(reserved)
-			s.mu.Unlock()
-		}
-	}()
+	// held is what this upload's reservations hold (reserve.go): the
+	// entry's slot in its namespace from the start, and its bytes up
+	// front when declared, else chunk by chunk.
+	var held claim
+	defer func() { s.release(held) }()
+	first := claim{ns: ns, entry: true}
 	if declared {
-		if err := s.reserve(ctx, opts.Size); err != nil {
-			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
-		}
-		if s.cfg.MaxBytes > 0 {
-			reserved = opts.Size
-		}
+		first.bytes, first.nsBytes = opts.Size, opts.Size
 	}
+	if err := s.reserve(ctx, first); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	}
+	held = first
 
 	u := newUploadID()
 	w := &chunkWriter{s: s, u: u}
@@ -147,11 +148,12 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 			if declared && total > opts.Size {
 				return res, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
 			}
-			if !declared && s.cfg.MaxBytes > 0 {
-				if err := s.reserve(ctx, int64(n)); err != nil {
+			if !declared {
+				c := claim{ns: ns, bytes: int64(n), nsBytes: int64(n), held: held.nsBytes}
+				if err := s.reserve(ctx, c); err != nil {
 					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 				}
-				reserved += int64(n)
+				held.add(c)
 			}
 			h.Write(data)
 			binary.BigEndian.PutUint32(buf[:4], chunkSum(u, w.n, data))
@@ -196,12 +198,12 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 
 	m := s.newMeta(ref, sum, total, opts)
 	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
-	res, keepChunks, err = s.commit(ref, m, blob, reserved, inline, w.bytes)
+	res, keepChunks, err = s.commit(ref, m, blob, held, inline, w.bytes)
 	if err != nil {
 		return res, err
 	}
 	if res.Created {
-		reserved, w.bytes = 0, 0 // commit released and settled them
+		held, w.bytes = claim{}, 0 // commit released and settled them
 	}
 	if res.Created {
 		s.log.Debug("entry stored", "namespace", ns, "key", key.String(), "size", total, "new_blob", keepChunks)
@@ -271,15 +273,25 @@ func (s *Badger) hashBody(ctx context.Context, ns string, key Key, r io.Reader, 
 }
 
 // putKnownBlob finishes a Put of a new entry whose declared SHA-256 names a
-// blob already stored (pinned by the caller so it cannot be freed): it only
-// reads and verifies the body, then commits metadata referencing the blob.
-// No bytes are staged and nothing is evicted.
-func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, opts PutOptions) (PutResult, error) {
+// blob of size bytes already stored (pinned by the caller so it cannot be
+// freed): it only reads and verifies the body, then commits metadata
+// referencing the blob. No bytes are staged and the store's size does not
+// grow, but the entry counts in its namespace: the namespace's quota may
+// evict its own entries to make room, or refuse it.
+func (s *Badger) putKnownBlob(ctx context.Context, ref entryRef, r io.Reader, opts PutOptions, size int64) (PutResult, error) {
+	c := claim{ns: ref.ns, nsBytes: size, entry: true}
+	if err := s.reserve(ctx, c); err != nil {
+		return PutResult{}, fmt.Errorf("put entry %s/%s: %w", ref.ns, ref.key, err)
+	}
 	sum, total, err := s.hashBody(ctx, ref.ns, ref.key, r, opts)
 	if err != nil {
+		s.release(c)
 		return PutResult{}, err
 	}
-	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, 0, nil, 0)
+	res, _, err := s.commit(ref, s.newMeta(ref, sum, total, opts), nil, c, nil, 0)
+	if err != nil || !res.Created {
+		s.release(c)
+	}
 	return res, err
 }
 
@@ -319,9 +331,10 @@ func copyMap(m map[string]string) map[string]string {
 // metadata. blob is nil when no chunks were staged (the blob must exist).
 // inline, if not nil, is the blob's single chunk, written in the same
 // transaction when the blob is new. keepChunks says whether the staged
-// chunks now belong to a blob. On success commit releases reserved and
-// settles the written bytes of the upload's chunks (diskbound.go).
-func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, inline []byte, written int64) (res PutResult, keepChunks bool, err error) {
+// chunks now belong to a blob. When it stores the entry (Created) commit
+// releases held and settles the written bytes of the upload's chunks
+// (diskbound.go).
+func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, held claim, inline []byte, written int64) (res PutResult, keepChunks bool, err error) {
 	if err := s.enterWrite(); err != nil {
 		return res, false, err
 	}
@@ -381,7 +394,7 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, reserved int64, 
 	s.diskSettle(written)
 	s.mu.Lock()
 	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
-	s.acct.release(reserved)
+	s.acct.releaseClaim(held)
 	s.mu.Unlock()
 	if s.cfg.SyncWrites {
 		if err := s.db.Sync(); err != nil {

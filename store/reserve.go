@@ -9,48 +9,68 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// reserve promises n bytes to an upload, evicting least recently used
-// entries until they fit. It fails with ErrFull when n cannot fit even with
-// the store empty (other uploads' reservations count), and with
-// ErrReclaiming when writing n more bytes would take the directory past
+// reserve promises a claim to an upload (see claim), evicting least
+// recently used entries until it fits: the namespace's own (reason quota)
+// while its quota refuses the claim, then the store's (reason size) while
+// Config.MaxBytes does. It fails with a *QuotaError (ErrQuota) when the
+// claim cannot fit the namespace's quota even with the namespace empty,
+// with ErrFull when its bytes cannot fit the store even with the store
+// empty (other uploads' reservations count in both), and with
+// ErrReclaiming when writing its bytes would take the directory past
 // Config.MaxDiskBytes and GC has not made room within Config.DiskWait
 // (diskbound.go). Nothing is evicted for a reservation the disk refuses.
-func (s *Badger) reserve(ctx context.Context, n int64) error {
-	if s.cfg.MaxBytes <= 0 {
-		return nil
-	}
+//
+// Every successful reserve must be undone with release (or by commit).
+func (s *Badger) reserve(ctx context.Context, c claim) error {
 	deadline := time.Now().Add(s.cfg.DiskWait)
 	for {
-		err := s.reserveOnce(n)
+		err := s.reserveOnce(c)
 		if !errors.Is(err, errDiskBusy) {
 			return err
 		}
 		if !s.waitForDisk(ctx, deadline) {
 			s.kickGC()
 			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("reserve %d bytes: %w", n, err)
+				return fmt.Errorf("reserve %d bytes: %w", c.bytes, err)
 			}
 			return fmt.Errorf("reserve %d bytes: the store's directory holds about %d bytes of its %d byte bound: %w",
-				n, s.diskHeld(), s.cfg.MaxDiskBytes, ErrReclaiming)
+				c.bytes, s.diskHeld(), s.cfg.MaxDiskBytes, ErrReclaiming)
 		}
 	}
 }
 
+// release returns what an upload's reservations hold.
+func (s *Badger) release(c claim) {
+	if c.zero() {
+		return
+	}
+	s.mu.Lock()
+	s.acct.releaseClaim(c)
+	s.mu.Unlock()
+}
+
 // reserveOnce is one try of reserve; it returns errDiskBusy when the disk
-// bound refuses n bytes now.
-func (s *Badger) reserveOnce(n int64) error {
+// bound refuses the claim's bytes now.
+func (s *Badger) reserveOnce(c claim) error {
+	// A claim that fits without evicting and writes nothing the disk
+	// bound must admit needs no write lock: the check and the reservation
+	// are one step under mu.
+	if c.bytes == 0 || !s.diskBounded() {
+		s.mu.Lock()
+		if s.acct.claimFitsNow(c) {
+			s.acct.reserveClaim(c)
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+	}
 	var purges []func()
 	var evicted []Meta
 	defer func() {
 		for _, p := range purges {
 			p()
 		}
-		// After every lock is released: the callback may call the store.
-		if s.cfg.OnEvict != nil {
-			for _, m := range evicted {
-				s.cfg.OnEvict(m)
-			}
-		}
+		s.notifyEvicted(evicted)
 	}()
 	if err := s.enterWrite(); err != nil {
 		return err
@@ -58,42 +78,63 @@ func (s *Badger) reserveOnce(n int64) error {
 	defer s.leaveWrite()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if !s.diskAdmits(n) {
+	if !s.diskAdmits(c.bytes) {
 		return errDiskBusy
 	}
 	for {
 		s.mu.Lock()
-		if !s.acct.possible(n) {
-			max, inFlight := s.acct.max, s.acct.reserved
+		if err := s.acct.impossibleClaim(c); err != nil {
 			s.mu.Unlock()
-			return fmt.Errorf("reserve %d bytes (max %d, %d reserved by uploads in flight): %w", n, max, inFlight, ErrFull)
+			return err
 		}
-		if s.acct.fits(n) {
-			s.acct.reserve(n)
+		fit, ref, reason, ok := s.acct.fitsClaim(c)
+		if fit {
+			s.acct.reserveClaim(c)
 			s.mu.Unlock()
 			return nil
 		}
-		ref, ok := s.acct.oldest()
 		s.mu.Unlock()
 		if !ok {
-			return fmt.Errorf("reserve %d bytes: %w", n, ErrFull)
+			return fmt.Errorf("reserve %d bytes: %w", c.bytes, ErrFull)
 		}
-		var m Meta
-		if s.cfg.OnEvict != nil {
-			m = s.evictedMeta(ref)
-		}
-		purge, err := s.deleteLocked(ref, "")
+		purge, m, err := s.evictLocked(ref, reason)
 		if err != nil {
-			return fmt.Errorf("evict %s/%s: %w", ref.ns, ref.key, err)
+			return err
 		}
+		purges = append(purges, purge)
 		if s.cfg.OnEvict != nil {
 			evicted = append(evicted, m)
 		}
-		s.mu.Lock()
-		s.acct.evictions++
-		s.mu.Unlock()
-		s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String())
-		purges = append(purges, purge)
+	}
+}
+
+// evictLocked removes an entry the store chose to remove for reason and
+// counts it; with Config.OnEvict set it also returns the entry's metadata
+// for notifyEvicted. The caller holds wmu and must call purge after
+// releasing it, then notifyEvicted.
+func (s *Badger) evictLocked(ref entryRef, reason evictReason) (purge func(), m Meta, err error) {
+	if s.cfg.OnEvict != nil {
+		m = s.evictedMeta(ref)
+	}
+	purge, err = s.deleteLocked(ref, "")
+	if err != nil {
+		return nil, m, fmt.Errorf("evict %s/%s (%s): %w", ref.ns, ref.key, reason, err)
+	}
+	s.mu.Lock()
+	s.acct.countEviction(ref.ns, reason)
+	s.mu.Unlock()
+	s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String(), "reason", reason.String())
+	return purge, m, nil
+}
+
+// notifyEvicted calls Config.OnEvict for each evicted entry. Callers call it
+// after every lock is released: the callback may call the store.
+func (s *Badger) notifyEvicted(ms []Meta) {
+	if s.cfg.OnEvict == nil {
+		return
+	}
+	for _, m := range ms {
+		s.cfg.OnEvict(m)
 	}
 }
 

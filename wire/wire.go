@@ -198,6 +198,10 @@ type NamespaceUsage struct {
 	// Expirations counts entries removed by max_idle or max_age since the
 	// process started.
 	Expirations int64 `json:"expirations"`
+	// EvictionsByReason splits Evictions and Expirations by cause: size
+	// (the store's --max-size), quota (max_bytes or max_entries), idle
+	// (max_idle) and age (max_age); a cause that never happened is absent.
+	EvictionsByReason map[string]int64 `json:"evictions_by_reason,omitempty"`
 }
 
 // StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:
