@@ -20,6 +20,7 @@ import (
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -221,6 +222,14 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	srv := statstest.StartWith(t, func(c *stats.Config) {
 		c.Now = func() time.Time { return start.Add(time.Duration(offset.Load())) }
 	}, func(c *api.Config) { c.Keyer = keyer })
+	// Two namespaces have quotas (one by bytes, one by entries); the rest
+	// none.
+	if err := srv.Store.SetQuotas(store.Quotas{Namespaces: map[string]store.Quota{
+		"protein-folding-research-group": {MaxBytes: 4 << 10, MaxIdle: 24 * time.Hour},
+		"vision":                         {MaxEntries: 10},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	got := seedNamespaces(t, srv.URL, func() { offset.Add(int64(110 * time.Second)) })
 	offset.Store(int64(time.Since(start)))
 
@@ -261,8 +270,9 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 			xmin: u.scales.x.min, series: u.series.length - 1, legend: document.querySelectorAll("#chart-hit-rate .u-legend .u-series").length,
 			sparks: document.querySelectorAll("#ns-table tr.ns-row svg.spark").length,
 			backends: Array.prototype.map.call(document.querySelectorAll("#ns-table tr.be-row"), function(r){return r.getAttribute("data-backend");}).join(","),
-			raw: row('#ns-table tr.be-row.raw'), rawNS: document.querySelectorAll("#ns-table tr.sub.raw").length,
-			vision: row('#ns-table tr.ns-row[data-ns="vision"]'), footnote: !document.getElementById("ns-footnote").hidden,
+			raw: row('#ns-table tr.be-row.raw'), closed: document.querySelectorAll("#ns-table tr.ns-row.closed").length,
+			vision: row('#ns-table tr.ns-row[data-ns="vision"]'), protein: row('#ns-table tr.ns-row[data-ns="protein-folding-research-group"]'),
+			ocr: row('#ns-table tr.ns-row[data-ns="ocr"]'), footnote: !document.getElementById("ns-footnote").hidden,
 			savedDots: d.charts["chart-saved"].u.series[1].points.filter(d.charts["chart-saved"].u, 1).length,
 			savedSteps: d.charts["chart-saved"].u.data[0].length,
 		};
@@ -275,7 +285,7 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	if xmin, _ := view["xmin"].(float64); xmin < float64(start.Add(-6*time.Minute).Unix()) {
 		t.Errorf("hit rate chart starts at %v, want at the first datum (after %v)", time.Unix(int64(xmin), 0), start)
 	}
-	want := map[string]any{"series": 1.0, "legend": 2.0, "sparks": 15.0, "backends": "passthrough,pt2,xla,unknown", "rawNS": 5.0, "footnote": true}
+	want := map[string]any{"series": 1.0, "legend": 2.0, "sparks": 15.0, "backends": "passthrough,pt2,xla,unknown", "closed": 15.0, "footnote": true}
 	for k, v := range want {
 		if view[k] != v {
 			t.Errorf("%s = %v, want %v", k, view[k], v)
@@ -288,6 +298,22 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	// miss + 1 and 2 hits; its 3 raw GET misses are apart.
 	if v, _ := view["vision"].(string); !strings.HasPrefix(v, "vision|all (3)|9|6|3|66.7%") {
 		t.Errorf("vision row = %q, want 9 lookups, 6 hits, 3 misses (raw GET misses left out)", v)
+	}
+	// With 15 namespaces their backend rows are folded; a click shows
+	// vision's: three backends and its raw GET misses apart.
+	opened, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(function(){
+		document.querySelector('#ns-table tr.ns-row[data-ns="vision"] td').click();
+		return Array.prototype.map.call(document.querySelectorAll('#ns-table tr.sub[data-ns="vision"]'), function (r) {
+			return r.cells[1].textContent + ":" + r.cells[2].textContent; }).join(",");
+	})()`))
+	if err != nil || opened != "passthrough:3,pt2:2,xla:4,raw GET misses †:3" {
+		t.Errorf("vision's backend rows after a click = %q (%v)", opened, err)
+	}
+	// The last column is the namespace's stored data against its quota.
+	for k, suffix := range map[string]string{"vision": "4 entries / 10 entries", "protein": " / 4.0 KiB", "ocr": " no quota"} {
+		if v, _ := view[k].(string); !strings.HasSuffix(v, suffix) {
+			t.Errorf("%s row = %q, want its usage to end in %q", k, v, suffix)
+		}
 	}
 	// Compile hours saved: a dot only on steps that saved something.
 	if dots, _ := view["savedDots"].(float64); dots == 0 || dots > 15 {
@@ -302,14 +328,13 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	); err != nil {
 		t.Fatalf("namespace view: %v", err)
 	}
-	label, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("kpi-store-label").textContent`))
+	card, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["kpi-store-label", "kpi-store", "kpi-store-sub"].map(function (id) {
+		return document.getElementById(id).textContent; }).join("|")`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Until the store reports per-namespace usage (store.namespaces) the
-	// card says it is the whole server's.
-	if label != "Store · protein-folding-research-group" && label != "Store size (whole server)" {
-		t.Errorf("store card label = %q in the namespace view", label)
+	if !strings.HasPrefix(card, "Store · protein-folding-research-group|") || !strings.Contains(card, " / 4.0 KiB|4 entries · ") || !strings.HasSuffix(card, "% of quota") {
+		t.Errorf("store card in the namespace view = %q, want the namespace's usage against its quota", card)
 	}
 	checkLayout(t, ctx, "dashboard-ns-1366.png", 1366, 768)
 

@@ -114,7 +114,9 @@
     document.body.classList.toggle("is-empty", empty);
 
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" : "no lookups yet";
+    // The totals count raw GET misses, which the table leaves out: say so.
+    var raw = CS.tables.rawMisses(d);
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET misses †" : "") : "no lookups yet";
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);

@@ -7,6 +7,9 @@
   var RAW_TIP = "GETs by key that missed without an X-Cachesvc-Backend header: no compiler is known for them " +
     "(a probe, or a client that does not name its backend), so they are left out of this namespace's hit rate and shown here.";
   var sort = { key: "name", desc: false };
+  // A namespace's backend rows are shown when the table lists at most
+  // OPEN_UP_TO namespaces, or when its row was clicked open.
+  var OPEN_UP_TO = 5, toggled = {};
   var last = null;
 
   // split returns a namespace's (or the server's) totals without the raw
@@ -69,15 +72,18 @@
     }));
     if (nss.length) out.push('<tr class="group"><th colspan="12">Namespaces · ' + num(nss.length) + "</th></tr>");
     nss.forEach(function (r) {
-      var ks = r.known, ns = esc(r.name);
-      out.push('<tr class="ns-row" data-ns="' + ns + '"><td class="name" title="' + ns + '">' + ns + "</td><td>" +
+      var ks = r.known, ns = esc(r.name), subs = ks.length > 1 || r.raw > 0;
+      var open = subs && (nss.length <= OPEN_UP_TO) !== !!toggled[r.name];
+      out.push('<tr class="ns-row' + (subs ? (open ? " open" : " closed") : "") + '" data-ns="' + ns + '"' +
+        (subs ? ' title="Click to ' + (open ? "hide" : "show") + ' its backends"' : "") + '><td class="name" title="' + ns + '">' + ns + "</td><td>" +
         (ks.length === 1 ? esc(ks[0].backend) : ks.length ? "all (" + ks.length + ")" : "–") + "</td>" +
-        cells(r.t, (s.namespaces || {})[r.name], "Hit rate (line) and lookups (bars) of " + r.name + " over the range") + usageCell(r.usage) + "</tr>");
+        cells(r.t, (s.namespaces || {})[r.name] || (s.namespace === r.name ? s.total : null), "Hit rate (line) and lookups (bars) of " + r.name + " over the range") + usageCell(r.usage) + "</tr>");
+      if (r.raw) anyRaw = true;
+      if (!open) return;
       if (ks.length > 1) ks.forEach(function (b) {
         out.push('<tr class="sub" data-ns="' + ns + '" data-backend="' + esc(b.backend) + '"><td></td><td>' + esc(b.backend) + "</td>" + cells(b, false) + "<td></td></tr>");
       });
       if (r.raw) {
-        anyRaw = true;
         out.push('<tr class="sub raw" data-ns="' + ns + '" title="' + esc(RAW_TIP) + '"><td></td><td>raw GET misses †</td><td class="num">' + num(r.raw) +
           '</td><td class="num">0</td><td class="num">' + num(r.raw) + '</td><td><span class="muted">not counted</span></td><td colspan="6"></td></tr>');
       }
@@ -141,8 +147,23 @@
     }).join("") : '<div class="none">No misses recorded.</div>';
   }
 
+  // rawMisses counts the raw GET misses in d (every namespace's, or the
+  // one namespace's in a scoped answer).
+  function rawMisses(d) {
+    return split({ backends: d.backends || [], lookups: 0, misses: 0, hits: 0 }).raw;
+  }
+
   CS.tables = {
-    renderNS: renderNS, renderTop: renderTop, renderReasons: renderReasons, renderMisses: renderMisses, usageOf: usageOf,
-    init: function () { CS.sortable($("ns-table"), sort, function () { if (last) renderNS(last); }); },
+    renderNS: renderNS, rawMisses: rawMisses, renderTop: renderTop, renderReasons: renderReasons, renderMisses: renderMisses, usageOf: usageOf,
+    init: function () {
+      CS.sortable($("ns-table"), sort, function () { if (last) renderNS(last); });
+      $("ns-table").tBodies[0].addEventListener("click", function (e) {
+        var tr = e.target.closest("tr.ns-row.open, tr.ns-row.closed");
+        if (!tr) return;
+        var ns = tr.getAttribute("data-ns");
+        toggled[ns] = !toggled[ns];
+        if (last) renderNS(last);
+      });
+    },
   };
 })();
