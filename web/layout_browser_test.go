@@ -116,23 +116,7 @@ type seeded struct {
 func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 	t.Helper()
 	var s seeded
-	call := func(method, path string, body []byte, want int, headers ...string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
-		}
-		return resp
-	}
+	call := caller(t, base)
 	names := []string{"vision", "speech", "ranking-v2", "llm-pretrain", "llm-finetune", "recsys", "ads-ctr", "search",
 		"robotics-sim", "protein-folding-research-group", "weather", "translate", "ocr", "tts", "default"}
 	arms := []string{"lr-sweep:lr-1e-3", "lr-sweep:lr-3e-4", "lr-sweep:lr-1e-4"}
@@ -193,6 +177,32 @@ func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 		}
 	}
 	return s
+}
+
+// caller returns a function that sends one request to base+path with
+// body and header pairs, drains the answer and fails t unless its status
+// is want.
+func caller(t *testing.T, base string) func(method, path string, body []byte, want int, headers ...string) *http.Response {
+	return func(method, path string, body []byte, want int, headers ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
+		}
+		return resp
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {

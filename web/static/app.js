@@ -12,11 +12,16 @@
   var state = { ns: "", range: "6h", fitFrom: null, timer: null, inflight: false, token: "", reason: "", last: null };
   try { state.token = localStorage.getItem("cachesvc-token") || ""; } catch (e) { /* storage disabled */ }
 
+  // MIN_FIT_S is the shortest span the charts fit to, so that a server up
+  // for a minute still draws a few steps.
+  var MIN_FIT_S = 600;
+
   // since returns the series' start: the selected range, or the first
-  // datum when that is later (then the server picks the step: range/72).
+  // datum when that is later (then the server picks the step: span/72,
+  // at least a minute).
   function sinceParams() {
     var now = Math.floor(Date.now() / 1000), from = now - RANGES[state.range];
-    if (state.fitFrom != null && state.fitFrom > from) return "since=" + Math.min(state.fitFrom, now - 60);
+    if (state.fitFrom != null && state.fitFrom > from) return "since=" + Math.max(from, Math.min(state.fitFrom, now - MIN_FIT_S));
     return "since=" + state.range + "&step=" + STEPS[state.range];
   }
 
@@ -47,10 +52,15 @@
       .then(function (d) {
         $("error-banner").hidden = true;
         $("auth-form").hidden = true;
-        var refit = false;
-        if (probing && d.series) {
-          state.fitFrom = CS.charts.firstDatum(d.series);
-          refit = state.fitFrom != null && state.fitFrom > d.series.t[0];
+        // Fit until the series begins at its first datum: the first
+        // answer (the whole range, coarse) finds it to within a step, the
+        // next (finer steps) to within a finer one, and so on.
+        var refit = false, fd = d.series ? CS.charts.firstDatum(d.series) : null;
+        if (d.series && fd != null && (probing || fd >= d.series.t[0] + 2 * d.series.step_seconds) && fd !== state.fitFrom) {
+          refit = fd > d.series.t[0] && Date.now() / 1000 - fd < RANGES[state.range];
+          state.fitFrom = fd;
+        } else if (probing) {
+          state.fitFrom = fd;
         }
         render(d);
         setLive(true, "live · updated " + new Date().toLocaleTimeString());
@@ -144,8 +154,10 @@
     CS.tables.renderMisses(d.recent_misses || [], state.reason);
     if (d.series && !skipCharts) {
       CS.charts.render(d.series, { server_bytes: st.bytes, server_max_bytes: st.max_bytes }, state.ns);
-      var span = d.series.t.length ? Date.now() / 1000 - d.series.t[0] : 0;
-      $("range-note").textContent = span && span < RANGES[state.range] - 60 ? "charts from the first datum, " + CS.dur(span) + " ago" : "";
+      // Say when the charts show less than the range chosen, and why.
+      var now = Date.now() / 1000, span = d.series.t.length ? now - d.series.t[0] : 0;
+      $("range-note").textContent = span && span < RANGES[state.range] - 60 && state.fitFrom != null ?
+        "charts: the last " + CS.dur(span) + " (data since " + CS.dur(now - state.fitFrom) + " ago)" : "";
     }
     // Charts drawn while hidden (empty cache) get their size when shown.
     if (state.wasEmpty && !empty) CS.charts.resize();
