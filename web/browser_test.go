@@ -261,7 +261,7 @@ func TestDashboardEmptyState(t *testing.T) {
 	if err != nil || authShown {
 		t.Fatalf("token form shown on a server without auth (%v)", err)
 	}
-	screenshot(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
 
 	// Live refresh: traffic that arrives while the page is open appears
 	// without a reload, and the charts take their full width.

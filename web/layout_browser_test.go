@@ -319,6 +319,16 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	if err != nil || opened != "passthrough:3,pt2:2,xla:4,raw GET misses †:3" {
 		t.Errorf("vision's backend rows after a click = %q (%v)", opened, err)
 	}
+	// A click on a heading sorts by it, busiest first, and again reverses.
+	order, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(function(){
+		function ns() { return Array.prototype.map.call(document.querySelectorAll("#ns-table tr.ns-row"), function (r) { return r.getAttribute("data-ns"); }); }
+		var th = document.querySelector('#ns-table th[data-sort="lookups"]');
+		th.click(); var desc = ns(); th.click(); var asc = ns();
+		return [desc[0], desc[14], asc[0], th.getAttribute("aria-sort")];
+	})()`))
+	if err != nil || strings.Join(order, ",") != "default,vision,vision,ascending" {
+		t.Errorf("sorting by lookups gave first, last, first reversed, aria-sort = %v (%v); want default (the busiest) first", order, err)
+	}
 	// The last column is the namespace's stored data against its quota.
 	for k, suffix := range map[string]string{"vision": "4 entries / 10 entries", "protein": " / 4.0 KiB", "ocr": " no quota"} {
 		if v, _ := view[k].(string); !strings.HasSuffix(v, suffix) {
@@ -365,6 +375,11 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	}
 	if arms["head"] != "Arm|lr-1e-3|lr-1e-4|lr-3e-4" {
 		t.Errorf("sweep columns = %q", arms["head"])
+	}
+	// lr-1e-3's first lookup (round 0) missed; its first hit came two
+	// rounds (220 s) later.
+	if ttfh := strings.Split(arms["Time to first hit"], "|")[0]; ttfh != "3.7 min" {
+		t.Errorf("lr-1e-3's time to first hit = %q, want 3.7 min", ttfh)
 	}
 	for _, row := range []string{"Compiles avoided (hits)", "Time to first hit", "Hit rate"} {
 		if cells := strings.Split(arms[row], "|"); len(cells) != 3 || cells[0] == "–" {
