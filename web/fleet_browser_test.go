@@ -79,4 +79,5 @@ func TestDashboardShowsFleet(t *testing.T) {
 		t.Errorf("replica-b row = %q: want its hot tier and shared tier", got["b"])
 	}
 	checkLayout(t, ctx, "dashboard-fleet.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-fleet-2560.png", 2560, 1440)
 }
