@@ -168,8 +168,10 @@ suite_torch() {
 # ---------------------------------------------------------------------------
 suite_browser() {
 	# Debian's chromium, driven headless by chromedp (web/browser_test.go)
-	# against a real server with seeded traffic. Screenshots (laptop and
-	# wide) land in test-artifacts/ (gitignored).
+	# against a real server with seeded traffic; every page is checked at
+	# 1366x768 and 2560x1440 for elements overflowing their card and
+	# clipped text (web/layout_browser_test.go). Screenshots land in
+	# test-artifacts/ (gitignored).
 	if [[ ! -x /usr/bin/chromium ]]; then
 		log "apt-get install chromium"
 		apt-get update -qq

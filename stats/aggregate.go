@@ -18,7 +18,11 @@ type Run struct {
 	Namespaces []string  `json:"namespaces"`
 	FirstSeen  time.Time `json:"first_seen"`
 	LastSeen   time.Time `json:"last_seen"`
-	Counters   Counters  `json:"counters"`
+	// FirstHit is when the run's first hit was counted; zero before one.
+	// FirstHit-FirstSeen is the run's time to first hit, how long a new
+	// arm of a sweep compiled before the cache started paying.
+	FirstHit time.Time `json:"first_hit,omitzero"`
+	Counters Counters  `json:"counters"`
 }
 
 // maxRunNamespaces bounds Run.Namespaces.
@@ -150,6 +154,7 @@ func (s *Stats) collect() {
 			if d.last.After(r.LastSeen) {
 				r.LastSeen = d.last
 			}
+			r.FirstHit = earliest(r.FirstHit, d.firstHit)
 			if !contains(r.Namespaces, d.ns) && len(r.Namespaces) < maxRunNamespaces {
 				r.Namespaces = append(r.Namespaces, d.ns)
 				sort.Strings(r.Namespaces)
@@ -240,4 +245,12 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// earliest returns the earlier of two times, a zero time meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

@@ -233,6 +233,7 @@ func mergeRun(r, o *Run) {
 	if o.LastSeen.After(r.LastSeen) {
 		r.LastSeen = o.LastSeen
 	}
+	r.FirstHit = earliest(r.FirstHit, o.FirstHit)
 	for _, ns := range o.Namespaces {
 		if !contains(r.Namespaces, ns) && len(r.Namespaces) < maxRunNamespaces {
 			r.Namespaces = append(r.Namespaces, ns)

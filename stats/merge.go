@@ -78,6 +78,7 @@ func MergeSnapshots(snaps []Snapshot, opt MergeOptions) Snapshot {
 			if r.LastSeen.After(m.LastSeen) {
 				m.LastSeen = r.LastSeen
 			}
+			m.FirstHit = earliest(m.FirstHit, r.FirstHit)
 			for _, ns := range r.Namespaces {
 				if !contains(m.Namespaces, ns) && len(m.Namespaces) < maxRunNamespaces {
 					m.Namespaces = append(m.Namespaces, ns)

@@ -65,7 +65,7 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 		if opt.Namespace != "" && !contains(r.Namespaces, opt.Namespace) {
 			continue
 		}
-		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, Totals: r.Counters.Totals()})
+		snap.Runs = append(snap.Runs, RunTotals{Run: r.Run, Namespaces: append([]string(nil), r.Namespaces...), FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, FirstHit: r.FirstHit, Totals: r.Counters.Totals()})
 	}
 	for _, e := range a.entries {
 		if opt.Namespace != "" && e.Namespace != opt.Namespace {
@@ -145,8 +145,11 @@ type Series = wire.Series
 // step.
 const MaxPoints = 1440
 
-// maxSeriesGroups bounds the per-namespace series returned (the busiest).
-const maxSeriesGroups = 8
+// maxSeriesGroups bounds the per-namespace and per-backend series returned
+// (the busiest): enough for the dashboard's table to draw a sparkline on
+// every row of a server with a few dozen namespaces, while a response of
+// MaxPoints points stays a few megabytes at most.
+const maxSeriesGroups = 32
 
 // ErrBadRange is returned for a series query whose since is not before now.
 var ErrBadRange = errors.New("since must be before now")

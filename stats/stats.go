@@ -425,6 +425,7 @@ type seriesKey struct {
 type runDelta struct {
 	ns          string
 	first, last time.Time
+	firstHit    time.Time // zero until the run's first hit in this delta
 	c           Counters
 }
 
@@ -470,6 +471,9 @@ func (sh *shard) addRun(run, ns string, now time.Time, c *Counters) {
 		sh.runs[run] = r
 	}
 	r.last = now
+	if c.Hits > 0 && r.firstHit.IsZero() {
+		r.firstHit = now
+	}
 	r.c.add(c)
 }
 

@@ -210,8 +210,8 @@ func TestDashboardShowsSeededTraffic(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('#reasons .reason[data-reason="platform"]').click()`)); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "dashboard-laptop.png", 1366, 768)
-	screenshot(t, ctx, "dashboard-wide.png", 2560, 1440)
+	checkLayout(t, ctx, "dashboard-laptop.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-wide.png", 2560, 1440)
 
 	// After a restart of the server the page shows the same numbers.
 	srv.Restart()
@@ -261,7 +261,7 @@ func TestDashboardEmptyState(t *testing.T) {
 	if err != nil || authShown {
 		t.Fatalf("token form shown on a server without auth (%v)", err)
 	}
-	screenshot(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
 
 	// Live refresh: traffic that arrives while the page is open appears
 	// without a reload, and the charts take their full width.

@@ -78,5 +78,6 @@ func TestDashboardShowsFleet(t *testing.T) {
 	if !strings.Contains(got["b"], "200 MiB · 200") || !strings.Contains(got["b"], "reachable") {
 		t.Errorf("replica-b row = %q: want its hot tier and shared tier", got["b"])
 	}
-	screenshot(t, ctx, "dashboard-fleet.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-fleet.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-fleet-2560.png", 2560, 1440)
 }

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,23 +36,7 @@ func TestDashboardShowsTorchBesideXLA(t *testing.T) {
 	ctx := browser(t)
 	keyer := keyingtest.Keyer(t, plugins.Config{PoolSize: 1}, keying.Config{})
 	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Keyer = keyer })
-	call := func(method, path string, body []byte, want int, headers ...string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
-		}
-		return resp
-	}
+	call := caller(t, srv.URL)
 	xlaKey := strings.Repeat("ab", 32)
 	call(http.MethodPut, "/v1/default/entries/"+xlaKey, []byte("xla executable"), http.StatusCreated,
 		"X-Cachesvc-Backend", "xla", "X-Compile-Seconds", "40", "X-Cachesvc-Name", "jit_train_step")
@@ -96,7 +79,7 @@ func TestDashboardShowsTorchBesideXLA(t *testing.T) {
 			}
 		}
 	}
-	screenshot(t, ctx, "dashboard-torch.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-torch.png", 1366, 900)
 
 	st, err := report.Fetch(t.Context(), http.DefaultClient, srv.URL, "", "")
 	if err != nil {

@@ -11,8 +11,9 @@ import (
 //go:embed static
 var static embed.FS
 
-// FS returns the dashboard's files: index.html at the root, app.js,
-// style.css and vendor/ (uPlot, with its licence).
+// FS returns the dashboard's files: index.html at the root, style.css, the
+// scripts (util.js, charts.js, tables.js, runs.js, fleet.js and app.js,
+// which wires them) and vendor/ (uPlot, with its licence).
 func FS() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {

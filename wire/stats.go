@@ -36,6 +36,9 @@ type RunTotals struct {
 	Namespaces []string  `json:"namespaces"`
 	FirstSeen  time.Time `json:"first_seen"`
 	LastSeen   time.Time `json:"last_seen"`
+	// FirstHit is when the run's first hit was counted (absent before
+	// one): FirstHit-FirstSeen is its time to first hit.
+	FirstHit time.Time `json:"first_hit,omitzero"`
 	Totals
 }
 

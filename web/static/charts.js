@@ -1,0 +1,114 @@
+// cachesvc dashboard: the uPlot charts (CS.charts). One overall hit-rate
+// chart (the per-namespace and per-backend history is in the table's
+// sparklines), and the volume, saving and store charts.
+(function () {
+  "use strict";
+  var CS = window.CS, $ = CS.$, num = CS.num, bytes = CS.bytes;
+  var PALETTE = ["#4cc2ff", "#3fcf8e", "#f5b942", "#c38bff", "#ff8a65", "#4dd0c8"];
+  var charts = {};
+
+  var INT_INCRS = [];
+  for (var e = 0; e < 16; e++) [1, 2, 5].forEach(function (m) { INT_INCRS.push(m * Math.pow(10, e)); });
+  var BYTE_INCRS = [];
+  for (var p2 = 0; p2 < 52; p2++) BYTE_INCRS.push(Math.pow(2, p2));
+  var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
+
+  function chartSize(el) {
+    return { width: Math.max(200, el.clientWidth), height: Math.max(120, el.clientHeight - 34) };
+  }
+
+  // draw creates or updates the chart in element id; it recreates it when
+  // the set of series changes. opts.marks[i], when given, lists for series
+  // i whether each step had data of its own: points are drawn there only,
+  // when the data are sparse, so that a lone step is visible and an empty
+  // step (or a cumulative line carried through one) gets no dot.
+  function draw(id, names, data, fmt, opts) {
+    opts = opts || {};
+    var el = $(id), sig = names.join("|"), c = charts[id];
+    if (c && c.sig === sig) { c.marks = opts.marks || []; c.u.setData(data); return; }
+    if (c) c.u.destroy();
+    el.innerHTML = "";
+    c = charts[id] = { sig: sig, marks: opts.marks || [] };
+    var series = [{}].concat(names.map(function (n, i) {
+      var color = (opts.colors && opts.colors[i]) || PALETTE[i % PALETTE.length];
+      var s = { label: n, stroke: color, width: i === 0 ? 2.2 : 1.5, spanGaps: true,
+        value: function (u, v) { return v == null ? "–" : fmt(v); },
+        points: { size: 6, fill: color, show: true, filter: function (u, si) { return pointsAt(u, si, c.marks[si - 1]); } } };
+      if (opts.dash && opts.dash[i]) s.dash = [6, 4];
+      if (opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
+      if (opts.bars) {
+        var align = opts.bars.length > 1 ? (i === 0 ? -1 : 1) : 0;
+        s.paths = uPlot.paths.bars({ size: [opts.bars.length > 1 ? 0.4 : 0.7, 28, 2], align: align });
+        s.fill = color + "cc";
+        s.width = 0;
+        s.points = { show: false };
+      }
+      return s;
+    }));
+    var size = chartSize(el);
+    c.u = new uPlot({
+      width: size.width, height: size.height, series: series,
+      cursor: { points: { size: 7 } },
+      scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
+        opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
+      legend: { live: true },
+    }, data, el);
+  }
+
+  // pointsAt returns the indices to mark on series si: the steps with data
+  // of their own (marks[i] true; without marks, every non-null value),
+  // and none when more than 48 steps have data (the line shows them).
+  function pointsAt(u, si, marks) {
+    var d = u.data[si], out = [];
+    for (var i = 0; i < d.length; i++) if (d[i] != null && (!marks || marks[i])) out.push(i);
+    return out.length <= 48 ? out : [];
+  }
+
+  function has(a) { return a.map(function (v) { return v > 0; }); }
+
+  // render draws the series s; store is the store card's numbers (the
+  // limit line), scoped is the namespace when one is selected.
+  function render(s, store, scoped) {
+    var t = s.t, tot = s.total;
+    draw("chart-hit-rate", ["hit rate"], [t, tot.hit_rate], function (v) { return (100 * v).toFixed(0) + "%"; },
+      { y: { range: [0, 1] }, fill: true });
+    draw("chart-lookups", ["hits", "misses"], [t, tot.hits, tot.misses], function (v) { return num(Math.round(v)); },
+      { colors: ["#3fcf8e", "#ff6b6b"], bars: [true, true], ints: true });
+
+    var cum = [], acc = 0;
+    tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
+    draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; },
+      { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)] });
+
+    draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
+
+    // Store size (the whole server's: the series are not kept per
+    // namespace): carry the last sample forward; the limit is a flat line.
+    var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
+    var max = store.server_max_bytes || 0;
+    var limit = t.map(function () { return max || null; });
+    if (store.server_bytes != null && size.length) size[size.length - 1] = store.server_bytes;
+    $("store-chart-title").textContent = "Store size against its limit" + (scoped ? " (whole server)" : "");
+    draw("chart-store", max ? ["store size", "limit"] : ["store size"], max ? [t, size, limit] : [t, size], bytes,
+      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
+
+    draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
+      { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
+  }
+
+  function resize() {
+    Object.keys(charts).forEach(function (id) { charts[id].u.setSize(chartSize($(id))); });
+  }
+
+  // firstDatum returns the start (Unix seconds) of the first step of s
+  // with any lookup, write or store sample, or null when there is none.
+  function firstDatum(s) {
+    for (var i = 0; i < s.t.length; i++) {
+      if (s.total.lookups[i] || s.total.writes[i] || s.store_bytes[i] || s.store_evictions[i]) return s.t[i];
+    }
+    return null;
+  }
+
+  CS.charts = { render: render, resize: resize, firstDatum: firstDatum, all: charts };
+})();
