@@ -29,6 +29,11 @@ type pluginOptions struct {
 	observe func(plugin string, d time.Duration, err error)
 	// memo, when set, is the fleet's shared signature memo (serve).
 	memo keying.SharedMemo
+	// memoFile, when set, keeps the signature memo across restarts (serve:
+	// <data>/signature-memo).
+	memoFile string
+	// MemoEntries bounds the signature memo (and so its file).
+	MemoEntries int
 }
 
 // addPluginFlags defines the plugin flags on fs.
@@ -38,6 +43,7 @@ func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
+	fs.IntVar(&o.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered (digest-first lookups answer from them; serve keeps them in <data>/signature-memo across restarts), at most 16 MiB of results; 0 turns the memo off")
 	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
 }
 
@@ -89,8 +95,12 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 	if err != nil {
 		return nil, nil, err
 	}
+	entries := o.MemoEntries
+	if entries == 0 {
+		entries = -1 // keying: negative disables the memo
+	}
 	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical,
-		SharedMemo: o.memo, Logger: logger})
+		SharedMemo: o.memo, MemoEntries: entries, MemoFile: o.memoFile, Logger: logger})
 	if err != nil {
 		h.Close(ctx)
 		return nil, nil, err
@@ -105,6 +115,7 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 	if po.CacheDir == "" {
 		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
 	}
+	po.memoFile = filepath.Join(o.Data, "signature-memo")
 	k, h, err := openKeyer(ctx, po, logger, false, true)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start plugins: %w", err)

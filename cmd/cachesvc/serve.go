@@ -41,6 +41,7 @@ type serveOptions struct {
 	QueueEntries  int
 	QueueBytes    int64
 	Redis         redisOptions // redis.go
+	DigestLookups bool
 
 	// shared is the shared tier's configuration, resolved once from S3 (the
 	// credentials file read) by serve for every user of the bucket.
@@ -62,11 +63,12 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
-	o.Security.register(fs)        // security.go
-	o.S3.register(fs)              // fleet.go
-	o.S3.registerWrites(fs)        // fleet.go
-	o.Replica.register(fs)         // fleet.go
-	o.Redis.register(fs)           // redis.go
+	fs.BoolVar(&o.DigestLookups, "digest-lookups", true, "answer keys and lookup requests that send only the signature's SHA-256 (X-Cachesvc-Signature-Sha256) from the signature memo; false ignores that header, as an older server does")
+	o.Security.register(fs) // security.go
+	o.S3.register(fs)       // fleet.go
+	o.S3.registerWrites(fs) // fleet.go
+	o.Replica.register(fs)  // fleet.go
+	o.Redis.register(fs)    // redis.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
 	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
 	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
@@ -215,6 +217,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Signer:        sec.Signer,
 		TLS:           sec.TLS,
 		Limits:        sec.Limits,
+
+		NoDigestLookups: !o.DigestLookups,
 	}
 	if member != nil {
 		acfg.Fleet, acfg.Touch, acfg.SharedTier = member.reg, member.access.Touch, stores.sharedState
