@@ -283,4 +283,3 @@ func TestDigestFirstPluginReload(t *testing.T) {
 		t.Fatalf("digest after relearning: %d %s", resp.StatusCode, b)
 	}
 }
-

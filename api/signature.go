@@ -93,7 +93,7 @@ func (g *keysAPI) readSignature(c *fiber.Ctx, limit int64) ([]byte, [32]byte, er
 		if gz {
 			return nil, [32]byte{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: "signature_too_large",
 				Message: fmt.Sprintf("The gzip-compressed signature decompresses to more than %d bytes, the limit (it is measured decompressed).", limit),
-				Err: keying.ErrTooLarge}
+				Err:     keying.ErrTooLarge}
 		}
 		return nil, [32]byte{}, tooLarge(-1, limit)
 	}
