@@ -5,7 +5,10 @@
 //	key = sha256(plugin name@version ‖ 0x00 ‖ backend ‖ 0x00 ‖ canonical)
 //
 // Plugins are deterministic, so a Keyer remembers recent results by the
-// digest of the raw signature (a repeated lookup skips the plugin) and
+// digest of the raw signature, SignatureDigest: the SHA-256 of its exact
+// bytes (a repeated lookup skips the plugin, and LookupDigest answers a
+// client that sends only the digest), optionally kept across restarts in
+// Config.MemoFile (persist.go), and
 // collapses concurrent identical signatures into one plugin call. It also
 // remembers, for a bounded time, the components behind recently issued keys,
 // so that an entry written after a lookup can carry them (see Recall).
