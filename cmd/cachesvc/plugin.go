@@ -32,7 +32,9 @@ type pluginOptions struct {
 	// memoFile, when set, keeps the signature memo across restarts (serve:
 	// <data>/signature-memo).
 	memoFile string
-	// MemoEntries bounds the signature memo (and so its file).
+	// MemoEntries bounds the signature memo (and so its file): 0 means
+	// keying.DefaultMemoEntries, negative turns the memo off (serve's
+	// --signature-memo-entries).
 	MemoEntries int
 }
 
@@ -43,7 +45,6 @@ func addPluginFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
-	fs.IntVar(&o.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered (digest-first lookups answer from them; serve keeps them in <data>/signature-memo across restarts), at most 16 MiB of results; 0 turns the memo off")
 	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
 }
 
@@ -95,12 +96,8 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 	if err != nil {
 		return nil, nil, err
 	}
-	entries := o.MemoEntries
-	if entries == 0 {
-		entries = -1 // keying: negative disables the memo
-	}
 	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical,
-		SharedMemo: o.memo, MemoEntries: entries, MemoFile: o.memoFile, Logger: logger})
+		SharedMemo: o.memo, MemoEntries: o.MemoEntries, MemoFile: o.memoFile, Logger: logger})
 	if err != nil {
 		h.Close(ctx)
 		return nil, nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
@@ -63,6 +64,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
+	fs.IntVar(&o.Plugins.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered, at most 16 MiB of results, kept in <data>/signature-memo across restarts (digest-first lookups answer from them); 0 turns the memo off")
 	fs.BoolVar(&o.DigestLookups, "digest-lookups", true, "answer keys and lookup requests that send only the signature's SHA-256 (X-Cachesvc-Signature-Sha256) from the signature memo; false ignores that header, as an older server does")
 	o.Security.register(fs) // security.go
 	o.S3.register(fs)       // fleet.go
@@ -77,6 +79,12 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	switch {
+	case o.Plugins.MemoEntries < 0:
+		return usagef("--signature-memo-entries %d: use 0 (off) or more", o.Plugins.MemoEntries)
+	case o.Plugins.MemoEntries == 0:
+		o.Plugins.MemoEntries = -1 // keying: negative turns the memo off
 	}
 	if err := o.S3.validate(); err != nil {
 		return err
