@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/plugins"
 )
@@ -104,5 +106,40 @@ func TestMemoFileDamaged(t *testing.T) {
 				t.Fatalf("%d digests known, want %d", n, tt.loaded)
 			}
 		})
+	}
+}
+
+// TestMemoFileConcurrentSaves hammers the memo while it is being saved
+// (run with -race): every save is a whole file the next Keyer loads.
+func TestMemoFileConcurrentSaves(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "memo")
+	k := newTestKeyer(t, plugins.Config{}, Config{MemoFile: file, MemoSaveInterval: time.Millisecond})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if _, err := k.Key(ctx, passthroughSig(g*1000+i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%10 == 0 {
+					if err := k.SaveMemo(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := k.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := newTestKeyer(t, plugins.Config{}, Config{MemoFile: file})
+	defer b.Close(ctx)
+	if st := b.MemoFileStats(); st.Loaded != 200 || st.Skipped != 0 {
+		t.Fatalf("loaded %+v, want all 200 results", st)
 	}
 }
