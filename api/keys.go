@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -27,6 +25,11 @@ type keysAPI struct {
 	keyer   *keying.Keyer
 	stats   *stats.Stats // explains misses
 	bytesIn prometheus.Counter
+	// digests counts digest-first requests by outcome (known, unknown,
+	// mismatch).
+	digests *prometheus.CounterVec
+	// noDigest ignores wire.HeaderSignatureSHA256 (Config.NoDigestLookups).
+	noDigest bool
 }
 
 // routes declares the keys and lookup routes.
@@ -35,33 +38,6 @@ func (g *keysAPI) routes() []Route {
 		{Method: http.MethodPost, Path: "/v1/:ns/keys", Access: readNS, Handler: g.handleKeys},
 		{Method: http.MethodPost, Path: "/v1/:ns/lookup", Access: readNS, Handler: g.handleLookup},
 	}
-}
-
-// keyFor reads the signature body (bounded by the keyer's limit) and computes
-// its key.
-func (g *keysAPI) keyFor(c *fiber.Ctx) (keying.Result, error) {
-	k := g.keyer
-	if k == nil {
-		return keying.Result{}, Errorf(http.StatusNotImplemented, "keying_disabled", "This server has no plugins configured; compute keys client-side.")
-	}
-	limit := k.MaxSignatureBytes()
-	if cl := c.Request().Header.ContentLength(); cl > 0 && int64(cl) > limit {
-		return keying.Result{}, tooLarge(int64(cl), limit)
-	}
-	body := bodyStream(c, limit, func(n int) { g.bytesIn.Add(float64(n)) })
-	var buf bytes.Buffer
-	if cl := c.Request().Header.ContentLength(); cl > 0 {
-		// Room for the EOF read too: bytes.Buffer.ReadFrom grows (a copy of
-		// the whole signature) when less than MinRead bytes are free.
-		buf.Grow(cl + bytes.MinRead)
-	}
-	if _, err := io.Copy(&buf, body); err != nil {
-		if errors.Is(err, store.ErrTooLarge) {
-			return keying.Result{}, tooLarge(-1, limit)
-		}
-		return keying.Result{}, fmt.Errorf("read signature: %w", err)
-	}
-	return k.Key(c.UserContext(), buf.Bytes())
 }
 
 func tooLarge(n, limit int64) error {

@@ -38,6 +38,9 @@ type request struct {
 	// SHA256 is X-Content-SHA256, the digest the writer declares; nil when
 	// absent.
 	SHA256 *[32]byte
+	// SignatureSHA256 is X-Cachesvc-Signature-Sha256, the digest of the
+	// signature the client sends or means (keys, lookup); nil when absent.
+	SignatureSHA256 *[32]byte
 }
 
 // requestKey holds the parsed *request in fiber Locals.
@@ -121,17 +124,28 @@ func (r *request) readHeaders(get func(string) string) error {
 		}
 		r.CompileSeconds = f
 	}
-	if v := get(wire.HeaderContentSHA256); v != "" {
-		var d [32]byte
-		if len(v) != 64 {
-			return Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of the body), got %d characters.", wire.HeaderContentSHA256, len(v))
-		}
-		if _, err := hex.Decode(d[:], []byte(v)); err != nil {
-			return Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of the body): %s.", wire.HeaderContentSHA256, err)
-		}
-		r.SHA256 = &d
+	var err error
+	if r.SHA256, err = sha256Header(get, wire.HeaderContentSHA256, "the body"); err != nil {
+		return err
 	}
-	return nil
+	r.SignatureSHA256, err = sha256Header(get, wire.HeaderSignatureSHA256, "the signature")
+	return err
+}
+
+// sha256Header parses the optional header name, a SHA-256 of what in hex.
+func sha256Header(get func(string) string, name, what string) (*[32]byte, error) {
+	v := get(name)
+	if v == "" {
+		return nil, nil
+	}
+	var d [32]byte
+	if len(v) != 64 {
+		return nil, Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of %s), got %d characters.", name, what, len(v))
+	}
+	if _, err := hex.Decode(d[:], []byte(v)); err != nil {
+		return nil, Errorf(http.StatusBadRequest, "bad_header", "%s must be 64 hex characters (the SHA-256 of %s): %s.", name, what, err)
+	}
+	return &d, nil
 }
 
 // badHeader is the 400 for an invalid header value.

@@ -119,6 +119,12 @@ type Config struct {
 	// /v1/{ns}/lookup. Nil answers those routes with 501.
 	Keyer *keying.Keyer
 
+	// NoDigestLookups makes keys and lookup ignore
+	// X-Cachesvc-Signature-Sha256, as a server that predates digest-first
+	// lookups does (clients then always send the signature). For
+	// compatibility tests and as an escape hatch.
+	NoDigestLookups bool
+
 	// Fleet, on a replica of a fleet, reports every replica's health and
 	// the fleet's merged statistics (GET /v1/stats?scope=fleet). Nil means
 	// a server on its own.
@@ -279,6 +285,13 @@ func (s *Server) init() error {
 		return err
 	}
 	q, _ := cfg.Store.(Quarantiner)
+	digests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cachesvc_signature_digest_requests_total",
+		Help: "Keys and lookup requests that named their signature by X-Cachesvc-Signature-Sha256, by outcome: known (answered from the memo without the signature), unknown (428: the client sends the signature), mismatch (400).",
+	}, []string{"outcome"})
+	if err := cfg.Registry.Register(digests); err != nil {
+		return fmt.Errorf("register signature digest metrics: %w", err)
+	}
 	return s.register(
 		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
@@ -287,7 +300,8 @@ func (s *Server) init() error {
 		&entriesAPI{store: cfg.Store, out: s.out, io: s.io, leases: s.leases, runs: s.runs, keyer: cfg.Keyer,
 			maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, log: s.log},
 		&batchAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, body: body, baseCtx: s.baseCtx, log: s.log},
-		&keysAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, keyer: cfg.Keyer, stats: cfg.Stats, bytesIn: s.http.bytesIn},
+		&keysAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, keyer: cfg.Keyer, stats: cfg.Stats, bytesIn: s.http.bytesIn,
+			digests: digests, noDigest: cfg.NoDigestLookups},
 		&leasesAPI{store: cfg.Store, leases: s.leases, runs: s.runs, body: body, log: s.log},
 		&adminEntriesAPI{store: cfg.Store, io: s.io, maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, baseCtx: s.baseCtx, log: s.log},
 	)

@@ -5,7 +5,10 @@
 //	key = sha256(plugin name@version ‖ 0x00 ‖ backend ‖ 0x00 ‖ canonical)
 //
 // Plugins are deterministic, so a Keyer remembers recent results by the
-// digest of the raw signature (a repeated lookup skips the plugin) and
+// digest of the raw signature, SignatureDigest: the SHA-256 of its exact
+// bytes (a repeated lookup skips the plugin, and LookupDigest answers a
+// client that sends only the digest), optionally kept across restarts in
+// Config.MemoFile (persist.go), and
 // collapses concurrent identical signatures into one plugin call. It also
 // remembers, for a bounded time, the components behind recently issued keys,
 // so that an entry written after a lookup can carry them (see Recall).
@@ -125,6 +128,13 @@ type Config struct {
 	// MemoBytes bounds the memo and the recall table each in bytes of result
 	// text. 0 means DefaultMemoBytes.
 	MemoBytes int64
+	// MemoFile, when set, keeps the memo across restarts: it is loaded at
+	// New and written there in the background every MemoSaveInterval
+	// (DefaultMemoSaveInterval when 0) when it changed, and at Close (see
+	// persist.go). The memo's bounds bound the file. "" keeps the memo in
+	// memory only.
+	MemoFile         string
+	MemoSaveInterval time.Duration
 	// KeepCanonical makes Key return the canonical bytes (the CLI prints
 	// their size and digest; the server does not need them).
 	KeepCanonical bool
@@ -155,6 +165,9 @@ type Keyer struct {
 	recall *lru[cachekey.Key, recalled]
 
 	shared sharedMemo
+
+	persist   *persister // nil without Config.MemoFile
+	fileStats MemoFileStats
 }
 
 type recalled struct {
@@ -193,6 +206,7 @@ func New(cfg Config) (*Keyer, error) {
 		k.memo.maxBytes, k.memo.sizeOf = cfg.MemoBytes, resultSize
 	}
 	k.startShared()
+	k.startPersist()
 	return k, nil
 }
 
@@ -233,10 +247,29 @@ func ComputeKey(pluginID, backend string, canonical []byte) cachekey.Key {
 // ErrPluginError, ErrPluginFailed or ErrPluginBusy; or ctx's error.
 func (k *Keyer) Key(ctx context.Context, signature []byte) (Result, error) {
 	if int64(len(signature)) > k.cfg.MaxSignatureBytes {
-		return Result{}, &Error{Kind: ErrTooLarge, Message: fmt.Sprintf(
-			"signature of %d bytes exceeds the limit of %d bytes", len(signature), k.cfg.MaxSignatureBytes)}
+		return Result{}, k.tooLarge(len(signature))
 	}
-	digest := sha256.Sum256(signature)
+	return k.KeyDigest(ctx, signature, sha256.Sum256(signature))
+}
+
+func (k *Keyer) tooLarge(n int) error {
+	return &Error{Kind: ErrTooLarge, Message: fmt.Sprintf(
+		"signature of %d bytes exceeds the limit of %d bytes", n, k.cfg.MaxSignatureBytes)}
+}
+
+// SignatureDigest is the digest the memo and digest-first lookups know a
+// signature by: the SHA-256 of its exact bytes (as sent, after any
+// Content-Encoding is undone). A client computes the same to send it
+// alone.
+func SignatureDigest(signature []byte) [32]byte { return sha256.Sum256(signature) }
+
+// KeyDigest is Key for a caller that already hashed the signature while
+// reading it: digest must be SignatureDigest(signature), or the memo would
+// learn a wrong answer. It saves hashing a large signature twice.
+func (k *Keyer) KeyDigest(ctx context.Context, signature []byte, digest [32]byte) (Result, error) {
+	if int64(len(signature)) > k.cfg.MaxSignatureBytes {
+		return Result{}, k.tooLarge(len(signature))
+	}
 	if res, ok := k.fromMemo(digest); ok {
 		k.remember(res)
 		return res, nil
@@ -287,6 +320,9 @@ func (k *Keyer) memoize(digest [32]byte, res Result) {
 	k.mu.Lock()
 	k.memo.put(digest, m)
 	k.mu.Unlock()
+	if k.persist != nil {
+		k.persist.dirty.Store(true)
+	}
 }
 
 func (k *Keyer) fromMemo(digest [32]byte) (Result, bool) {

@@ -67,3 +67,12 @@ func (l *lru[K, V]) removeElement(e *list.Element) {
 }
 
 func (l *lru[K, V]) len() int { return l.order.Len() }
+
+// oldestFirst calls f for every entry from the least to the most recently
+// used, so that putting them back in this order restores the order.
+func (l *lru[K, V]) oldestFirst(f func(K, V)) {
+	for e := l.order.Back(); e != nil; e = e.Prev() {
+		ent := e.Value.(*lruEntry[K, V])
+		f(ent.key, ent.val)
+	}
+}

@@ -94,8 +94,10 @@ func encodeMemo(r Result) ([]byte, error) {
 		DisplayName: r.DisplayName, Components: r.Components, CanonicalSize: r.CanonicalSize})
 }
 
-// decodeMemo validates a shared value: it must decode, name plugin, and
-// name backend unless backend is "".
+// decodeMemo validates a shared value: it must decode, name plugin (any
+// plugin when plugin is "", as for the memo file, whose validity is checked
+// against the loaded plugins on use), and name backend unless backend is
+// "".
 func decodeMemo(b []byte, plugin, backend string) (Result, error) {
 	if len(b) > MaxSharedMemoBytes {
 		return Result{}, fmt.Errorf("memo value of %d bytes", len(b))
@@ -108,7 +110,7 @@ func decodeMemo(b []byte, plugin, backend string) (Result, error) {
 	switch {
 	case err != nil:
 		return Result{}, fmt.Errorf("memo value key: %w", err)
-	case m.Version != 1 || m.Plugin != plugin || m.Backend == "" || backend != "" && m.Backend != backend || m.CanonicalSize < 0:
+	case m.Version != 1 || m.Plugin == "" || plugin != "" && m.Plugin != plugin || m.Backend == "" || backend != "" && m.Backend != backend || m.CanonicalSize < 0:
 		return Result{}, fmt.Errorf("memo value for %s/%s (v%d, size %d) does not fit plugin %s, backend %q",
 			m.Plugin, m.Backend, m.Version, m.CanonicalSize, plugin, backend)
 	}
@@ -289,11 +291,13 @@ func (k *Keyer) SharedMemoStats() SharedMemoStats {
 	return st
 }
 
-// Close stops the shared memo writer after it drains its queue, or when
-// ctx ends (what is still queued is then dropped and counted). It does not
-// close the plugin host. Without a SharedMemo it does nothing. Key calls
-// after Close still work; their results are no longer shared.
+// Close writes the memo file a last time (Config.MemoFile) and stops the
+// shared memo writer after it drains its queue, or when ctx ends (what is
+// still queued is then dropped and counted). It does not close the plugin
+// host. Key calls after Close still work; their results are no longer
+// shared or saved.
 func (k *Keyer) Close(ctx context.Context) error {
+	k.closePersist()
 	s := &k.shared
 	if s.m == nil {
 		return nil

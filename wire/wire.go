@@ -23,6 +23,12 @@ const (
 	// HeaderRun tags a request with the run it belongs to (run manifests),
 	// and names the run that wrote an entry on responses.
 	HeaderRun = "X-Cachesvc-Run"
+	// HeaderSignatureSHA256, on POST /v1/{ns}/keys and /lookup, is the
+	// SHA-256 (hex) of the signature's exact bytes as sent, before any
+	// Content-Encoding: alone (an empty body) it asks the server to answer
+	// from its memo (428 signature_required when it does not know it);
+	// beside a body it is checked against it (400 on a mismatch).
+	HeaderSignatureSHA256 = "X-Cachesvc-Signature-Sha256"
 	// HeaderKey carries the computed key on a lookup response.
 	HeaderKey = "X-Cachesvc-Key"
 	// HeaderWriter names the token (or, without authentication, the client

@@ -29,6 +29,13 @@ type pluginOptions struct {
 	observe func(plugin string, d time.Duration, err error)
 	// memo, when set, is the fleet's shared signature memo (serve).
 	memo keying.SharedMemo
+	// memoFile, when set, keeps the signature memo across restarts (serve:
+	// <data>/signature-memo).
+	memoFile string
+	// MemoEntries bounds the signature memo (and so its file): 0 means
+	// keying.DefaultMemoEntries, negative turns the memo off (serve's
+	// --signature-memo-entries).
+	MemoEntries int
 }
 
 // addPluginFlags defines every plugin flag on fs (serve, key).
@@ -112,7 +119,7 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 		return nil, nil, err
 	}
 	k, err := keying.New(keying.Config{Host: h, MaxSignatureBytes: o.MaxSignature, KeepCanonical: keepCanonical,
-		SharedMemo: o.memo, Logger: logger})
+		SharedMemo: o.memo, MemoEntries: o.MemoEntries, MemoFile: o.memoFile, Logger: logger})
 	if err != nil {
 		h.Close(ctx)
 		return nil, nil, err
@@ -127,6 +134,7 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 	if po.CacheDir == "" {
 		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
 	}
+	po.memoFile = filepath.Join(o.Data, "signature-memo")
 	k, h, err := openKeyer(ctx, po, logger, false, true)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start plugins: %w", err)

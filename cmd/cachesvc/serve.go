@@ -15,6 +15,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/lease"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
@@ -43,6 +44,7 @@ type serveOptions struct {
 	// unloadable before it is quarantined.
 	QuarantineAfter int
 	Redis           redisOptions // redis.go
+	DigestLookups   bool
 
 	// Namespaces is the namespaces file (namespaces.go): per-namespace
 	// quotas and expiry, reloaded on SIGHUP.
@@ -74,11 +76,13 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
-	o.Security.register(fs)        // security.go
-	o.S3.register(fs)              // fleet.go
-	o.S3.registerWrites(fs)        // fleet.go
-	o.Replica.register(fs)         // fleet.go
-	o.Redis.register(fs)           // redis.go
+	fs.IntVar(&o.Plugins.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered, at most 16 MiB of results, kept in <data>/signature-memo across restarts (digest-first lookups answer from them); 0 turns the memo off")
+	fs.BoolVar(&o.DigestLookups, "digest-lookups", true, "answer keys and lookup requests that send only the signature's SHA-256 (X-Cachesvc-Signature-Sha256) from the signature memo; false ignores that header, as an older server does")
+	o.Security.register(fs) // security.go
+	o.S3.register(fs)       // fleet.go
+	o.S3.registerWrites(fs) // fleet.go
+	o.Replica.register(fs)  // fleet.go
+	o.Redis.register(fs)    // redis.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
 	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
 	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
@@ -88,6 +92,12 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
+	}
+	switch {
+	case o.Plugins.MemoEntries < 0:
+		return usagef("--signature-memo-entries %d: use 0 (off) or more", o.Plugins.MemoEntries)
+	case o.Plugins.MemoEntries == 0:
+		o.Plugins.MemoEntries = -1 // keying: negative turns the memo off
 	}
 	if err := o.S3.validate(); err != nil {
 		return err
@@ -242,6 +252,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Limits:        sec.Limits,
 
 		QuarantineAfter: o.QuarantineAfter,
+		NoDigestLookups: !o.DigestLookups,
 	}
 	if member != nil {
 		acfg.Fleet, acfg.Touch, acfg.SharedTier = member.reg, member.access.Touch, stores.sharedState

@@ -16,12 +16,14 @@ JSON error ``code`` and ``message``.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import io
 import json
 import os
 import random
+import re
 import socket
 import tarfile
 import tempfile
@@ -48,6 +50,17 @@ __all__ = [
 
 _CHUNK = 256 * 1024
 _USER_AGENT = "cachesvc-python/0.1"
+
+GZIP_SIGNATURE_BYTES = 64 << 10
+"""Signatures larger than this are sent gzip-compressed (``Content-Encoding: gzip``)."""
+
+_DIGEST_HEADER = "X-Cachesvc-Signature-Sha256"
+_BACKEND_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_FALSE = ("0", "false", "no", "off")
+# Answers by which a server that predates digest-first requests refuses an
+# empty body, and one without gzip refuses a compressed signature.
+_NO_DIGEST_ANSWERS = {(400, "malformed_signature"), (404, "route_not_found"), (415, "unsupported_media_type")}
+_NO_GZIP_ANSWERS = {(400, "malformed_signature"), (415, "unsupported_encoding"), (415, "unsupported_media_type")}
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
 
@@ -347,6 +360,13 @@ class Client:
             lookup, batch) must carry a valid ``X-Cachesvc-Signature`` over
             its key and SHA-256, else :class:`Error` ``bad_signature`` is
             raised and the bytes are not returned.
+        digest_first: for :meth:`key` and :meth:`lookup`, send only the
+            signature's SHA-256 first (``X-Cachesvc-Signature-Sha256``, an
+            empty body) and the signature itself only when the server asks
+            (428 ``signature_required``), so a repeated lookup of a large
+            module uploads a few hundred bytes. A server that predates it is
+            detected once and then always sent the signature. ``None``: on
+            unless the environment sets ``CACHESVC_DIGEST_FIRST=0``.
         first_byte_timeout: for lookups (:meth:`lookup`,
             :meth:`lookup_result`), how long each attempt may wait to
             connect and receive the response headers; a hit's body is then
@@ -373,6 +393,7 @@ class Client:
         token_file: str | os.PathLike[str] | None = None,
         verify_key: str | bytes | None = None,
         first_byte_timeout: float | None = None,
+        digest_first: bool | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -393,6 +414,13 @@ class Client:
         self._pool = _Pool(parsed.scheme, parsed.hostname, parsed.port, max_idle)
         self._user_agent = user_agent
         self._rand = random.Random()
+        if digest_first is None:
+            digest_first = os.environ.get("CACHESVC_DIGEST_FIRST", "1").strip().lower() not in _FALSE
+        self.digest_first = digest_first
+        # What the server turned out not to support (an older server): set
+        # once, by the first request that finds out.
+        self._no_digest = False
+        self._no_gzip = False
 
     # ---- context management -------------------------------------------------
 
@@ -766,6 +794,45 @@ class Client:
 
     # ---- signatures -------------------------------------------------------------
 
+    def _signature(self, path: str, signature: Mapping[str, Any], *, timeout: float | None,
+                   first_byte_timeout: float | None, allow: tuple[int, ...] = ()) -> _Response:
+        """POSTs a signature to ``path`` (keys or lookup): digest first when
+        enabled, then, if the server asks or predates digests, the signature
+        itself (gzip-compressed past :data:`GZIP_SIGNATURE_BYTES`).
+
+        The digest is the SHA-256 of the exact JSON bytes the full request
+        would send (compact, sorted keys, UTF-8), before compression."""
+        body = json.dumps(dict(signature), separators=(",", ":"), sort_keys=True).encode("utf-8")
+        hdrs: dict[str, str | bytes | None] = {"Content-Type": "application/json", "Accept": "application/json",
+                                               _DIGEST_HEADER: hashlib.sha256(body).hexdigest()}
+        backend = signature.get("backend")
+        if self.digest_first and not self._no_digest:
+            dh = dict(hdrs)
+            if isinstance(backend, str) and _BACKEND_RE.match(backend):
+                dh["X-Cachesvc-Backend"] = backend
+            try:
+                return self._request("POST", path, body=b"", headers=dh, timeout=timeout,
+                                     first_byte_timeout=first_byte_timeout, allow=allow)
+            except Error as e:
+                if e.status == 428:
+                    pass  # the server does not know this signature yet: send it
+                elif (e.status, e.code) in _NO_DIGEST_ANSWERS:
+                    self._no_digest = True  # an older server; and it has no gzip either
+                    self._no_gzip = True
+                else:
+                    raise
+        if len(body) > GZIP_SIGNATURE_BYTES and not self._no_gzip:
+            gz = dict(hdrs, **{"Content-Encoding": "gzip"})
+            try:
+                return self._request("POST", path, body=gzip.compress(body, compresslevel=1), headers=gz,
+                                     timeout=timeout, first_byte_timeout=first_byte_timeout, allow=allow)
+            except Error as e:
+                if (e.status, e.code) not in _NO_GZIP_ANSWERS:
+                    raise
+                self._no_gzip = True
+        return self._request("POST", path, body=body, headers=hdrs, timeout=timeout,
+                             first_byte_timeout=first_byte_timeout, allow=allow)
+
     def key(self, signature: Mapping[str, Any], *, timeout: float | None = None,
             first_byte_timeout: float | None = None) -> KeyResult:
         """Asks the server's plugin for the key of a signature.
@@ -773,8 +840,8 @@ class Client:
         ``signature`` is a JSON object with a ``backend`` field (``"xla"``,
         ``"passthrough"`` ...) and the backend's fields.
         """
-        r = self._json("POST", self._ns_path("keys"), dict(signature), timeout=timeout,
-                       first_byte_timeout=first_byte_timeout)
+        r = self._signature(self._ns_path("keys"), signature, timeout=timeout,
+                            first_byte_timeout=first_byte_timeout)
         doc = _json_body(r)
         return KeyResult(
             key=str(doc.get("key", "")),
@@ -799,8 +866,8 @@ class Client:
         miss, the server's components and explanation."""
         if first_byte_timeout is None:
             first_byte_timeout = self.first_byte_timeout
-        r = self._json("POST", self._ns_path("lookup"), dict(signature), timeout=timeout, allow=(404,),
-                       first_byte_timeout=first_byte_timeout)
+        r = self._signature(self._ns_path("lookup"), signature, timeout=timeout, allow=(404,),
+                            first_byte_timeout=first_byte_timeout)
         if r.status == 404:
             doc = _json_body(r)
             if "key" not in doc and isinstance(doc.get("error"), dict):
