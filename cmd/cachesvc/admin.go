@@ -6,103 +6,75 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
-const adminUsage = `Usage: cachesvc admin <subcommand> [flags]
+// adminGroup is `cachesvc admin list|delete|show|export|import|quarantine|restore`.
+var adminGroup = group{name: "admin", summary: `Operate a server's entries with an admin token (admin scope in the
+namespace; admin on "*" for --all-namespaces).`,
+	subs: []command{
+		{"list", "list entries by writer, run, backend, age or size", runAdminList},
+		{"delete", "delete the entries that pass the same filters (try --dry-run first)", runAdminDelete},
+		{"show", "show one entry's provenance: writer, run, times, hits, signature", runAdminShow},
+		{"export", "write a namespace's entries, with their metadata and signatures, to a tar", runAdminExport},
+		{"import", "load an export tar into a namespace (entries already present are skipped)", runAdminImport},
+		{"quarantine", "stop serving entries (by KEY or by filters; try --dry-run first), restorably", runAdminQuarantine},
+		{"restore", "serve quarantined entries again", runAdminRestore},
+	}}
 
-Operate a server's entries with an admin token (admin scope in the
-namespace; admin on "*" for --all-namespaces).
-
-Subcommands:
-  list        list entries by writer, run, backend, age or size
-  delete      delete the entries that pass the same filters (try --dry-run first)
-  show        show one entry's provenance: writer, run, times, hits, signature
-  export      write a namespace's entries, with their metadata and signatures, to a tar
-  import      load an export tar into a namespace (entries already present are skipped)
-  quarantine  stop serving entries (by KEY or by filters; try --dry-run first), restorably
-  restore     serve quarantined entries again
-
-Run 'cachesvc admin <subcommand> --help' for its flags.
-`
-
-// adminCommands are admin's subcommands.
-var adminCommands = map[string]func(ctx context.Context, args []string, sio stdio) error{
-	"list":       runAdminList,
-	"delete":     runAdminDelete,
-	"show":       runAdminShow,
-	"export":     runAdminExport,
-	"import":     runAdminImport,
-	"quarantine": runAdminQuarantine,
-	"restore":    runAdminRestore,
-}
-
-// runAdmin dispatches `cachesvc admin <subcommand>`.
+// runAdmin runs `cachesvc admin <subcommand>`.
 func runAdmin(ctx context.Context, args []string, sio stdio) error {
-	if len(args) == 0 {
-		return usagef("give a subcommand: list, delete, show, export, import, quarantine or restore")
-	}
-	if isHelp(args[0]) {
-		fmt.Fprint(sio.Stdout, adminUsage)
-		return nil
-	}
-	run, ok := adminCommands[args[0]]
-	if !ok {
-		return usagef("unknown subcommand %q: use list, delete, show, export, import, quarantine or restore", args[0])
-	}
-	return run(ctx, args[1:], sio)
+	return adminGroup.run(ctx, args, sio)
 }
 
 // adminFlags are the flags every admin subcommand shares: which server, as
-// whom, in which namespace.
+// whom, in which namespace (clientFlags: --url, --namespace, --token,
+// --token-file), and for how long.
 type adminFlags struct {
-	server  string
-	ns      string
+	clientFlags
 	allNS   bool
 	timeout time.Duration
-	token   *tokenSource
 }
 
 // register defines the flags on fs; allNS adds --all-namespaces.
 func (a *adminFlags) register(fs *flag.FlagSet, allNS bool) {
-	fs.StringVar(&a.server, "server", "http://127.0.0.1:8080", "cachesvc server `URL`")
-	fs.StringVar(&a.ns, "ns", "default", "`namespace`")
+	a.clientFlags.register(fs, "default", "`namespace` of the entries") // clientflags.go
 	if allNS {
-		fs.BoolVar(&a.allNS, "all-namespaces", false, "every namespace (needs admin on \"*\"); instead of --ns")
+		fs.BoolVar(&a.allNS, "all-namespaces", false, "every namespace (needs admin on \"*\"); instead of --namespace")
 		commandLineOnly(fs, "all-namespaces")
 	}
 	fs.DurationVar(&a.timeout, "timeout", 0, "give up after this long (0 = no limit)")
-	a.token = addTokenFlags(fs)
 }
 
 // client checks the flags and returns a client and the namespace ("" with
-// --all-namespaces).
+// --all-namespaces). args is the command line: a namespace given there
+// conflicts with --all-namespaces, one from CACHESVC_NAMESPACE does not.
 func (a *adminFlags) client(args []string) (*client.Client, string, error) {
-	ns := a.ns
+	ns := a.NS
 	if a.allNS {
-		if flagGiven(args, "ns") {
-			return nil, "", usagef("give --ns or --all-namespaces, not both")
+		if flagGiven(args, "namespace") || flagGiven(args, "ns") {
+			return nil, "", usagef("give --namespace or --all-namespaces, not both")
 		}
 		ns = ""
-	} else if err := cachekey.ValidateNamespace(ns); err != nil {
-		return nil, "", usagef("--ns: %s", err)
+	} else if err := a.checkNamespace(); err != nil {
+		return nil, "", err
 	}
-	token, err := a.token.resolve()
+	cl, err := a.connect(client.Config{UserAgent: "cachesvc-admin"})
 	if err != nil {
 		return nil, "", err
 	}
-	cl, err := client.New(client.Config{BaseURL: a.server, Token: token, UserAgent: "cachesvc-admin"})
-	if err != nil {
-		return nil, "", usagef("--server: %s", err)
-	}
 	return cl, ns, nil
+}
+
+// hint adds serverHint's advice to *err when the server could not be
+// reached; each subcommand defers it.
+func (a *adminFlags) hint(err *error) {
+	*err = serverHint(*err, a.Server)
 }
 
 // withTimeout bounds ctx by --timeout when it is set.
@@ -238,7 +210,7 @@ func where(ns string) string {
 }
 
 // runAdminList is `cachesvc admin list`.
-func runAdminList(ctx context.Context, args []string, sio stdio) error {
+func runAdminList(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin list", "List the entries that pass every filter, in key order, with their size and provenance (a table, or one JSON object per line with --json). Listing does not count as an access.", sio)
 	var af adminFlags
 	var ff filterFlags
@@ -246,11 +218,8 @@ func runAdminList(ctx context.Context, args []string, sio stdio) error {
 	ff.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
 	quarantined := fs.Bool("quarantined", false, "list the quarantined entries instead, with when, why and whether they can be restored")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	f, err := ff.filter()
 	if err != nil {
@@ -260,11 +229,12 @@ func runAdminList(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	if *quarantined {
 		if ns == "" {
-			return usagef("--quarantined lists one namespace: give --ns, not --all-namespaces")
+			return usagef("--quarantined lists one namespace: give --namespace, not --all-namespaces")
 		}
 		return listQuarantined(ctx, cl, ns, f, *asJSON, sio)
 	}

@@ -26,7 +26,7 @@ the namespace; it asks before deleting unless --yes is given (and needs
 command line only, never from CACHESVC_* variables.`
 
 // runAdminDelete is `cachesvc admin delete`.
-func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
+func runAdminDelete(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin delete", adminDeleteSummary, sio)
 	var af adminFlags
 	var ff filterFlags
@@ -37,11 +37,8 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 	yes := fs.Bool("yes", false, "delete without asking")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
 	commandLineOnly(fs, "dry-run", "all", "yes")
-	if err := parseFlags(fs, args, sio); err != nil {
+	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	f, err := ff.filter()
 	if err != nil {
@@ -51,6 +48,7 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	switch {
 	case ff.empty() && !*all:
 		return usagef("give at least one filter (--writer, --run, --backend, --older-than, --idle-for, --min-size, --max-size), or --all to delete every entry %s", where(ns))
@@ -59,7 +57,7 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) error {
 	}
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
-	return runBulk(ctx, cl, ns, f, bulkOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.server, verb: "delete", done: "deleted",
+	return runBulk(ctx, cl, ns, f, bulkOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.Server, verb: "delete", done: "deleted",
 		act: func(ctx context.Context, e client.EntryInfo) error { return cl.Delete(ctx, e.Namespace, e.Key) }}, sio)
 }
 

@@ -17,12 +17,11 @@ listed by 'cachesvc admin list --quarantined', and 'cachesvc admin restore'
 serves them again. Name the entries as KEY arguments, or select them with
 filters like 'admin delete' (see them first with --dry-run; a filtered
 quarantine asks before acting unless --yes is given). Filters and
-confirmations are read from the command line only. Usage: cachesvc admin
-quarantine [KEY...] [filters] --reason TEXT`
+confirmations are read from the command line only. --reason is required.`
 
 // runAdminQuarantine is `cachesvc admin quarantine`.
-func runAdminQuarantine(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("admin quarantine", adminQuarantineSummary, sio)
+func runAdminQuarantine(ctx context.Context, args []string, sio stdio) (err error) {
+	fs := newFlagSet("admin quarantine [KEY...]", adminQuarantineSummary, sio)
 	var af adminFlags
 	var ff filterFlags
 	af.register(fs, true)
@@ -47,6 +46,7 @@ func runAdminQuarantine(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	act := func(ctx context.Context, e client.EntryInfo) error {
@@ -57,11 +57,11 @@ func runAdminQuarantine(ctx context.Context, args []string, sio stdio) error {
 		if ff.empty() {
 			return usagef("name the entries (KEY arguments) or give at least one filter (--writer, --run, --backend, --older-than, --idle-for, --min-size, --max-size)")
 		}
-		return runBulk(ctx, cl, ns, f, bulkOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.server,
+		return runBulk(ctx, cl, ns, f, bulkOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.Server,
 			verb: "quarantine", done: "quarantined", act: act}, sio)
 	}
 	if !ff.empty() || ns == "" {
-		return usagef("give KEY arguments or filters, not both (and KEYs with --ns, not --all-namespaces)")
+		return usagef("give KEY arguments or filters, not both (and KEYs with --namespace, not --all-namespaces)")
 	}
 	if err := checkKeys(keys); err != nil {
 		return err
@@ -90,8 +90,8 @@ func checkKeys(keys []string) error {
 }
 
 // runAdminRestore is `cachesvc admin restore KEY...`.
-func runAdminRestore(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("admin restore", "Serve quarantined entries again (their reports are cleared). Usage: cachesvc admin restore KEY... [--ns NS]", sio)
+func runAdminRestore(ctx context.Context, args []string, sio stdio) (err error) {
+	fs := newFlagSet("admin restore KEY...", "Serve quarantined entries again (their reports are cleared).", sio)
 	var af adminFlags
 	af.register(fs, false)
 	keys, err := parseInterspersed(fs, args, sio)
@@ -108,12 +108,13 @@ func runAdminRestore(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	for _, k := range keys {
 		if _, err := cl.Restore(ctx, ns, k); err != nil {
 			if client.IsNotFound(err) {
-				return fmt.Errorf("restore %s/%s: %w (list what can be restored with 'cachesvc admin list --quarantined --ns %s')", ns, k, err, ns)
+				return fmt.Errorf("restore %s/%s: %w (list what can be restored with 'cachesvc admin list --quarantined --namespace %s')", ns, k, err, ns)
 			}
 			return fmt.Errorf("restore %s/%s: %w", ns, k, adminHint(err))
 		}

@@ -22,11 +22,11 @@ const adminShowSummary = `Show one entry's provenance: who wrote it (writer, run
 last access), how often it was served (hits), its size, SHA-256, backend,
 name, compile seconds, labels, components and signature. With
 --verify-key, check the signature against the server's public key.
-Showing does not count as an access. Usage: cachesvc admin show KEY [flags]`
+Showing does not count as an access.`
 
 // runAdminShow is `cachesvc admin show KEY`.
-func runAdminShow(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("admin show", adminShowSummary, sio)
+func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
+	fs := newFlagSet("admin show KEY", adminShowSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
 	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new') to verify the signature with")
@@ -50,6 +50,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	e, err := cl.EntryMeta(ctx, ns, key.String())
@@ -126,7 +127,7 @@ func showQuarantined(sio stdio, st client.ReportState, asJSON bool) error {
 	row("quarantined", fmt.Sprintf("since %s (cause %s): %s", at, st.Cause, dash(st.Reason)))
 	restore := "no: its bytes are gone; the next upload of the key replaces it"
 	if st.Restorable {
-		restore = fmt.Sprintf("yes: cachesvc admin restore %s --ns %s", st.Key, st.Namespace)
+		restore = fmt.Sprintf("yes: cachesvc admin restore %s --namespace %s", st.Key, st.Namespace)
 	}
 	row("restorable", restore)
 	row("reports", fmt.Sprintf("%d from %d reporters (quarantine after %d)", st.Reports, st.Distinct, st.Threshold))

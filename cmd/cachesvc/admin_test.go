@@ -152,7 +152,7 @@ func mustKey(t *testing.T, s string) cachekey.Key {
 func admin(t *testing.T, url, token string, args ...string) (int, string, string) {
 	t.Helper()
 	all := append([]string{"admin"}, args...)
-	all = append(all, "--server", url)
+	all = append(all, "--url", url)
 	if token != "" {
 		all = append(all, "--token", token)
 	}
@@ -205,7 +205,7 @@ func TestAdminList(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := admin(t, f.srv.URL, adminSecret, append([]string{"list", "--ns", "team", "--json"}, tc.args...)...)
+			code, out, errOut := admin(t, f.srv.URL, adminSecret, append([]string{"list", "--namespace", "team", "--json"}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -218,7 +218,7 @@ func TestAdminList(t *testing.T) {
 		})
 	}
 	t.Run("table", func(t *testing.T) {
-		code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--ns", "team", "--writer", "carol")
+		code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--namespace", "team", "--writer", "carol")
 		if code != 0 || !strings.Contains(out, "KEY") || !strings.Contains(out, f.old1.key) || !strings.Contains(out, "jit_old") {
 			t.Errorf("exit %d, table:\n%s", code, out)
 		}
@@ -241,7 +241,7 @@ func TestAdminListPages(t *testing.T) {
 		want = append(want, putStore(t, srv, "team", []byte(fmt.Sprint("entry ", i)), store.PutOptions{Writer: "w"}).key)
 	}
 	slices.Sort(want)
-	code, out, errOut := admin(t, srv.URL, adminSecret, "list", "--ns", "team", "--json")
+	code, out, errOut := admin(t, srv.URL, adminSecret, "list", "--namespace", "team", "--json")
 	if got := jsonKeys(t, out); code != 0 || !slices.Equal(got, want) {
 		t.Fatalf("exit %d %s: got %d keys, want %d", code, errOut, len(got), len(want))
 	}
@@ -257,7 +257,7 @@ func TestAdminListPages(t *testing.T) {
 // the set that the real delete then removes.
 func TestAdminDelete(t *testing.T) {
 	f := newFixture(t, nil)
-	code, dry, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--ns", "team", "--writer", "bob", "--dry-run", "--json")
+	code, dry, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--namespace", "team", "--writer", "bob", "--dry-run", "--json")
 	if code != 0 || !strings.Contains(errOut, "would delete 2 entries") {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
@@ -265,10 +265,10 @@ func TestAdminDelete(t *testing.T) {
 	if got := jsonKeys(t, dry); !slices.Equal(got, want) {
 		t.Fatalf("dry run listed %v, want %v", got, want)
 	}
-	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--ns", "team", "--json"); code != 0 || !slices.Equal(jsonKeys(t, out), f.all()) {
+	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--namespace", "team", "--json"); code != 0 || !slices.Equal(jsonKeys(t, out), f.all()) {
 		t.Fatalf("the dry run deleted something: %v", jsonKeys(t, out))
 	}
-	code, real, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--ns", "team", "--writer", "bob", "--yes", "--json")
+	code, real, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--namespace", "team", "--writer", "bob", "--yes", "--json")
 	if code != 0 || !strings.Contains(errOut, "deleted 2 entries") {
 		t.Fatalf("delete: exit %d: %s", code, errOut)
 	}
@@ -292,10 +292,10 @@ func TestAdminDelete(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no filter", []string{"delete", "--ns", "team", "--yes"}, 2, "give at least one filter"},
-		{"all with filter", []string{"delete", "--ns", "team", "--all", "--writer", "x", "--yes"}, 2, "without filters"},
-		{"no --yes off a terminal", []string{"delete", "--ns", "team", "--writer", "alice"}, 2, "needs --yes"},
-		{"bad age", []string{"delete", "--ns", "team", "--older-than", "soon", "--yes"}, 2, "--older-than"},
+		{"no filter", []string{"delete", "--namespace", "team", "--yes"}, 2, "give at least one filter"},
+		{"all with filter", []string{"delete", "--namespace", "team", "--all", "--writer", "x", "--yes"}, 2, "without filters"},
+		{"no --yes off a terminal", []string{"delete", "--namespace", "team", "--writer", "alice"}, 2, "needs --yes"},
+		{"bad age", []string{"delete", "--namespace", "team", "--older-than", "soon", "--yes"}, 2, "--older-than"},
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,13 +305,13 @@ func TestAdminDelete(t *testing.T) {
 			}
 		})
 	}
-	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--ns", "team", "--json"); code != 0 || len(jsonKeys(t, out)) != 4 {
+	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--namespace", "team", "--json"); code != 0 || len(jsonKeys(t, out)) != 4 {
 		t.Errorf("a refused delete removed entries: %v", jsonKeys(t, out))
 	}
 	// Filters never come from the environment.
 	os.Setenv("CACHESVC_WRITER", "alice")
 	defer os.Unsetenv("CACHESVC_WRITER")
-	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--ns", "team", "--yes"); code != 2 || !strings.Contains(errOut, "give at least one filter") {
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--namespace", "team", "--yes"); code != 2 || !strings.Contains(errOut, "give at least one filter") {
 		t.Errorf("CACHESVC_WRITER acted as a filter: exit %d %s", code, errOut)
 	}
 }
@@ -321,7 +321,7 @@ func TestAdminShow(t *testing.T) {
 	dir := t.TempDir()
 	signer := newSigner(t, filepath.Join(dir, "sign.key"))
 	f := newFixture(t, signer)
-	code, out, errOut := admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--ns", "team", "--verify-key", filepath.Join(dir, "sign.key.pub"))
+	code, out, errOut := admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--namespace", "team", "--verify-key", filepath.Join(dir, "sign.key.pub"))
 	for _, want := range []string{"writer:          carol", "run:             run-0", "backend:         xla", "jaxlib=0.4.30, team=infra",
 		"flags=sha256:def, module=sha256:abc", "valid (verified with", "compile seconds: 40", hex.EncodeToString(sha256Of(f.old1.body))} {
 		if !strings.Contains(out, want) {
@@ -332,12 +332,12 @@ func TestAdminShow(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	newSigner(t, filepath.Join(dir, "other.key"))
-	code, out, errOut = admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--ns", "team", "--verify-key", filepath.Join(dir, "other.key.pub"))
+	code, out, errOut = admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--namespace", "team", "--verify-key", filepath.Join(dir, "other.key.pub"))
 	if code != 1 || !strings.Contains(out, "INVALID") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("wrong key: exit %d\n%s\n%s", code, out, errOut)
 	}
 	missing := strings.Repeat("0", 64)
-	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "show", missing, "--ns", "team"); code != 1 || !strings.Contains(errOut, "No entry with key "+missing) {
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "show", missing, "--namespace", "team"); code != 1 || !strings.Contains(errOut, "No entry with key "+missing) {
 		t.Errorf("missing entry: exit %d %s", code, errOut)
 	}
 	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "show", "xyz"); code != 2 || !strings.Contains(errOut, "KEY:") {
@@ -358,12 +358,90 @@ func newSigner(t *testing.T, path string) *auth.Signer {
 	return s
 }
 
-// TestAdminSubcommandsHaveHelp: every admin subcommand answers --help.
+// TestAdminSubcommandsHaveHelp: every admin subcommand answers --help on
+// stdout with its usage line, operands included, and the shared client
+// flags under their names (--url, --namespace) with their aliases.
 func TestAdminSubcommandsHaveHelp(t *testing.T) {
-	for name := range adminCommands {
-		code, out, errOut := runCmd(t, "admin", name, "--help")
-		if code != 0 || !strings.Contains(out+errOut, "Usage: cachesvc admin "+name) {
-			t.Errorf("admin %s --help: exit %d %q", name, code, out+errOut)
+	usage := map[string]string{
+		"list":       "Usage: cachesvc admin list [flags]\n",
+		"delete":     "Usage: cachesvc admin delete [flags]\n",
+		"show":       "Usage: cachesvc admin show [flags] KEY\n",
+		"export":     "Usage: cachesvc admin export [flags]\n",
+		"import":     "Usage: cachesvc admin import [flags] FILE|-\n",
+		"quarantine": "Usage: cachesvc admin quarantine [flags] [KEY...]\n",
+		"restore":    "Usage: cachesvc admin restore [flags] KEY...\n",
+	}
+	for _, c := range adminGroup.subs {
+		code, out, errOut := runCmd(t, "admin", c.name, "--help")
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, usage[c.name]) {
+			t.Errorf("admin %s --help: exit %d, stdout %q, stderr %q; want it to start with %q", c.name, code, out, errOut, usage[c.name])
 		}
+		for _, want := range []string{"--url URL (alias --server)\t[CACHESVC_URL; alias CACHESVC_SERVER]", "--namespace namespace (alias --ns)\t[CACHESVC_NAMESPACE; alias CACHESVC_NS]"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("admin %s --help lacks %q:\n%s", c.name, want, out)
+			}
+		}
+	}
+	if len(usage) != len(adminGroup.subs) {
+		t.Errorf("the test knows %d admin subcommands, the group has %d", len(usage), len(adminGroup.subs))
+	}
+}
+
+// TestAdminClientFlagsFromEnv: admin reads the server, namespace and token
+// from the client commands' variables (CACHESVC_URL, CACHESVC_NAMESPACE,
+// CACHESVC_TOKEN) and their old names (CACHESVC_SERVER, CACHESVC_NS); a
+// namespace from the environment counts for import's required namespace
+// but does not conflict with --all-namespaces on the command line.
+func TestAdminClientFlagsFromEnv(t *testing.T) {
+	f := newFixture(t, nil)
+	empty := filepath.Join(t.TempDir(), "empty.tar")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	everything := append(f.all(), f.other.key)
+	slices.Sort(everything)
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		code    int
+		keys    []string // with --json: the keys listed
+		stderr  string
+		noStale bool // stderr must not call a variable an old name
+	}{
+		{"new names", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_NAMESPACE": "team"},
+			[]string{"list", "--json"}, 0, f.all(), "6 entries", true},
+		{"old names", map[string]string{"CACHESVC_SERVER": f.srv.URL, "CACHESVC_NS": "other"},
+			[]string{"list", "--json"}, 0, []string{f.other.key}, "CACHESVC_NS is an old name of CACHESVC_NAMESPACE", false},
+		{"flag beats variable", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_NAMESPACE": "other"},
+			[]string{"list", "--json", "--namespace", "team"}, 0, f.all(), "6 entries", true},
+		{"variable namespace and --all-namespaces", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_NAMESPACE": "team"},
+			[]string{"list", "--json", "--all-namespaces"}, 0, everything, "in every namespace", true},
+		{"import namespace from the variable", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_NAMESPACE": "team"},
+			[]string{"import", empty}, 1, nil, "is empty", true},
+		{"import without any namespace", map[string]string{"CACHESVC_URL": f.srv.URL},
+			[]string{"import", empty}, 2, nil, "cachesvc admin import: --namespace is required", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"CACHESVC_TOKEN": adminSecret}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			var stdout, stderr bytes.Buffer
+			sio := stdio{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return env[k] }}
+			code := dispatch(t.Context(), append([]string{"admin"}, tc.args...), sio)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Fatalf("exit %d (want %d), stderr %q lacks %q", code, tc.code, stderr.String(), tc.stderr)
+			}
+			if tc.noStale && strings.Contains(stderr.String(), "old name") {
+				t.Errorf("stderr %q calls a current variable an old name", stderr.String())
+			}
+			if code == 0 {
+				if got := jsonKeys(t, stdout.String()); !slices.Equal(got, tc.keys) {
+					t.Errorf("listed %v, want %v", got, tc.keys)
+				}
+			}
+		})
 	}
 }

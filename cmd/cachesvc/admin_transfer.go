@@ -27,12 +27,11 @@ writer, run, created and last-access times, hits, backend, name, compile
 seconds, labels, components and, when the server signs entries, its
 signature; the last member is export.json. Every member's SHA-256 is checked
 as it arrives. A file is written under a temporary name and renamed when
-complete, so a broken export never leaves a file that looks whole.
-'cachesvc admin import' loads it into another server. Usage: cachesvc admin
-export --ns NS --out FILE.tar (or --out - for stdout)`
+complete, so a broken export never leaves a file that looks whole; --out -
+writes to stdout. 'cachesvc admin import' loads it into another server.`
 
 // runAdminExport is `cachesvc admin export`.
-func runAdminExport(ctx context.Context, args []string, sio stdio) error {
+func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin export", adminExportSummary, sio)
 	var af adminFlags
 	var ff filterFlags
@@ -59,6 +58,7 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	ctx, cancel := af.withTimeout(ctx)
 	defer cancel()
 	body, err := cl.Export(ctx, ns, f)
@@ -177,12 +177,11 @@ seconds, labels and components, and commits whole or not at all. Entries
 already present with the same bytes are skipped without sending them, so
 an interrupted import is finished by running it again. With --verify-key,
 only entries whose signature verifies with the exporting server's public
-key are imported. Usage: cachesvc admin import FILE.tar --ns NS (FILE may
-be - for stdin)`
+key are imported. FILE - reads the tar from stdin; --namespace is required.`
 
 // runAdminImport is `cachesvc admin import FILE`.
-func runAdminImport(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("admin import", adminImportSummary, sio)
+func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
+	fs := newFlagSet("admin import FILE|-", adminImportSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
 	verifyKey := fs.String("verify-key", "", "the exporting server's public key `file`: import only entries whose signature verifies with it")
@@ -193,8 +192,8 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) error {
 	if len(pos) != 1 {
 		return usagef("give exactly one FILE (an export tar, or - for stdin), got %d arguments", len(pos))
 	}
-	if !flagGiven(args, "ns") && sio.getenv(envName("ns")) == "" {
-		return usagef("--ns is required: the namespace to import into")
+	if !isSet(fs, "namespace", "ns") {
+		return usagef("--namespace is required: the namespace to import into")
 	}
 	pub, err := loadVerifyKey(*verifyKey)
 	if err != nil {
@@ -204,6 +203,7 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	defer af.hint(&err)
 	name, in, size, err := openImport(pos[0], sio)
 	if err != nil {
 		return err

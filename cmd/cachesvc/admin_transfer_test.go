@@ -56,7 +56,7 @@ func TestAdminExportImport(t *testing.T) {
 	f := newFixture(t, signer)
 	_, before, _ := serverEntry(t, f.srv, "team", f.old1.key)
 	tarPath := filepath.Join(dir, "team.tar")
-	code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "-o", tarPath)
+	code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--namespace", "team", "-o", tarPath)
 	if code != 0 || !strings.Contains(errOut, "exported 6 entries") {
 		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
@@ -70,7 +70,7 @@ func TestAdminExportImport(t *testing.T) {
 
 	// The destination shares the signing key, as a fleet does.
 	dst := adminServer(t, signer)
-	code, out, errOut := admin(t, dst.URL, adminSecret, "import", tarPath, "--ns", "team", "--verify-key", filepath.Join(dir, "sign.key.pub"))
+	code, out, errOut := admin(t, dst.URL, adminSecret, "import", tarPath, "--namespace", "team", "--verify-key", filepath.Join(dir, "sign.key.pub"))
 	if code != 0 || !strings.Contains(out, "imported 6 entries") || !strings.Contains(out, "skipped 0") {
 		t.Fatalf("import: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -89,7 +89,7 @@ func TestAdminExportImport(t *testing.T) {
 	}
 
 	// Again: everything is present, nothing is sent.
-	code, out, errOut = admin(t, dst.URL, adminSecret, "import", tarPath, "--ns", "team")
+	code, out, errOut = admin(t, dst.URL, adminSecret, "import", tarPath, "--namespace", "team")
 	if code != 0 || !strings.Contains(out, "imported 0 entries") || !strings.Contains(out, "skipped 6 already present") {
 		t.Errorf("second import: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -97,16 +97,17 @@ func TestAdminExportImport(t *testing.T) {
 	// Through stdout and stdin: the same bytes as a file exported just
 	// before (an export counts no access, so nothing in it changed).
 	again := filepath.Join(dir, "again.tar")
-	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "-o", again); code != 0 {
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--namespace", "team", "-o", again); code != 0 {
 		t.Fatalf("export: %s", errOut)
 	}
-	code, stdoutTar, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "--out", "-")
+	code, stdoutTar, errOut := admin(t, f.srv.URL, adminSecret, "export", "--namespace", "team", "--out", "-")
 	fileTar, _ := os.ReadFile(again)
 	if code != 0 || stdoutTar != string(fileTar) {
 		t.Errorf("export to stdout: exit %d, %d bytes vs the file's %d: %s", code, len(stdoutTar), len(fileTar), errOut)
 	}
 	var sout, serr bytes.Buffer
 	dst4 := adminServer(t, nil)
+	// The old flag names --ns and --server still work, as aliases.
 	code = run(t.Context(), []string{"admin", "import", "-", "--ns", "team", "--server", dst4.URL, "--token", adminSecret},
 		strings.NewReader(stdoutTar), &sout, &serr)
 	if code != 0 || !strings.Contains(sout.String(), "imported 6 entries") {
@@ -116,7 +117,7 @@ func TestAdminExportImport(t *testing.T) {
 	// Signatures that do not verify with the given key import nothing.
 	newSigner(t, filepath.Join(dir, "stranger.key"))
 	dst3 := adminServer(t, nil)
-	code, out, errOut = admin(t, dst3.URL, adminSecret, "import", tarPath, "--ns", "team", "--verify-key", filepath.Join(dir, "stranger.key.pub"))
+	code, out, errOut = admin(t, dst3.URL, adminSecret, "import", tarPath, "--namespace", "team", "--verify-key", filepath.Join(dir, "stranger.key.pub"))
 	if code != 1 || !strings.Contains(out, "imported 0 entries") || strings.Count(out, "bad_signature") != 6 || !strings.Contains(errOut, "6 entries of") {
 		t.Errorf("import with a stranger's key: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -133,7 +134,7 @@ func TestAdminExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst2 := adminServer(t, nil)
-	code, out, errOut = admin(t, dst2.URL, adminSecret, "import", cut, "--ns", "team")
+	code, out, errOut = admin(t, dst2.URL, adminSecret, "import", cut, "--namespace", "team")
 	if code != 1 || !strings.Contains(errOut, "cut short inside member "+f.big.key) || !strings.Contains(errOut, "run the import again") {
 		t.Fatalf("cut import: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -146,7 +147,7 @@ func TestAdminExportImport(t *testing.T) {
 	if first != wantFirst {
 		t.Errorf("%d entries committed before the cut, want %d", first, wantFirst)
 	}
-	code, out, errOut = admin(t, dst2.URL, adminSecret, "import", tarPath, "--ns", "team")
+	code, out, errOut = admin(t, dst2.URL, adminSecret, "import", tarPath, "--namespace", "team")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("imported %d entries", 6-first)) || !strings.Contains(out, fmt.Sprintf("skipped %d", first)) {
 		t.Fatalf("resumed import: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -186,7 +187,7 @@ func TestAdminBadInput(t *testing.T) {
 	empty := filepath.Join(dir, "empty.tar")
 	os.WriteFile(empty, nil, 0o644)
 	good := filepath.Join(dir, "team.tar")
-	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--ns", "team", "--out", good); code != 0 {
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "export", "--namespace", "team", "--out", good); code != 0 {
 		t.Fatalf("export: %s", errOut)
 	}
 	tests := []struct {
@@ -196,23 +197,23 @@ func TestAdminBadInput(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"not a tar", adminSecret, []string{"import", notTar, "--ns", "team"}, 1, "is not a tar written by 'cachesvc admin export'"},
-		{"empty file", adminSecret, []string{"import", empty, "--ns", "team"}, 1, "is empty"},
-		{"missing file", adminSecret, []string{"import", filepath.Join(dir, "nope.tar"), "--ns", "team"}, 1, "no such file"},
-		{"import without --ns", adminSecret, []string{"import", good}, 2, "--ns is required"},
-		{"import two files", adminSecret, []string{"import", good, good, "--ns", "team"}, 2, "exactly one FILE"},
-		{"wrong token", "not-a-known-token-0123456789", []string{"list", "--ns", "team"}, 1, "not known to this server"},
-		{"wrong token hint", "not-a-known-token-0123456789", []string{"export", "--ns", "team", "-o", filepath.Join(dir, "x.tar")}, 1, "give an admin token"},
-		{"no token", "", []string{"list", "--ns", "team"}, 1, "needs a bearer token"},
-		{"reader token", viewerSecret, []string{"list", "--ns", "team"}, 1, `lacks admin scope in namespace "team"`},
-		{"writer token imports", aliceSecret, []string{"import", good, "--ns", "team"}, 1, "lacks admin scope"},
+		{"not a tar", adminSecret, []string{"import", notTar, "--namespace", "team"}, 1, "is not a tar written by 'cachesvc admin export'"},
+		{"empty file", adminSecret, []string{"import", empty, "--namespace", "team"}, 1, "is empty"},
+		{"missing file", adminSecret, []string{"import", filepath.Join(dir, "nope.tar"), "--namespace", "team"}, 1, "no such file"},
+		{"import without --namespace", adminSecret, []string{"import", good}, 2, "--namespace is required"},
+		{"import two files", adminSecret, []string{"import", good, good, "--namespace", "team"}, 2, "exactly one FILE"},
+		{"wrong token", "not-a-known-token-0123456789", []string{"list", "--namespace", "team"}, 1, "not known to this server"},
+		{"wrong token hint", "not-a-known-token-0123456789", []string{"export", "--namespace", "team", "-o", filepath.Join(dir, "x.tar")}, 1, "give an admin token"},
+		{"no token", "", []string{"list", "--namespace", "team"}, 1, "needs a bearer token"},
+		{"reader token", viewerSecret, []string{"list", "--namespace", "team"}, 1, `lacks admin scope in namespace "team"`},
+		{"writer token imports", aliceSecret, []string{"import", good, "--namespace", "team"}, 1, "lacks admin scope"},
 		{"namespace token lists all", aliceSecret, []string{"list", "--all-namespaces"}, 1, `on every namespace`},
-		{"unknown namespace export", adminSecret, []string{"export", "--ns", "nosuchteam", "-o", filepath.Join(dir, "y.tar")}, 1, `Namespace "nosuchteam" has no entries to export`},
-		{"invalid namespace", adminSecret, []string{"list", "--ns", "Bad/NS"}, 2, "--ns:"},
-		{"export without --out", adminSecret, []string{"export", "--ns", "team"}, 2, "--out is required"},
+		{"unknown namespace export", adminSecret, []string{"export", "--namespace", "nosuchteam", "-o", filepath.Join(dir, "y.tar")}, 1, `Namespace "nosuchteam" has no entries to export`},
+		{"invalid namespace", adminSecret, []string{"list", "--namespace", "Bad/NS"}, 2, "--namespace:"},
+		{"export without --out", adminSecret, []string{"export", "--namespace", "team"}, 2, "--out is required"},
 		{"unknown subcommand", adminSecret, []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`},
 		{"min above max", adminSecret, []string{"list", "--min-size", "2MiB", "--max-size", "1MiB"}, 2, "no entry can match"},
-		{"ns and all namespaces", adminSecret, []string{"list", "--ns", "team", "--all-namespaces"}, 2, "not both"},
+		{"ns and all namespaces", adminSecret, []string{"list", "--namespace", "team", "--all-namespaces"}, 2, "not both"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,8 +221,12 @@ func TestAdminBadInput(t *testing.T) {
 			if code != tc.code || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q lacks %q (stdout %q)", code, tc.code, errOut, tc.want, out)
 			}
-			if strings.Count(errOut, "cachesvc admin:") > 1 {
-				t.Errorf("doubled prefix: %q", errOut)
+			path := "admin " + tc.args[0] // the subcommand's path, or admin's for an unknown one
+			if tc.args[0] == "frobnicate" {
+				path = "admin"
+			}
+			if !strings.HasPrefix(errOut, "cachesvc "+path+": ") {
+				t.Errorf("stderr %q does not start with the command path %q", errOut, "cachesvc "+path+": ")
 			}
 		})
 	}
@@ -232,7 +237,7 @@ func TestAdminBadInput(t *testing.T) {
 	}
 	// The failed imports stored nothing and the writer's refused import
 	// left the namespace as it was.
-	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--ns", "team", "--json"); code != 0 || !slices.Equal(jsonKeys(t, out), f.all()) {
+	if code, out, _ := admin(t, f.srv.URL, adminSecret, "list", "--namespace", "team", "--json"); code != 0 || !slices.Equal(jsonKeys(t, out), f.all()) {
 		t.Errorf("team holds %v after bad imports", jsonKeys(t, out))
 	}
 }

@@ -17,7 +17,7 @@ import (
 const defaultURL = "http://127.0.0.1:8080"
 
 // clientFlags are the flags of the commands that talk to a server (stats,
-// warm, agent): --url, --namespace, --token, --token-file. They and their
+// warm, agent, admin): --url, --namespace, --token, --token-file. They and their
 // environment variables (CACHESVC_URL, CACHESVC_NAMESPACE, CACHESVC_TOKEN,
 // CACHESVC_TOKEN_FILE) are the ones the Python client reads; --server and
 // --ns (CACHESVC_SERVER, CACHESVC_NS) are kept as aliases.
@@ -39,22 +39,38 @@ func (c *clientFlags) register(fs *flag.FlagSet, nsDefault, nsUsage string) {
 
 // client returns a client for the flags, tagging requests with run if set.
 func (c *clientFlags) client(run string) (*client.Client, error) {
-	if c.Server == "" {
-		return nil, usagef("--url is empty: give the server's URL, e.g. --url %s", defaultURL)
-	}
-	if err := cachekey.ValidateNamespace(c.NS); err != nil {
-		return nil, usagef("--namespace: %s", err)
+	if err := c.checkNamespace(); err != nil {
+		return nil, err
 	}
 	if run != "" {
 		if err := manifest.ValidateRun(run); err != nil {
 			return nil, usagef("%s", err)
 		}
 	}
+	return c.connect(client.Config{Run: run})
+}
+
+// checkNamespace checks --namespace.
+func (c *clientFlags) checkNamespace() error {
+	if err := cachekey.ValidateNamespace(c.NS); err != nil {
+		return usagef("--namespace: %s", err)
+	}
+	return nil
+}
+
+// connect checks --url, resolves the token and returns a client with cfg
+// plus them: the part of client that admin shares, whose namespace may be
+// none (--all-namespaces) and whose requests say they come from it.
+func (c *clientFlags) connect(cfg client.Config) (*client.Client, error) {
+	if c.Server == "" {
+		return nil, usagef("--url is empty: give the server's URL, e.g. --url %s", defaultURL)
+	}
 	token, err := c.token.resolve()
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(client.Config{BaseURL: c.Server, Token: token, Run: run})
+	cfg.BaseURL, cfg.Token = c.Server, token
+	cl, err := client.New(cfg)
 	if err != nil {
 		return nil, usagef("--url: %s", err)
 	}

@@ -148,6 +148,8 @@ func TestCommandErrors(t *testing.T) {
 		{"warm manifest missing", []string{"warm", "--manifest", missing, "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, missing},
 		{"key file missing", []string{"key", missing}, 1, missing},
 		{"plugin file missing", []string{"plugin", "check", missing}, 1, missing},
+		{"admin no server", []string{"admin", "list", "--url", refused}, 1, "is cachesvc serve running at " + refused},
+		{"admin token file missing", []string{"admin", "export", "--url", refused, "--token-file", missing, "-o", filepath.Join(dir, "t.tar")}, 1, missing},
 		{"signkey over a file", []string{"signkey", "new", "--out", file}, 1, file + " already exists"},
 	}
 	for _, tc := range tests {

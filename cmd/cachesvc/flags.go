@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -176,6 +177,15 @@ func parseOperandless(fs *flag.FlagSet, args []string, sio stdio) error {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	return nil
+}
+
+// isSet reports whether parseFlags set any of the flags names of fs, from
+// the command line or from the environment (a value equal to the default
+// counts as set).
+func isSet(fs *flag.FlagSet, names ...string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || slices.Contains(names, f.Name) })
+	return set
 }
 
 // cmdLineOnly wraps a flag's value so that parseFlags never sets it from

@@ -18,7 +18,7 @@ import (
 var commandFlags = map[string][]string{
 	"serve": {"addr", "advertise-url", "data", "insecure-no-auth", "log-format", "log-level", "max-concurrent-uploads",
 		"max-entry-size", "max-header-size", "max-signature-size", "max-size", "min-transfer-rate", "plugin-memory",
-		"plugin-pool", "plugin-timeout", "plugins", "pprof-addr", "rate-burst", "rate-limit", "read-timeout",
+		"plugin-pool", "plugin-timeout", "plugins", "pprof-addr", "quarantine-after", "rate-burst", "rate-limit", "read-timeout",
 		"redis-addr", "redis-idle-timeout", "redis-max-buffered", "redis-max-conns", "redis-max-value", "redis-namespace", "replica-id",
 		"s3-bucket", "s3-check-then-write", "s3-credentials-file", "s3-endpoint", "s3-insecure", "s3-prefix",
 		"s3-profile", "s3-region", "shutdown-grace", "signing-key", "sync-writes", "tls-cert", "tls-client-ca",
@@ -39,7 +39,18 @@ var commandFlags = map[string][]string{
 	"plugin check": {"codec", "compile-options", "corpus", "jaxlib-version", "json", "max-signature-size",
 		"module-format", "platform", "platform-version", "plugin-memory", "plugin-timeout", "topology",
 		"wasm-cache", "xla-flag"},
-	"version": {},
+	"admin list": {"all-namespaces", "backend", "idle-for", "json", "max-size", "min-size", "namespace", "older-than",
+		"quarantined", "run", "timeout", "token", "token-file", "url", "writer"},
+	"admin delete": {"all", "all-namespaces", "backend", "dry-run", "idle-for", "json", "max-size", "min-size",
+		"namespace", "older-than", "run", "timeout", "token", "token-file", "url", "writer", "yes"},
+	"admin show": {"json", "namespace", "timeout", "token", "token-file", "url", "verify-key"},
+	"admin export": {"backend", "idle-for", "max-size", "min-size", "namespace", "o", "older-than", "out", "run",
+		"timeout", "token", "token-file", "url", "writer"},
+	"admin import": {"namespace", "timeout", "token", "token-file", "url", "verify-key"},
+	"admin quarantine": {"all-namespaces", "backend", "dry-run", "idle-for", "json", "max-size", "min-size",
+		"namespace", "older-than", "reason", "run", "timeout", "token", "token-file", "url", "writer", "yes"},
+	"admin restore": {"namespace", "timeout", "token", "token-file", "url"},
+	"version":       {},
 }
 
 var (
