@@ -87,7 +87,7 @@ func main() {
 	fs.StringVar(&cfg.seed, "seed", "bench", "seed that derives keys and contents")
 	fs.BoolVar(&cfg.digest, "digest", false, "lookup: send only the signature's SHA-256 (digest-first), not its bytes")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nDrives one load run against cachesvc or nginx and prints a JSON result line.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nDrives one load run against cachesvc, nginx or bazel-remote and prints a JSON result line.\n\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(os.Args[1:])
