@@ -1,8 +1,8 @@
-// Command loadgen drives HTTP load against cachesvc or a baseline static file
-// server (nginx with WebDAV PUT) and prints one JSON result per run.
+// Command loadgen drives HTTP load against cachesvc or a baseline (nginx with
+// WebDAV PUT, or bazel-remote's HTTP CAS) and prints one JSON result per run.
 //
 // It is the measuring half of scripts/bench/run.sh: the same generator, the
-// same sizes and the same concurrency hit both servers in one run, so the
+// same sizes and the same concurrency hit every server in one run, so the
 // ratios in BENCHMARKS.md compare like with like on the same machine.
 package main
 
@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +46,9 @@ type Result struct {
 	P50ms       float64 `json:"p50_ms"`
 	P90ms       float64 `json:"p90_ms"`
 	P99ms       float64 `json:"p99_ms"`
+	// UpBytes is what one request sends (request line, headers, body), for
+	// lookups: a digest-first lookup's whole point is to make it small.
+	UpBytes int64 `json:"up_bytes_per_req,omitempty"`
 }
 
 type config struct {
@@ -60,12 +65,14 @@ type config struct {
 	sigFile  string
 	batch    int
 	seed     string
+	digest   bool
+	cas      *casBodies // bazel-remote only: bodies whose SHA-256 is the key
 }
 
 func main() {
 	var cfg config
 	fs := flag.NewFlagSet("loadgen", flag.ExitOnError)
-	fs.StringVar(&cfg.target, "target", "cachesvc", "server kind: cachesvc or nginx")
+	fs.StringVar(&cfg.target, "target", "cachesvc", "server kind: cachesvc, nginx or bazel-remote (any label starting with cachesvc is a cachesvc)")
 	fs.StringVar(&cfg.base, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&cfg.ns, "ns", "bench", "cachesvc namespace")
 	fs.StringVar(&cfg.mode, "mode", "get", "preload | get | put | lookup | batch | seq")
@@ -78,13 +85,18 @@ func main() {
 	fs.StringVar(&cfg.sigFile, "signature", "", "lookup: JSON signature file to POST")
 	fs.IntVar(&cfg.batch, "batch", 1000, "batch: keys per batch request")
 	fs.StringVar(&cfg.seed, "seed", "bench", "seed that derives keys and contents")
+	fs.BoolVar(&cfg.digest, "digest", false, "lookup: send only the signature's SHA-256 (digest-first), not its bytes")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nDrives one load run against cachesvc or nginx and prints a JSON result line.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nDrives one load run against cachesvc, nginx or bazel-remote and prints a JSON result line.\n\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(os.Args[1:])
-	if cfg.target != "cachesvc" && cfg.target != "nginx" {
-		fatalf("-target must be cachesvc or nginx, got %q", cfg.target)
+	switch {
+	case isCachesvc(cfg.target), cfg.target == "nginx":
+	case cfg.target == "bazel-remote":
+		cfg.cas = newCASBodies(cfg)
+	default:
+		fatalf("-target must be cachesvc, nginx or bazel-remote, got %q", cfg.target)
 	}
 	if cfg.conc < 1 || cfg.entries < 1 || cfg.size < 0 {
 		fatalf("-c and -entries must be at least 1 and -size not negative")
@@ -105,7 +117,7 @@ func main() {
 	case "put":
 		res, err = runLoad(ctx, cfg, putOp)
 	case "lookup":
-		res, err = runLoad(ctx, cfg, lookupOp)
+		res, err = runLookup(ctx, cfg)
 	case "batch":
 		res, err = batchOnce(ctx, cfg)
 	case "seq":
@@ -132,11 +144,28 @@ func key(cfg config, i int) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func entryURL(cfg config, k string) string {
-	if cfg.target == "nginx" {
-		return cfg.base + "/blobs/" + k
+// isCachesvc reports whether target names a cachesvc instance: run.sh labels
+// a second one "cachesvc-sync" (started with --sync-writes).
+func isCachesvc(target string) bool { return strings.HasPrefix(target, "cachesvc") }
+
+// entryURL is where entry i lives on the target. bazel-remote's CAS checks
+// that a blob's SHA-256 is its key, so there the key is derived from the body.
+func entryURL(cfg config, i int) string {
+	switch cfg.target {
+	case "nginx":
+		return cfg.base + "/blobs/" + key(cfg, i)
+	case "bazel-remote":
+		return cfg.base + "/cas/" + cfg.cas.digest(cfg, i)
 	}
-	return cfg.base + "/v1/" + cfg.ns + "/entries/" + k
+	return cfg.base + "/v1/" + cfg.ns + "/entries/" + key(cfg, i)
+}
+
+// body is entry i's content as sent to the target.
+func body(cfg config, i int) io.Reader {
+	if cfg.cas != nil {
+		return cfg.cas.body(cfg, i)
+	}
+	return newContent(cfg, i, cfg.size)
 }
 
 // content is a deterministic, incompressible-enough body for entry i.
@@ -184,7 +213,7 @@ func client(conc int) *http.Client {
 }
 
 func put(ctx context.Context, hc *http.Client, cfg config, i int) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, entryURL(cfg, key(cfg, i)), newContent(cfg, i, cfg.size))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, entryURL(cfg, i), body(cfg, i))
 	if err != nil {
 		return 0, err
 	}
@@ -195,8 +224,10 @@ func put(ctx context.Context, hc *http.Client, cfg config, i int) (int64, error)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	// 409 from cachesvc and 204 from nginx for an existing file both mean the
-	// bytes are there; for this benchmark an identical re-PUT is a success.
+	// 200 from cachesvc for an identical entry, 204 from nginx for an
+	// existing file and bazel-remote's 200 all mean the bytes are there; for
+	// this benchmark an identical re-PUT is a success (cachesvc's 409, other
+	// bytes under the key, is not).
 	if resp.StatusCode/100 != 2 {
 		return 0, fmt.Errorf("PUT %s: %s", req.URL.Path, resp.Status)
 	}
@@ -234,11 +265,11 @@ func preload(ctx context.Context, cfg config) (Result, error) {
 }
 
 // op performs request number n of worker w and returns the bytes moved.
-type op func(ctx context.Context, hc *http.Client, cfg config, w int, n int64, sig []byte) (int64, error)
+type op func(ctx context.Context, hc *http.Client, cfg config, w int, n int64) (int64, error)
 
-func getOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64, _ []byte) (int64, error) {
+func getOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64) (int64, error) {
 	i := int((n*7919 + int64(w)) % int64(cfg.entries))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, entryURL(cfg, key(cfg, i)), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, entryURL(cfg, i), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -259,16 +290,50 @@ func getOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64, _ [
 
 // putOp writes fresh entries: each worker owns a disjoint key range so no
 // request is an identical re-upload.
-func putOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64, _ []byte) (int64, error) {
+func putOp(ctx context.Context, hc *http.Client, cfg config, w int, n int64) (int64, error) {
 	return put(ctx, hc, cfg, 1_000_000+w*10_000_000+int(n))
 }
 
-func lookupOp(ctx context.Context, hc *http.Client, cfg config, _ int, _ int64, sig []byte) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.base+"/v1/"+cfg.ns+"/lookup", bytes.NewReader(sig))
+// lookup is what every lookup of a run sends: the signature, or with
+// -digest only its SHA-256 (X-Cachesvc-Signature-Sha256, the xla backend) and
+// an empty body, which cachesvc answers from its signature memo.
+type lookup struct {
+	sig    []byte
+	digest string
+}
+
+func (l lookup) request(ctx context.Context, cfg config) (*http.Request, error) {
+	var b io.Reader = bytes.NewReader(l.sig)
+	if cfg.digest {
+		b = http.NoBody
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.base+"/v1/"+cfg.ns+"/lookup", b)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cfg.digest {
+		req.Header.Set("X-Cachesvc-Signature-Sha256", l.digest)
+		req.Header.Set("X-Cachesvc-Backend", "xla")
+	}
+	return req, nil
+}
+
+// upBytes is the size of one request as the client writes it.
+func (l lookup) upBytes(cfg config) (int64, error) {
+	req, err := l.request(context.Background(), cfg)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	dump, err := httputil.DumpRequestOut(req, true)
+	return int64(len(dump)), err
+}
+
+func lookupOp(ctx context.Context, hc *http.Client, cfg config, l lookup) (int64, error) {
+	req, err := l.request(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
@@ -278,23 +343,37 @@ func lookupOp(ctx context.Context, hc *http.Client, cfg config, _ int, _ int64, 
 	if err != nil {
 		return got, err
 	}
+	if resp.StatusCode == http.StatusPreconditionRequired {
+		return got, errors.New("lookup: 428: the server's memo does not know this digest (run one full lookup first)")
+	}
 	if resp.StatusCode != http.StatusOK {
 		return got, fmt.Errorf("lookup: %s", resp.Status)
 	}
 	return got, nil
 }
 
-func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
-	var sig []byte
-	if cfg.mode == "lookup" {
-		if cfg.target != "cachesvc" {
-			return Result{}, errors.New("lookup runs only against cachesvc")
-		}
-		var err error
-		if sig, err = os.ReadFile(cfg.sigFile); err != nil {
-			return Result{}, fmt.Errorf("read -signature: %w", err)
-		}
+func runLookup(ctx context.Context, cfg config) (Result, error) {
+	if !isCachesvc(cfg.target) {
+		return Result{}, errors.New("lookup runs only against cachesvc")
 	}
+	sig, err := os.ReadFile(cfg.sigFile)
+	if err != nil {
+		return Result{}, fmt.Errorf("read -signature: %w", err)
+	}
+	sum := sha256.Sum256(sig)
+	l := lookup{sig: sig, digest: hex.EncodeToString(sum[:])}
+	up, err := l.upBytes(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := runLoad(ctx, cfg, func(ctx context.Context, hc *http.Client, cfg config, _ int, _ int64) (int64, error) {
+		return lookupOp(ctx, hc, cfg, l)
+	})
+	res.UpBytes = up
+	return res, err
+}
+
+func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
 	hc := client(cfg.conc)
 	ctx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
@@ -328,7 +407,7 @@ func runLoad(ctx context.Context, cfg config, do op) (Result, error) {
 					return
 				}
 				t0 := time.Now()
-				b, err := do(ctx, hc, cfg, w, n, sig)
+				b, err := do(ctx, hc, cfg, w, n)
 				if ctx.Err() != nil && err != nil {
 					return // the run's deadline cut this request short
 				}
@@ -372,7 +451,7 @@ func percentiles(d []time.Duration) (p50, p90, p99 float64) {
 // batchOnce fetches cfg.entries keys in batch requests of cfg.batch keys and
 // checks that every member arrived.
 func batchOnce(ctx context.Context, cfg config) (Result, error) {
-	if cfg.target != "cachesvc" {
+	if !isCachesvc(cfg.target) {
 		return Result{}, errors.New("batch runs only against cachesvc")
 	}
 	hc := client(1)
@@ -418,7 +497,7 @@ func sequential(ctx context.Context, cfg config) (Result, error) {
 	// multiples, so n = 0..entries-1 visits every key exactly once.
 	for i := 0; i < cfg.entries; i++ {
 		t0 := time.Now()
-		n, err := getOp(ctx, hc, cfg, 0, int64(i), nil)
+		n, err := getOp(ctx, hc, cfg, 0, int64(i))
 		if err != nil {
 			return Result{}, err
 		}
