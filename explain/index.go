@@ -78,11 +78,9 @@ func NewIndex(cfg IndexConfig) *Index {
 // entry is one indexed entry; its id is its position in group.entries, in
 // the order entries were written (a re-written key gets a new id).
 type entry struct {
-	key     string
-	name    string
-	created int64    // Unix nanoseconds
-	terms   []uint32 // sorted term ids; nil once removed
-	nameSet uint32   // the set of its component names, see group.sets
+	key   string
+	name  string
+	terms []uint32 // sorted term ids; nil once removed
 }
 
 // term is one (component name, value) pair.
@@ -95,6 +93,12 @@ type term struct {
 // group is the inverted index of one (namespace, backend).
 type group struct {
 	entries []entry
+	// setOf and created are per entry id, apart from entries so that the
+	// scan for the nearest entries reads 12 bytes per entry: setOf is the
+	// entry's name set (see sets), or removed; created is in Unix
+	// nanoseconds (noTime when zero).
+	setOf   []uint32
+	created []int64
 	keys    map[string]uint32
 	terms   []term
 	termIDs map[uint64]uint32
@@ -150,8 +154,7 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 		x.live--
 	}
 	id := uint32(len(g.entries))
-	e := entry{key: strings.Clone(key), name: strings.Clone(name), created: unixNano(created),
-		terms: make([]uint32, 0, len(components))}
+	e := entry{key: strings.Clone(key), name: strings.Clone(name), terms: make([]uint32, 0, len(components))}
 	names := make([]uint32, 0, len(components))
 	for n, v := range components {
 		nid := g.nameID(n)
@@ -167,8 +170,9 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 		e.terms = append(e.terms, tid)
 	}
 	slices.Sort(e.terms)
-	e.nameSet = g.setID(names)
 	g.entries = append(g.entries, e)
+	g.setOf = append(g.setOf, g.setID(names))
+	g.created = append(g.created, unixNano(created))
 	g.keys[e.key] = id
 	g.live++
 	x.live++
@@ -223,11 +227,15 @@ func (g *group) setID(names []uint32) uint32 {
 	return id
 }
 
+// removed is setOf of a removed entry.
+const removed = ^uint32(0)
+
 // kill removes entry id; its ids in posting lists stay until compaction.
 func (g *group) kill(id uint32) {
 	e := &g.entries[id]
 	delete(g.keys, e.key)
 	*e = entry{}
+	g.setOf[id] = removed
 	g.live--
 }
 
@@ -253,11 +261,14 @@ func (g *group) maybeCompact() {
 	*g = *newGroup()
 	g.dropped = old.dropped
 	g.entries = make([]entry, 0, old.live)
+	g.setOf = make([]uint32, 0, old.live)
+	g.created = make([]int64, 0, old.live)
 	termMap := make(map[uint32]uint32)
-	for _, e := range old.entries[old.oldest:] {
+	for oid, e := range old.entries[old.oldest:] {
 		if e.terms == nil {
 			continue
 		}
+		oid += old.oldest
 		id := uint32(len(g.entries))
 		names := make([]uint32, 0, len(e.terms))
 		for i, ot := range e.terms {
@@ -274,8 +285,9 @@ func (g *group) maybeCompact() {
 			e.terms[i] = tid
 		}
 		slices.Sort(e.terms)
-		e.nameSet = g.setID(names)
 		g.entries = append(g.entries, e)
+		g.setOf = append(g.setOf, g.setID(names))
+		g.created = append(g.created, old.created[oid])
 		g.keys[e.key] = id
 		g.live++
 	}

@@ -96,27 +96,30 @@ func (g *group) nearest(x *Index, want map[string]string) []Nearest {
 	}
 	best := make([]scored, 0, MaxNearest+1)
 	nw := int32(len(want))
-	for id := g.oldest; id < len(g.entries); id++ {
-		e := &g.entries[id]
-		if e.terms == nil {
+	// Newest first: entries are mostly written in time order, so among
+	// equals the newest come first and the rest are rejected at a glance.
+	for id := len(g.entries) - 1; id >= g.oldest; id-- {
+		set := g.setOf[id]
+		if set == removed {
 			continue
 		}
-		d := nw - base - int32(cnt[id]) + extra[e.nameSet]
+		d := nw - base - int32(cnt[id]) + extra[set]
 		if d <= 0 {
 			continue
 		}
+		created := g.created[id]
 		if len(best) == MaxNearest {
 			w := best[MaxNearest-1]
-			if d > w.d || d == w.d && e.created <= w.created {
+			if d > w.d || d == w.d && created <= w.created {
 				continue
 			}
 		}
-		s := scored{uint32(id), d, e.created}
+		s := scored{uint32(id), d, created}
 		i := sort.Search(len(best), func(i int) bool {
 			if best[i].d != d {
 				return best[i].d > d
 			}
-			return best[i].created < s.created
+			return best[i].created < created
 		})
 		best = slices.Insert(best, i, s)
 		if len(best) > MaxNearest {
@@ -126,7 +129,7 @@ func (g *group) nearest(x *Index, want map[string]string) []Nearest {
 	out := make([]Nearest, 0, len(best))
 	for _, b := range best {
 		e := &g.entries[b.id]
-		out = append(out, Nearest{Key: e.key, Name: e.name, Created: fromUnixNano(e.created), Diffs: g.diffs(x, want, e)})
+		out = append(out, Nearest{Key: e.key, Name: e.name, Created: fromUnixNano(b.created), Diffs: g.diffs(x, want, e)})
 	}
 	return out
 }
