@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
@@ -57,6 +58,11 @@ type Index struct {
 	seed   maphash.Seed
 	groups map[groupKey]*group
 	live   int // entries indexed in all groups
+	// commonList is the length above which a posting list (a flag value a
+	// third of the entries share) is not counted: the entries found
+	// through the others are checked against it one by one, and so are the
+	// entries the scan for the nearest reaches. A field for tests.
+	commonList int
 }
 
 type groupKey struct{ ns, backend string }
@@ -72,7 +78,7 @@ func NewIndex(cfg IndexConfig) *Index {
 	if cfg.MaxGroups <= 0 {
 		cfg.MaxGroups = 256
 	}
-	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group)}
+	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group), commonList: 4096}
 }
 
 // entry is one indexed entry; its id is its position in group.entries, in
@@ -99,11 +105,17 @@ type group struct {
 	// nanoseconds (noTime when zero).
 	setOf   []uint32
 	created []int64
-	keys    map[string]uint32
-	terms   []term
-	termIDs map[uint64]uint32
-	names   []string
-	nameIDs map[string]uint32
+	// byCreated is every id, removed ones included until compaction, by
+	// created ascending once sorted (unsorted false): entries written now
+	// come in order, those seeded from the store at start do not, and
+	// Explain sorts it on first use.
+	byCreated []uint32
+	unsorted  bool
+	keys      map[string]uint32
+	terms     []term
+	termIDs   map[uint64]uint32
+	names     []string
+	nameIDs   map[string]uint32
 	// sets are the distinct sets of component names (sorted name ids):
 	// entries of a backend share a few, so the components a miss has that
 	// an entry lacks, and the reverse, are counted once per set.
@@ -172,7 +184,7 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 	slices.Sort(e.terms)
 	g.entries = append(g.entries, e)
 	g.setOf = append(g.setOf, g.setID(names))
-	g.created = append(g.created, unixNano(created))
+	g.appendCreated(unixNano(created))
 	g.keys[e.key] = id
 	g.live++
 	x.live++
@@ -227,6 +239,25 @@ func (g *group) setID(names []uint32) uint32 {
 	return id
 }
 
+func (g *group) appendCreated(c int64) {
+	if n := len(g.byCreated); n > 0 && g.created[g.byCreated[n-1]] > c {
+		g.unsorted = true
+	}
+	g.byCreated = append(g.byCreated, uint32(len(g.created)))
+	g.created = append(g.created, c)
+}
+
+// sortByCreated sorts byCreated (ties by id).
+func (g *group) sortByCreated() {
+	slices.SortFunc(g.byCreated, func(a, b uint32) int {
+		if c := cmp.Compare(g.created[a], g.created[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	g.unsorted = false
+}
+
 // removed is setOf of a removed entry.
 const removed = ^uint32(0)
 
@@ -263,6 +294,7 @@ func (g *group) maybeCompact() {
 	g.entries = make([]entry, 0, old.live)
 	g.setOf = make([]uint32, 0, old.live)
 	g.created = make([]int64, 0, old.live)
+	g.byCreated = make([]uint32, 0, old.live)
 	termMap := make(map[uint32]uint32)
 	for oid, e := range old.entries[old.oldest:] {
 		if e.terms == nil {
@@ -287,7 +319,7 @@ func (g *group) maybeCompact() {
 		slices.Sort(e.terms)
 		g.entries = append(g.entries, e)
 		g.setOf = append(g.setOf, g.setID(names))
-		g.created = append(g.created, old.created[oid])
+		g.appendCreated(old.created[oid])
 		g.keys[e.key] = id
 		g.live++
 	}

@@ -87,69 +87,90 @@ func TestIndexExactAtAnySize(t *testing.T) {
 // the compactions they cause, on random components drawn from small
 // alphabets (so that many entries share values and distances tie).
 func TestIndexMatchesExplain(t *testing.T) {
-	names := []string{"module", "module_bytes", "platform", "xla_flags", "jaxlib_version", "topology"}
-	values := []string{"a", "b", "c", strings.Repeat("9f", 32), strings.Repeat("x", 200)}
-	tests := []struct {
-		name            string
-		seed            uint64
-		writes, removes int
-	}{
-		{"small", 1, 50, 10},
-		{"rewrites", 2, 400, 0},
-		{"compacted", 3, 4000, 2500},
+	tests := []matchCase{
+		{"small", 1, 50, 10, false},
+		{"rewrites", 2, 400, 0, false},
+		{"compacted", 3, 4000, 2500, false},
+		{"created out of order", 4, 2000, 300, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(tt.seed, 0))
-			comps := func() map[string]string {
-				m := map[string]string{}
-				for _, n := range names {
-					if r.IntN(8) > 0 {
-						m[n] = values[r.IntN(len(values))]
-					}
-				}
-				if len(m) == 0 {
-					m["module"] = "a"
-				}
-				return m
+		// With the default, no list here is long enough to be common; with
+		// 3, most are, and are checked entry by entry.
+		for _, commonList := range []int{4096, 3} {
+			t.Run(fmt.Sprintf("%s/common>%d", tt.name, commonList), func(t *testing.T) {
+				tt.check(t, commonList)
+			})
+		}
+	}
+}
+
+// matchCase is one case of TestIndexMatchesExplain.
+type matchCase struct {
+	name            string
+	seed            uint64
+	writes, removes int
+	shuffled        bool // created times not in write order (as seeded from the store)
+}
+
+func (tt matchCase) check(t *testing.T, commonList int) {
+	names := []string{"module", "module_bytes", "platform", "xla_flags", "jaxlib_version", "topology"}
+	values := []string{"a", "b", "c", strings.Repeat("9f", 32), strings.Repeat("x", 200)}
+	r := rand.New(rand.NewPCG(tt.seed, 0))
+	comps := func() map[string]string {
+		m := map[string]string{}
+		for _, n := range names {
+			if r.IntN(8) > 0 {
+				m[n] = values[r.IntN(len(values))]
 			}
-			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			x := NewIndex(IndexConfig{})
-			live := map[string]Candidate{}
-			for i := range tt.writes {
-				c := Candidate{Key: fmt.Sprint("k", r.IntN(tt.writes*3/4+1)), Name: fmt.Sprint("n", i), Created: t0.Add(time.Duration(i) * time.Second), Components: comps()}
-				x.Add("ns", "xla", c.Key, c.Name, c.Created, c.Components)
-				live[c.Key] = c
+		}
+		if len(m) == 0 {
+			m["module"] = "a"
+		}
+		return m
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	x := NewIndex(IndexConfig{})
+	x.commonList = commonList
+	live := map[string]Candidate{}
+	order := make([]int, tt.writes)
+	for i := range order {
+		order[i] = i
+	}
+	if tt.shuffled {
+		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	for i := range tt.writes {
+		c := Candidate{Key: fmt.Sprint("k", r.IntN(tt.writes*3/4+1)), Name: fmt.Sprint("n", i), Created: t0.Add(time.Duration(order[i]) * time.Second), Components: comps()}
+		x.Add("ns", "xla", c.Key, c.Name, c.Created, c.Components)
+		live[c.Key] = c
+	}
+	for range tt.removes {
+		k := fmt.Sprint("k", r.IntN(tt.writes*3/4+1))
+		x.Remove("ns", "xla", k)
+		delete(live, k)
+	}
+	if x.Len("ns", "xla") != len(live) {
+		t.Fatalf("len = %d, want %d", x.Len("ns", "xla"), len(live))
+	}
+	if g := x.groups[groupKey{"ns", "xla"}]; tt.removes > 2000 && len(g.entries) >= tt.writes {
+		t.Fatalf("%d ids for %d writes: never compacted", len(g.entries), tt.writes)
+	}
+	cands := make([]Candidate, 0, len(live))
+	for _, c := range live {
+		cands = append(cands, c)
+	}
+	for q := range 200 {
+		want := comps()
+		got, exp := x.Explain("ns", "xla", want), Explain(want, cands)
+		if got.Reason != exp.Reason || got.Summary != exp.Summary || got.Compared != exp.Compared || len(got.Nearest) != len(exp.Nearest) {
+			t.Fatalf("query %d %v:\n got %+v\nwant %+v", q, want, got, exp)
+		}
+		for i := range got.Nearest {
+			g, e := got.Nearest[i], exp.Nearest[i]
+			if g.Key != e.Key || g.Name != e.Name || !g.Created.Equal(e.Created) || !reflect.DeepEqual(g.Diffs, e.Diffs) {
+				t.Fatalf("query %d %v nearest %d:\n got %+v\nwant %+v", q, want, i, g, e)
 			}
-			for range tt.removes {
-				k := fmt.Sprint("k", r.IntN(tt.writes*3/4+1))
-				x.Remove("ns", "xla", k)
-				delete(live, k)
-			}
-			if x.Len("ns", "xla") != len(live) {
-				t.Fatalf("len = %d, want %d", x.Len("ns", "xla"), len(live))
-			}
-			if g := x.groups[groupKey{"ns", "xla"}]; tt.removes > 2000 && len(g.entries) >= tt.writes {
-				t.Fatalf("%d ids for %d writes: never compacted", len(g.entries), tt.writes)
-			}
-			cands := make([]Candidate, 0, len(live))
-			for _, c := range live {
-				cands = append(cands, c)
-			}
-			for q := range 200 {
-				want := comps()
-				got, exp := x.Explain("ns", "xla", want), Explain(want, cands)
-				if got.Reason != exp.Reason || got.Summary != exp.Summary || got.Compared != exp.Compared || len(got.Nearest) != len(exp.Nearest) {
-					t.Fatalf("query %d %v:\n got %+v\nwant %+v", q, want, got, exp)
-				}
-				for i := range got.Nearest {
-					g, e := got.Nearest[i], exp.Nearest[i]
-					if g.Key != e.Key || g.Name != e.Name || !g.Created.Equal(e.Created) || !reflect.DeepEqual(g.Diffs, e.Diffs) {
-						t.Fatalf("query %d %v nearest %d:\n got %+v\nwant %+v", q, want, i, g, e)
-					}
-				}
-			}
-		})
+		}
 	}
 }
 

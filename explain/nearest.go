@@ -18,9 +18,22 @@ var counts = sync.Pool{New: func() any { return new([]uint16) }}
 // would with all of them as candidates. When entries have left the group at
 // its bound (IndexConfig) the summary says the explanation is approximate.
 func (x *Index) Explain(ns, backend string, want map[string]string) Explanation {
+	gk := groupKey{ns, backend}
 	x.mu.RLock()
+	if g := x.groups[gk]; g != nil && g.unsorted {
+		// Sorted once after seeding (and after writes out of order),
+		// under the write lock; a write racing in between only costs
+		// this explanation its early stop.
+		x.mu.RUnlock()
+		x.mu.Lock()
+		if g := x.groups[gk]; g != nil && g.unsorted {
+			g.sortByCreated()
+		}
+		x.mu.Unlock()
+		x.mu.RLock()
+	}
 	defer x.mu.RUnlock()
-	g := x.groups[groupKey{ns, backend}]
+	g := x.groups[gk]
 	n := 0
 	if g != nil {
 		n = g.live
@@ -61,33 +74,71 @@ func (g *group) nearest(x *Index, want map[string]string) []Nearest {
 		}
 	}
 	extra := make([]int32, len(g.sets))
+	minExtra := int32(math.MaxInt32)
 	for i, set := range g.sets {
 		for _, nid := range set {
 			if !wantNames[nid] {
 				extra[i]++
 			}
 		}
+		minExtra = min(minExtra, extra[i])
 	}
+	// cnt is all zeros between calls: only the ids of the posting lists
+	// counted are touched, and they are zeroed again before it goes back.
 	cp := counts.Get().(*[]uint16)
 	defer counts.Put(cp)
 	if cap(*cp) < len(g.entries) {
 		*cp = make([]uint16, len(g.entries))
 	}
 	cnt := (*cp)[:len(g.entries)]
-	clear(cnt)
 	// A term every entry id has (the jax version of every entry) adds one
 	// to all: counted once. Terms are at most MaxComponents (64) per entry
-	// and distinct per name, so a uint16 counter cannot overflow.
+	// and distinct per name, so the counter's low 15 bits cannot overflow;
+	// the top bit marks an entry already compared.
+	const compared = 0x8000
 	base := int32(0)
+	lists := make([][]uint32, 0, len(matched))
+	var common []uint32 // sorted term ids
 	for _, tid := range matched {
 		p := g.terms[tid].postings
-		if len(p) == len(g.entries) {
+		switch {
+		case len(p) == len(g.entries):
 			base++
-			continue
+		case len(p) > x.commonList:
+			common = append(common, tid)
+		default:
+			lists = append(lists, p)
+			for _, id := range p {
+				cnt[id]++
+			}
 		}
-		for _, id := range p {
-			cnt[id]++
+	}
+	slices.Sort(common)
+	defer func() {
+		for _, p := range lists {
+			for _, id := range p {
+				cnt[id] = 0
+			}
 		}
+	}()
+	// commonShared is how many of the common terms entry id has.
+	commonShared := func(id uint32) int32 {
+		if len(common) == 0 {
+			return 0
+		}
+		n, ts, cs := int32(0), g.entries[id].terms, common
+		for len(ts) > 0 && len(cs) > 0 {
+			switch {
+			case ts[0] < cs[0]:
+				ts = ts[1:]
+			case ts[0] > cs[0]:
+				cs = cs[1:]
+			default:
+				n++
+				ts, cs = ts[1:], cs[1:]
+			}
+		}
+		return n
 	}
 	type scored struct {
 		id      uint32
@@ -95,35 +146,71 @@ func (g *group) nearest(x *Index, want map[string]string) []Nearest {
 		created int64
 	}
 	best := make([]scored, 0, MaxNearest+1)
-	nw := int32(len(want))
-	// Newest first: entries are mostly written in time order, so among
-	// equals the newest come first and the rest are rejected at a glance.
-	for id := len(g.entries) - 1; id >= g.oldest; id-- {
-		set := g.setOf[id]
-		if set == removed {
-			continue
-		}
-		d := nw - base - int32(cnt[id]) + extra[set]
-		if d <= 0 {
-			continue
-		}
+	nw := int32(len(want)) - base
+	// consider keeps id among the best if it is nearer than the farthest
+	// kept; shared is the number of counted terms it shares with want.
+	consider := func(id uint32, set uint32, shared int32) {
 		created := g.created[id]
+		floor := nw - shared - int32(len(common)) + extra[set]
+		if floor <= 0 && len(common) == 0 {
+			return // identical
+		}
+		if len(best) == MaxNearest {
+			w := best[MaxNearest-1]
+			if floor > w.d || floor == w.d && created <= w.created {
+				return // cannot be nearer even sharing every common term
+			}
+		}
+		d := floor + int32(len(common)) - commonShared(id)
+		if d <= 0 {
+			return
+		}
 		if len(best) == MaxNearest {
 			w := best[MaxNearest-1]
 			if d > w.d || d == w.d && created <= w.created {
-				continue
+				return
 			}
 		}
-		s := scored{uint32(id), d, created}
 		i := sort.Search(len(best), func(i int) bool {
 			if best[i].d != d {
 				return best[i].d > d
 			}
 			return best[i].created < created
 		})
-		best = slices.Insert(best, i, s)
+		best = slices.Insert(best, i, scored{id, d, created})
 		if len(best) > MaxNearest {
 			best = best[:MaxNearest]
+		}
+	}
+	// First the entries that share a counted term.
+	for _, p := range lists {
+		for _, id := range p {
+			c := cnt[id]
+			if c&compared != 0 {
+				continue
+			}
+			cnt[id] = c | compared
+			if set := g.setOf[id]; set != removed {
+				consider(id, set, int32(c))
+			}
+		}
+	}
+	// Then the others, newest first. Each differs in at least floor
+	// components; once the nearest found differ in fewer, or in as many
+	// and every entry left is older, none left can be nearer: a miss near
+	// an old entry stops after a few entries instead of scanning the group.
+	floor := nw - int32(len(common)) + minExtra
+	ordered := !g.unsorted
+	for i := len(g.byCreated) - 1; i >= 0; i-- {
+		id := g.byCreated[i]
+		if len(best) == MaxNearest {
+			w := best[MaxNearest-1]
+			if w.d < floor || ordered && w.d == floor && g.created[id] <= w.created {
+				break
+			}
+		}
+		if set := g.setOf[id]; set != removed && cnt[id] == 0 {
+			consider(id, set, 0)
 		}
 	}
 	out := make([]Nearest, 0, len(best))
