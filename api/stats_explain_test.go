@@ -250,6 +250,9 @@ func TestDeletedEntriesExplainNoMiss(t *testing.T) {
 			if tt.nearest != "" && (len(ex.Nearest) == 0 || ex.Nearest[0].Key != tt.nearest) {
 				t.Fatalf("nearest = %+v, want %s first", ex.Nearest, tt.nearest)
 			}
+			if got := srv.Metric(`cachesvc_explain_index_entries`); got != float64(ex.Compared) {
+				t.Errorf("cachesvc_explain_index_entries = %v, want %d", got, ex.Compared)
+			}
 		})
 	}
 }

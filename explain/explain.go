@@ -2,9 +2,10 @@
 // signature that missed (see keying) with those of the stored entries of the
 // same namespace and backend, and names the components that differ.
 //
-// The comparison is pure and deterministic; Index keeps a bounded, in-memory
-// set of recently written entries' components to compare against, so that
-// explaining a miss never walks the store.
+// The comparison is pure and deterministic; Index keeps the components of
+// the stored entries in memory (an inverted index, bounded: see IndexConfig)
+// and finds the nearest among all of them, so that explaining a miss never
+// walks the store and stays exact as the store grows.
 package explain
 
 import (

@@ -18,13 +18,19 @@ import (
 // other entry shares (a module digest) adds ~100 bytes more for its term
 // (the 8-byte value hash, the shown value of at most MaxShortValue bytes,
 // the posting list). BenchmarkExplainMiss reports the measured heap bytes
-// per entry (~420 with xla-like entries, each with its own module digest).
-// At the default MaxEntries that is ~440 MB at most.
+// per entry: ~440-450 with xla-like entries of ten components, each with its
+// own module digest, at 82,000 to 1M entries. At the default MaxEntries that
+// is ~470 MB at most. Removed entries are compacted away once they outnumber
+// the live ones: a group holds at most about twice what its live entries
+// need, and the compaction (O(entries), under the write lock) is amortized
+// over the removals.
 type IndexConfig struct {
 	// PerGroup bounds the entries kept per (namespace, backend). At the
 	// bound the least recently written entry of the group leaves the index,
 	// and the group's explanations say they are approximate. Default
-	// MaxEntries.
+	// MaxEntries. (Entries seeded at start come in the store's key order:
+	// when a group holds more than the bound then, which of them stay is
+	// not by age.)
 	PerGroup int
 	// MaxEntries bounds the entries kept in all groups together. At the
 	// bound the least recently written entry of the largest group leaves
@@ -58,6 +64,8 @@ type Index struct {
 	seed   maphash.Seed
 	groups map[groupKey]*group
 	live   int // entries indexed in all groups
+	// dropped counts the entries that left at the bound, in all groups.
+	dropped int64
 	// commonList is the length above which a posting list (a flag value a
 	// third of the entries share) is not counted: the entries found
 	// through the others are checked against it one by one, and so are the
@@ -191,11 +199,13 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 	for g.live > x.cfg.PerGroup {
 		g.dropOldest()
 		x.live--
+		x.dropped++
 	}
 	for x.live > x.cfg.MaxEntries {
 		big := x.largest()
 		big.dropOldest()
 		x.live--
+		x.dropped++
 		big.maybeCompact()
 	}
 	g.maybeCompact()
@@ -377,4 +387,12 @@ func (x *Index) Entries() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.live
+}
+
+// Dropped returns the number of entries that left the index at its bound
+// since it was made.
+func (x *Index) Dropped() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.dropped
 }

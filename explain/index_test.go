@@ -192,7 +192,7 @@ func TestIndexBounds(t *testing.T) {
 	if x.Len("ns", "xla") != 100 || ex.Compared != 100 || !strings.Contains(ex.Summary, "Approximate: 50 older entries") {
 		t.Fatalf("len %d, explanation %+v", x.Len("ns", "xla"), ex)
 	}
-	if ex.Nearest[0].Key == xlaKey(0) || ex.Reason != "module+xla_flags" {
+	if x.Dropped() != 50 || ex.Nearest[0].Key == xlaKey(0) || ex.Reason != "module+xla_flags" {
 		t.Fatalf("the dropped entry is still compared: %+v", ex)
 	}
 
