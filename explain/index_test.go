@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -206,5 +207,44 @@ func TestIndexBounds(t *testing.T) {
 	x.Forget("a", xlaKey(50)) // in a/xla and a/other
 	if x.Len("a", "other") != 0 || x.Entries() != 98 {
 		t.Fatalf("after Forget: a/other %d, total %d", x.Len("a", "other"), x.Entries())
+	}
+}
+
+// TestIndexConcurrent hammers one index from writers, removers and
+// explainers at once (run with -race): every explanation stays consistent
+// with some state of the index.
+func TestIndexConcurrent(t *testing.T) {
+	x := NewIndex(IndexConfig{PerGroup: 3000})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				k := w*2000 + i
+				switch w {
+				case 0, 1: // writers, one of them out of time order
+					at := t0.Add(time.Duration(k) * time.Second)
+					if w == 1 {
+						at = t0.Add(-time.Duration(k) * time.Second)
+					}
+					x.Add("ns", "xla", xlaKey(k), "", at, xlaEntry(k))
+				case 2:
+					x.Remove("ns", "xla", xlaKey(i))
+				case 3:
+					want := xlaEntry(i)
+					want["xla_flags"] = "--new"
+					if ex := x.Explain("ns", "xla", want); ex.Reason != ReasonNoEntries && (len(ex.Nearest) == 0 || len(ex.Nearest[0].Diffs) == 0 || ex.Compared == 0) {
+						t.Errorf("explanation %+v", ex)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := x.Len("ns", "xla"); n == 0 || n > 3000 || n != x.Entries() {
+		t.Fatalf("len %d, entries %d", n, x.Entries())
 	}
 }
