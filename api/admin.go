@@ -12,6 +12,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -25,6 +26,7 @@ type adminAPI struct {
 	closing *atomic.Bool
 	version string
 	shared  func() wire.SharedTierState // nil without a shared tier
+	stats   *stats.Stats                // forgets deleted entries
 	log     *slog.Logger
 }
 
@@ -104,6 +106,7 @@ func (g *adminAPI) handleDeleteEntry(c *fiber.Ctx) error {
 	if err := g.store.Delete(c.UserContext(), r.Namespace, r.Key); err != nil {
 		return entryErr(err, r.Namespace, r.Key)
 	}
+	g.stats.ForgetEntry(r.Namespace, "", r.Key)
 	g.log.Info("entry deleted", "namespace", r.Namespace, "key", r.Key.String())
 	return c.SendStatus(http.StatusNoContent)
 }

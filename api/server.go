@@ -295,7 +295,7 @@ func (s *Server) init() error {
 	return s.register(
 		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
-			shared: cfg.SharedTier, log: s.log},
+			shared: cfg.SharedTier, stats: cfg.Stats, log: s.log},
 		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},
 		&entriesAPI{store: cfg.Store, out: s.out, io: s.io, leases: s.leases, runs: s.runs, keyer: cfg.Keyer,
 			maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, log: s.log},

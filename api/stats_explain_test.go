@@ -43,11 +43,10 @@ func xlaSignature(mut func(map[string]any)) []byte {
 	return b
 }
 
-// TestLookupMissExplanations runs real lookups through the xla plugin
-// (wasm): after one entry is stored, a lookup that differs only in XLA flags,
-// jaxlib version, platform or module misses with a 404 that names that
-// component, and the misses are kept and counted by reason.
-func TestLookupMissExplanations(t *testing.T) {
+// startXLA starts a server with the built-in plugins and returns it, its
+// plugin host, and a function that looks a signature up in team-a (run
+// sweep-9), with the 404 body decoded.
+func startXLA(t *testing.T) (*statstest.Server, *plugins.Host, func([]byte) (int, wire.LookupMiss)) {
 	ctx := context.Background()
 	pm := api.NewPluginMetrics()
 	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(t), Observe: pm.Observe})
@@ -64,7 +63,6 @@ func TestLookupMissExplanations(t *testing.T) {
 	}
 	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Keyer = keyer })
 	srv.Registry.MustRegister(pm)
-
 	lookup := func(sig []byte) (int, wire.LookupMiss) {
 		t.Helper()
 		resp := srv.Do(http.MethodPost, srv.URL+"/v1/team-a/lookup", bytes.NewReader(sig), "Content-Type", "application/json", "X-Cachesvc-Run", "sweep-9")
@@ -77,6 +75,15 @@ func TestLookupMissExplanations(t *testing.T) {
 		}
 		return resp.StatusCode, m
 	}
+	return srv, h, lookup
+}
+
+// TestLookupMissExplanations runs real lookups through the xla plugin
+// (wasm): after one entry is stored, a lookup that differs only in XLA flags,
+// jaxlib version, platform or module misses with a 404 that names that
+// component, and the misses are kept and counted by reason.
+func TestLookupMissExplanations(t *testing.T) {
+	srv, h, lookup := startXLA(t)
 
 	// First compile: nothing to compare with.
 	code, miss := lookup(xlaSignature(nil))
@@ -196,5 +203,56 @@ func TestLookupMissExplanations(t *testing.T) {
 	st := getStats(t, srv.URL+"/v1/team-a/stats")
 	if st.Totals.Lookups < 6 || st.Totals.Hits != 1 || st.Totals.CompileSecondsSaved != 12 || len(st.RecentMisses) < 5 {
 		t.Errorf("team-a stats: %+v, %d recent misses", st.Totals, len(st.RecentMisses))
+	}
+}
+
+// TestDeletedEntriesExplainNoMiss: a deleted entry leaves the comparison
+// index, so a later miss is not explained by an entry that is gone.
+func TestDeletedEntriesExplainNoMiss(t *testing.T) {
+	srv, _, lookup := startXLA(t)
+	put := func(mut func(map[string]any)) string {
+		t.Helper()
+		_, miss := lookup(xlaSignature(mut))
+		resp := srv.Do(http.MethodPut, srv.EntryURL("team-a", miss.Key), strings.NewReader("executable"))
+		apitest.ReadAll(t, resp)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT: %d", resp.StatusCode)
+		}
+		return miss.Key
+	}
+	old := put(nil)
+	newer := put(func(s map[string]any) { s["platform"] = "cuda"; s["jaxlib_version"] = "0.5.0" })
+	flags := func(s map[string]any) { s["xla_flags"] = []string{"--xla_cpu_enable_fast_math=true"} }
+	tests := []struct {
+		name    string
+		del     string // the entry deleted before the lookup
+		reason  string
+		nearest string
+	}{
+		{"both stored", "", "xla_flags", old},
+		{"nearest deleted", old, "jaxlib_version+platform+xla_flags", newer},
+		{"all deleted", newer, "no_entries", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.del != "" {
+				resp := srv.Do(http.MethodDelete, srv.EntryURL("team-a", tt.del), nil)
+				apitest.ReadAll(t, resp)
+				if resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("DELETE: %d", resp.StatusCode)
+				}
+			}
+			code, miss := lookup(xlaSignature(flags))
+			ex := miss.Explanation
+			if code != http.StatusNotFound || ex.Reason != tt.reason {
+				t.Fatalf("lookup: %d reason %q (%s)", code, ex.Reason, ex.Summary)
+			}
+			if tt.nearest != "" && (len(ex.Nearest) == 0 || ex.Nearest[0].Key != tt.nearest) {
+				t.Fatalf("nearest = %+v, want %s first", ex.Nearest, tt.nearest)
+			}
+			if got := srv.Metric(`cachesvc_explain_index_entries`); got != float64(ex.Compared) {
+				t.Errorf("cachesvc_explain_index_entries = %v, want %d", got, ex.Compared)
+			}
+		})
 	}
 }

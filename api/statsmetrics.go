@@ -81,11 +81,17 @@ var (
 	descReasons = prometheus.NewDesc("cachesvc_miss_explanations_total",
 		"Explained misses by reason: the components that differ from the nearest stored entry, e.g. xla_flags.",
 		[]string{"reason"}, nil)
+	descIndexEntries = prometheus.NewDesc("cachesvc_explain_index_entries",
+		"Stored entries whose components the miss explanations compare with (bounded; see IndexConfig in explain).",
+		nil, nil)
+	descIndexDropped = prometheus.NewDesc("cachesvc_explain_index_dropped_total",
+		"Entries that left the miss-explanation index at its bound, least recently written first: their groups' explanations are approximate.",
+		nil, nil)
 )
 
 // Describe sends the descriptors.
 func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons} {
+	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons, descIndexEntries, descIndexDropped} {
 		ch <- d
 	}
 }
@@ -138,4 +144,7 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range snap.MissReasons {
 		ch <- prometheus.MustNewConstMetric(descReasons, prometheus.CounterValue, float64(r.Count), r.Reason)
 	}
+	idx := sc.st.Index()
+	ch <- prometheus.MustNewConstMetric(descIndexEntries, prometheus.GaugeValue, float64(idx.Entries()))
+	ch <- prometheus.MustNewConstMetric(descIndexDropped, prometheus.CounterValue, float64(idx.Dropped()))
 }

@@ -2,9 +2,10 @@
 // signature that missed (see keying) with those of the stored entries of the
 // same namespace and backend, and names the components that differ.
 //
-// The comparison is pure and deterministic; Index keeps a bounded, in-memory
-// set of recently written entries' components to compare against, so that
-// explaining a miss never walks the store.
+// The comparison is pure and deterministic; Index keeps the components of
+// the stored entries in memory (an inverted index, bounded: see IndexConfig)
+// and finds the nearest among all of them, so that explaining a miss never
+// walks the store and stays exact as the store grows.
 package explain
 
 import (
@@ -160,12 +161,35 @@ func Compare(want, have map[string]string) []Diff {
 }
 
 func makeDiff(name, want, have string, missing, extra bool) Diff {
+	return makeDiffShown(name, want, shownOf(have), missing, extra)
+}
+
+// shown is a stored component value as a Diff shows it: the value when
+// short, its abbreviated digest otherwise. The index keeps only this.
+type shown struct {
+	v     string
+	short bool
+}
+
+func shownOf(v string) shown {
+	if isShort(v) {
+		return shown{v: v, short: true}
+	}
+	return shown{v: abbrev(v)}
+}
+
+// makeDiffShown is makeDiff with have as shown: a short have is the value
+// itself, so abbreviating it when want is long gives what makeDiff would.
+func makeDiffShown(name, want string, have shown, missing, extra bool) Diff {
 	d := Diff{Component: name, Missing: missing, Extra: extra}
-	if isShort(want) && isShort(have) {
-		d.Want, d.Have, d.Short = want, have, true
+	if isShort(want) && have.short {
+		d.Want, d.Have, d.Short = want, have.v, true
 		return d
 	}
-	d.Want, d.Have = abbrev(want), abbrev(have)
+	d.Want, d.Have = abbrev(want), have.v
+	if have.short {
+		d.Have = abbrev(have.v)
+	}
 	return d
 }
 
@@ -259,15 +283,8 @@ func opaque(components map[string]string) bool {
 // not identify the program (passthrough's opaque keys), the reason is
 // ReasonNotComparable with no Nearest.
 func Explain(want map[string]string, candidates []Candidate) Explanation {
-	if len(want) == 0 {
-		return Explanation{Reason: ReasonNoComponents, Summary: "The signature has no components to compare, so the miss cannot be explained.", Compared: len(candidates)}
-	}
-	if len(candidates) == 0 {
-		return Explanation{Reason: ReasonNoEntries, Summary: "No entry of this backend exists in the namespace yet: this is the first compile.", Compared: 0}
-	}
-	if opaque(want) {
-		return Explanation{Reason: ReasonNotComparable, Compared: 0,
-			Summary: "This backend's keys are opaque: the client computed its own key, and the signature's components only say where the key came from, so there is nothing to compare with stored entries."}
+	if ex, ok := special(want, len(candidates)); ok {
+		return ex
 	}
 	type scored struct {
 		c     Candidate
@@ -296,24 +313,48 @@ func Explain(want map[string]string, candidates []Candidate) Explanation {
 			best = best[:MaxNearest]
 		}
 	}
-	if len(best) == 0 {
-		return Explanation{Reason: ReasonNotComparable, Compared: len(candidates),
+	nearest := make([]Nearest, 0, len(best))
+	for _, b := range best {
+		nearest = append(nearest, Nearest{Key: b.c.Key, Name: b.c.Name, Created: b.c.Created, Diffs: b.diffs})
+	}
+	return explanation(len(candidates), nearest)
+}
+
+// special returns the explanation of a miss that needs no comparison: no
+// components, no stored entries (n is how many there are), or opaque
+// components. ok is false when want must be compared.
+func special(want map[string]string, n int) (ex Explanation, ok bool) {
+	switch {
+	case len(want) == 0:
+		return Explanation{Reason: ReasonNoComponents, Summary: "The signature has no components to compare, so the miss cannot be explained.", Compared: n}, true
+	case n == 0:
+		return Explanation{Reason: ReasonNoEntries, Summary: "No entry of this backend exists in the namespace yet: this is the first compile.", Compared: 0}, true
+	case opaque(want):
+		return Explanation{Reason: ReasonNotComparable, Compared: 0,
+			Summary: "This backend's keys are opaque: the client computed its own key, and the signature's components only say where the key came from, so there is nothing to compare with stored entries."}, true
+	}
+	return Explanation{}, false
+}
+
+// explanation builds the explanation from the nearest entries, closest
+// first (each with at least one diff), after comparing with compared
+// entries.
+func explanation(compared int, nearest []Nearest) Explanation {
+	if len(nearest) == 0 {
+		return Explanation{Reason: ReasonNotComparable, Compared: compared,
 			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs (a different plugin version may have produced them)."}
 	}
-	ex := Explanation{Compared: len(candidates)}
-	for _, b := range best {
-		ex.Nearest = append(ex.Nearest, Nearest{Key: b.c.Key, Name: b.c.Name, Created: b.c.Created, Diffs: b.diffs})
-	}
-	top := best[0]
-	ex.Reason = reasonOf(top.diffs)
+	ex := Explanation{Compared: compared, Nearest: nearest}
+	top := nearest[0]
+	ex.Reason = reasonOf(top.Diffs)
 	var b strings.Builder
 	b.WriteString(upperFirst(ReasonLabel(ex.Reason)))
 	b.WriteString(" from the nearest entry")
-	if top.c.Name != "" {
-		b.WriteString(" (" + top.c.Name + ")")
+	if top.Name != "" {
+		b.WriteString(" (" + top.Name + ")")
 	}
 	b.WriteString(": ")
-	for i, d := range top.diffs {
+	for i, d := range top.Diffs {
 		if i > 0 {
 			b.WriteString("; ")
 		}

@@ -233,8 +233,8 @@ func (s *Stats) now() time.Time {
 }
 
 // Index returns the in-memory index of entry components that explains
-// misses. Callers seed it at startup (from store.Walk) and RecordWrite keeps
-// it current.
+// misses. Callers seed it at startup (from store.Walk); RecordWrite and
+// ForgetEntry keep it current.
 func (s *Stats) Index() *explain.Index { return s.index }
 
 // AdmitNamespace tracks ns in the stats under its own name (up to
@@ -353,6 +353,18 @@ func (s *Stats) RecordWrite(w Write) {
 		// may be Other) so that Explain finds it.
 		s.index.Add(w.Namespace, BackendOrUnknown(w.Backend), hex.EncodeToString(w.Key[:]), wire.SanitizeName(w.Name), now, w.Components)
 	}
+}
+
+// ForgetEntry drops entry key of (ns, backend) from the index that explains
+// misses, after a delete or an eviction, so that no miss is explained by an
+// entry that is gone. An empty backend means whichever backend it has.
+func (s *Stats) ForgetEntry(ns, backend string, key [32]byte) {
+	k := hex.EncodeToString(key[:])
+	if backend == "" {
+		s.index.Forget(ns, k)
+		return
+	}
+	s.index.Remove(ns, BackendOrUnknown(backend), k)
 }
 
 // RecordEvictions counts n entries of (ns, backend) evicted. Use it when the

@@ -395,3 +395,38 @@ func openMem(t *testing.T) *Stats {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestForgetEntry: an entry forgotten after a delete (backend unknown to the
+// caller) or an eviction (backend known) no longer explains misses.
+func TestForgetEntry(t *testing.T) {
+	comps := func(flags string) map[string]string {
+		return map[string]string{"module": "m1", "platform": "cpu", "xla_flags": flags}
+	}
+	tests := []struct {
+		name, backend string
+	}{
+		{"eviction", "xla"},
+		{"delete", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Open(Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			a, b := [32]byte{1}, [32]byte{2}
+			s.RecordWrite(Write{Namespace: "ns", Backend: "xla", Key: a, Name: "f", Components: comps("--a")})
+			s.RecordWrite(Write{Namespace: "ns", Backend: "xla", Key: b, Name: "g", Components: comps("--b")})
+			s.ForgetEntry("ns", tt.backend, a)
+			ex := s.Explain("ns", "xla", comps("--c"))
+			if ex.Compared != 1 || len(ex.Nearest) != 1 || ex.Nearest[0].Name != "g" {
+				t.Fatalf("after forgetting f: %+v", ex)
+			}
+			s.ForgetEntry("ns", tt.backend, b)
+			if ex := s.Explain("ns", "xla", comps("--c")); ex.Reason != explain.ReasonNoEntries {
+				t.Fatalf("after forgetting both: %+v", ex)
+			}
+		})
+	}
+}

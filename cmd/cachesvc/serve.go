@@ -180,12 +180,14 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		defer rln.Close()
 	}
 	// Evictions from the hot tier are counted in the statistics, which are
-	// opened after the store (they sample its usage).
+	// opened after the store (they sample its usage), and leave the index
+	// that explains misses.
 	var evictions atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, func(m store.Meta) { // fleet.go
 		if st := evictions.Load(); st != nil {
 			st.RecordEvictions(m.Namespace, m.Backend, 1)
+			st.ForgetEntry(m.Namespace, m.Backend, m.Key)
 		}
 	}, tierMetrics.Observe)
 	if err != nil {
