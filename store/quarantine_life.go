@@ -43,8 +43,8 @@ func (s *Badger) heldBlob(ref entryRef) (h heldEntry, lastRef, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok = s.acct.held[ref]
-	if b := s.acct.blobs[h.blob]; ok && b != nil {
-		lastRef = b.refs == 1 && b.pins == 0
+	if refs, pins, stored := s.acct.blobRefs(h.blob); ok && stored {
+		lastRef = refs == 1 && pins == 0
 	}
 	return h, lastRef, ok
 }
@@ -159,7 +159,7 @@ func (s *Badger) forgetHeldBlob(sha [32]byte) {
 		// Keep the blob in the accounting: the caller deletes its record
 		// and chunks because it is still there.
 		delete(s.acct.held, ref)
-		if b := s.acct.blobs[sha]; b != nil {
+		if b := s.acct.shared[sha]; b != nil { // a held entry's blob is shared
 			b.refs--
 		}
 	}
