@@ -2,7 +2,7 @@ package store
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -207,7 +207,7 @@ func (a *accounting) sizeOf(e *entrySlot) int64 {
 
 // load adds entries found on disk, ordering the LRU list by their last access.
 func (a *accounting) load(es []loadedEntry) {
-	sort.SliceStable(es, func(i, j int) bool { return es[i].atime.Before(es[j].atime) })
+	slices.SortStableFunc(es, func(x, y loadedEntry) int { return x.atime.Compare(y.atime) })
 	a.byKey.reserve(a.live+len(es), a.keyHashOf)
 	a.byBlob.reserve(a.byBlob.n+len(es), a.blobHashOf)
 	for _, e := range es {

@@ -168,30 +168,33 @@ func (s *Badger) recover() error {
 
 		mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
 		defer mit.Close()
+		names := nsInterner{}
 		for mit.Rewind(); mit.Valid(); mit.Next() {
 			item := mit.Item()
-			ref, ok := parseEntryKey(item.Key())
+			ref, ok := names.parse(item.Key())
 			if !ok {
 				broken = append(broken, item.KeyCopy(nil))
 				continue
 			}
-			m, err := itemMeta(ref, item)
+			var sha [32]byte
+			var atime time.Time
+			err := item.Value(func(v []byte) error {
+				var err error
+				sha, atime, err = decodeAcctMeta(ref, v) // recoverscan.go
+				return err
+			})
 			if err != nil {
 				s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
 				broken = append(broken, item.KeyCopy(nil))
 				continue
 			}
-			if _, ok := blobs[m.SHA256]; !ok {
+			if _, ok := blobs[sha]; !ok {
 				s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
 				broken = append(broken, item.KeyCopy(nil))
 				continue
 			}
-			used[m.SHA256] = true
-			atime := m.LastAccess
-			if atime.IsZero() {
-				atime = m.Created
-			}
-			loaded = append(loaded, loadedEntry{ref: ref, blob: m.SHA256, size: sizes[m.SHA256], atime: atime})
+			used[sha] = true
+			loaded = append(loaded, loadedEntry{ref: ref, blob: sha, size: sizes[sha], atime: atime})
 		}
 		s.recoverHeld(txn, blobs, sizes, used) // quarantine_life.go
 		return nil

@@ -1,0 +1,227 @@
+package store
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Open reads every entry's metadata to load the accounting (recover in
+// badger.go), which needs only each entry's blob and last access: the
+// helpers here decode just those, about twice as fast as decodeMeta, and
+// share each namespace's name among its entries instead of allocating it
+// per entry.
+
+// acctMetaRecord is the part of a metaRecord the accounting loads.
+type acctMetaRecord struct {
+	Meta struct {
+		Created    time.Time `json:"created"`
+		LastAccess time.Time `json:"last_access"`
+	} `json:"meta"`
+	SHA256 string `json:"sha256"`
+}
+
+// decodeAcctMeta decodes the blob digest and last access (its creation when
+// it was never accessed) of the metadata record b of ref. It scans the
+// record by hand (scanAcctMeta) and falls back to encoding/json, which also
+// gives the error, for a record the scan does not read.
+func decodeAcctMeta(ref entryRef, b []byte) (sha [32]byte, atime time.Time, err error) {
+	var rec acctMetaRecord
+	if !scanAcctMeta(b, &rec) {
+		rec = acctMetaRecord{}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return sha, atime, fmt.Errorf("decode metadata of %s/%s: %w", ref.ns, ref.key, err)
+		}
+	}
+	if len(rec.SHA256) != 2*len(sha) {
+		return sha, atime, fmt.Errorf("decode metadata of %s/%s: bad sha256 %q", ref.ns, ref.key, rec.SHA256)
+	}
+	if _, err := hex.Decode(sha[:], []byte(rec.SHA256)); err != nil {
+		return sha, atime, fmt.Errorf("decode metadata of %s/%s: bad sha256 %q", ref.ns, ref.key, rec.SHA256)
+	}
+	atime = rec.Meta.LastAccess
+	if atime.IsZero() {
+		atime = rec.Meta.Created
+	}
+	return sha, atime, nil
+}
+
+// scanAcctMeta reads the fields of acctMetaRecord from b, a JSON object,
+// skipping the others, and reports whether it could: false for anything
+// unusual (an escape in a name or a digest, a time that does not parse,
+// bytes after the object), which the caller hands to encoding/json.
+// encoding/json's reflection and validation were half of a restart's time.
+func scanAcctMeta(b []byte, rec *acctMetaRecord) bool {
+	sc := jsonScan{b: b}
+	ok := sc.object(func(name []byte) bool {
+		switch string(name) {
+		case "meta":
+			return sc.object(func(name []byte) bool {
+				switch string(name) {
+				case "created":
+					return sc.time(&rec.Meta.Created)
+				case "last_access":
+					return sc.time(&rec.Meta.LastAccess)
+				}
+				return sc.skip()
+			})
+		case "sha256":
+			v, ok := sc.str()
+			rec.SHA256 = string(v)
+			return ok
+		}
+		return sc.skip()
+	})
+	sc.space()
+	return ok && sc.i == len(b)
+}
+
+// jsonScan is a cursor over JSON text for scanAcctMeta.
+type jsonScan struct {
+	b []byte
+	i int
+}
+
+func (sc *jsonScan) space() {
+	for sc.i < len(sc.b) && (sc.b[sc.i] == ' ' || sc.b[sc.i] == '\n' || sc.b[sc.i] == '\t' || sc.b[sc.i] == '\r') {
+		sc.i++
+	}
+}
+
+// next skips space and consumes c.
+func (sc *jsonScan) next(c byte) bool {
+	sc.space()
+	if sc.i < len(sc.b) && sc.b[sc.i] == c {
+		sc.i++
+		return true
+	}
+	return false
+}
+
+// object reads an object, calling field for each member with the cursor on
+// its value (which field must consume).
+func (sc *jsonScan) object(field func(name []byte) bool) bool {
+	if !sc.next('{') {
+		return false
+	}
+	if sc.next('}') {
+		return true
+	}
+	for {
+		name, ok := sc.str()
+		if !ok || !sc.next(':') || !field(name) {
+			return false
+		}
+		if sc.next('}') {
+			return true
+		}
+		if !sc.next(',') {
+			return false
+		}
+	}
+}
+
+// str reads a string without escapes and returns its bytes.
+func (sc *jsonScan) str() ([]byte, bool) {
+	if !sc.next('"') {
+		return nil, false
+	}
+	start := sc.i
+	for sc.i < len(sc.b) {
+		switch c := sc.b[sc.i]; {
+		case c == '"':
+			sc.i++
+			return sc.b[start : sc.i-1], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+		sc.i++
+	}
+	return nil, false
+}
+
+// time reads a string holding an RFC 3339 time (as time.Time marshals).
+func (sc *jsonScan) time(t *time.Time) bool {
+	v, ok := sc.str()
+	return ok && t.UnmarshalText(v) == nil
+}
+
+// skip consumes one value of any kind. Strings may hold escapes; numbers
+// and literals are checked loosely (their characters), which is enough for
+// records the store wrote itself.
+func (sc *jsonScan) skip() bool {
+	sc.space()
+	if sc.i >= len(sc.b) {
+		return false
+	}
+	switch sc.b[sc.i] {
+	case '{':
+		return sc.object(func([]byte) bool { return sc.skip() })
+	case '[':
+		sc.i++
+		if sc.next(']') {
+			return true
+		}
+		for {
+			if !sc.skip() {
+				return false
+			}
+			if sc.next(']') {
+				return true
+			}
+			if !sc.next(',') {
+				return false
+			}
+		}
+	case '"':
+		for sc.i++; sc.i < len(sc.b); sc.i++ {
+			switch c := sc.b[sc.i]; {
+			case c == '\\':
+				sc.i++
+			case c == '"':
+				sc.i++
+				return true
+			case c < 0x20:
+				return false
+			}
+		}
+		return false
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if len(sc.b)-sc.i >= len(lit) && string(sc.b[sc.i:sc.i+len(lit)]) == lit {
+			sc.i += len(lit)
+			return true
+		}
+	}
+	start := sc.i
+	for sc.i < len(sc.b) && strings.IndexByte("0123456789-+.eE", sc.b[sc.i]) >= 0 {
+		sc.i++
+	}
+	return sc.i > start
+}
+
+// nsInterner returns one string per distinct namespace name.
+type nsInterner map[string]string
+
+// parse is parseEntryKey with the namespace interned.
+func (in nsInterner) parse(k []byte) (entryRef, bool) {
+	if len(k) < 2+1+1+len(Key{}) {
+		return entryRef{}, false
+	}
+	nsEnd := len(k) - len(Key{}) - 1
+	if k[nsEnd] != 0 {
+		return entryRef{}, false
+	}
+	var ref entryRef
+	name := k[2:nsEnd]
+	ns, ok := in[string(name)] // no allocation for the lookup
+	if !ok {
+		ns = string(name)
+		in[ns] = ns
+	}
+	ref.ns = ns
+	copy(ref.key[:], k[nsEnd+1:])
+	return ref, true
+}
