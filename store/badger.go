@@ -149,7 +149,7 @@ func (s *Badger) recover() error {
 			var u uploadID
 			err := item.Value(func(v []byte) error {
 				var err error
-				rec, err = decodeBlob(v)
+				rec, err = decodeBlobScan(v) // recoverscan.go
 				return err
 			})
 			if err == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -78,6 +79,31 @@ func scanAcctMeta(b []byte, rec *acctMetaRecord) bool {
 	return ok && sc.i == len(b)
 }
 
+// decodeBlobScan is decodeBlob by a hand scan (a restart reads every blob
+// record), with decodeBlob as the fallback and for the error.
+func decodeBlobScan(b []byte) (blobRecord, error) {
+	var r blobRecord
+	sc := jsonScan{b: b}
+	ok := sc.object(func(name []byte) bool {
+		switch string(name) {
+		case "upload":
+			v, ok := sc.str()
+			r.Upload = string(v)
+			return ok
+		case "size":
+			return sc.int(&r.Size)
+		case "chunk_size":
+			return sc.int(&r.ChunkSize)
+		}
+		return sc.skip()
+	})
+	sc.space()
+	if ok && sc.i == len(b) && r.ChunkSize > 0 && r.Size >= 0 {
+		return r, nil
+	}
+	return decodeBlob(b) // and its error for a bad size
+}
+
 // jsonScan is a cursor over JSON text for scanAcctMeta.
 type jsonScan struct {
 	b []byte
@@ -140,6 +166,18 @@ func (sc *jsonScan) str() ([]byte, bool) {
 		sc.i++
 	}
 	return nil, false
+}
+
+// int reads an integer number.
+func (sc *jsonScan) int(v *int64) bool {
+	sc.space()
+	start := sc.i
+	for sc.i < len(sc.b) && (sc.b[sc.i] == '-' || '0' <= sc.b[sc.i] && sc.b[sc.i] <= '9') {
+		sc.i++
+	}
+	n, err := strconv.ParseInt(string(sc.b[start:sc.i]), 10, 64)
+	*v = n
+	return err == nil
 }
 
 // time reads a string holding an RFC 3339 time (as time.Time marshals).

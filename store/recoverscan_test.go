@@ -63,3 +63,36 @@ func TestDecodeAcctMeta(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeBlobScan checks the hand scan of blob records against
+// decodeBlob.
+func TestDecodeBlobScan(t *testing.T) {
+	written, err := encodeBlob(blobRecord{Upload: "00112233445566778899aabbccddeeff", Size: 5 << 30, ChunkSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		rec     string
+		wantErr bool
+	}{
+		{"as written", string(written), false},
+		{"empty blob", `{"upload":"00","size":0,"chunk_size":1}`, false},
+		{"no chunk size", `{"upload":"00","size":0,"chunk_size":0}`, true},
+		{"unknown field and spaces", ` {"size": 7, "extra": [1, {"a": "b\"c"}], "upload": "ab", "chunk_size": 4} `, false},
+		{"float size (fallback refuses)", `{"upload":"ab","size":1.5,"chunk_size":4}`, true},
+		{"not json", `{"upload":`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeBlobScan([]byte(tc.rec))
+			want, wantErr := decodeBlob([]byte(tc.rec))
+			if (err != nil) != tc.wantErr || (wantErr != nil) != tc.wantErr {
+				t.Fatalf("err = %v, decodeBlob's = %v, want error %v", err, wantErr, tc.wantErr)
+			}
+			if got != want {
+				t.Fatalf("got %+v, decodeBlob gives %+v", got, want)
+			}
+		})
+	}
+}
