@@ -125,8 +125,11 @@ func (a *accounting) hold(ref entryRef, at time.Time, cause int) {
 		return
 	}
 	blob := a.slots.at(s).blob
-	b := a.sharedBlob(blob)
-	a.unlink(s, cell, b.size)
+	var size int64
+	if b := a.sharedBlob(blob); b != nil {
+		size = b.size
+	}
+	a.unlink(s, cell, size)
 	a.held[ref] = heldEntry{blob: blob, at: at}
 	a.quarantines[cause]++
 }
