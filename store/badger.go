@@ -166,37 +166,8 @@ func (s *Badger) recover() error {
 		}
 		it.Close()
 
-		mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
-		defer mit.Close()
-		names := nsInterner{}
-		for mit.Rewind(); mit.Valid(); mit.Next() {
-			item := mit.Item()
-			ref, ok := names.parse(item.Key())
-			if !ok {
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			var sha [32]byte
-			var atime time.Time
-			err := item.Value(func(v []byte) error {
-				var err error
-				sha, atime, err = decodeAcctMeta(ref, v) // recoverscan.go
-				return err
-			})
-			if err != nil {
-				s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			if _, ok := blobs[sha]; !ok {
-				s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			used[sha] = true
-			loaded = append(loaded, loadedEntry{ref: ref, blob: sha, size: sizes[sha], atime: atime})
-		}
-		s.recoverHeld(txn, blobs, sizes, used) // quarantine_life.go
+		loaded, broken = s.scanEntries(txn, blobs, sizes, used, broken) // recoverscan.go
+		s.recoverHeld(txn, blobs, sizes, used)                          // quarantine_life.go
 		return nil
 	})
 	if err != nil {

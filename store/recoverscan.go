@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Open reads every entry's metadata to load the accounting (recover in
@@ -14,6 +16,44 @@ import (
 // helpers here decode just those, about twice as fast as decodeMeta, and
 // share each namespace's name among its entries instead of allocating it
 // per entry.
+
+// scanEntries reads every entry's metadata at Open, for the accounting:
+// entries whose record is unreadable or whose blob is not in blobs are
+// appended to broken (to delete); the others' blobs are marked used.
+func (s *Badger) scanEntries(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes map[[32]byte]int64, used map[[32]byte]bool, broken [][]byte) ([]loadedEntry, [][]byte) {
+	var loaded []loadedEntry
+	mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
+	defer mit.Close()
+	names := nsInterner{}
+	for mit.Rewind(); mit.Valid(); mit.Next() {
+		item := mit.Item()
+		ref, ok := names.parse(item.Key())
+		if !ok {
+			broken = append(broken, item.KeyCopy(nil))
+			continue
+		}
+		var sha [32]byte
+		var atime time.Time
+		err := item.Value(func(v []byte) error {
+			var err error
+			sha, atime, err = decodeAcctMeta(ref, v) // recoverscan.go
+			return err
+		})
+		if err != nil {
+			s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
+			broken = append(broken, item.KeyCopy(nil))
+			continue
+		}
+		if _, ok := blobs[sha]; !ok {
+			s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
+			broken = append(broken, item.KeyCopy(nil))
+			continue
+		}
+		used[sha] = true
+		loaded = append(loaded, loadedEntry{ref: ref, blob: sha, size: sizes[sha], atime: atime})
+	}
+	return loaded, broken
+}
 
 // acctMetaRecord is the part of a metaRecord the accounting loads.
 type acctMetaRecord struct {
