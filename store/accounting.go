@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -207,12 +208,25 @@ func (a *accounting) sizeOf(e *entrySlot) int64 {
 
 // load adds entries found on disk, ordering the LRU list by their last access.
 func (a *accounting) load(es []loadedEntry) {
-	slices.SortStableFunc(es, func(x, y loadedEntry) int { return x.atime.Compare(y.atime) })
+	// Sort 16-byte (time, index) pairs, not the entries: ties keep the
+	// scan's order, as a stable sort of the entries would.
+	order := make([]loadOrder, len(es))
+	for i, e := range es {
+		order[i] = loadOrder{toNano(e.atime), int32(i)}
+	}
+	slices.SortFunc(order, func(x, y loadOrder) int { return cmp.Or(cmp.Compare(x.at, y.at), cmp.Compare(x.i, y.i)) })
 	a.byKey.reserve(a.live+len(es), a.keyHashOf)
 	a.byBlob.reserve(a.byBlob.n+len(es), a.blobHashOf)
-	for _, e := range es {
+	for _, o := range order {
+		e := &es[o.i]
 		a.add(e.ref, e.blob, e.size, e.atime)
 	}
+}
+
+// loadOrder is an entry's place in load's sort.
+type loadOrder struct {
+	at int64
+	i  int32
 }
 
 // add records a new entry as the most recently used and reports whether its

@@ -166,9 +166,9 @@ func (s *Badger) forgetHeldBlob(sha [32]byte) {
 }
 
 // recoverHeld finds, at Open, the quarantined entries that kept their blob
-// (blobs holds the blobs found, sizes their sizes) and marks those blobs
-// used; quarantine records whose blob is gone stay, not restorable.
-func (s *Badger) recoverHeld(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes map[[32]byte]int64, used map[[32]byte]bool) {
+// (found holds the blobs found) and marks those blobs used; quarantine
+// records whose blob is gone stay, not restorable.
+func (s *Badger) recoverHeld(txn *badger.Txn, found *foundBlobs) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQuarantine), PrefetchValues: false})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
@@ -188,10 +188,10 @@ func (s *Badger) recoverHeld(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes
 		if err != nil || !kept {
 			continue
 		}
-		if _, ok := blobs[q.Meta.SHA256]; !ok {
+		size, ok := found.use(q.Meta.SHA256)
+		if !ok {
 			continue
 		}
-		used[q.Meta.SHA256] = true
-		s.acct.loadHeld(ref, q.Meta.SHA256, sizes[q.Meta.SHA256], q.QuarantinedAt)
+		s.acct.loadHeld(ref, q.Meta.SHA256, size, q.QuarantinedAt)
 	}
 }

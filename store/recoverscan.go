@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +24,7 @@ import (
 // scanEntries reads every entry's metadata at Open, for the accounting:
 // entries whose record is unreadable or whose blob is not in blobs are
 // appended to broken (to delete); the others' blobs are marked used.
-func (s *Badger) scanEntries(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes map[[32]byte]int64, used map[[32]byte]bool, broken [][]byte) ([]loadedEntry, [][]byte) {
+func (s *Badger) scanEntries(txn *badger.Txn, found *foundBlobs, broken [][]byte) ([]loadedEntry, [][]byte) {
 	var loaded []loadedEntry
 	mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
 	defer mit.Close()
@@ -44,15 +48,69 @@ func (s *Badger) scanEntries(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes
 			broken = append(broken, item.KeyCopy(nil))
 			continue
 		}
-		if _, ok := blobs[sha]; !ok {
+		size, ok := found.use(sha)
+		if !ok {
 			s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
 			broken = append(broken, item.KeyCopy(nil))
 			continue
 		}
-		used[sha] = true
-		loaded = append(loaded, loadedEntry{ref: ref, blob: sha, size: sizes[sha], atime: atime})
+		loaded = append(loaded, loadedEntry{ref: ref, blob: sha, size: size, atime: atime})
 	}
 	return loaded, broken
+}
+
+// foundBlobs are the blob records found at Open, sorted by digest. A
+// lookup guesses the position from the digest's first bytes (digests are
+// SHA-256 of content, so spread evenly) and searches a small window around
+// it, the whole list when the guess misses: about two cache misses, where
+// maps of a million digests cost seconds to build and probe.
+type foundBlobs struct {
+	list []foundBlob
+}
+
+// foundBlob is one blob record found at Open.
+type foundBlob struct {
+	sha  [32]byte
+	u    uploadID
+	size int64
+	used bool // an entry or a held entry references it
+}
+
+// sort orders the list by digest (Badger lists the records in that order
+// already, so this only checks).
+func (f *foundBlobs) sort() {
+	cmp := func(x, y foundBlob) int { return bytes.Compare(x.sha[:], y.sha[:]) }
+	if !slices.IsSortedFunc(f.list, cmp) {
+		slices.SortFunc(f.list, cmp)
+	}
+}
+
+// find returns the index of sha in the list.
+func (f *foundBlobs) find(sha [32]byte) (int, bool) {
+	n := len(f.list)
+	if n == 0 {
+		return 0, false
+	}
+	hi, _ := bits.Mul64(binary.BigEndian.Uint64(sha[:8]), uint64(n))
+	guess := int(hi)
+	const window = 64
+	lo, up := max(guess-window, 0), min(guess+window, n)
+	if !(lo == 0 || bytes.Compare(f.list[lo].sha[:], sha[:]) <= 0) || !(up == n || bytes.Compare(f.list[up-1].sha[:], sha[:]) >= 0) {
+		lo, up = 0, n // outside the window
+	}
+	i, ok := slices.BinarySearchFunc(f.list[lo:up], sha, func(b foundBlob, t [32]byte) int { return bytes.Compare(b.sha[:], t[:]) })
+	return lo + i, ok
+}
+
+// use marks sha used and returns its size; ok is false when no record of
+// it was found.
+func (f *foundBlobs) use(sha [32]byte) (size int64, ok bool) {
+	i, ok := f.find(sha)
+	if !ok {
+		return 0, false
+	}
+	f.list[i].used = true
+	return f.list[i].size, true
 }
 
 // acctMetaRecord is the part of a metaRecord the accounting loads.

@@ -96,3 +96,40 @@ func TestDecodeBlobScan(t *testing.T) {
 		})
 	}
 }
+
+// TestFoundBlobsFind checks the guessed-window search against every member
+// and some absent digests, for evenly spread digests and for digests
+// bunched at one end (every guess misses its window).
+func TestFoundBlobsFind(t *testing.T) {
+	tests := []struct {
+		name  string
+		digit func(i int) [32]byte
+	}{
+		{"spread", func(i int) [32]byte { return benchDigest(i, 'b') }},
+		{"bunched", func(i int) [32]byte { d := benchDigest(i, 'b'); d[0], d[1] = 0xff, 0xff; return d }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var f foundBlobs
+			for i := range 5000 {
+				f.list = append(f.list, foundBlob{sha: tc.digit(i), size: int64(i)})
+			}
+			f.sort()
+			for i := range 5000 {
+				if size, ok := f.use(tc.digit(i)); !ok || size != int64(i) {
+					t.Fatalf("use(digest %d) = %d, %v", i, size, ok)
+				}
+			}
+			for i := 5000; i < 6000; i++ {
+				if _, ok := f.find(tc.digit(i)); ok {
+					t.Fatalf("find(absent digest %d) found it", i)
+				}
+			}
+			for _, b := range f.list {
+				if !b.used {
+					t.Fatalf("blob %x not marked used", b.sha[:4])
+				}
+			}
+		})
+	}
+}
