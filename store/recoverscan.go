@@ -59,13 +59,14 @@ func (s *Badger) scanEntries(txn *badger.Txn, found *foundBlobs, broken [][]byte
 	return loaded, broken
 }
 
-// foundBlobs are the blob records found at Open, sorted by digest. A
-// lookup guesses the position from the digest's first bytes (digests are
-// SHA-256 of content, so spread evenly) and searches a small window around
-// it, the whole list when the guess misses: about two cache misses, where
-// maps of a million digests cost seconds to build and probe.
+// foundBlobs are the blob records found at Open, sorted by digest, with a
+// radix index: starts[b] is the first record whose digest's top bits are
+// b, about one record per bucket, so a lookup is two or three cache misses
+// where maps of a million digests cost seconds to build and probe.
 type foundBlobs struct {
-	list []foundBlob
+	list   []foundBlob
+	starts []int32
+	shift  uint
 }
 
 // foundBlob is one blob record found at Open.
@@ -77,29 +78,46 @@ type foundBlob struct {
 }
 
 // sort orders the list by digest (Badger lists the records in that order
-// already, so this only checks).
+// already, so this only checks) and builds the radix index.
 func (f *foundBlobs) sort() {
 	cmp := func(x, y foundBlob) int { return bytes.Compare(x.sha[:], y.sha[:]) }
 	if !slices.IsSortedFunc(f.list, cmp) {
 		slices.SortFunc(f.list, cmp)
 	}
+	k := uint(bits.Len(uint(len(f.list))))
+	f.shift = 64 - k
+	f.starts = make([]int32, 1<<k+1)
+	b := 0
+	for i, x := range f.list {
+		for top := int(f.top(x.sha)); b <= top; b++ {
+			f.starts[b] = int32(i)
+		}
+	}
+	for ; b < len(f.starts); b++ {
+		f.starts[b] = int32(len(f.list))
+	}
+}
+
+// top returns the bucket of a digest.
+func (f *foundBlobs) top(sha [32]byte) uint64 {
+	if f.shift >= 64 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(sha[:8]) >> f.shift
 }
 
 // find returns the index of sha in the list.
 func (f *foundBlobs) find(sha [32]byte) (int, bool) {
-	n := len(f.list)
-	if n == 0 {
+	if len(f.list) == 0 {
 		return 0, false
 	}
-	hi, _ := bits.Mul64(binary.BigEndian.Uint64(sha[:8]), uint64(n))
-	guess := int(hi)
-	const window = 64
-	lo, up := max(guess-window, 0), min(guess+window, n)
-	if !(lo == 0 || bytes.Compare(f.list[lo].sha[:], sha[:]) <= 0) || !(up == n || bytes.Compare(f.list[up-1].sha[:], sha[:]) >= 0) {
-		lo, up = 0, n // outside the window
+	b := f.top(sha)
+	for i := f.starts[b]; i < f.starts[b+1]; i++ {
+		if f.list[i].sha == sha {
+			return int(i), true
+		}
 	}
-	i, ok := slices.BinarySearchFunc(f.list[lo:up], sha, func(b foundBlob, t [32]byte) int { return bytes.Compare(b.sha[:], t[:]) })
-	return lo + i, ok
+	return 0, false
 }
 
 // use marks sha used and returns its size; ok is false when no record of

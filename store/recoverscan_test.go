@@ -97,9 +97,9 @@ func TestDecodeBlobScan(t *testing.T) {
 	}
 }
 
-// TestFoundBlobsFind checks the guessed-window search against every member
+// TestFoundBlobsFind checks the radix-indexed search against every member
 // and some absent digests, for evenly spread digests and for digests
-// bunched at one end (every guess misses its window).
+// bunched at one end (one bucket holds them all), and for tiny lists.
 func TestFoundBlobsFind(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -110,26 +110,33 @@ func TestFoundBlobsFind(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var f foundBlobs
-			for i := range 5000 {
-				f.list = append(f.list, foundBlob{sha: tc.digit(i), size: int64(i)})
-			}
-			f.sort()
-			for i := range 5000 {
-				if size, ok := f.use(tc.digit(i)); !ok || size != int64(i) {
-					t.Fatalf("use(digest %d) = %d, %v", i, size, ok)
-				}
-			}
-			for i := 5000; i < 6000; i++ {
-				if _, ok := f.find(tc.digit(i)); ok {
-					t.Fatalf("find(absent digest %d) found it", i)
-				}
-			}
-			for _, b := range f.list {
-				if !b.used {
-					t.Fatalf("blob %x not marked used", b.sha[:4])
-				}
+			for _, n := range []int{0, 1, 2, 5000} {
+				testFoundBlobs(t, tc.digit, n)
 			}
 		})
+	}
+}
+
+func testFoundBlobs(t *testing.T, digit func(int) [32]byte, n int) {
+	t.Helper()
+	var f foundBlobs
+	for i := range n {
+		f.list = append(f.list, foundBlob{sha: digit(i), size: int64(i)})
+	}
+	f.sort()
+	for i := range n {
+		if size, ok := f.use(digit(i)); !ok || size != int64(i) {
+			t.Fatalf("%d blobs: use(digest %d) = %d, %v", n, i, size, ok)
+		}
+	}
+	for i := n; i < n+1000; i++ {
+		if _, ok := f.find(digit(i)); ok {
+			t.Fatalf("%d blobs: find(absent digest %d) found it", n, i)
+		}
+	}
+	for _, b := range f.list {
+		if !b.used {
+			t.Fatalf("%d blobs: blob %x not marked used", n, b.sha[:4])
+		}
 	}
 }
