@@ -19,9 +19,10 @@ type NamespaceUsage = wire.NamespaceUsage
 // the entries plus the namespaces the quotas list plus this.
 const maxNamespaceRecords = 1024
 
-// nsAcct is the accounting of one namespace: its entries' LRU list (each
-// entry's only list element is here), the sum of their sizes, what uploads
-// in flight into it hold, its quota and its eviction counts.
+// nsAcct is the accounting of one namespace: the ends of its entries' LRU
+// list (threaded through the entry slots; an entry is on no other list),
+// the sum of their sizes, what uploads in flight into it hold, its quota and
+// its eviction counts.
 type nsAcct struct {
 	name  string
 	id    uint32 // in entry slots and accounting.nsByID
