@@ -1,8 +1,9 @@
 package store
 
 import (
-	"container/list"
-	"sort"
+	"cmp"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -12,19 +13,17 @@ type entryRef struct {
 	key Key
 }
 
-// acctEntry is the accounting view of one entry.
+// acctEntry is a copy of one live entry's accounting, as the LRU tails and
+// tests read it.
 type acctEntry struct {
 	ref   entryRef
 	blob  [32]byte
 	atime time.Time
-	// pendingHits counts accesses not yet written to the metadata; dirty is
-	// true while atime or pendingHits differ from what is stored.
-	pendingHits int64
-	dirty       bool
-	elem        *list.Element
 }
 
-// acctBlob is the accounting view of one unique blob.
+// acctBlob is the accounting of a blob that is not inline in its one entry's
+// slot (slab.go): shared by several entries, referenced by a quarantined
+// entry, pinned, unused but pinned, or too large for a slot's size field.
 type acctBlob struct {
 	size int64
 	refs int
@@ -48,15 +47,35 @@ type accessUpdate struct {
 // counts bytes promised to uploads in flight. Each namespace's LRU list
 // orders its entries by last access, most recent at the front; the global
 // least recently used entry is the oldest of the lists' tails.
+//
+// Entries live in a slab of fixed-size slots (slab.go) indexed by byKey
+// ((namespace id, key) to slot) and, for blobs inline in their one entry's
+// slot, by byBlob (digest to slot); every other blob is in shared. So an
+// entry costs about 100 bytes of heap, and the maps hold only the few
+// shared blobs, the entries accessed since the last flush and the held
+// entries.
 type accounting struct {
 	max      int64 // 0 means unlimited
 	bytes    int64
 	reserved int64
-	entries  map[entryRef]*acctEntry
-	blobs    map[[32]byte]*acctBlob
+	slots    slab
+	byKey    slotTable
+	byBlob   slotTable
+	live     int // live entries
+	// shared holds the blobs not inline in a slot (see acctBlob); its
+	// entries' slots carry slotShared.
+	shared map[[32]byte]*acctBlob
+	// dirty holds the pending hits of the entries accessed since their
+	// last flush, by slot: bounded by the live entries, and in practice by
+	// those accessed in one Config.FlushInterval.
+	dirty map[uint32]int64
 	// ns holds each namespace's usage, quota and LRU list (nsacct.go);
 	// every entry is on its namespace's list, none on a global one.
 	ns map[string]*nsAcct
+	// nsByID maps the namespace ids in slots to records; ids of forgotten
+	// records (which have no entries) are reused from nsFree.
+	nsByID []*nsAcct
+	nsFree []uint32
 	// nsList holds the same records, and tails[i] the last access
 	// (UnixNano; math.MaxInt64 when empty) of nsList[i]'s LRU tail, so
 	// that finding the store's oldest entry is a scan of one contiguous
@@ -68,8 +87,8 @@ type accounting struct {
 	// ones are swept (nsacct.go).
 	sweepAt int
 	// held are the quarantined entries that keep their blob (quarantine.go):
-	// each holds a reference to it, so its bytes count, but none is in the
-	// LRU list or served.
+	// each holds a reference to it (in shared), so its bytes count, but
+	// none is in the LRU list or served.
 	held map[entryRef]heldEntry
 
 	// evictions counts every entry the store removed on its own: for
@@ -91,91 +110,228 @@ type loadedEntry struct {
 func newAccounting(max int64) *accounting {
 	return &accounting{
 		max:     max,
-		entries: make(map[entryRef]*acctEntry),
-		blobs:   make(map[[32]byte]*acctBlob),
+		slots:   newSlab(),
+		shared:  make(map[[32]byte]*acctBlob),
+		dirty:   make(map[uint32]int64),
 		held:    make(map[entryRef]heldEntry),
 		ns:      make(map[string]*nsAcct),
 		sweepAt: maxNamespaceRecords,
 	}
 }
 
+// keyHashOf and blobHashOf recompute a slot's hashes when a table moves it.
+func (a *accounting) keyHashOf(s uint32) uint64 {
+	e := a.slots.at(s)
+	return a.slots.entryHash(e.nsID(), &e.key)
+}
+
+func (a *accounting) blobHashOf(s uint32) uint64 {
+	return a.slots.blobHash(&a.slots.at(s).blob)
+}
+
+// find returns ref's slot and its cell in byKey.
+func (a *accounting) find(ref entryRef) (slot uint32, cell int, ok bool) {
+	n, ok := a.ns[ref.ns]
+	if !ok {
+		return 0, 0, false
+	}
+	id := n.id
+	cell, slot, ok = a.byKey.find(a.slots.entryHash(id, &ref.key), func(s uint32) bool {
+		e := a.slots.at(s)
+		return e.key == ref.key && e.nsID() == id
+	})
+	return slot, cell, ok
+}
+
+// findBlob returns the slot whose inline blob is sha, and its cell in byBlob.
+func (a *accounting) findBlob(sha *[32]byte) (slot uint32, cell int, ok bool) {
+	cell, slot, ok = a.byBlob.find(a.slots.blobHash(sha), func(s uint32) bool { return a.slots.at(s).blob == *sha })
+	return slot, cell, ok
+}
+
+// share moves the inline blob of slot s (at cell of byBlob) to shared, with
+// the slot's one reference, and returns its record.
+func (a *accounting) share(s uint32, cell int) *acctBlob {
+	e := a.slots.at(s)
+	b := &acctBlob{size: int64(e.size), refs: 1}
+	a.shared[e.blob] = b
+	a.byBlob.deleteAt(cell, a.blobHashOf)
+	e.ns |= slotShared
+	e.size = 0
+	return b
+}
+
+// sharedBlob returns sha's record, moving it to shared if it is inline;
+// nil when no such blob is stored.
+func (a *accounting) sharedBlob(sha [32]byte) *acctBlob {
+	if b, ok := a.shared[sha]; ok {
+		return b
+	}
+	if s, cell, ok := a.findBlob(&sha); ok {
+		return a.share(s, cell)
+	}
+	return nil
+}
+
+// has reports whether ref is a live entry.
+func (a *accounting) has(ref entryRef) bool {
+	_, _, ok := a.find(ref)
+	return ok
+}
+
+// entry returns a copy of ref's accounting.
+func (a *accounting) entry(ref entryRef) (acctEntry, bool) {
+	s, _, ok := a.find(ref)
+	if !ok {
+		return acctEntry{}, false
+	}
+	e := a.slots.at(s)
+	return acctEntry{ref: ref, blob: e.blob, atime: fromNano(e.atime)}, true
+}
+
+// refOf returns the entry in slot s.
+func (a *accounting) refOf(s uint32) entryRef {
+	e := a.slots.at(s)
+	return entryRef{ns: a.nsByID[e.nsID()].name, key: e.key}
+}
+
+// sizeOf returns the size of slot s's blob.
+func (a *accounting) sizeOf(e *entrySlot) int64 {
+	if e.ns&slotShared == 0 {
+		return int64(e.size)
+	}
+	if b := a.shared[e.blob]; b != nil {
+		return b.size
+	}
+	return 0
+}
+
 // load adds entries found on disk, ordering the LRU list by their last access.
 func (a *accounting) load(es []loadedEntry) {
-	sort.SliceStable(es, func(i, j int) bool { return es[i].atime.Before(es[j].atime) })
-	for _, e := range es {
+	// Sort 16-byte (time, index) pairs, not the entries: ties keep the
+	// scan's order, as a stable sort of the entries would.
+	order := make([]loadOrder, len(es))
+	for i, e := range es {
+		order[i] = loadOrder{toNano(e.atime), int32(i)}
+	}
+	slices.SortFunc(order, func(x, y loadOrder) int { return cmp.Or(cmp.Compare(x.at, y.at), cmp.Compare(x.i, y.i)) })
+	a.byKey.reserve(a.live+len(es), a.keyHashOf)
+	a.byBlob.reserve(a.byBlob.n+len(es), a.blobHashOf)
+	for _, o := range order {
+		e := &es[o.i]
 		a.add(e.ref, e.blob, e.size, e.atime)
 	}
+}
+
+// loadOrder is an entry's place in load's sort.
+type loadOrder struct {
+	at int64
+	i  int32
 }
 
 // add records a new entry as the most recently used and reports whether its
 // blob is new. An entry already present is replaced.
 func (a *accounting) add(ref entryRef, blob [32]byte, size int64, atime time.Time) (newBlob bool) {
-	if _, ok := a.entries[ref]; ok {
+	if a.has(ref) {
 		a.remove(ref)
 	}
-	b, ok := a.blobs[blob]
-	if !ok {
-		b = &acctBlob{size: size}
-		a.blobs[blob] = b
+	flags, inline := uint32(slotShared), uint32(0)
+	if b := a.sharedBlob(blob); b != nil {
+		b.refs++
+	} else {
 		a.bytes += size
 		newBlob = true
+		if size >= 0 && size <= math.MaxUint32 {
+			flags, inline = 0, uint32(size)
+		} else {
+			a.shared[blob] = &acctBlob{size: size, refs: 1}
+		}
 	}
-	b.refs++
-	a.link(&acctEntry{ref: ref, blob: blob, atime: atime}, b.size)
+	s := a.link(ref, blob, atime, flags, inline)
+	if flags&slotShared == 0 {
+		a.byBlob.insert(a.slots.blobHash(&blob), s, a.blobHashOf)
+	}
 	return newBlob
 }
 
-// link puts e, an entry of size bytes, at the front of its namespace's LRU
-// list and in the live entries; its blob reference is the caller's.
-func (a *accounting) link(e *acctEntry, size int64) {
-	n := a.nsOf(e.ref.ns)
-	e.elem = n.lru.PushFront(e)
-	n.bytes += size
-	if n.lru.Len() == 1 {
+// link puts a new entry at the front of its namespace's LRU list and in
+// the live entries, and returns its slot; flags says where its blob is
+// (its reference is the caller's), inline is its size when not shared, and
+// the caller indexes an inline blob.
+func (a *accounting) link(ref entryRef, blob [32]byte, atime time.Time, flags, inline uint32) uint32 {
+	n := a.nsOf(ref.ns)
+	s := a.slots.alloc()
+	e := a.slots.at(s)
+	e.key, e.blob, e.atime = ref.key, blob, toNano(atime)
+	e.ns = n.id<<slotFlags | slotLive | flags
+	e.size = inline
+	a.slots.pushFront(n, s)
+	n.bytes += a.sizeOf(e)
+	if n.count == 1 {
 		a.tailMoved(n)
 	}
-	a.entries[e.ref] = e
+	a.byKey.insert(a.slots.entryHash(n.id, &ref.key), s, a.keyHashOf)
+	a.live++
+	return s
 }
 
-// unlink takes e, an entry of size bytes, off its namespace's LRU list and
-// out of the live entries; its blob reference is the caller's.
-func (a *accounting) unlink(e *acctEntry, size int64) {
-	n := a.ns[e.ref.ns]
-	wasTail := n.lru.Back() == e.elem
-	n.lru.Remove(e.elem)
+// unlink takes slot s (at cell of byKey) off its namespace's LRU list and
+// out of the live entries, and frees it; its blob reference is the caller's
+// (an inline blob must already be out of byBlob).
+func (a *accounting) unlink(s uint32, cell int, size int64) {
+	e := a.slots.at(s)
+	n := a.nsByID[e.nsID()]
+	wasTail := n.tailSlot == s
+	a.slots.unlinkList(n, s)
 	n.bytes -= size
+	a.byKey.deleteAt(cell, a.keyHashOf)
+	delete(a.dirty, s)
+	a.slots.release(s)
+	a.live--
 	if wasTail {
 		a.tailMoved(n)
 	}
-	delete(a.entries, e.ref)
 }
 
 // remove forgets an entry. It reports the entry's blob and whether that blob
 // lost its last reference (and so its bytes no longer count).
 func (a *accounting) remove(ref entryRef) (blob [32]byte, freed, ok bool) {
-	e, ok := a.entries[ref]
+	s, cell, ok := a.find(ref)
 	if !ok {
 		return blob, false, false
 	}
-	b := a.blobs[e.blob]
-	a.unlink(e, b.size)
+	e := a.slots.at(s)
+	blob = e.blob
+	if e.ns&slotShared == 0 {
+		size := int64(e.size)
+		_, bcell, _ := a.findBlob(&blob)
+		a.byBlob.deleteAt(bcell, a.blobHashOf)
+		a.unlink(s, cell, size)
+		a.bytes -= size
+		return blob, true, true
+	}
+	b := a.shared[blob]
+	if b == nil {
+		a.unlink(s, cell, 0)
+		return blob, false, true
+	}
+	a.unlink(s, cell, b.size)
 	b.refs--
 	if b.refs <= 0 && b.pins <= 0 {
-		delete(a.blobs, e.blob)
+		delete(a.shared, blob)
 		a.bytes -= b.size
 		freed = true
 	}
-	return e.blob, freed, true
+	return blob, freed, true
 }
 
 // pin keeps a stored blob from being freed until unpin. It returns the
 // token to unpin with, or nil when no such blob is stored.
 func (a *accounting) pin(sha [32]byte) *acctBlob {
-	b, ok := a.blobs[sha]
-	if !ok {
-		return nil
+	b := a.sharedBlob(sha)
+	if b != nil {
+		b.pins++
 	}
-	b.pins++
 	return b
 }
 
@@ -183,13 +339,13 @@ func (a *accounting) pin(sha [32]byte) *acctBlob {
 // forgotten (its record and chunks must then be deleted). A blob dropped
 // meanwhile (quarantined) is left alone, even if stored again since.
 func (a *accounting) unpin(sha [32]byte, token *acctBlob) (free bool) {
-	b, ok := a.blobs[sha]
+	b, ok := a.shared[sha]
 	if !ok || b != token {
 		return false
 	}
 	b.pins--
 	if b.pins <= 0 && b.refs <= 0 {
-		delete(a.blobs, sha)
+		delete(a.shared, sha)
 		a.bytes -= b.size
 		return true
 	}
@@ -198,8 +354,8 @@ func (a *accounting) unpin(sha [32]byte, token *acctBlob) (free bool) {
 
 // dropBlob forgets a blob that no entry uses any more, pinned or not.
 func (a *accounting) dropBlob(sha [32]byte) {
-	if b, ok := a.blobs[sha]; ok && b.refs <= 0 {
-		delete(a.blobs, sha)
+	if b, ok := a.shared[sha]; ok && b.refs <= 0 {
+		delete(a.shared, sha)
 		a.bytes -= b.size
 	}
 }
@@ -207,28 +363,53 @@ func (a *accounting) dropBlob(sha [32]byte) {
 // lookup returns the entry's blob and whether removing the entry would free
 // that blob (its last reference, and not pinned).
 func (a *accounting) lookup(ref entryRef) (blob [32]byte, lastRef, ok bool) {
-	e, ok := a.entries[ref]
+	s, _, ok := a.find(ref)
 	if !ok {
 		return blob, false, false
 	}
-	b := a.blobs[e.blob]
-	return e.blob, b.refs == 1 && b.pins == 0, true
+	e := a.slots.at(s)
+	if e.ns&slotShared == 0 {
+		return e.blob, true, true
+	}
+	b := a.shared[e.blob]
+	return e.blob, b != nil && b.refs == 1 && b.pins == 0, true
 }
 
 // hasBlob reports whether a blob with this digest is stored.
 func (a *accounting) hasBlob(sha [32]byte) bool {
-	_, ok := a.blobs[sha]
+	if _, ok := a.shared[sha]; ok {
+		return true
+	}
+	_, _, ok := a.findBlob(&sha)
 	return ok
+}
+
+// blobRefs returns a stored blob's references and pins (inline: one and
+// none).
+func (a *accounting) blobRefs(sha [32]byte) (refs, pins int, ok bool) {
+	if b, ok := a.shared[sha]; ok {
+		return b.refs, b.pins, true
+	}
+	if _, _, ok := a.findBlob(&sha); ok {
+		return 1, 0, true
+	}
+	return 0, 0, false
 }
 
 // refsTo returns every entry that uses the blob.
 func (a *accounting) refsTo(sha [32]byte) []entryRef {
-	var refs []entryRef
-	for ref, e := range a.entries {
-		if e.blob == sha {
-			refs = append(refs, ref)
-		}
+	if s, _, ok := a.findBlob(&sha); ok {
+		return []entryRef{a.refOf(s)}
 	}
+	if _, ok := a.shared[sha]; !ok {
+		return nil
+	}
+	var refs []entryRef
+	a.slots.each(func(s uint32, e *entrySlot) {
+		if e.blob == sha {
+			refs = append(refs, a.refOf(s))
+		}
+	})
 	return refs
 }
 
@@ -236,56 +417,65 @@ func (a *accounting) refsTo(sha [32]byte) []entryRef {
 // gains a pending hit. It returns the entry's pending hits and false when the
 // entry is unknown.
 func (a *accounting) touch(ref entryRef, t time.Time) (pendingHits int64, ok bool) {
-	e, ok := a.entries[ref]
+	s, _, ok := a.find(ref)
 	if !ok {
 		return 0, false
 	}
-	if t.After(e.atime) {
-		e.atime = t
+	e := a.slots.at(s)
+	if nt := toNano(t); nt > e.atime {
+		e.atime = nt
 	}
-	e.pendingHits++
-	e.dirty = true
-	n := a.ns[ref.ns]
-	wasTail := n.lru.Back() == e.elem
-	n.lru.MoveToFront(e.elem)
-	if wasTail {
-		a.tailMoved(n)
+	pendingHits = a.dirty[s] + 1
+	a.dirty[s] = pendingHits
+	n := a.nsByID[e.nsID()]
+	if n.head != s {
+		wasTail := n.tailSlot == s
+		a.slots.unlinkList(n, s)
+		a.slots.pushFront(n, s)
+		if wasTail {
+			a.tailMoved(n)
+		}
+	} else if n.tailSlot == s {
+		a.tailMoved(n) // the only entry: its tail time moved
 	}
-	return e.pendingHits, true
+	return pendingHits, true
 }
 
 // access returns the in-memory last access time and pending hits of an entry.
 func (a *accounting) access(ref entryRef) (atime time.Time, pendingHits int64, ok bool) {
-	e, ok := a.entries[ref]
+	s, _, ok := a.find(ref)
 	if !ok {
 		return time.Time{}, 0, false
 	}
-	return e.atime, e.pendingHits, true
+	return fromNano(a.slots.at(s).atime), a.dirty[s], true
 }
 
 // dirtyAccesses returns the accesses not yet written, without clearing them;
 // call flushed once they are stored.
 func (a *accounting) dirtyAccesses() []accessUpdate {
-	var ups []accessUpdate
-	for ref, e := range a.entries {
-		if e.dirty {
-			ups = append(ups, accessUpdate{ref: ref, atime: e.atime, hits: e.pendingHits})
-		}
+	ups := make([]accessUpdate, 0, len(a.dirty))
+	for s, hits := range a.dirty {
+		ups = append(ups, accessUpdate{ref: a.refOf(s), atime: fromNano(a.slots.at(s).atime), hits: hits})
 	}
 	return ups
 }
 
 // flushed marks an update as stored: its hits no longer pend.
 func (a *accounting) flushed(u accessUpdate) {
-	e, ok := a.entries[u.ref]
+	s, _, ok := a.find(u.ref)
 	if !ok {
 		return
 	}
-	e.pendingHits -= u.hits
-	if e.pendingHits <= 0 && !e.atime.After(u.atime) {
-		e.pendingHits = 0
-		e.dirty = false
+	hits, dirty := a.dirty[s]
+	if !dirty {
+		return
 	}
+	hits -= u.hits
+	if hits <= 0 && a.slots.at(s).atime <= toNano(u.atime) {
+		delete(a.dirty, s)
+		return
+	}
+	a.dirty[s] = hits
 }
 
 // oldest returns the least recently used entry: the oldest of the
@@ -301,7 +491,7 @@ func (a *accounting) oldest() (entryRef, bool) {
 	if best < 0 {
 		return entryRef{}, false
 	}
-	return a.nsList[best].tail().ref, true
+	return a.refOf(a.nsList[best].tailSlot), true
 }
 
 // fits reports whether n more bytes fit now, counting reservations.
@@ -328,8 +518,8 @@ func (a *accounting) release(n int64) {
 // usage returns a snapshot of sizes and counters.
 func (a *accounting) usage() Usage {
 	return Usage{
-		Entries:           int64(len(a.entries)),
-		Blobs:             int64(len(a.blobs)),
+		Entries:           int64(a.live),
+		Blobs:             int64(a.byBlob.n + len(a.shared)),
 		Bytes:             a.bytes,
 		MaxBytes:          a.max,
 		Evictions:         a.evictions,

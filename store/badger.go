@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,11 +133,9 @@ func Open(cfg Config) (*Badger, error) {
 // recover loads blobs and entries, drops entries whose blob is missing, blobs
 // no entry uses, and chunks no blob names.
 func (s *Badger) recover() error {
-	blobs := make(map[[32]byte]uploadID)
+	var found foundBlobs // recoverscan.go
 	var loaded []loadedEntry
 	var broken [][]byte
-	used := make(map[[32]byte]bool)
-	sizes := make(map[[32]byte]int64)
 
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixBlob), PrefetchValues: false})
@@ -149,7 +148,7 @@ func (s *Badger) recover() error {
 			var u uploadID
 			err := item.Value(func(v []byte) error {
 				var err error
-				rec, err = decodeBlob(v)
+				rec, err = decodeBlobScan(v) // recoverscan.go
 				return err
 			})
 			if err == nil {
@@ -161,64 +160,43 @@ func (s *Badger) recover() error {
 				broken = append(broken, item.KeyCopy(nil))
 				continue
 			}
-			blobs[sha] = u
-			sizes[sha] = rec.Size
+			found.list = append(found.list, foundBlob{sha: sha, u: u, size: rec.Size})
 		}
 		it.Close()
+		found.sort()
 
-		mit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMeta), PrefetchValues: false})
-		defer mit.Close()
-		for mit.Rewind(); mit.Valid(); mit.Next() {
-			item := mit.Item()
-			ref, ok := parseEntryKey(item.Key())
-			if !ok {
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			m, err := itemMeta(ref, item)
-			if err != nil {
-				s.log.Warn("dropping unreadable entry", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			if _, ok := blobs[m.SHA256]; !ok {
-				s.log.Warn("dropping entry whose blob is missing", "namespace", ref.ns, "key", ref.key.String())
-				broken = append(broken, item.KeyCopy(nil))
-				continue
-			}
-			used[m.SHA256] = true
-			atime := m.LastAccess
-			if atime.IsZero() {
-				atime = m.Created
-			}
-			loaded = append(loaded, loadedEntry{ref: ref, blob: m.SHA256, size: sizes[m.SHA256], atime: atime})
-		}
-		s.recoverHeld(txn, blobs, sizes, used) // quarantine_life.go
+		loaded, broken = s.scanEntries(txn, &found, broken) // recoverscan.go
+		s.recoverHeld(txn, &found)                          // quarantine_life.go
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("scan entries: %w", err)
 	}
-	for sha := range blobs {
-		if !used[sha] {
-			broken = append(broken, blobKey(sha))
-			delete(blobs, sha)
+	live := make([]uploadID, 0, len(found.list))
+	for _, b := range found.list {
+		if b.used {
+			live = append(live, b.u)
+		} else {
+			broken = append(broken, blobKey(b.sha))
 		}
 	}
+	found = foundBlobs{}
 	if err := s.deleteKeys(broken); err != nil {
 		return fmt.Errorf("drop broken records: %w", err)
 	}
-	live := make(map[uploadID]bool, len(blobs))
-	for _, u := range blobs {
-		live[u] = true
-	}
+	// Chunk keys sort by upload id: walk them beside the sorted live ids.
+	slices.SortFunc(live, func(x, y uploadID) int { return bytes.Compare(x[:], y[:]) })
 	var orphans [][]byte
 	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixChunk), PrefetchValues: false})
 		defer it.Close()
+		next := 0
 		for it.Rewind(); it.Valid(); it.Next() {
 			u, ok := parseChunkKey(it.Item().Key())
-			if !ok || !live[u] {
+			for ok && next < len(live) && bytes.Compare(live[next][:], u[:]) < 0 {
+				next++
+			}
+			if !ok || next == len(live) || live[next] != u {
 				orphans = append(orphans, it.Item().KeyCopy(nil))
 			}
 		}

@@ -164,14 +164,14 @@ func (s *Badger) expirePass(now time.Time) passResult {
 	var cut bool
 	for _, p := range plan {
 		if p.over && budget > 0 {
-			budget, cut = s.evictTails(p.name, evictQuota, budget, &res, func(n *nsAcct, _ *acctEntry) bool { return n.overQuota() })
+			budget, cut = s.evictTails(p.name, evictQuota, budget, &res, func(n *nsAcct, _ acctEntry) bool { return n.overQuota() })
 			res.more = res.more || cut
 		}
 	}
 	for _, p := range plan {
 		if p.quota.MaxIdle > 0 && budget > 0 {
 			cutoff := now.Add(-p.quota.MaxIdle)
-			budget, cut = s.evictTails(p.name, evictIdle, budget, &res, func(_ *nsAcct, e *acctEntry) bool { return e.atime.Before(cutoff) })
+			budget, cut = s.evictTails(p.name, evictIdle, budget, &res, func(_ *nsAcct, e acctEntry) bool { return e.atime.Before(cutoff) })
 			res.more = res.more || cut
 		}
 	}
@@ -190,7 +190,7 @@ func (s *Badger) expiryPlans() []expiryPlan {
 	defer s.mu.Unlock()
 	var plan []expiryPlan
 	for name, n := range s.acct.ns {
-		if n.lru.Len() == 0 {
+		if n.count == 0 {
 			continue
 		}
 		q := n.quota
@@ -207,7 +207,7 @@ func (s *Badger) expiryPlans() []expiryPlan {
 // Only removals cost budget (a look at the tail is an in-memory check); it
 // returns the budget left and whether it ran out while entries were still
 // being removed (a backlog).
-func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *passResult, cond func(*nsAcct, *acctEntry) bool) (left int, cut bool) {
+func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *passResult, cond func(*nsAcct, acctEntry) bool) (left int, cut bool) {
 	for budget > 0 {
 		ok, err := s.evictIf(reason, func() (entryRef, bool) {
 			s.mu.Lock()
@@ -216,8 +216,8 @@ func (s *Badger) evictTails(ns string, reason evictReason, budget int, res *pass
 			if n == nil {
 				return entryRef{}, false
 			}
-			e := n.tail()
-			if e == nil || !cond(n, e) {
+			e, ok := s.acct.tail(n)
+			if !ok || !cond(n, e) {
 				return entryRef{}, false
 			}
 			return e.ref, true

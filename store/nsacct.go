@@ -1,7 +1,6 @@
 package store
 
 import (
-	"container/list"
 	"fmt"
 	"math"
 	"sort"
@@ -20,14 +19,20 @@ type NamespaceUsage = wire.NamespaceUsage
 // the entries plus the namespaces the quotas list plus this.
 const maxNamespaceRecords = 1024
 
-// nsAcct is the accounting of one namespace: its entries' LRU list (each
-// entry's only list element is here), the sum of their sizes, what uploads
-// in flight into it hold, its quota and its eviction counts.
+// nsAcct is the accounting of one namespace: the ends of its entries' LRU
+// list (threaded through the entry slots; an entry is on no other list),
+// the sum of their sizes, what uploads in flight into it hold, its quota and
+// its eviction counts.
 type nsAcct struct {
 	name  string
-	idx   int // in accounting.nsList and tails
+	id    uint32 // in entry slots and accounting.nsByID
+	idx   int    // in accounting.nsList and tails
 	quota Quota
-	lru   list.List // *acctEntry, most recently used at the front
+	// head and tailSlot are the slots (slab.go) at the ends of the LRU
+	// list, most recently used at head (nilSlot when empty); count is its
+	// length.
+	head, tailSlot uint32
+	count          int
 	// bytes sums the sizes of the namespace's entries: a blob shared with
 	// another namespace counts in each.
 	bytes int64
@@ -41,19 +46,11 @@ type nsAcct struct {
 	ageCursor []byte
 }
 
-// tail returns the namespace's least recently used entry, or nil.
-func (n *nsAcct) tail() *acctEntry {
-	if el := n.lru.Back(); el != nil {
-		return el.Value.(*acctEntry)
-	}
-	return nil
-}
-
 // overQuota reports whether the namespace holds more than its quota allows
 // (after a quota was lowered).
 func (n *nsAcct) overQuota() bool {
 	q := n.quota
-	return q.MaxBytes > 0 && n.bytes > q.MaxBytes || q.MaxEntries > 0 && int64(n.lru.Len()) > q.MaxEntries
+	return q.MaxBytes > 0 && n.bytes > q.MaxBytes || q.MaxEntries > 0 && int64(n.count) > q.MaxEntries
 }
 
 // fits reports whether a claim fits under the namespace's quota now,
@@ -63,7 +60,7 @@ func (n *nsAcct) fits(c claim) bool {
 	if q.MaxBytes > 0 && n.bytes+n.reserved+c.nsBytes > q.MaxBytes {
 		return false
 	}
-	return q.MaxEntries <= 0 || !c.entry || int64(n.lru.Len())+n.reservedEntries+1 <= q.MaxEntries
+	return q.MaxEntries <= 0 || !c.entry || int64(n.count)+n.reservedEntries+1 <= q.MaxEntries
 }
 
 // impossible returns the *QuotaError of a claim that cannot fit even after
@@ -86,7 +83,7 @@ func (n *nsAcct) impossible(c claim) error {
 func (n *nsAcct) usage() NamespaceUsage {
 	u := NamespaceUsage{
 		Namespace:      n.name,
-		Entries:        int64(n.lru.Len()),
+		Entries:        int64(n.count),
 		Bytes:          n.bytes,
 		MaxBytes:       n.quota.MaxBytes,
 		MaxEntries:     n.quota.MaxEntries,
@@ -143,9 +140,18 @@ const emptyTail = math.MaxInt64
 // time did).
 func (a *accounting) tailMoved(n *nsAcct) {
 	a.tails[n.idx] = emptyTail
-	if e := n.tail(); e != nil {
-		a.tails[n.idx] = e.atime.UnixNano()
+	if n.tailSlot != nilSlot {
+		a.tails[n.idx] = a.slots.at(n.tailSlot).atime
 	}
+}
+
+// tail returns a copy of namespace n's least recently used entry.
+func (a *accounting) tail(n *nsAcct) (acctEntry, bool) {
+	if n.tailSlot == nilSlot {
+		return acctEntry{}, false
+	}
+	e := a.slots.at(n.tailSlot)
+	return acctEntry{ref: entryRef{n.name, e.key}, blob: e.blob, atime: fromNano(e.atime)}, true
 }
 
 // nsOf returns namespace ns's record, creating it with its quota.
@@ -155,7 +161,14 @@ func (a *accounting) nsOf(ns string) *nsAcct {
 		if len(a.ns) >= a.sweepAt {
 			a.sweepNamespaces()
 		}
-		n = &nsAcct{name: ns, idx: len(a.nsList), quota: a.quotas.For(ns)}
+		n = &nsAcct{name: ns, idx: len(a.nsList), quota: a.quotas.For(ns), head: nilSlot, tailSlot: nilSlot}
+		if k := len(a.nsFree); k > 0 {
+			n.id, a.nsFree = a.nsFree[k-1], a.nsFree[:k-1]
+			a.nsByID[n.id] = n
+		} else {
+			n.id = uint32(len(a.nsByID))
+			a.nsByID = append(a.nsByID, n)
+		}
 		a.ns[ns] = n
 		a.nsList = append(a.nsList, n)
 		a.tails = append(a.tails, emptyTail)
@@ -169,8 +182,10 @@ func (a *accounting) nsOf(ns string) *nsAcct {
 func (a *accounting) sweepNamespaces() {
 	kept := a.nsList[:0]
 	for _, n := range a.nsList {
-		if _, listed := a.quotas.Namespaces[n.name]; !listed && n.lru.Len() == 0 && n.reserved == 0 && n.reservedEntries == 0 {
+		if _, listed := a.quotas.Namespaces[n.name]; !listed && n.count == 0 && n.reserved == 0 && n.reservedEntries == 0 {
 			delete(a.ns, n.name)
+			a.nsByID[n.id] = nil
+			a.nsFree = append(a.nsFree, n.id)
 			continue
 		}
 		kept = append(kept, n)
@@ -205,7 +220,7 @@ func (a *accounting) fitsClaim(c claim) (fit bool, victim entryRef, reason evict
 	if c.ns != "" {
 		n := a.nsOf(c.ns)
 		if !n.fits(c) {
-			if e := n.tail(); e != nil {
+			if e, ok := a.tail(n); ok {
 				return false, e.ref, evictQuota, true
 			}
 			return false, entryRef{}, evictQuota, false

@@ -222,11 +222,11 @@ func TestOldestAcrossNamespaces(t *testing.T) {
 		got, ok := a.oldest()
 		var want *acctEntry
 		for _, ref := range live {
-			if e := a.entries[ref]; want == nil || e.atime.Before(want.atime) {
-				want = e
+			if e, _ := a.entry(ref); want == nil || e.atime.Before(want.atime) {
+				want = &e
 			}
 		}
-		if ok != (want != nil) || ok && !a.entries[got].atime.Equal(want.atime) {
+		if gotE, _ := a.entry(got); ok != (want != nil) || ok && !gotE.atime.Equal(want.atime) {
 			t.Fatalf("step %d: oldest = %v (ok %v), want an entry accessed at %v", step, got, ok, want.atime)
 		}
 	}

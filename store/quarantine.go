@@ -117,14 +117,20 @@ func reportKey(ns string, key Key) []byte { return entryKey(prefixReports, ns, k
 
 func quarantineKey(ns string, key Key) []byte { return entryKey(prefixQuarantine, ns, key) }
 
-// hold moves a live entry to the held set, keeping its blob reference.
+// hold moves a live entry to the held set, keeping its blob reference (the
+// blob moves to shared: a held entry has no slot to keep it inline).
 func (a *accounting) hold(ref entryRef, at time.Time, cause int) {
-	e, ok := a.entries[ref]
+	s, cell, ok := a.find(ref)
 	if !ok {
 		return
 	}
-	a.unlink(e, a.blobs[e.blob].size)
-	a.held[ref] = heldEntry{blob: e.blob, at: at}
+	blob := a.slots.at(s).blob
+	var size int64
+	if b := a.sharedBlob(blob); b != nil {
+		size = b.size
+	}
+	a.unlink(s, cell, size)
+	a.held[ref] = heldEntry{blob: blob, at: at}
 	a.quarantines[cause]++
 }
 
@@ -136,11 +142,7 @@ func (a *accounting) unhold(ref entryRef, now time.Time) {
 		return
 	}
 	delete(a.held, ref)
-	var size int64
-	if b := a.blobs[h.blob]; b != nil {
-		size = b.size
-	}
-	a.link(&acctEntry{ref: ref, blob: h.blob, atime: now}, size)
+	a.link(ref, h.blob, now, slotShared, 0)
 }
 
 // dropHeld forgets a held entry and reports whether its blob lost its last
@@ -151,13 +153,13 @@ func (a *accounting) dropHeld(ref entryRef) (blob [32]byte, freed, ok bool) {
 		return blob, false, false
 	}
 	delete(a.held, ref)
-	b := a.blobs[h.blob]
+	b := a.shared[h.blob]
 	if b == nil {
 		return h.blob, false, true
 	}
 	b.refs--
 	if b.refs <= 0 && b.pins <= 0 {
-		delete(a.blobs, h.blob)
+		delete(a.shared, h.blob)
 		a.bytes -= b.size
 		freed = true
 	}
@@ -179,10 +181,10 @@ func (a *accounting) oldestHeld() (entryRef, bool) {
 
 // loadHeld adds quarantined entries found on disk whose blob exists.
 func (a *accounting) loadHeld(ref entryRef, blob [32]byte, size int64, at time.Time) {
-	b, ok := a.blobs[blob]
-	if !ok {
+	b := a.sharedBlob(blob)
+	if b == nil {
 		b = &acctBlob{size: size}
-		a.blobs[blob] = b
+		a.shared[blob] = b
 		a.bytes += size
 	}
 	b.refs++
@@ -298,7 +300,7 @@ func (s *Badger) lockLive(ctx context.Context, op string, ref entryRef, reason s
 	}
 	s.mu.Lock()
 	_, held = s.acct.held[ref]
-	_, live := s.acct.entries[ref]
+	live := s.acct.has(ref)
 	s.mu.Unlock()
 	if !held && !live {
 		release()

@@ -43,8 +43,8 @@ func (s *Badger) heldBlob(ref entryRef) (h heldEntry, lastRef, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok = s.acct.held[ref]
-	if b := s.acct.blobs[h.blob]; ok && b != nil {
-		lastRef = b.refs == 1 && b.pins == 0
+	if refs, pins, stored := s.acct.blobRefs(h.blob); ok && stored {
+		lastRef = refs == 1 && pins == 0
 	}
 	return h, lastRef, ok
 }
@@ -159,16 +159,16 @@ func (s *Badger) forgetHeldBlob(sha [32]byte) {
 		// Keep the blob in the accounting: the caller deletes its record
 		// and chunks because it is still there.
 		delete(s.acct.held, ref)
-		if b := s.acct.blobs[sha]; b != nil {
+		if b := s.acct.shared[sha]; b != nil { // a held entry's blob is shared
 			b.refs--
 		}
 	}
 }
 
 // recoverHeld finds, at Open, the quarantined entries that kept their blob
-// (blobs holds the blobs found, sizes their sizes) and marks those blobs
-// used; quarantine records whose blob is gone stay, not restorable.
-func (s *Badger) recoverHeld(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes map[[32]byte]int64, used map[[32]byte]bool) {
+// (found holds the blobs found) and marks those blobs used; quarantine
+// records whose blob is gone stay, not restorable.
+func (s *Badger) recoverHeld(txn *badger.Txn, found *foundBlobs) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixQuarantine), PrefetchValues: false})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
@@ -188,10 +188,10 @@ func (s *Badger) recoverHeld(txn *badger.Txn, blobs map[[32]byte]uploadID, sizes
 		if err != nil || !kept {
 			continue
 		}
-		if _, ok := blobs[q.Meta.SHA256]; !ok {
+		size, ok := found.use(q.Meta.SHA256)
+		if !ok {
 			continue
 		}
-		used[q.Meta.SHA256] = true
-		s.acct.loadHeld(ref, q.Meta.SHA256, sizes[q.Meta.SHA256], q.QuarantinedAt)
+		s.acct.loadHeld(ref, q.Meta.SHA256, size, q.QuarantinedAt)
 	}
 }
