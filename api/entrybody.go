@@ -106,6 +106,14 @@ var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<
 // headers other than the content type are set by the caller.
 func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64) error {
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
+	if b, ok := rc.(byteser); ok && int64(len(b.Bytes())) == size {
+		// An entry from the store's memory (verified when it was cached):
+		// fasthttp sends the shared read-only slice without copying it.
+		c.Response().SetBodyRaw(b.Bytes())
+		_ = rc.Close()
+		st.bytesOut.Add(float64(size))
+		return nil
+	}
 	if size <= smallBodyBytes {
 		// A bad chunk fails with a clean JSON error before anything is sent.
 		n, err := copyEntry(c.Response().BodyWriter(), rc)
@@ -136,6 +144,9 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st}, int(size))
 	return nil
 }
+
+// byteser is a store reader whose bytes are already in memory, read-only.
+type byteser interface{ Bytes() []byte }
 
 // copyEntry copies r to w, through r's WriteTo when it has one (the store's
 // reader writes its verified chunks directly).
