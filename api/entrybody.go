@@ -41,7 +41,8 @@ func (st *streams) headers(c *fiber.Ctx, m store.Meta) {
 		h.Set(wire.HeaderWriter, m.Writer)
 	}
 	if !m.Created.IsZero() {
-		h.Set(wire.HeaderCreated, m.Created.UTC().Format(time.RFC3339Nano))
+		var buf [40]byte // fits RFC 3339 with nanoseconds; no allocation
+		h.SetBytesV(wire.HeaderCreated, m.Created.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
 	}
 	if m.Run != "" {
 		h.Set(wire.HeaderRun, m.Run)
@@ -62,10 +63,13 @@ func (st *streams) signature(m store.Meta) string {
 
 // setEntryHeaders sets the metadata headers of GET, HEAD and PUT responses.
 func setEntryHeaders(c *fiber.Ctx, m store.Meta) {
-	sum := hex.EncodeToString(m.SHA256[:])
+	// `"hex"`, encoded once on the stack (the header copies it).
+	var etag [2 + 2*len(m.SHA256)]byte
+	etag[0], etag[len(etag)-1] = '"', '"'
+	hex.Encode(etag[1:], m.SHA256[:])
 	h := &c.Response().Header
-	h.Set(fiber.HeaderETag, `"`+sum+`"`)
-	h.Set(wire.HeaderContentSHA256, sum)
+	h.SetBytesV(fiber.HeaderETag, etag[:])
+	h.SetBytesV(wire.HeaderContentSHA256, etag[1:len(etag)-1])
 	h.Set(wire.HeaderCompileSeconds, strconv.FormatFloat(m.CompileSeconds, 'f', -1, 64))
 	if m.Backend != "" {
 		h.Set(wire.HeaderBackend, m.Backend)
