@@ -66,3 +66,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )
+
+// A copy of badger v4.9.6 whose value log is written with pwrite(2) instead
+// of a copy into its memory map (third_party/badger/PATCH.md).
+replace github.com/dgraph-io/badger/v4 => ./third_party/badger
