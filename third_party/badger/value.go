@@ -814,6 +814,10 @@ func estimateRequestSize(req *request) uint64 {
 }
 
 // write is thread-unsafe by design and should not be called concurrently.
+// vlogWriteBufs holds the buffers write encodes entries into, so that a
+// write of a large value does not allocate (and clear) a buffer of its size.
+var vlogWriteBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func (vlog *valueLog) write(reqs []*request) error {
 	if vlog.db.opt.InMemory {
 		return nil
@@ -877,7 +881,8 @@ func (vlog *valueLog) write(reqs []*request) error {
 		return nil
 	}
 
-	buf := new(bytes.Buffer)
+	buf := vlogWriteBufs.Get().(*bytes.Buffer)
+	defer vlogWriteBufs.Put(buf)
 	for i := range reqs {
 		b := reqs[i]
 		b.Ptrs = b.Ptrs[:0]
