@@ -66,7 +66,10 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	if data, ok := s.hot.get(m.SHA256); ok { // hotcache.go
 		m = s.access(ref, m, touch)
 		off, n = clampRange(off, n, int64(len(data)))
-		return m, newHotReader(data[off : off+n]), nil
+		// Capacity ends with the range: an append to it (fasthttp's
+		// Response.CopyTo appends to a raw body) copies instead of writing
+		// into the shared bytes.
+		return m, newHotReader(data[off : off+n : off+n]), nil
 	}
 	item, err := txn.Get(blobKey(m.SHA256))
 	if err != nil {
