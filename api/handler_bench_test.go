@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -65,11 +66,13 @@ func putForBench(b *testing.B, srv *apitest.Server, url string, body io.Reader, 
 	}
 }
 
-// BenchmarkHandlerGetEntry is a GET hit of one stored entry.
+// BenchmarkHandlerGetEntry is a GET hit of one stored entry, logged as
+// scripts/bench/run.sh logs (warn: no line per request).
 func BenchmarkHandlerGetEntry(b *testing.B) {
+	warn := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, size := range handlerSizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			srv := apitest.Start(b, apitest.Options{})
+			srv := apitest.Start(b, apitest.Options{Logger: warn})
 			key := keyOf(fmt.Sprint("handler-get", size))
 			putForBench(b, srv, srv.EntryURL("default", key), newPayload(7, size), size)
 			h := srv.API.App().Handler()

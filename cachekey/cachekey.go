@@ -8,7 +8,6 @@ package cachekey
 import (
 	"encoding/hex"
 	"fmt"
-	"regexp"
 )
 
 // KeySize is the length of a key in bytes.
@@ -42,12 +41,29 @@ func ParseKey(s string) (Key, error) {
 // DefaultNamespace is the namespace that always exists.
 const DefaultNamespace = "default"
 
-var namespaceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// validNamespace reports whether ns matches ^[a-z0-9][a-z0-9._-]{0,62}$,
+// by hand: it runs twice per request (API and store), where the regular
+// expression was ~3% of a 4 KiB GET's CPU.
+func validNamespace(ns string) bool {
+	if len(ns) == 0 || len(ns) > 63 {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		c := ns[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateNamespace reports whether ns is a valid namespace name:
 // `[a-z0-9][a-z0-9._-]{0,62}`.
 func ValidateNamespace(ns string) error {
-	if !namespaceRE.MatchString(ns) {
+	if !validNamespace(ns) {
 		return fmt.Errorf("namespace %q is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ns)
 	}
 	return nil

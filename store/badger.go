@@ -50,6 +50,8 @@ type Badger struct {
 	// (metacache.go).
 	metas recordCache[entryRef, Meta]
 	blobs recordCache[[32]byte, blobRecord]
+	// hot holds the bytes of small, recently read blobs (hotcache.go).
+	hot hotCache
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -104,6 +106,7 @@ func Open(cfg Config) (*Badger, error) {
 	s.acct.setQuotas(cfg.Quotas.clone())
 	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
+	s.hot.max = cfg.HotCacheBytes
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -408,6 +411,7 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 		if err := txn.Delete(blobKey(sha)); err != nil {
 			return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
 		}
+		s.hot.drop(sha) // hotcache.go
 	}
 	if err := txn.Commit(); err != nil {
 		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
@@ -453,6 +457,7 @@ func (s *Badger) deleteBlobLocked(sha [32]byte) (purge func(), err error) {
 	if err := txn.Delete(blobKey(sha)); err != nil {
 		return nop, fmt.Errorf("delete blob: %w", err)
 	}
+	s.hot.drop(sha) // hotcache.go
 	if err := txn.Commit(); err != nil {
 		return nop, fmt.Errorf("delete blob: %w", err)
 	}

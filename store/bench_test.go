@@ -38,7 +38,7 @@ func openBench(b testing.TB, cfg store.Config) *store.Badger {
 var benchSizes = []struct {
 	name string
 	size int
-}{{"4KiB", 4 << 10}, {"64MiB", 64 << 20}}
+}{{"4KiB", 4 << 10}, {"16MiB", 16 << 20}, {"64MiB", 64 << 20}}
 
 func BenchmarkPut(b *testing.B) {
 	for _, bs := range benchSizes {

@@ -139,6 +139,11 @@ type Config struct {
 	// DiskWait is how long a Put past MaxDiskBytes waits for GC before it
 	// fails with ErrReclaiming. Default 1s; negative fails at once.
 	DiskWait time.Duration
+	// HotCacheBytes bounds the memory holding the verified bytes of small
+	// (at most 64 KiB), recently read blobs, so that a GET of a hot small
+	// entry reads only its metadata from Badger (hotcache.go). Default
+	// 64 MiB; negative disables the cache.
+	HotCacheBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -186,6 +191,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExpiryBatch <= 0 {
 		c.ExpiryBatch = DefaultExpiryBatch
+	}
+	if c.HotCacheBytes == 0 {
+		c.HotCacheBytes = DefaultHotCacheBytes
 	}
 	if c.MinFreeDisk == 0 {
 		c.MinFreeDisk = 2*c.MemTableSize + 16<<20

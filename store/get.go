@@ -63,6 +63,14 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	if err != nil {
 		return Meta{}, nil, err
 	}
+	if data, ok := s.hot.get(m.SHA256); ok { // hotcache.go
+		m = s.access(ref, m, touch)
+		off, n = clampRange(off, n, int64(len(data)))
+		// Capacity ends with the range: an append to it (fasthttp's
+		// Response.CopyTo appends to a raw body) copies instead of writing
+		// into the shared bytes.
+		return m, newHotReader(data[off : off+n : off+n]), nil
+	}
 	item, err := txn.Get(blobKey(m.SHA256))
 	if err != nil {
 		return Meta{}, nil, fmt.Errorf("get entry %s/%s: read blob record: %w", ns, key, err)
@@ -76,24 +84,10 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 		return Meta{}, nil, fmt.Errorf("get entry %s/%s: %w", ns, key, err)
 	}
 
-	if touch {
-		now := time.Now().UTC()
-		s.mu.Lock()
-		hits, _ := s.acct.touch(ref, now)
-		s.mu.Unlock()
-		m.LastAccess = now
-		m.Hits += hits
-	} else {
-		m = s.overlay(m)
-	}
-
-	if off > blob.Size {
-		off = blob.Size
-	}
-	if n < 0 || n > blob.Size-off {
-		n = blob.Size - off
-	}
+	m = s.access(ref, m, touch)
+	off, n = clampRange(off, n, blob.Size)
 	r := &blobReader{
+		fill:      touch && blob.Size <= min(hotEntryMax, blob.ChunkSize),
 		s:         s,
 		ref:       ref,
 		sha:       m.SHA256,
@@ -110,6 +104,31 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	}
 	keep = true
 	return m, r, nil
+}
+
+// access returns m as of now: with the access counted when touch is set
+// (written in batches), else with the batched counts not yet written.
+func (s *Badger) access(ref entryRef, m Meta, touch bool) Meta {
+	if !touch {
+		return s.overlay(m)
+	}
+	now := time.Now().UTC()
+	s.mu.Lock()
+	hits, _ := s.acct.touch(ref, now)
+	s.mu.Unlock()
+	m.LastAccess = now
+	m.Hits += hits
+	return m
+}
+
+// clampRange clamps the range [off, off+n) (n < 0: to the end) to a blob of
+// size bytes.
+func clampRange(off, n, size int64) (int64, int64) {
+	off = min(off, size)
+	if n < 0 || n > size-off {
+		n = size - off
+	}
+	return off, n
 }
 
 // blobReader streams a blob's chunks from a read transaction.
@@ -129,8 +148,11 @@ type blobReader struct {
 	remaining int64  // bytes still to return
 	buf       []byte // chunk value buffer
 	cur       []byte // unread data of the current chunk
-	err       error
-	closed    bool
+	// fill says to put the blob, once verified, in the hot cache: a Get
+	// (not an export's Read) of a blob that fits in one chunk and the cache.
+	fill   bool
+	err    error
+	closed bool
 }
 
 // Read implements io.Reader.
@@ -235,6 +257,9 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 	data := val[4:]
 	if binary.BigEndian.Uint32(val[:4]) != chunkSum(r.upload, r.idx, data) {
 		return "checksum mismatch", nil
+	}
+	if r.fill && r.idx == 0 {
+		r.s.hot.put(r.sha, data)
 	}
 	r.cur = data[r.skip:]
 	r.skip = 0

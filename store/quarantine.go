@@ -316,8 +316,12 @@ func (s *Badger) held(ref entryRef, t time.Time, cause string) {
 		idx = causeAdmin
 	}
 	s.mu.Lock()
+	sha, _, live := s.acct.lookup(ref)
 	s.acct.hold(ref, t, idx)
 	s.mu.Unlock()
+	if live {
+		s.hot.drop(sha) // no longer served: its bytes need not stay in memory
+	}
 	s.log.Error("entry quarantined: clients could not load it; it is no longer served (restore it with POST .../restore)",
 		"namespace", ref.ns, "key", ref.key.String(), "cause", cause)
 }

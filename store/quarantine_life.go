@@ -79,6 +79,7 @@ func (s *Badger) dropHeldRecords(txn *badger.Txn, ref entryRef, sha [32]byte, la
 	if err := txn.Delete(blobKey(sha)); err != nil {
 		return blob, fmt.Errorf("delete quarantined entry %s/%s: %w", ref.ns, ref.key, err)
 	}
+	s.hot.drop(sha) // hotcache.go
 	return blob, nil
 }
 
