@@ -1,6 +1,7 @@
 package xlacanon
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -237,6 +238,35 @@ func TestSkipSpaceWord(t *testing.T) {
 		for i := 0; i <= len(s); i++ {
 			if got, want := skipSpaceWord(s, i), skipSpace(s, i); got != want {
 				t.Errorf("skipSpaceWord(%q, %d) = %d, want %d", in, i, got, want)
+			}
+		}
+	}
+}
+
+// TestHasByte8Raw checks that hasByte8Raw masked with hi8 is hasByte8 (so
+// that classifiers masking once give the same flags), and that hasByte8's
+// lowest flag is the first match, for every byte value at every position of
+// words of fill bytes that provoke borrows.
+func TestHasByte8Raw(t *testing.T) {
+	for _, c := range []byte{'\n', '"', '/', '%', '#', '(', '.', 'm', 0x00, 0x80, 0xff} {
+		for _, fill := range []byte{0x00, 0x01, 0x80, 0xff, c ^ 1, c + 1} {
+			for pos := 0; pos < 8; pos++ {
+				for v := 0; v < 256; v++ {
+					var w [8]byte
+					for k := range w {
+						w[k] = fill
+					}
+					w[pos] = byte(v)
+					x := load64(w[:], 0)
+					m := hasByte8(x, c)
+					if got := hasByte8Raw(x, c) & hi8; got != m {
+						t.Fatalf("hasByte8Raw(% x, %#x)&hi8 = %#x, hasByte8 = %#x", w, c, got, m)
+					}
+					first := bytes.IndexByte(w[:], c)
+					if (m == 0) != (first < 0) || (m != 0 && firstFlag(m) != first) {
+						t.Fatalf("hasByte8(% x, %#x) = %#x: first match %d", w, c, m, first)
+					}
+				}
 			}
 		}
 	}
