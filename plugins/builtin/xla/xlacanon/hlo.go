@@ -36,8 +36,8 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 	for i < n {
 		for i+8 <= lim && i > 0 {
 			x := load64(src, i)
-			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/') |
-				hasByte8(x, '=')&(hasByte8(load64(src, i-1), 'a')|hasByte8(load64(src, i-1), 'd')); m != 0 {
+			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') |
+				hasByte8Raw(x, '=')&(hasByte8Raw(load64(src, i-1), 'a')|hasByte8Raw(load64(src, i-1), 'd'))) & hi8; m != 0 {
 				i += firstFlag(m)
 				break
 			}

@@ -44,10 +44,10 @@ func decodeRun(b []byte, i int, buf []byte, o int, hi uint64) (int, int, uint64)
 		*(*uint64)(unsafe.Add(q, 16)) = x2
 		*(*uint64)(unsafe.Add(q, 24)) = x3
 		hi |= x0 | x1 | x2 | x3
-		m0 := hasByte8(x0, '"') | hasByte8(x0, '\\')
-		m1 := hasByte8(x1, '"') | hasByte8(x1, '\\')
-		m2 := hasByte8(x2, '"') | hasByte8(x2, '\\')
-		m3 := hasByte8(x3, '"') | hasByte8(x3, '\\')
+		m0 := (hasByte8Raw(x0, '"') | hasByte8Raw(x0, '\\')) & hi8
+		m1 := (hasByte8Raw(x1, '"') | hasByte8Raw(x1, '\\')) & hi8
+		m2 := (hasByte8Raw(x2, '"') | hasByte8Raw(x2, '\\')) & hi8
+		m3 := (hasByte8Raw(x3, '"') | hasByte8Raw(x3, '\\')) & hi8
 		z0, z1, z2 := 0, 0, 0
 		if m0 == 0 {
 			z0 = 1

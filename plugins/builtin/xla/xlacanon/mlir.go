@@ -171,9 +171,9 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		for i+8 <= lim && i > 0 {
 			x := load64(src, i)
 			y := load64(src, i-1)
-			if m := hasByte8(x, '\n') | hasByte8(x, '"') | hasByte8(x, '/') | hasByte8(x, '%') |
-				hasByte8(x, '#') | hasByte8(x, '(')&hasByte8(y, 'c') |
-				hasByte8(x, '.')&hasByte8(y, 'x') | hasByte8(x, 'm')&hasByte8(y, '_'); m != 0 {
+			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+				hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+				hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
 				i += firstFlag(m)
 				break
 			}
@@ -231,10 +231,10 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			end := -1
 			if i+17 <= n {
 				off := i + 1
-				m := hasByte8(load64(src, off), '(') | hasByte8(load64(src, off), ')') | hasByte8(load64(src, off), '"')
+				m := (hasByte8Raw(load64(src, off), '(') | hasByte8Raw(load64(src, off), ')') | hasByte8Raw(load64(src, off), '"')) & hi8
 				if m == 0 {
 					off += 8
-					m = hasByte8(load64(src, off), '(') | hasByte8(load64(src, off), ')') | hasByte8(load64(src, off), '"')
+					m = (hasByte8Raw(load64(src, off), '(') | hasByte8Raw(load64(src, off), ')') | hasByte8Raw(load64(src, off), '"')) & hi8
 				}
 				if k := off + firstFlag(m); m != 0 && src[k] == ')' {
 					end = k + 1
@@ -273,7 +273,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		case cQuote:
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
-				if m := hasByte8(load64(src, i+1), '"') | hasByte8(load64(src, i+1), '\\'); m != 0 {
+				if m := (hasByte8Raw(load64(src, i+1), '"') | hasByte8Raw(load64(src, i+1), '\\')) & hi8; m != 0 {
 					if k := i + 1 + firstFlag(m); src[k] == '"' {
 						i = k + 1
 						break

@@ -1,6 +1,7 @@
 package xlacanon
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -166,22 +167,29 @@ func TestWordClassifiers(t *testing.T) {
 		{"in8 A-Z", func(x uint64) uint64 { return in8(x, 'A', 'Z') }, func(c byte) bool { return c >= 'A' && c <= 'Z' }},
 	}
 	for _, cl := range classes {
-		for _, fill := range []byte{0x00, 0x80, 0xff, ' ', 'a', '0', 0x7f} {
-			for pos := 0; pos < 8; pos++ {
-				for c := 0; c < 256; c++ {
-					var w [8]byte
-					for k := range w {
-						w[k] = fill
-					}
-					w[pos] = byte(c)
-					x := load64(w[:], 0)
-					m := cl.mask(x)
-					for k := range w {
-						if got, want := m>>(8*k+7)&1 == 1, cl.want(w[k]); got != want || m>>(8*k)&0x7f != 0 {
-							t.Fatalf("%s(% x): byte %d flag %v, want %v (mask %#x)", cl.name, w, k, got, want, m)
-						}
-					}
+		eachWord([]byte{0x00, 0x80, 0xff, ' ', 'a', '0', 0x7f}, func(w [8]byte) {
+			m := cl.mask(load64(w[:], 0))
+			for k := range w {
+				if got, want := m>>(8*k+7)&1 == 1, cl.want(w[k]); got != want || m>>(8*k)&0x7f != 0 {
+					t.Fatalf("%s(% x): byte %d flag %v, want %v (mask %#x)", cl.name, w, k, got, want, m)
 				}
+			}
+		})
+	}
+}
+
+// eachWord calls f with every word of one fill byte (each of fills) in
+// which one position (each of the eight) holds any byte value.
+func eachWord(fills []byte, f func(w [8]byte)) {
+	for _, fill := range fills {
+		for pos := 0; pos < 8; pos++ {
+			for v := 0; v < 256; v++ {
+				var w [8]byte
+				for k := range w {
+					w[k] = fill
+				}
+				w[pos] = byte(v)
+				f(w)
 			}
 		}
 	}
@@ -239,5 +247,25 @@ func TestSkipSpaceWord(t *testing.T) {
 				t.Errorf("skipSpaceWord(%q, %d) = %d, want %d", in, i, got, want)
 			}
 		}
+	}
+}
+
+// TestHasByte8Raw checks that hasByte8Raw masked with hi8 is hasByte8 (so
+// that classifiers masking once give the same flags), and that hasByte8's
+// lowest flag is the first match, for every byte value at every position of
+// words of fill bytes that provoke borrows.
+func TestHasByte8Raw(t *testing.T) {
+	for _, c := range []byte{'\n', '"', '/', '%', '#', '(', '.', 'm', 0x00, 0x80, 0xff} {
+		eachWord([]byte{0x00, 0x01, 0x80, 0xff, c ^ 1, c + 1}, func(w [8]byte) {
+			x := load64(w[:], 0)
+			m := hasByte8(x, c)
+			if got := hasByte8Raw(x, c) & hi8; got != m {
+				t.Fatalf("hasByte8Raw(% x, %#x)&hi8 = %#x, hasByte8 = %#x", w, c, got, m)
+			}
+			first := bytes.IndexByte(w[:], c)
+			if (m == 0) != (first < 0) || (m != 0 && firstFlag(m) != first) {
+				t.Fatalf("hasByte8(% x, %#x) = %#x: first match %d", w, c, m, first)
+			}
+		})
 	}
 }
