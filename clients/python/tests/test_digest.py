@@ -4,13 +4,13 @@ and a server without digest lookups is detected once and sent signatures."""
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 
 import pytest
 
 import cachesvc
-from cachesvc import client as client_mod
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -44,7 +44,7 @@ def test_repeated_lookup_sends_only_the_digest(start_server, tmp_path):
     srv = start_server(data=data)
     c = cachesvc.Client(srv.url, timeout=120)
     sig = big_signature("digest_first")
-    full = len(client_mod.json.dumps(sig, separators=(",", ":"), sort_keys=True).encode())
+    full = len(json.dumps(sig, separators=(",", ":"), sort_keys=True).encode())
     assert full > 1 << 20
 
     before, unknown = bytes_in(srv.url), digest_requests(srv.url, "unknown")  # the fixture warmed plugins
@@ -99,7 +99,7 @@ def test_digest_first_off(server, monkeypatch, how):
         c = cachesvc.Client(server.url, namespace=how, digest_first=False)
     assert not c.digest_first
     sig = {"backend": "passthrough", "kind": "jax", "key": "jit_off-" + how}
-    body = len(client_mod.json.dumps(sig, separators=(",", ":"), sort_keys=True).encode())
+    body = len(json.dumps(sig, separators=(",", ":"), sort_keys=True).encode())
     counted = digest_requests(server.url, "known") + digest_requests(server.url, "unknown")
     for _ in range(2):
         before = bytes_in(server.url)

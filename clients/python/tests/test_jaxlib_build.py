@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import cachesvc.jax as cj
+import cachesvc._jaxsig as cj  # the jaxlib fingerprint and signature code
 from cachesvc.client import Client
 
 

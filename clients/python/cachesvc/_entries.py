@@ -1,0 +1,198 @@
+"""Entries by key: ``GET``/``HEAD``/``PUT``/``DELETE /v1/{ns}/entries/{key}``."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tempfile
+from typing import IO, BinaryIO, Union
+
+from ._transport import _CHUNK, _float_header, _seekable, _Transport
+from ._types import EntryInfo, Error, PutResult
+
+Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
+
+
+# The server's bounds on X-Cachesvc-Name and X-Compile-Seconds.
+_MAX_NAME_BYTES = 256
+_MAX_COMPILE_SECONDS = 7 * 24 * 3600
+
+
+def _name_header(name: str | None) -> bytes | None:
+    """X-Cachesvc-Name as the server takes it: UTF-8 (http.client would send
+    a str as Latin-1), printable characters only, at most 256 bytes cut at a
+    character boundary. A display name never fails an upload."""
+    if not name:
+        return None
+    clean = "".join(c if c.isprintable() else "\ufffd" for c in name)
+    data = clean.encode("utf-8")[:_MAX_NAME_BYTES]
+    return data.decode("utf-8", "ignore").encode("utf-8") or None
+
+
+class _Entries(_Transport):
+    """The :class:`cachesvc.Client` methods on one entry by its key."""
+
+    def get(self, key: str, *, timeout: float | None = None, wait: float | None = None) -> bytes | None:
+        """Returns the entry's bytes, or None on a miss (404).
+
+        The body is verified against the ``X-Content-SHA256`` header. With
+        ``wait`` (seconds), a miss behind a compile lease long-polls
+        (``?wait=``) until the holder writes the entry (bytes) or the lease
+        ends without it or the wait runs out (None); the call's budget is
+        ``timeout + wait``.
+
+        Raises:
+            Error: on any other failure (bad key -> ``400``, auth, server errors
+                after retries, ``digest_mismatch`` when the bytes received do
+                not match the announced digest).
+        """
+        buf = io.BytesIO()
+        info = self.download(key, buf, timeout=timeout, wait=wait)
+        return None if info is None else buf.getvalue()
+
+    def download(self, key: str, out: IO[bytes], *, timeout: float | None = None,
+                 wait: float | None = None) -> EntryInfo | None:
+        """Streams the entry into ``out`` (a writable binary file object).
+
+        Returns its :class:`EntryInfo`, or None on a miss. The bytes are
+        hashed while streaming and checked against ``X-Content-SHA256``; on a
+        mismatch :class:`Error` ``digest_mismatch`` is raised (``out`` then
+        holds the bad bytes: write to a temporary file and rename on success).
+        """
+        path = self._entry_path(key)
+        if wait is not None and wait > 0:
+            path += f"?wait={wait:.3f}s"
+            budget = self.timeout if timeout is None else timeout
+            timeout = None if budget is None else budget + wait
+        r = self._request("GET", path, timeout=timeout, allow=(404,))
+        if r.status == 404:
+            r.read_all(limit=1 << 20)
+            return None
+        want = (r.header("X-Content-SHA256") or "").lower()
+        h = hashlib.sha256()
+        n = 0
+        for chunk in r.read_chunks():
+            h.update(chunk)
+            out.write(chunk)
+            n += len(chunk)
+        got = h.hexdigest()
+        if want and got != want:
+            raise Error(r.status, "digest_mismatch",
+                        f"entry {key}: received bytes hash to {got}, server announced {want}")
+        self._check_signature(key, got, r.header("X-Cachesvc-Signature"))
+        return EntryInfo(key=key, size=n, sha256=got,
+                         compile_seconds=_float_header(r.header("X-Compile-Seconds")),
+                         etag=r.header("ETag"))
+
+    def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
+        """Returns the entry's metadata without its body, or None on a miss."""
+        r = self._request("HEAD", self._entry_path(key), timeout=timeout, allow=(404,))
+        r.resp.read()
+        r.finish()
+        if r.status == 404:
+            return None
+        return EntryInfo(
+            key=key,
+            size=int(r.header("Content-Length") or 0),
+            sha256=(r.header("X-Content-SHA256") or "").lower(),
+            compile_seconds=_float_header(r.header("X-Compile-Seconds")),
+            etag=r.header("ETag"),
+            name=r.header("X-Cachesvc-Name") or "",
+            backend=r.header("X-Cachesvc-Backend") or "",
+        )
+
+    def put(
+        self,
+        key: str,
+        data: Body,
+        *,
+        compile_seconds: float | None = None,
+        backend: str | None = None,
+        name: str | None = None,
+        sha256: str | None = None,
+        size: int | None = None,
+        timeout: float | None = None,
+    ) -> PutResult:
+        """Stores an entry, streaming it from ``bytes`` or a binary file object.
+
+        A seekable file is read twice (once to hash it, once to send it) and
+        never held in memory; a non-seekable stream is spooled to a temporary
+        file first unless both ``sha256`` and ``size`` are given (it then
+        cannot be retried). Entries are immutable: re-uploading identical bytes
+        returns ``created=False``; different bytes raise :class:`Error`
+        ``409``.
+
+        Args:
+            key: 64 lowercase hex digits.
+            data: the bytes, or a binary file object positioned at the start.
+            compile_seconds: sent as ``X-Compile-Seconds`` (how long it took
+                to produce the value; the dashboard counts it as time saved on
+                every hit).
+            backend: sent as ``X-Cachesvc-Backend`` (e.g. ``"xla"``).
+            name: a display name sent as ``X-Cachesvc-Name``.
+            sha256: the hex digest if already known (skips hashing).
+            size: the byte count if already known.
+        """
+        spool: IO[bytes] | None = None
+        try:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                raw = bytes(data)
+                digest = sha256 or hashlib.sha256(raw).hexdigest()
+                body_bytes: bytes | None = raw
+                body_file: IO[bytes] | None = None
+                length = len(raw)
+            else:
+                body_bytes = None
+                f: IO[bytes] = data  # type: ignore[assignment]
+                if _seekable(f):
+                    start = f.tell()
+                    if sha256 is None or size is None:
+                        h = hashlib.sha256()
+                        n = 0
+                        while True:
+                            chunk = f.read(_CHUNK)
+                            if not chunk:
+                                break
+                            h.update(chunk)
+                            n += len(chunk)
+                        digest, length = h.hexdigest(), n
+                    else:
+                        digest, length = sha256, size
+                    f.seek(start)
+                    body_file = f
+                elif sha256 is not None and size is not None:
+                    digest, length, body_file = sha256, size, f
+                else:
+                    spool = tempfile.TemporaryFile()
+                    h = hashlib.sha256()
+                    n = 0
+                    while True:
+                        chunk = f.read(_CHUNK)
+                        if not chunk:
+                            break
+                        h.update(chunk)
+                        spool.write(chunk)
+                        n += len(chunk)
+                    spool.seek(0)
+                    digest, length, body_file = h.hexdigest(), n, spool
+            headers: dict[str, str | bytes | None] = {
+                "Content-Type": "application/octet-stream",
+                "X-Content-SHA256": digest,
+                "X-Compile-Seconds": None if compile_seconds is None
+                else f"{min(max(compile_seconds, 0.0), _MAX_COMPILE_SECONDS):.6f}",
+                "X-Cachesvc-Backend": backend,
+                "X-Cachesvc-Name": _name_header(name),
+            }
+            r = self._request("PUT", self._entry_path(key), body=body_bytes, body_file=body_file,
+                              body_len=length, headers=headers, timeout=timeout, ok=(200, 201))
+            r.read_all(limit=1 << 20)
+            return PutResult(key=key, created=r.status == 201, size=length, sha256=digest)
+        finally:
+            if spool is not None:
+                spool.close()
+
+    def delete(self, key: str, *, timeout: float | None = None) -> bool:
+        """Deletes an entry (an admin operation). Returns False if it was absent."""
+        r = self._request("DELETE", self._entry_path(key), timeout=timeout, ok=(200, 202, 204), allow=(404,))
+        r.read_all(limit=1 << 20)
+        return r.status != 404

@@ -1,0 +1,170 @@
+"""The ``xla`` plugin signature of one JAX compile (canonical mode): the
+module text without debug info and the other components JAX hashes into its
+own key, plus a fingerprint of the loaded jaxlib build."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+# The same logger as cachesvc.jax: one name for everything the JAX backend logs.
+log = logging.getLogger("cachesvc.jax")
+
+
+def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
+    """The XLA flags JAX hashes into its key (same sources, same exclusions)."""
+    flags: list[str] = []
+    for var in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
+        v = os.getenv(var)
+        if v:
+            flags.extend(v.split())
+    for arg in sys.argv:
+        if arg.startswith("--xla") or any(arg.startswith(p) for p in extra_prefixes):
+            flags.append(arg)
+    return sorted(f for f in flags if f.split("=")[0] not in excluded)
+
+
+def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any,
+                   args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The ``xla`` plugin signature of one compile, from cache_key.get's arguments.
+
+    Mirrors what JAX hashes into its own key (jax 0.10.2 ``cache_key.get``),
+    but sends the module as text without debug info so that the server can
+    canonicalize names away.
+    """
+    from jax._src import cache_key as ck
+    from jax._src import config as jcfg
+    from jax._src.lib import version_str as jaxlib_version
+
+    compression = args[0] if args else kwargs.get("compression_algorithm", "zstandard")
+    ignore_callbacks = args[1] if len(args) > 1 else kwargs.get("ignore_callbacks")
+
+    with module.context:
+        m = module
+        no = getattr(getattr(ck, "IgnoreCallbacks", None), "NO", None)
+        if ignore_callbacks is not None and ignore_callbacks != no and hasattr(ck, "_remove_callbacks"):
+            m = ck._remove_callbacks(module.operation.clone(), ignore_callbacks)
+        meta_flag = getattr(jcfg, "compilation_cache_include_metadata_in_key", None)
+        include_meta = bool(meta_flag.value) if meta_flag is not None else False
+        text = m.operation.get_asm(enable_debug_info=include_meta)
+
+    # JAX points XLA's own caches (autotune results, GPU kernels) into
+    # jax_compilation_cache_dir, so its key depends on that directory's path.
+    # The path does not change the executable: clear it, so hosts with
+    # different cache directories share keys.
+    compile_options = _without_cache_paths(compile_options)
+    opts = hashlib.sha256()
+    if hasattr(ck, "_hash_serialized_compile_options"):
+        ck._hash_serialized_compile_options(opts, compile_options,
+                                            strip_device_assignment=(backend.platform == "gpu"))
+    else:
+        opts.update(compile_options.SerializeAsString())
+
+    topo = hashlib.sha256()
+    if hasattr(ck, "_hash_accelerator_config"):
+        ck._hash_accelerator_config(topo, devices)
+    else:
+        for d in devices.flat:
+            topo.update(d.device_kind.encode())
+    kinds = sorted({str(d.device_kind) for d in devices.flat})
+
+    excluded = list(getattr(ck, "xla_flags_to_exclude_from_cache_key", []))
+    prefixes = list(ck.get_flag_prefixes()) if hasattr(ck, "get_flag_prefixes") else []
+    extra: dict[str, str] = {}
+    hook = ck.custom_hook() if hasattr(ck, "custom_hook") else ""
+    if hook:
+        extra["custom_hook"] = hook
+    return {
+        "backend": "xla",
+        "module": text,
+        "module_format": "stablehlo",
+        "platform": str(backend.platform),
+        "platform_version": str(backend.platform_version),
+        "jaxlib_version": str(jaxlib_version),
+        "xla_flags": _xla_flags(prefixes, excluded),
+        "compile_options": opts.hexdigest(),
+        "topology": f"{topo.hexdigest()} devices={devices.size} kinds={','.join(kinds)}",
+        "codec": str(compression),
+        "extra": extra,
+        **({"jaxlib_build": build} if (build := _jaxlib_build()) else {}),
+    }
+
+
+# Names of the shared library that holds jaxlib's code when the extension
+# module itself is a shim (jaxlib 0.10: _jax.so is 3.5 KB, libjax_common.so
+# 350 MB beside it).
+_JAXLIB_COMMON = ("libjax_common.so", "libjax_common.dylib", "jax_common.dll")
+
+
+def _jaxlib_extension_files() -> list[str]:
+    """The files of the loaded XLA extension: ``jaxlib._jax`` (``jaxlib.xla_extension``
+    in older jaxlib) and the library beside it that holds its code; [] if not loaded."""
+    for name in ("jaxlib._jax", "jaxlib.xla_extension"):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            break
+    else:
+        return []
+    files = [os.path.realpath(path)]
+    for lib in _JAXLIB_COMMON:
+        p = os.path.join(os.path.dirname(path), lib)
+        if os.path.isfile(p):
+            files.append(os.path.realpath(p))
+    return files
+
+
+_build_lock = threading.Lock()
+_build_memo: tuple[tuple, str] | None = None  # ((path, size, mtime_ns) per file, digest)
+
+
+def _jaxlib_build() -> str:
+    """SHA-256 (hex) of the loaded XLA extension's files, the signature's
+    ``jaxlib_build``: two jaxlib builds with one version string then never share
+    an executable (JAX issue #18750). Read once per process (streamed) and kept
+    while every file's path, size and mtime stay the same; "" (no field) when
+    the files cannot be found or read."""
+    global _build_memo
+    try:
+        files = _jaxlib_extension_files()
+        if not files:
+            return ""
+        stamp = tuple((p, st.st_size, st.st_mtime_ns) for p in files for st in (os.stat(p),))
+        with _build_lock:
+            if _build_memo is not None and _build_memo[0] == stamp:
+                return _build_memo[1]
+            h = hashlib.sha256()
+            for p, size, _ in stamp:
+                h.update(f"{os.path.basename(p)}\0{size}\0".encode())
+                with open(p, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        h.update(chunk)
+            _build_memo = (stamp, h.hexdigest())
+            return _build_memo[1]
+    except Exception as exc:  # noqa: BLE001 - fail open: the key just lacks the field
+        log.debug("cachesvc: cannot fingerprint the jaxlib build: %s", exc)
+        return ""
+
+
+_CACHE_PATH_OPTIONS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
+
+
+def _without_cache_paths(compile_options: Any) -> Any:
+    """A copy of ``compile_options`` with XLA's cache-file paths cleared (the
+    original goes to the compiler untouched); the original if none is set."""
+    try:
+        dbg = compile_options.executable_build_options.debug_options
+        if not any(getattr(dbg, name, "") for name in _CACHE_PATH_OPTIONS):
+            return compile_options
+        import copy
+        c = copy.deepcopy(compile_options)
+        dbg = c.executable_build_options.debug_options
+        for name in _CACHE_PATH_OPTIONS:
+            if getattr(dbg, name, ""):
+                setattr(dbg, name, "")
+        return c
+    except Exception:  # noqa: BLE001 - unknown options object: hash it as is
+        return compile_options

@@ -1,0 +1,126 @@
+"""Compile leases: ``POST``/``DELETE /v1/{ns}/leases/{key}`` and the
+long-poll for an entry another holder is compiling."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import urllib.parse
+from typing import TYPE_CHECKING
+
+from ._transport import _json_body, _Transport
+from ._types import Error
+
+if TYPE_CHECKING:  # Lease.wait calls Client.get; only the type is needed here
+    from .client import Client
+
+
+class _Leases(_Transport):
+    """The :class:`cachesvc.Client` method that takes a compile lease."""
+
+    def lease(self, key: str, *, holder: str | None = None, ttl: float = 60.0,
+              renew: bool = True) -> "Lease":
+        """A compile lease on ``key``, as a context manager::
+
+            with client.lease(key, ttl=120) as lease:
+                if lease.granted:              # we compile
+                    client.put(key, compile())  # the PUT releases the lease
+                else:                          # someone else compiles (or it exists)
+                    value = lease.wait(60)     # bytes, or None: compile yourself
+
+        On exit a granted lease that was not released by a PUT is released
+        (``DELETE``). With ``renew`` a background thread renews it every
+        ``ttl/3`` seconds while the block runs, so long compiles keep it.
+        """
+        return Lease(self, key, holder or default_holder(), ttl, renew)
+
+
+def default_holder() -> str:
+    """A lease holder id naming this process: ``<host>:<pid>``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Lease:
+    """A compile lease (see :meth:`Client.lease`).
+
+    Attributes:
+        key: the entry key.
+        holder: our holder id.
+        granted: True when we hold the lease (we compile).
+        current_holder: who holds it when not granted ("" when the entry
+            already exists: fetch it).
+        expires: the lease expiry as the server reported it (RFC 3339).
+        code: the server's code when not granted (``lease_held`` /
+            ``entry_exists``).
+    """
+
+    def __init__(self, client: Client, key: str, holder: str, ttl: float, renew: bool) -> None:
+        self.client = client
+        self.key = key
+        self.holder = holder
+        self.ttl = ttl
+        self.renew_in_background = renew
+        self.granted = False
+        self.current_holder = ""
+        self.expires = ""
+        self.code = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> bool:
+        """Asks for (or renews) the lease; returns :attr:`granted`."""
+        r = self.client._json("POST", self.client._ns_path("leases", self.key),
+                              {"holder": self.holder, "ttl_s": self.ttl}, ok=(201,), allow=(409,))
+        doc = _json_body(r)
+        self.granted = r.status == 201
+        self.current_holder = str(doc.get("holder", ""))
+        self.expires = str(doc.get("expires", ""))
+        err = doc.get("error")
+        self.code = str(err.get("code", "")) if isinstance(err, dict) else ""
+        return self.granted
+
+    def wait(self, timeout: float = 60.0) -> bytes | None:
+        """Long-polls for the entry another holder is compiling: its bytes, or
+        None when the lease ended without it or ``timeout`` ran out (then
+        compile yourself)."""
+        try:
+            return self.client.get(self.key, wait=timeout)
+        except Error as e:
+            if e.status == 503:  # too many waiters: compile yourself
+                return None
+            raise
+
+    def release(self) -> None:
+        """Releases the lease without writing (no-op if not held)."""
+        self._stop.set()
+        if not self.granted:
+            return
+        self.granted = False
+        path = self.client._ns_path("leases", self.key) + "?holder=" + urllib.parse.quote(self.holder, safe="")
+        r = self.client._request("DELETE", path, ok=(200, 204), allow=(404, 409))
+        r.read_all(limit=1 << 20)
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(max(0.5, self.ttl / 3)):
+            try:
+                if not self.acquire():
+                    return
+            except Error:
+                pass  # the next attempt, or expiry, decides
+
+    def __enter__(self) -> "Lease":
+        if self.acquire() and self.renew_in_background:
+            self._thread = threading.Thread(target=self._renew_loop, name=f"cachesvc-lease-{self.key[:8]}",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.release()
+        except Error:
+            pass  # it expires by itself

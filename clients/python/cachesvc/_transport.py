@@ -1,0 +1,372 @@
+"""The HTTP transport: keep-alive connection pool, the retrying request loop,
+error decoding, and the paths and headers every request shares.
+
+:class:`_Transport` is the base of every part of :class:`cachesvc.Client`:
+it declares the configuration that :meth:`Client.__init__` sets, so that the
+parts (entries, lookups, batch, leases, reports) can each send requests
+without knowing about one another.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.parse
+from typing import IO, Any, Mapping
+
+from . import _ed25519
+from ._types import Error
+
+_CHUNK = 256 * 1024
+_USER_AGENT = "cachesvc-python/0.1"
+
+
+class _Deadline:
+    """A point in monotonic time after which a call gives up."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, budget: float | None) -> None:
+        self.end = None if budget is None else time.monotonic() + budget
+
+    def remaining(self) -> float | None:
+        if self.end is None:
+            return None
+        return self.end - time.monotonic()
+
+    def expired(self) -> bool:
+        r = self.remaining()
+        return r is not None and r <= 0
+
+
+class _Pool:
+    """A LIFO pool of idle keep-alive connections to one host.
+
+    A connection is owned by one request at a time; the pool only guards the
+    list of idle ones with a lock, so it is safe for concurrent use.
+    """
+
+    def __init__(self, scheme: str, host: str, port: int | None, max_idle: int) -> None:
+        self._scheme = scheme
+        self._host = host
+        self._port = port
+        self._max_idle = max_idle
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def acquire(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """Returns a connection and whether it was reused from the pool."""
+        with self._lock:
+            if self._pid != os.getpid():  # forked: never share the parent's sockets
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn, True
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=timeout, blocksize=_CHUNK)
+        return conn, False
+
+    def release(self, conn: http.client.HTTPConnection) -> None:
+        """Returns a connection whose last response was fully read."""
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Closes every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+
+class _Response:
+    """A response being read; returns its connection to the pool when done."""
+
+    def __init__(self, client: "_Transport", conn: http.client.HTTPConnection,
+                 resp: http.client.HTTPResponse, deadline: _Deadline) -> None:
+        self._client = client
+        self._conn = conn
+        self.resp = resp
+        self.status = resp.status
+        self._deadline = deadline
+        self._done = False
+
+    def header(self, name: str) -> str | None:
+        return self.resp.getheader(name)
+
+    def read_chunks(self):
+        """Yields the body in chunks, enforcing the call's time budget."""
+        try:
+            while True:
+                if self._deadline.expired():
+                    raise Error(0, "timeout", "the time budget ran out while reading the response")
+                chunk = self.resp.read(_CHUNK)
+                if not chunk:
+                    break
+                yield chunk
+        except Error:
+            self.abort()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            self.abort()
+            raise _transport_error(exc) from exc
+        self.finish()
+
+    def read_all(self, limit: int = 64 << 20) -> bytes:
+        """Reads a (small) body completely."""
+        buf = bytearray()
+        for chunk in self.read_chunks():
+            buf += chunk
+            if len(buf) > limit:
+                self.abort()
+                raise Error(self.status, "bad_response", "response body is larger than expected")
+        return bytes(buf)
+
+    def finish(self) -> None:
+        """Drains nothing; returns the connection if the body was consumed."""
+        if self._done:
+            return
+        self._done = True
+        if self.resp.isclosed() and not self.resp.will_close:
+            self._client._pool.release(self._conn)
+        else:
+            self._conn.close()
+
+    def abort(self) -> None:
+        """Closes the connection (the body was not consumed)."""
+        if self._done:
+            return
+        self._done = True
+        self._conn.close()
+
+
+def _transport_error(exc: BaseException) -> Error:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return Error(0, "timeout", f"request timed out: {exc}")
+    return Error(0, "connection_failed", f"{type(exc).__name__}: {exc}")
+
+
+def _error_from_body(status: int, body: bytes) -> Error:
+    code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            code = str(err.get("code") or code)
+            message = str(err.get("message") or message)
+    except (ValueError, UnicodeDecodeError):
+        text = body[:200].decode("utf-8", "replace").strip()
+        if text:
+            message = text
+    return Error(status, code, message)
+
+def _float_header(v: str | None) -> float | None:
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+def _json_body(r: _Response) -> dict[str, Any]:
+    data = r.read_all(limit=64 << 20)
+    if not data:
+        return {}
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Error(r.status, "bad_response", f"response is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise Error(r.status, "bad_response", "response is not a JSON object")
+    return doc
+
+
+def _seekable(f: Any) -> bool:
+    try:
+        return bool(f.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+
+class _Transport:
+    """Sends requests for a :class:`cachesvc.Client` (its base class).
+
+    The attributes are set by ``Client.__init__``; they are declared here
+    because every method of every part reads them.
+    """
+
+    url: str
+    namespace: str
+    token: str | None
+    timeout: float | None
+    first_byte_timeout: float | None
+    retries: int
+    backoff: float
+    max_backoff: float
+    run: str | None
+    digest_first: bool
+    _verify_key: Any
+    _prefix: str
+    _pool: _Pool
+    _user_agent: str
+    _rand: random.Random
+
+    # ---- paths ----------------------------------------------------------------
+
+    def _ns_path(self, *parts: str) -> str:
+        segs = [urllib.parse.quote(self.namespace, safe="")]
+        segs += [urllib.parse.quote(p, safe="") for p in parts]
+        return f"{self._prefix}/v1/" + "/".join(segs)
+
+    def _entry_path(self, key: str) -> str:
+        return self._ns_path("entries", key)
+
+    def _ns_path_in(self, namespace: str | None, *parts: str) -> str:
+        if namespace is None or namespace == self.namespace:
+            return self._ns_path(*parts)
+        segs = [urllib.parse.quote(namespace, safe="")] + [urllib.parse.quote(p, safe="") for p in parts]
+        return f"{self._prefix}/v1/" + "/".join(segs)
+    # ---- the request loop -----------------------------------------------------
+
+    def _headers(self, extra: Mapping[str, str | bytes | None] | None) -> dict[str, str | bytes]:
+        h: dict[str, str | bytes] = {"User-Agent": self._user_agent}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        if self.run:
+            h["X-Cachesvc-Run"] = self.run
+        if extra:
+            h.update({k: v for k, v in extra.items() if v is not None})
+        return h
+
+    def _sleep_backoff(self, attempt: int, deadline: _Deadline, retry_after: float | None) -> bool:
+        """Sleeps before retry number ``attempt``; False if the budget is spent."""
+        cap = min(self.max_backoff, self.backoff * (2 ** attempt))
+        delay = self._rand.uniform(0, cap)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_backoff))
+        rem = deadline.remaining()
+        if rem is not None and rem <= delay:
+            return False
+        time.sleep(delay)
+        return True
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        body_file: IO[bytes] | None = None,
+        body_len: int | None = None,
+        headers: Mapping[str, str | bytes | None] | None = None,
+        timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+        ok: tuple[int, ...] = (200,),
+        allow: tuple[int, ...] = (),
+    ) -> _Response:
+        """Sends a request with retries; returns a response whose status is
+        in ``ok`` or ``allow`` (body unread) or raises :class:`Error`.
+
+        ``first_byte_timeout`` bounds each attempt's connect, send and wait
+        for the response headers (within the budget); the body is then read
+        within what remains of the budget. A first-byte timeout is not
+        retried: a server that does not answer a small request in time is
+        hung or overloaded, and waiting again only delays the caller.
+
+        ``body_file`` must be seekable if it is to be retried; it is rewound
+        to its starting position before each attempt.
+        """
+        budget = self.timeout if timeout is None else timeout
+        deadline = _Deadline(budget)
+        hdrs = self._headers(headers)
+        if body is not None:
+            hdrs["Content-Length"] = str(len(body))
+        elif body_file is not None:
+            hdrs["Content-Length"] = str(body_len)
+        start_pos = body_file.tell() if body_file is not None else None
+        attempt = 0
+        stale_retry_used = False
+        while True:
+            rem = deadline.remaining()
+            if rem is not None and rem <= 0:
+                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted")
+            sock_timeout = rem if rem is not None else None
+            short = first_byte_timeout is not None and (sock_timeout is None or first_byte_timeout < sock_timeout)
+            if short:
+                sock_timeout = first_byte_timeout
+            conn, reused = self._pool.acquire(sock_timeout)  # type: ignore[arg-type]
+            retry_after: float | None = None
+            try:
+                if body_file is not None and start_pos is not None:
+                    body_file.seek(start_pos)
+                conn.request(method, path, body=body if body is not None else body_file, headers=hdrs)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                err = _transport_error(exc)
+                # A kept-alive connection the server closed meanwhile fails at
+                # once: retry that immediately, once, without counting it.
+                if reused and not stale_retry_used and err.code == "connection_failed":
+                    stale_retry_used = True
+                    continue
+                if short and err.code == "timeout":
+                    raise Error(0, "timeout", f"{method} {path}: no response within the first-byte "
+                                f"timeout of {first_byte_timeout}s") from exc
+                if attempt >= self.retries or (body_file is not None and not _seekable(body_file)):
+                    raise err from exc
+                if not self._sleep_backoff(attempt, deadline, None):
+                    raise err from exc
+                attempt += 1
+                continue
+            if short and conn.sock is not None:  # the body: the rest of the budget
+                rest = deadline.remaining()
+                conn.sock.settimeout(None if rest is None else max(rest, 0.001))
+            r = _Response(self, conn, resp, deadline)
+            if r.status in ok or r.status in allow:
+                return r
+            # An error: read the (small) JSON body.
+            try:
+                data = r.read_all(limit=1 << 20)
+            except Error:
+                data = b""
+            err = _error_from_body(r.status, data)
+            if r.status in (429, 503) and attempt < self.retries and (body_file is None or _seekable(body_file)):
+                retry_after = _float_header(resp.getheader("Retry-After"))
+                if self._sleep_backoff(attempt, deadline, retry_after):
+                    attempt += 1
+                    continue
+            raise err
+
+    def _json(self, method: str, path: str, doc: Any, *, ok: tuple[int, ...] = (200,),
+              allow: tuple[int, ...] = (), timeout: float | None = None,
+              first_byte_timeout: float | None = None) -> _Response:
+        body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        return self._request(method, path, body=body, ok=ok, allow=allow, timeout=timeout,
+                             first_byte_timeout=first_byte_timeout,
+                             headers={"Content-Type": "application/json", "Accept": "application/json"})
+    # ---- signatures ---------------------------------------------------------------
+
+    def _check_signature(self, key: str, sha256: str, signature: str | None) -> None:
+        """With a verify key, raises Error ``bad_signature`` unless
+        ``signature`` signs key ‖ sha256 under it."""
+        if self._verify_key is None:
+            return
+        if not signature:
+            raise Error(200, "bad_signature",
+                        f"entry {key} is not signed, but the client requires signatures (verify_key)")
+        if not _ed25519.verify_entry(self._verify_key, key, sha256, signature):
+            raise Error(200, "bad_signature",
+                        f"entry {key}: the signature does not match its key and sha256 {sha256} under the verify key")
