@@ -197,11 +197,9 @@ func (g *adminEntriesAPI) list(c *fiber.Ctx, ns string) error {
 	if err != nil {
 		return err
 	}
-	limit := wire.MaxListLimit
-	if v := c.Query("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > wire.MaxListLimit {
-			return Errorf(http.StatusBadRequest, "bad_limit", "limit must be 1 to %d, got %q.", wire.MaxListLimit, v)
-		}
+	limit, err := pageLimit(c)
+	if err != nil {
+		return err
 	}
 	cur, err := parseCursor(c.Query("after"), ns)
 	if err != nil {
@@ -238,4 +236,18 @@ func (g *adminEntriesAPI) handleMeta(c *fiber.Ctx) error {
 		return entryErr(err, r.Namespace, r.Key)
 	}
 	return c.JSON(entryInfo(m, g.io.signature(m)))
+}
+
+// pageLimit reads a paged listing's ?limit= (the admin listing and the
+// quarantine list): 1 to wire.MaxListLimit, the maximum when absent.
+func pageLimit(c *fiber.Ctx) (int, error) {
+	v := c.Query("limit")
+	if v == "" {
+		return wire.MaxListLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > wire.MaxListLimit {
+		return 0, Errorf(http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to %d, got %q.", wire.MaxListLimit, v)
+	}
+	return n, nil
 }

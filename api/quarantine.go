@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -35,9 +34,6 @@ const DefaultQuarantineAfter = 2
 
 // MaxClientIDLen bounds a report's "client" field.
 const MaxClientIDLen = 128
-
-// maxQuarantinePage bounds GET /v1/{ns}/quarantine's page (?limit=).
-const maxQuarantinePage = 1000
 
 // quarantineAPI serves reports of entries that failed to load and the
 // quarantine they lead to.
@@ -292,13 +288,9 @@ func (g *quarantineAPI) handleList(c *fiber.Ctx) error {
 		return err
 	}
 	r := reqOf(c)
-	limit := maxQuarantinePage
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxQuarantinePage {
-			return Errorf(http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to %d, got %q.", maxQuarantinePage, v)
-		}
-		limit = n
+	limit, err := pageLimit(c)
+	if err != nil {
+		return err
 	}
 	var after *cachekey.Key
 	if v := c.Query("after"); v != "" {
@@ -310,7 +302,7 @@ func (g *quarantineAPI) handleList(c *fiber.Ctx) error {
 	}
 	out := make([]quarantinedJSON, 0, min(limit, 64))
 	next := ""
-	err := g.q.WalkQuarantined(c.UserContext(), r.Namespace, after, func(q store.Quarantined) bool {
+	err = g.q.WalkQuarantined(c.UserContext(), r.Namespace, after, func(q store.Quarantined) bool {
 		if len(out) == limit {
 			next = out[len(out)-1].Key
 			return false

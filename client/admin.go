@@ -71,9 +71,19 @@ func (c *Client) ListEntries(ctx context.Context, ns string, f EntryFilter, fn f
 	if ns != "" {
 		base = c.url(ns, "entries")
 	}
-	q := f.query()
+	return eachPage(ctx, c, base, f.query(), fn)
+}
+
+// eachPage calls fn with every member of a paged listing at base (a JSON
+// body {"entries": [...], "next": cursor}, as wire.EntryList), asking for
+// the page after each cursor until one comes without, or fn returns an
+// error, which it returns.
+func eachPage[T any](ctx context.Context, c *Client, base string, q url.Values, fn func(T) error) error {
 	for {
-		var page wire.EntryList
+		var page struct {
+			Entries []T    `json:"entries"`
+			Next    string `json:"next"`
+		}
 		if err := c.getJSON(ctx, base+"?"+q.Encode(), &page); err != nil {
 			return err
 		}

@@ -87,24 +87,7 @@ func (c *Client) Reports(ctx context.Context, ns, key string) (ReportState, erro
 func (c *Client) ListQuarantined(ctx context.Context, ns string, fn func(QuarantinedEntry) error) error {
 	q := url.Values{}
 	q.Set("limit", fmt.Sprint(wire.MaxListLimit))
-	for {
-		var page struct {
-			Entries []QuarantinedEntry `json:"entries"`
-			Next    string             `json:"next"`
-		}
-		if err := c.getJSON(ctx, c.url(ns, "quarantine")+"?"+q.Encode(), &page); err != nil {
-			return err
-		}
-		for _, e := range page.Entries {
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		if page.Next == "" {
-			return nil
-		}
-		q.Set("after", page.Next)
-	}
+	return eachPage(ctx, c, c.url(ns, "quarantine"), q, fn)
 }
 
 // Match reports whether e passes f at time now, as the server's filters
