@@ -66,3 +66,5 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )
+
+replace github.com/dgraph-io/badger/v4 => ./third_party/badger

@@ -100,6 +100,10 @@ suite_go() {
 	local rc=0
 	log "go vet ./..."
 	go vet ./... || rc=1 # still run the tests: their output is the report
+	# third_party/badger is upstream Badger plus third_party/patches, and
+	# upstream's own value-log and transaction tests pass on it.
+	log "third_party/badger: upstream plus patches, upstream's tests"
+	scripts/third-party.sh test || rc=1
 	# The 2 GiB RssAnon test (cmd/cachesvc, ~40 s here) runs by default,
 	# without -race: it measures the server subprocess, and the race detector
 	# would only slow the client generating 2 GiB. CACHESVC_BIG_TESTS=0 skips
