@@ -92,7 +92,24 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 			return nil, &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(err.Error()), Err: err}
 		}
 	}
+	if !hasXHeader(c) {
+		return r, nil // none of the cachesvc headers: nothing to read
+	}
 	return r, r.readHeaders(func(name string) string { return c.Get(name) })
+}
+
+// hasXHeader reports whether the request has a header named X-...: every
+// cachesvc header is, and a plain GET has none, so one pass over the
+// headers saves the six lookups of readHeaders (each normalizes the name
+// and scans every header: about 5% of a small GET's CPU).
+func hasXHeader(c *fiber.Ctx) bool {
+	found := false
+	c.Request().Header.VisitAll(func(k, _ []byte) {
+		if len(k) > 2 && k[0]|0x20 == 'x' && k[1] == '-' {
+			found = true
+		}
+	})
+	return found
 }
 
 // readHeaders validates the cachesvc headers, read through get (which
