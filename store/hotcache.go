@@ -17,10 +17,10 @@ const DefaultHotCacheBytes = 64 << 20
 const hotEntryMax = 64 << 10
 
 // hotCache keeps the verified bytes of small, recently read blobs in memory,
-// keyed by SHA-256, so that a GET of a hot small entry reads only its
-// metadata from Badger (which is what makes deletes, evictions and
-// quarantines visible at once) and skips the blob record, the chunk read and
-// its checksum. A blob's bytes never change for its SHA-256 (Put verifies
+// keyed by SHA-256, so that a GET of a hot small entry skips the blob
+// record, the chunk read and its checksum; its metadata comes from hotMetas
+// (hotmeta.go), which every change to the entry updates at once, or else
+// from Badger. A blob's bytes never change for its SHA-256 (Put verifies
 // the digest of what it stores), so a cached blob cannot be stale: at worst
 // it outlives its last entry until LRU order drops it, and freeing a blob
 // drops it at once. Bounded by max bytes in all (each blob at most
