@@ -2,18 +2,24 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
 // TestHotEntryChangesSeenAtOnce: on a real server, once a small entry is
 // served from memory (metadata and bytes), every request that changes it
-// is seen by the very next GET and HEAD: DELETE (the admin route), an
-// overwrite (DELETE then PUT of other bytes), an import of other bytes
-// after a DELETE, a quarantine, and a restore.
+// is seen by the very next GET and HEAD: eviction for the store bound,
+// idle expiry, DELETE (the admin route), an overwrite (DELETE then PUT of
+// other bytes), an import of other bytes after a DELETE, a quarantine, and
+// a restore.
 func TestHotEntryChangesSeenAtOnce(t *testing.T) {
 	const ns = "default"
 	const size = 4096
@@ -33,22 +39,47 @@ func TestHotEntryChangesSeenAtOnce(t *testing.T) {
 	}
 	tests := []struct {
 		name string
+		opts apitest.Options
 		// change changes the entry key and returns the seed of the bytes
 		// a GET must then return, 0 for a 404.
 		change func(t *testing.T, srv *apitest.Server, key string) uint64
 	}{
-		{"DELETE", func(t *testing.T, srv *apitest.Server, key string) uint64 {
+		{"evicted for the store bound", apitest.Options{MaxBytes: 6 << 10}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
+			if resp, b := put(t, srv, ns, keyOf("newer"), 4, size); resp.StatusCode != http.StatusCreated {
+				t.Fatalf("PUT = %d (%s)", resp.StatusCode, b)
+			}
+			return 0
+		}},
+		{"idle expiry", apitest.Options{Store: func(c *store.Config) {
+			c.Quotas = store.Quotas{Default: store.Quota{MaxIdle: time.Second}}
+			c.ExpiryInterval = 20 * time.Millisecond
+		}}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
+			// Wait (without reading it) until the expiry loop removed it.
+			k, err := cachekey.ParseKey(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := srv.Store.Stat(context.Background(), ns, k); errors.Is(err, store.ErrNotFound) {
+					return 0
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the idle entry was not expired within 30 s")
+				}
+			}
+		}},
+		{"DELETE", apitest.Options{}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
 			del(t, srv, key)
 			return 0
 		}},
-		{"DELETE, then PUT of other bytes", func(t *testing.T, srv *apitest.Server, key string) uint64 {
+		{"DELETE, then PUT of other bytes", apitest.Options{}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
 			del(t, srv, key)
 			if resp, b := put(t, srv, ns, key, 2, size); resp.StatusCode != http.StatusCreated {
 				t.Fatalf("PUT = %d (%s)", resp.StatusCode, b)
 			}
 			return 2
 		}},
-		{"DELETE, then import of other bytes", func(t *testing.T, srv *apitest.Server, key string) uint64 {
+		{"DELETE, then import of other bytes", apitest.Options{}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
 			other := apitest.Start(t, apitest.Options{})
 			put(t, other, ns, key, 3, size)
 			resp := other.Do(http.MethodGet, other.URL+"/v1/"+ns+"/export", nil)
@@ -60,11 +91,11 @@ func TestHotEntryChangesSeenAtOnce(t *testing.T) {
 			post(t, srv, srv.URL+"/v1/"+ns+"/import", tarball, http.StatusOK)
 			return 3
 		}},
-		{"quarantine", func(t *testing.T, srv *apitest.Server, key string) uint64 {
+		{"quarantine", apitest.Options{}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
 			post(t, srv, srv.EntryURL(ns, key)+"/quarantine", []byte(`{"reason":"test"}`), http.StatusOK)
 			return 0
 		}},
-		{"quarantine, then restore", func(t *testing.T, srv *apitest.Server, key string) uint64 {
+		{"quarantine, then restore", apitest.Options{}, func(t *testing.T, srv *apitest.Server, key string) uint64 {
 			post(t, srv, srv.EntryURL(ns, key)+"/quarantine", []byte(`{"reason":"test"}`), http.StatusOK)
 			resp := srv.Do(http.MethodGet, srv.EntryURL(ns, key), nil)
 			if apitest.ReadAll(t, resp); resp.StatusCode != http.StatusNotFound {
@@ -76,7 +107,7 @@ func TestHotEntryChangesSeenAtOnce(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := apitest.Start(t, apitest.Options{})
+			srv := apitest.Start(t, tc.opts)
 			key := keyOf("hot-" + tc.name)
 			url := srv.EntryURL(ns, key)
 			put(t, srv, ns, key, 1, size)
