@@ -185,7 +185,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	miss := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Backend: r.Backend}
 	off, n := int64(0), int64(-1)
-	if rangeHdr := c.Get(fiber.HeaderRange); rangeHdr != "" {
+	if rangeHdr := r.header(c, seenRange, fiber.HeaderRange); rangeHdr != "" {
 		meta, err := g.store.Stat(ctx, r.Namespace, r.Key)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -216,7 +216,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size}
 	g.io.headers(c, m)
-	if notModified(c, m) {
+	if notModified(r.header(c, seenIfNoneMatch, fiber.HeaderIfNoneMatch), m) {
 		_ = rc.Close()
 		hit.Bytes, hit.Partial = 0, true
 		g.out.Lookup(hit)

@@ -80,9 +80,8 @@ func setEntryHeaders(c *fiber.Ctx, m store.Meta) {
 	h.Set(fiber.HeaderAcceptRanges, "bytes")
 }
 
-// notModified reports whether the request's If-None-Match matches m.
-func notModified(c *fiber.Ctx, m store.Meta) bool {
-	inm := c.Get(fiber.HeaderIfNoneMatch)
+// notModified reports whether the request's If-None-Match inm matches m.
+func notModified(inm string, m store.Meta) bool {
 	if inm == "" {
 		return false
 	}

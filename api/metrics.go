@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,9 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec   // route, method, status
 	duration *prometheus.HistogramVec // route, method
+	// series resolves their children once per route, method and status
+	// (httpseries.go).
+	series   httpSeries
 	bytesIn  prometheus.Counter
 	bytesOut prometheus.Counter
 }
@@ -46,6 +48,8 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 			Help: "Entry bytes sent in response bodies (GET, lookup, batch), as written to the network.",
 		}),
 	}
+	m.series = httpSeries{requests: m.requests, duration: m.duration}
+	m.series.addRoute(unmatchedRoute)
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut,
 		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
@@ -131,15 +135,14 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	}
 	closeIfBodyUnread(c)
 
-	route := "unmatched"
+	route := unmatchedRoute
 	if routed(c) {
 		route = c.Route().Path
 	}
 	status := c.Response().StatusCode()
 	method := methodName(c.Method())
 	elapsed := time.Since(start)
-	s.http.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	s.http.duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+	s.http.series.observe(route, method, status, elapsed)
 
 	level := slog.LevelInfo
 	switch {
@@ -169,6 +172,9 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
 	return nil
 }
+
+// unmatchedRoute is the route label of a request that matched no route.
+const unmatchedRoute = "unmatched"
 
 // methodName returns m as a string that does not alias fiber's reused
 // buffers: a constant for the usual methods (no allocation per request).

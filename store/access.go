@@ -47,6 +47,14 @@ func (s *Badger) flushAccess() error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("flush access times: %w", err)
 		}
+		// The rewritten records carry new hit counts and access times: a
+		// cached copy would count the flushed hits twice with the
+		// accounting's, or lose them.
+		refs := make([]entryRef, len(done))
+		for i, u := range done {
+			refs[i] = u.ref
+		}
+		s.hotMeta.forget(refs...) // hotmeta.go
 		s.mu.Lock()
 		for _, u := range done {
 			s.acct.flushed(u)

@@ -52,6 +52,8 @@ type Badger struct {
 	blobs recordCache[[32]byte, blobRecord]
 	// hot holds the bytes of small, recently read blobs (hotcache.go).
 	hot hotCache
+	// hotMeta holds the metadata of entries whose blob is hot (hotmeta.go).
+	hotMeta hotMetas
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -304,6 +306,9 @@ func (s *Badger) Stat(ctx context.Context, ns string, key Key) (Meta, error) {
 	}
 	defer s.leave()
 	ref := entryRef{ns, key}
+	if m, ok := s.hotMeta.get(ref); ok { // hotmeta.go
+		return s.overlay(m), nil
+	}
 	var m Meta
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -416,6 +421,7 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 	if err := txn.Commit(); err != nil {
 		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
 	}
+	s.hotMeta.forget(ref) // hotmeta.go
 	s.mu.Lock()
 	s.acct.remove(ref)
 	s.mu.Unlock()

@@ -52,6 +52,12 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	}
 	defer s.leave()
 	ref := entryRef{ns, key}
+	if m, ok := s.hotMeta.get(ref); ok { // hotmeta.go
+		if data, ok := s.hot.get(m.SHA256); ok {
+			return s.hotRead(ref, m, data, off, n, touch)
+		}
+	}
+	gen := s.hotMeta.begin() // before the snapshot (hotmeta.go)
 	txn := s.db.NewTransaction(false)
 	keep := false
 	defer func() {
@@ -64,12 +70,8 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 		return Meta{}, nil, err
 	}
 	if data, ok := s.hot.get(m.SHA256); ok { // hotcache.go
-		m = s.access(ref, m, touch)
-		off, n = clampRange(off, n, int64(len(data)))
-		// Capacity ends with the range: an append to it (fasthttp's
-		// Response.CopyTo appends to a raw body) copies instead of writing
-		// into the shared bytes.
-		return m, newHotReader(data[off : off+n : off+n]), nil
+		s.hotMeta.put(ref, m, gen)
+		return s.hotRead(ref, m, data, off, n, touch)
 	}
 	item, err := txn.Get(blobKey(m.SHA256))
 	if err != nil {
@@ -104,6 +106,16 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	}
 	keep = true
 	return m, r, nil
+}
+
+// hotRead is Get of an entry whose blob's bytes are in the hot cache.
+func (s *Badger) hotRead(ref entryRef, m Meta, data []byte, off, n int64, touch bool) (Meta, io.ReadCloser, error) {
+	m = s.access(ref, m, touch)
+	off, n = clampRange(off, n, int64(len(data)))
+	// Capacity ends with the range: an append to it (fasthttp's
+	// Response.CopyTo appends to a raw body) copies instead of writing into
+	// the shared bytes.
+	return m, newHotReader(data[off : off+n : off+n]), nil
 }
 
 // access returns m as of now: with the access counted when touch is set

@@ -121,3 +121,23 @@ func TestHotCacheBound(t *testing.T) {
 		})
 	}
 }
+
+// TestHotCacheKeepsWhatIsRead: a blob read between insertions is never the
+// one dropped, however many blobs pass through the cache (a hit moves it
+// to the front unless it is already in the front quarter).
+func TestHotCacheKeepsWhatIsRead(t *testing.T) {
+	for _, blobs := range []int{2, 8, 64} {
+		c := hotCache{max: int64(blobs) * 16}
+		hot := sha256.Sum256([]byte("hot"))
+		c.put(hot, make([]byte, 16))
+		for i := range 20 * blobs {
+			c.put(sha256.Sum256([]byte{byte(i), byte(i >> 8)}), make([]byte, 16))
+			if _, ok := c.get(hot); !ok {
+				t.Fatalf("%d blobs: the blob read after every insertion was dropped at insertion %d", blobs, i)
+			}
+		}
+		if n, used := c.stats(); n != blobs || used != int64(blobs)*16 {
+			t.Fatalf("%d blobs: cache holds %d blobs, %d bytes", blobs, n, used)
+		}
+	}
+}

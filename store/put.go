@@ -406,6 +406,7 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, held claim, inli
 	if err := txn.Commit(); err != nil {
 		return res, false, fmt.Errorf("put entry %s/%s: commit: %w", ref.ns, ref.key, err)
 	}
+	s.hotMeta.forget(ref) // hotmeta.go
 	if replaced != nil {
 		purge = replaced()
 	}

@@ -271,6 +271,9 @@ func (s *Badger) Report(ctx context.Context, ns string, key Key, r Report, thres
 	if err := txn.Commit(); err != nil {
 		return ReportState{}, fmt.Errorf("report entry %s/%s: commit: %w", ns, key, err)
 	}
+	if cause != "" {
+		s.hotMeta.forget(ref) // hotmeta.go
+	}
 	s.log.Warn("entry reported as unloadable", "namespace", ns, "key", key.String(), "reporter", r.Reporter,
 		"reason", r.Reason, "reports", rec.Total, "distinct_reporters", len(rec.Reporters), "threshold", threshold)
 	if cause != "" {
@@ -350,6 +353,7 @@ func (s *Badger) Quarantine(ctx context.Context, ns string, key Key, reason stri
 	if err := txn.Commit(); err != nil {
 		return ReportState{}, fmt.Errorf("quarantine entry %s/%s: commit: %w", ns, key, err)
 	}
+	s.hotMeta.forget(ref) // hotmeta.go
 	s.held(ref, now, CauseAdmin)
 	return s.reportState(ref)
 }
@@ -430,6 +434,7 @@ func (s *Badger) Restore(ctx context.Context, ns string, key Key) (Meta, error) 
 	if err := txn.Commit(); err != nil {
 		return Meta{}, fmt.Errorf("restore entry %s/%s: commit: %w", ns, key, err)
 	}
+	s.hotMeta.forget(ref) // hotmeta.go
 	s.mu.Lock()
 	s.acct.unhold(ref, m.LastAccess)
 	s.mu.Unlock()

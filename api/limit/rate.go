@@ -33,6 +33,10 @@ func NewRates(perSecond float64, burst, maxKeys int) *Rates {
 	return &Rates{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys, buckets: map[string]*rate.Limiter{}}
 }
 
+// Limited reports whether Allow can refuse: false without a limit, so that
+// callers need not build a key for every request.
+func (r *Rates) Limited() bool { return r != nil && r.limit > 0 }
+
 // Allow takes one request from key's bucket. When the bucket is empty it
 // takes nothing and returns false with how long until a request would be
 // allowed.
