@@ -74,6 +74,9 @@ type Badger struct {
 	// loop's own state (expiry.go).
 	expiryKick chan struct{}
 	expiry     expiryState
+	// syncer shares fsyncs among concurrent Puts under Config.SyncWrites
+	// (groupsync.go); nil without it.
+	syncer *groupSync
 }
 
 var _ Store = (*Badger)(nil)
@@ -124,6 +127,14 @@ func Open(cfg Config) (*Badger, error) {
 		"value_log_file_size", cfg.ValueLogFileSize, "orphan_chunks", s.orphanChunks, "sync_writes", cfg.SyncWrites)
 	s.wg.Add(1)
 	go s.flushLoop()
+	if cfg.SyncWrites {
+		s.syncer = newGroupSync(s.sync)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.syncer.run(s.stop)
+		}()
+	}
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()

@@ -19,6 +19,9 @@ import (
 
 const crashDirEnv = "CACHESVC_STORE_CRASH_DIR"
 
+// crashSyncEnv set to 1 makes the crash child open its store with SyncWrites.
+const crashSyncEnv = "CACHESVC_STORE_CRASH_SYNC"
+
 // crashData is the body of upload i of worker w.
 func crashData(w, i int) []byte {
 	sizes := []int{0, 1, 4 << 10, 300 << 10, mib, mib + 7, 2*mib + 513}
@@ -42,7 +45,7 @@ func (s *slowReader) Read(p []byte) (int, error) {
 // crashChild uploads forever from 8 workers, printing "ACK w i" after each
 // acknowledged Put. The parent kills it with SIGKILL.
 func crashChild(dir string) {
-	s, err := Open(Config{Dir: dir, Logger: quietLogger(nil)})
+	s, err := Open(Config{Dir: dir, SyncWrites: os.Getenv(crashSyncEnv) == "1", Logger: quietLogger(nil)})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -76,9 +79,20 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a subprocess")
 	}
+	for _, tc := range []struct {
+		name string
+		sync string // crashSyncEnv
+	}{{"default", "0"}, {"sync writes", "1"}} {
+		t.Run(tc.name, func(t *testing.T) { crashAndCheck(t, tc.sync) })
+	}
+}
+
+// crashAndCheck kills a child writing concurrently with kill -9 and checks
+// the store it leaves: every acknowledged upload intact, nothing partial.
+func crashAndCheck(t *testing.T, sync string) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashSyncEnv+"="+sync)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

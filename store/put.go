@@ -74,6 +74,17 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	if err := checkNamespace("put entry", ns); err != nil {
 		return res, err
 	}
+	// Whatever a successful Put answers with (its new entry, or one another
+	// Put stored and may not have synced yet) is on disk before it returns
+	// (Config.SyncWrites). This runs after the other deferred calls, outside
+	// the store's locks, so concurrent Puts share the fsync (groupsync.go).
+	defer func() {
+		if err == nil {
+			if serr := s.syncWait(ctx); serr != nil {
+				res, err = PutResult{}, fmt.Errorf("put entry %s/%s: stored, but not yet durable (retry the upload to make sure it is): %w", ns, key, serr)
+			}
+		}
+	}()
 	if err := checkLabels("labels", opts.Labels, MaxLabels); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
@@ -192,8 +203,8 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
-	if s.cfg.SyncWrites && w.n > 0 {
-		if err := s.sync(); err != nil {
+	if w.n > 0 { // the chunks on disk before the metadata that names them
+		if err := s.syncWait(ctx); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
 	}
@@ -418,12 +429,6 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, held claim, inli
 	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
 	s.acct.releaseClaim(held)
 	s.mu.Unlock()
-	if s.cfg.SyncWrites {
-		if err := s.db.Sync(); err != nil {
-			// The entry is committed; only its durability is in doubt.
-			s.log.Warn("sync after commit failed", "namespace", ref.ns, "key", ref.key.String(), "err", err)
-		}
-	}
 	return PutResult{Meta: m, Created: true}, newBlob, nil
 }
 
@@ -480,15 +485,11 @@ func (s *Badger) writeChunk(key, val []byte) error {
 	return txn.Commit()
 }
 
+// sync fsyncs the value log and the write-ahead log. It runs on the
+// syncer's goroutine only (groupsync.go), which Close stops before it
+// closes the database, so it needs no enter.
 func (s *Badger) sync() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	if err := s.db.Sync(); err != nil {
-		return fmt.Errorf("sync: %w", err)
-	}
-	return nil
+	return s.db.Sync()
 }
 
 func (s *Badger) getBuf() []byte {
