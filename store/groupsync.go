@@ -28,7 +28,7 @@ type groupSync struct {
 
 	mu        sync.Mutex
 	sync      func() error // read under mu, so tests can replace it
-	gathering *syncBatch // waiters for the next sync; nil when none
+	gathering *syncBatch   // waiters for the next sync; nil when none
 	closed    bool
 	done      chan struct{} // closed when run returns
 }
