@@ -76,7 +76,10 @@ type Config struct {
 	// SyncWrites makes every acknowledged Put durable against power loss and
 	// OS crashes: the store fsyncs the value log and the write-ahead log after
 	// a Put's chunks are written and again after its metadata commits, before
-	// Put returns.
+	// Put returns. Concurrent Puts share the fsyncs (group commit: one sync
+	// in flight, which serves every Put that asked before it started). A
+	// failed sync fails the Put; its entry may then be stored but not yet
+	// durable, and a retry of the same upload answers once it is.
 	//
 	// Without it (the default) an acknowledged Put survives a crash or kill of
 	// the process — Badger's files are memory-mapped, so committed writes are

@@ -37,7 +37,10 @@
 // write is in the kernel's page cache when Put returns. With
 // Config.SyncWrites it also survives an OS crash or power loss: Put then
 // fsyncs the value log and write-ahead log before committing the metadata
-// and again after, before it returns. Without SyncWrites (the default) a
+// (when it wrote chunks of its own) and again after, before it returns;
+// concurrent Puts share these fsyncs (group commit, groupsync.go). A Put
+// that answers with an entry another Put stored waits for a sync too, and a
+// failed sync fails the Put. Without SyncWrites (the default) a
 // power loss can lose entries acknowledged in the last seconds; what remains
 // is never served damaged, because chunk checksums catch torn writes.
 package store

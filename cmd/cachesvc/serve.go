@@ -68,7 +68,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&o.Data, "data", "./cachesvc-data", "`directory` of the Badger store (created if missing)")
 	sizeVar(fs, &o.MaxSize, "max-size", 0, "store size limit, e.g. 100GiB; least recently used entries are evicted past it (0 = unlimited)")
 	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
-	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower)")
+	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower; concurrent uploads share the fsyncs)")
 	fs.StringVar(&o.Namespaces, "namespaces", "", "namespaces `file` (JSON): quotas and expiry per namespace of this server's store, e.g. {\"namespaces\": {\"team-a\": {\"max_bytes\": \"50GB\", \"max_entries\": 100000, \"max_idle\": \"168h\", \"max_age\": \"30d\"}}, \"default\": {...}}; an upload into a namespace at its quota evicts that namespace's least recently used entries, one that can never fit gets 507. Reloaded on SIGHUP, all or nothing (in a fleet it bounds each replica's hot tier)")
 	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
