@@ -739,6 +739,13 @@ func (db *DB) Sync() error {
 	*/
 	db.lock.RLock()
 	memtableSyncError := db.mt.SyncWAL()
+	// cachesvc: also the WALs of the memtables waiting to be flushed. A
+	// write committed just before its memtable rotated out is recovered
+	// from that memtable's WAL until the flush writes it into a table, so
+	// a Sync that skipped it did not make that write durable.
+	for _, mt := range db.imm {
+		memtableSyncError = y.CombineErrors(memtableSyncError, mt.SyncWAL())
+	}
 	db.lock.RUnlock()
 
 	vLogSyncError := db.vlog.sync()
