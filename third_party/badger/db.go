@@ -737,16 +737,20 @@ func (db *DB) Sync() error {
 	                    :: of data and then the machine shuts down or the disk failure happens,
 						:: this will result in partial writes. [[This case needs verification]]
 	*/
-	db.lock.RLock()
-	memtableSyncError := db.mt.SyncWAL()
-	// cachesvc: also the WALs of the memtables waiting to be flushed. A
-	// write committed just before its memtable rotated out is recovered
-	// from that memtable's WAL until the flush writes it into a table, so
-	// a Sync that skipped it did not make that write durable.
-	for _, mt := range db.imm {
+	// cachesvc: every memtable's WAL, the active one and those waiting to be
+	// flushed, and outside db.lock. A write committed just before its
+	// memtable rotated out is recovered from that memtable's WAL until the
+	// flush makes it a table, so a Sync that skipped that WAL did not make
+	// the write durable. And every write batch takes db.lock exclusively
+	// (ensureRoomForWrite), so holding it across the fsync stalled all
+	// writers for the fsync's duration; the references keep each WAL from
+	// being deleted while it syncs.
+	mts, decr := db.getMemTables()
+	defer decr()
+	var memtableSyncError error
+	for _, mt := range mts {
 		memtableSyncError = y.CombineErrors(memtableSyncError, mt.SyncWAL())
 	}
-	db.lock.RUnlock()
 
 	vLogSyncError := db.vlog.sync()
 	return y.CombineErrors(memtableSyncError, vLogSyncError)
