@@ -12,7 +12,7 @@ func diskFree(dir string) (int64, error) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return int64(st.Bavail) * int64(st.Bsize), nil // Bsize is uint32 on darwin
 }
 
 // checkDiskFree fails with ErrFull when writing n more bytes would leave
