@@ -819,6 +819,14 @@ func estimateRequestSize(req *request) uint64 {
 // maxPooledVlogBuf are left to the garbage collector.
 const maxPooledVlogBuf = 8 << 20
 
+// cachesvc: writebackEvery is how often write asks the kernel to start
+// writing the value log back (sync_file_range, not waiting for it): each
+// time an entry ends past a multiple of it, the pieces it completed. Left
+// to the kernel's own schedule, most of a file was still dirty when it
+// filled, and the msync in its Truncate (doneWriting) then held up every
+// write for as long as the disk took to write it all.
+const writebackEvery = 8 << 20
+
 var vlogBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func getVlogBuf() *bytes.Buffer { return vlogBufs.Get().(*bytes.Buffer) }
@@ -877,6 +885,9 @@ func (vlog *valueLog) write(reqs []*request) error {
 		// page cache the map reads, and Sync's msync(MS_SYNC) flushes it.
 		if _, err := curlf.Fd.WriteAt(buf.Bytes(), int64(start)); err != nil {
 			return y.Wrapf(err, "while writing to value log %s", curlf.Fd.Name())
+		}
+		if lo, hi := int64(start)&^(writebackEvery-1), int64(endOffset)&^(writebackEvery-1); hi > lo {
+			startWriteback(curlf.Fd, lo, hi-lo)
 		}
 
 		curlf.size.Store(endOffset)
