@@ -49,7 +49,6 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 		}),
 	}
 	m.series = httpSeries{requests: m.requests, duration: m.duration}
-	m.series.addRoute(unmatchedRoute)
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut,
 		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},

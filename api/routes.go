@@ -90,7 +90,6 @@ func (s *Server) register(groups ...group) error {
 			}
 			seen[id] = true
 			s.table = append(s.table, r)
-			s.http.series.addRoute(r.Path) // httpseries.go
 			s.app.Add(r.Method, r.Path, s.authorize(r.Access), s.limit(r), parseRequest, r.Handler)
 		}
 	}
