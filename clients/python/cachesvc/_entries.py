@@ -29,6 +29,22 @@ def _name_header(name: str | None) -> bytes | None:
     return data.decode("utf-8", "ignore").encode("utf-8") or None
 
 
+def _hash_stream(f: IO[bytes], copy_to: IO[bytes] | None = None) -> tuple[str, int]:
+    """Reads f to its end in chunks: its SHA-256 (hex) and length, writing
+    each chunk to copy_to too when given. Nothing is held whole in memory."""
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        h.update(chunk)
+        if copy_to is not None:
+            copy_to.write(chunk)
+        n += len(chunk)
+    return h.hexdigest(), n
+
+
 class _Entries(_Transport):
     """The :class:`cachesvc.Client` methods on one entry by its key."""
 
@@ -147,15 +163,7 @@ class _Entries(_Transport):
                 if _seekable(f):
                     start = f.tell()
                     if sha256 is None or size is None:
-                        h = hashlib.sha256()
-                        n = 0
-                        while True:
-                            chunk = f.read(_CHUNK)
-                            if not chunk:
-                                break
-                            h.update(chunk)
-                            n += len(chunk)
-                        digest, length = h.hexdigest(), n
+                        digest, length = _hash_stream(f)
                     else:
                         digest, length = sha256, size
                     f.seek(start)
@@ -164,17 +172,9 @@ class _Entries(_Transport):
                     digest, length, body_file = sha256, size, f
                 else:
                     spool = tempfile.TemporaryFile()
-                    h = hashlib.sha256()
-                    n = 0
-                    while True:
-                        chunk = f.read(_CHUNK)
-                        if not chunk:
-                            break
-                        h.update(chunk)
-                        spool.write(chunk)
-                        n += len(chunk)
+                    digest, length = _hash_stream(f, copy_to=spool)
                     spool.seek(0)
-                    digest, length, body_file = h.hexdigest(), n, spool
+                    body_file = spool
             headers: dict[str, str | bytes | None] = {
                 "Content-Type": "application/octet-stream",
                 "X-Content-SHA256": digest,
