@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,12 +9,10 @@ import (
 	"hash"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/store/storetest"
@@ -456,110 +453,6 @@ func TestRange(t *testing.T) {
 	}
 }
 
-// TestClientDisconnectMidUpload cuts uploads short at the TCP level and
-// checks nothing is stored and the server keeps serving.
-func TestClientDisconnectMidUpload(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{})
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	for _, tc := range []struct {
-		name    string
-		headers string
-	}{
-		{"content-length", "Content-Length: 10485760\r\n"},
-		{"chunked", "Transfer-Encoding: chunked\r\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			key := keyOf("disconnect-" + tc.name)
-			before := srv.Metric(`cachesvc_puts_total{result="incomplete"}`)
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\n%s\r\n", key, tc.headers)
-			chunk := make([]byte, 64<<10)
-			for i := 0; i < 32; i++ { // 2 MiB of 10
-				if strings.Contains(tc.headers, "chunked") {
-					fmt.Fprintf(conn, "%x\r\n", len(chunk))
-					conn.Write(chunk)
-					conn.Write([]byte("\r\n"))
-				} else {
-					conn.Write(chunk)
-				}
-			}
-			conn.Close()
-			// Wait for the server to notice (no fixed sleep: poll the counter).
-			deadline := time.Now().Add(30 * time.Second)
-			for srv.Metric(`cachesvc_puts_total{result="incomplete"}`) < before+1 {
-				if time.Now().After(deadline) {
-					t.Fatal("server did not record the aborted upload")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if st, _, _ := getDigest(t, srv, "default", key); st != 404 {
-				t.Errorf("GET after aborted upload = %d, want 404", st)
-			}
-		})
-	}
-	if u := srv.Store.Usage(); u.Entries != 0 || u.Bytes != 0 {
-		t.Errorf("usage after aborted uploads = %+v", u)
-	}
-}
-
-// TestEarlyRejectionClosesConnection checks that a response sent before the
-// body was read does not let the unread body be parsed as the next request.
-func TestEarlyRejectionClosesConnection(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{MaxEntryBytes: 1 << 20})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// The body itself looks like a request: it must never be executed.
-	// (Over drainLimit, so the server closes rather than drains.)
-	smuggled := "DELETE /v1/default/entries/" + keyOf("x") + " HTTP/1.1\r\nHost: x\r\n\r\n"
-	body := smuggled + strings.Repeat("a", 8<<20-len(smuggled))
-	fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", keyOf("early"), len(body))
-	go io.WriteString(conn, body)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 413 || !resp.Close {
-		t.Errorf("status %d, Connection close %v; want 413 and close", resp.StatusCode, resp.Close)
-	}
-}
-
-// TestEarlyRejectionDrainsSmallBody checks that a rejected body of a few
-// MiB is read and discarded: the client gets its 413 (not a reset) and the
-// connection serves the next request.
-func TestEarlyRejectionDrainsSmallBody(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{MaxEntryBytes: 1 << 20})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	for i := 0; i < 2; i++ {
-		fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", keyOf("drain"), 2<<20)
-		errc := make(chan error, 1)
-		go func() { _, err := conn.Write(make([]byte, 2<<20)); errc <- err }()
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err := <-errc; err != nil {
-			t.Fatalf("request %d: writing the body: %v", i, err)
-		}
-		if resp.StatusCode != 413 || resp.Close {
-			t.Fatalf("request %d: status %d, close %v, body %s; want 413 on a kept connection", i, resp.StatusCode, resp.Close, body)
-		}
-	}
-}
-
 func TestConcurrentPutsOneKey(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	key := keyOf("concurrent")
@@ -662,47 +555,6 @@ func TestHealthMetricsStats(t *testing.T) {
 	}
 	if tot := st.Totals; tot.Hits != 1 || tot.Misses != 1 || tot.HitRate != 0.5 || tot.Writes != 1 || tot.BytesIn != 1000 || st.Store.Entries != 1 || st.Store.DiskBytes <= 0 {
 		t.Errorf("stats = %+v", st)
-	}
-}
-
-// TestShutdownAbortsStalledUpload checks that Shutdown returns within its
-// grace period plus the abort wait, and that the stalled upload stores
-// nothing.
-func TestShutdownAbortsStalledUpload(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{})
-	key := keyOf("stalled")
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		req, _ := http.NewRequest(http.MethodPut, srv.EntryURL("default", key), pr)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
-	pw.Write(make([]byte, 256<<10))
-	// Wait until the server is inside the handler.
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Metric(`cachesvc_bytes_in_total`) <= 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("upload never reached the server")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	ctx, cancel := contextWithTimeout(200 * time.Millisecond)
-	defer cancel()
-	if err := srv.API.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-	pw.Close()
-	<-done
-	if u := srv.Store.Usage(); u.Entries != 0 {
-		t.Errorf("entries after aborted upload = %d", u.Entries)
-	}
-	srv.Restart()
-	if st, _, _ := getDigest(t, srv, "default", key); st != 404 {
-		t.Errorf("GET after restart = %d, want 404", st)
 	}
 }
 
