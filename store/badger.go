@@ -77,6 +77,10 @@ type Badger struct {
 	// syncer shares fsyncs among concurrent Puts under Config.SyncWrites
 	// (groupsync.go); nil without it.
 	syncer *groupSync
+	// commitChunk commits one chunk's transaction asynchronously
+	// (chunkwriter.go); tests replace it to fail a commit in flight, which
+	// Badger cannot be made to do on demand.
+	commitChunk func(txn *badger.Txn, done func(error))
 }
 
 var _ Store = (*Badger)(nil)

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/dgraph-io/badger/v4"
+
 // chunkPipeline is how many chunk buffers one upload fills and commits in
 // turn: while up to chunkPipeline-1 of its chunks wait for or sit in
 // Badger's single value-log writer, the request reads and hashes the next.
@@ -83,7 +85,11 @@ func (w *chunkWriter) write(n int) error {
 	w.s.diskWrote(int64(n), true)
 	w.cur = (w.cur + 1) % len(w.slots)
 	done := sl.done
-	txn.CommitWith(func(err error) {
+	commit := w.s.commitChunk
+	if commit == nil {
+		commit = (*badger.Txn).CommitWith
+	}
+	commit(txn, func(err error) {
 		w.s.leaveWrite()
 		done <- err
 	})
