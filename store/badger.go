@@ -77,6 +77,8 @@ type Badger struct {
 	// syncer shares fsyncs among concurrent Puts under Config.SyncWrites
 	// (groupsync.go); nil without it.
 	syncer *groupSync
+	// freeSpace is the last reading of the disk's free space (diskfree.go).
+	freeSpace freeSpace
 	// commitChunk commits one chunk's transaction asynchronously
 	// (chunkwriter.go); tests replace it to fail a commit in flight, which
 	// Badger cannot be made to do on demand.
