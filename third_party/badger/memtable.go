@@ -327,24 +327,10 @@ func (lf *logFile) writeEntry(buf *bytes.Buffer, e *Entry, opt Options) error {
 	if err != nil {
 		return err
 	}
-	// cachesvc: written with pwrite(2), the entry and the zeroed header
-	// after it (zeroNextEntry's end-of-log mark) in one call, not copied
-	// into the memory map. With the map, every Sync's msync write-protected
-	// the WAL's dirty pages (and shot down their TLB entries on every CPU),
-	// and the next entry then faulted the page writable again; write(2)
-	// fills the same page cache that replay reads through the map, and
-	// Sync's msync(MS_SYNC) flushes it however it was dirtied.
-	room := len(lf.Data) - int(lf.writeAt)
-	if plen > room {
-		return y.Wrapf(ErrTxnTooBig, "WAL %s: entry of %d bytes at offset %d past its %d byte map",
-			lf.path, plen, lf.writeAt, len(lf.Data))
-	}
-	var zeros [maxHeaderSize]byte
-	buf.Write(zeros[:])
-	if _, err := lf.Fd.WriteAt(buf.Bytes()[:min(buf.Len(), room)], int64(lf.writeAt)); err != nil {
-		return y.Wrapf(err, "while writing to WAL %s", lf.path)
-	}
+	y.AssertTrue(plen == copy(lf.Data[lf.writeAt:], buf.Bytes()))
 	lf.writeAt += uint32(plen)
+
+	lf.zeroNextEntry()
 	return nil
 }
 
