@@ -61,6 +61,6 @@ if [ "$1" = test ]; then
   # statistics exist after its Flatten, so value-log GC has nothing to pick;
   # whether they do depends on how background compaction interleaves with
   # the test's writes.
-  (cd "$out" && go test -count=1 -run 'TestValue|TestVlog|TestTxn|TestWrite|TestPersistLFDiscardStats|TestDiscard|TestGetMore|TestSyncWrites' \
+  (cd "$out" && go test -count=1 -run 'TestValue|TestVlog|TestTxn|TestWrite|TestPersistLFDiscardStats|TestDiscard|TestGetMore|TestSyncWrites|TestTruncateVlog|TestForceFlushMemtable|TestPartialAppendToWAL|TestReadOnlyOpenWithPartialAppendToWAL|TestPenultimateMemCorruption|TestEncryption|TestReplay|TestOpen' \
     -skip '^TestValueGCManaged$' .)
 fi
