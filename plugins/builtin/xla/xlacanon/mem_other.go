@@ -10,6 +10,10 @@ import (
 // load64 reads eight bytes of b at i (i+8 <= len(b)) as a little-endian word.
 func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 
+// loadInside is load64 where the caller keeps 0 <= i and i+8 <= len(b)
+// (unchecked under wasm; checked here).
+func loadInside(b []byte, i int) uint64 { return load64(b, i) }
+
 // store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
 func store64(b []byte, o int, v uint64) { binary.LittleEndian.PutUint64(b[o:o+8], v) }
 

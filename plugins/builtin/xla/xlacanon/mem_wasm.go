@@ -10,6 +10,13 @@ func load64(b []byte, i int) uint64 {
 	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b[i:])))
 }
 
+// loadInside is load64 without the bounds check, for loops whose condition
+// already keeps 0 <= i and i+8 <= len(b) (the caller's invariant): under
+// wasm the checks are compares and branches in the loop body.
+func loadInside(b []byte, i int) uint64 {
+	return *(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i))
+}
+
 // store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
 func store64(b []byte, o int, v uint64) {
 	_ = b[:o+8]
