@@ -25,8 +25,8 @@ func indexByte(b []byte, i int, c byte) int {
 	return -1
 }
 
-// move32 copies the first 32 bytes of src to dst (both at least that long).
-func move32(dst, src []byte) { copy(dst[:32], src[:32]) }
+// move32At copies src[s:s+32] to dst[o:o+32] (within their capacities).
+func move32At(dst []byte, o int, src []byte, s int) { copy(dst[o:o+32], src[s:s+32]) }
 
 // appendRun appends src to dst.
 func appendRun(dst, src []byte) []byte { return append(dst, src...) }

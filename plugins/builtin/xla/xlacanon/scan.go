@@ -272,7 +272,7 @@ func (e *emitter) copyRun(i int) {
 		}
 	}
 	if n := i - s; n <= 32 && cap(e.out)-o >= 32 && cap(e.src)-s >= 32 {
-		move32(e.out[o:o+32], e.src[s:s+32])
+		move32At(e.out, o, e.src, s)
 		e.out = e.out[:o+n]
 		return
 	}
