@@ -35,9 +35,9 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 	from := i
 	for i < n {
 		for i+8 <= lim && i > 0 {
-			x := load64(src, i)
+			x := loadInside(src, i) // 0 < i and i+8 <= lim <= n
 			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') |
-				hasByte8Raw(x, '=')&(hasByte8Raw(load64(src, i-1), 'a')|hasByte8Raw(load64(src, i-1), 'd'))) & hi8; m != 0 {
+				hasByte8Raw(x, '=')&(hasByte8Raw(loadInside(src, i-1), 'a')|hasByte8Raw(loadInside(src, i-1), 'd'))) & hi8; m != 0 {
 				i += firstFlag(m)
 				break
 			}
@@ -136,7 +136,7 @@ func canonHLO(dst, src []byte) ([]byte, string, error) {
 		case cQuote:
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
-				if m := hasByte8(load64(src, i+1), '"') | hasByte8(load64(src, i+1), '\\'); m != 0 {
+				if m := hasByte8(loadInside(src, i+1), '"') | hasByte8(loadInside(src, i+1), '\\'); m != 0 {
 					if k := i + 1 + firstFlag(m); src[k] == '"' {
 						i = k + 1
 						break

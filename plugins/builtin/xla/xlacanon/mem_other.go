@@ -10,6 +10,10 @@ import (
 // load64 reads eight bytes of b at i (i+8 <= len(b)) as a little-endian word.
 func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 
+// loadInside is load64 where the caller keeps 0 <= i and i+8 <= len(b)
+// (unchecked under wasm; checked here).
+func loadInside(b []byte, i int) uint64 { return load64(b, i) }
+
 // store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
 func store64(b []byte, o int, v uint64) { binary.LittleEndian.PutUint64(b[o:o+8], v) }
 
@@ -21,8 +25,8 @@ func indexByte(b []byte, i int, c byte) int {
 	return -1
 }
 
-// move32 copies the first 32 bytes of src to dst (both at least that long).
-func move32(dst, src []byte) { copy(dst[:32], src[:32]) }
+// move32At copies src[s:s+32] to dst[o:o+32] (within their capacities).
+func move32At(dst []byte, o int, src []byte, s int) { copy(dst[o:o+32], src[s:s+32]) }
 
 // appendRun appends src to dst.
 func appendRun(dst, src []byte) []byte { return append(dst, src...) }

@@ -10,6 +10,13 @@ func load64(b []byte, i int) uint64 {
 	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b[i:])))
 }
 
+// loadInside is load64 without the bounds check, for loops whose condition
+// already keeps 0 <= i and i+8 <= len(b) (the caller's invariant): under
+// wasm the checks are compares and branches in the loop body.
+func loadInside(b []byte, i int) uint64 {
+	return *(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i))
+}
+
 // store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
 func store64(b []byte, o int, v uint64) {
 	_ = b[:o+8]
@@ -20,15 +27,15 @@ func store64(b []byte, o int, v uint64) {
 // Under wasm the standard library's IndexByte is a byte loop; SWAR is faster.
 func indexByte(b []byte, i int, c byte) int { return indexByteSWAR(b, i, c) }
 
-// move32 copies the first 32 bytes of src to dst (both at least that long)
-// in four word moves.
-func move32(dst, src []byte) {
-	d := unsafe.Pointer(unsafe.SliceData(dst[:32]))
-	s := unsafe.Pointer(unsafe.SliceData(src[:32]))
-	*(*uint64)(d) = *(*uint64)(s)
-	*(*uint64)(unsafe.Add(d, 8)) = *(*uint64)(unsafe.Add(s, 8))
-	*(*uint64)(unsafe.Add(d, 16)) = *(*uint64)(unsafe.Add(s, 16))
-	*(*uint64)(unsafe.Add(d, 24)) = *(*uint64)(unsafe.Add(s, 24))
+// move32At copies src[s:s+32] to dst[o:o+32] in four word moves, without
+// bounds checks: the caller keeps o+32 <= cap(dst) and s+32 <= cap(src).
+func move32At(dst []byte, o int, src []byte, s int) {
+	d := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), o)
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(src)), s)
+	*(*uint64)(d) = *(*uint64)(p)
+	*(*uint64)(unsafe.Add(d, 8)) = *(*uint64)(unsafe.Add(p, 8))
+	*(*uint64)(unsafe.Add(d, 16)) = *(*uint64)(unsafe.Add(p, 16))
+	*(*uint64)(unsafe.Add(d, 24)) = *(*uint64)(unsafe.Add(p, 24))
 }
 
 // appendRun appends src to dst. Under wasm, a memmove call costs far more

@@ -169,8 +169,8 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		// false flag just stops the word loop early; the handlers check);
 		// likewise '.' behind 'x' ("jax.") and 'm' behind '_' ("_mode").
 		for i+8 <= lim && i > 0 {
-			x := load64(src, i)
-			y := load64(src, i-1)
+			x := loadInside(src, i) // 0 < i and i+8 <= lim <= n
+			y := loadInside(src, i-1)
 			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
 				hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
 				hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
@@ -231,10 +231,10 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			end := -1
 			if i+17 <= n {
 				off := i + 1
-				m := (hasByte8Raw(load64(src, off), '(') | hasByte8Raw(load64(src, off), ')') | hasByte8Raw(load64(src, off), '"')) & hi8
+				m := (hasByte8Raw(loadInside(src, off), '(') | hasByte8Raw(loadInside(src, off), ')') | hasByte8Raw(loadInside(src, off), '"')) & hi8
 				if m == 0 {
 					off += 8
-					m = (hasByte8Raw(load64(src, off), '(') | hasByte8Raw(load64(src, off), ')') | hasByte8Raw(load64(src, off), '"')) & hi8
+					m = (hasByte8Raw(loadInside(src, off), '(') | hasByte8Raw(loadInside(src, off), ')') | hasByte8Raw(loadInside(src, off), '"')) & hi8
 				}
 				if k := off + firstFlag(m); m != 0 && src[k] == ')' {
 					end = k + 1
@@ -264,7 +264,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			// The blanks after it (mostly an indentation shorter than a
 			// word) in one word test; the loop goes on for longer runs.
 			if i+8 <= n {
-				i += leading(spaceMask(load64(src, i)))
+				i += leading(spaceMask(loadInside(src, i)))
 			}
 			for i < n && isSpace(src[i]) {
 				i++
@@ -273,7 +273,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		case cQuote:
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
-				if m := (hasByte8Raw(load64(src, i+1), '"') | hasByte8Raw(load64(src, i+1), '\\')) & hi8; m != 0 {
+				if m := (hasByte8Raw(loadInside(src, i+1), '"') | hasByte8Raw(loadInside(src, i+1), '\\')) & hi8; m != 0 {
 					if k := i + 1 + firstFlag(m); src[k] == '"' {
 						i = k + 1
 						break
@@ -302,7 +302,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			// first non-digit): measured on the word after the '%', its
 			// bytes (zero above) are its table key.
 			if i+9 <= n {
-				x := load64(src, i+1)
+				x := loadInside(src, i+1)
 				m := identMask(x)
 				if isDigit(src[i+1]) {
 					m = digitMask(x)
@@ -638,7 +638,7 @@ func skipGoneSlow(src []byte, i int) int {
 func locAliasEnd(src []byte, i int) int {
 	j := i + 1
 	if j+8 <= len(src) {
-		j += leading(identMask(load64(src, j))) // most names are short
+		j += leading(identMask(loadInside(src, j))) // most names are short
 	}
 	for j < len(src) && identChar[src[j]] {
 		j++

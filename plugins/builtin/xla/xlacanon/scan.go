@@ -65,7 +65,7 @@ func skipString(s []byte, i int) int {
 	// which needs the general loop) in the next eight words without a
 	// call; longer strings go on with indexByte (memchr natively).
 	for j := i + 1; j+8 <= len(s) && j < i+65; j += 8 {
-		if m := hasByte8(load64(s, j), '"') | hasByte8(load64(s, j), '\\'); m != 0 {
+		if m := hasByte8(loadInside(s, j), '"') | hasByte8(loadInside(s, j), '\\'); m != 0 {
 			if k := j + firstFlag(m); s[k] == '"' {
 				return k + 1
 			}
@@ -97,7 +97,7 @@ func skipBalanced(s []byte, i int, open, close byte) int {
 	j := i
 	for j < len(s) {
 		if j+8 <= len(s) {
-			x := load64(s, j)
+			x := loadInside(s, j)
 			m := hasByte8(x, open) | hasByte8(x, close) | hasByte8(x, '"')
 			if m == 0 {
 				j += 8
@@ -138,7 +138,7 @@ func skipSpace(s []byte, i int) int {
 // no loop iteration (under wasm, each one is a costly taken jump).
 func skipSpaceWord(s []byte, i int) int {
 	if i+8 <= len(s) {
-		i += leading(spaceMask(load64(s, i)))
+		i += leading(spaceMask(loadInside(s, i)))
 	}
 	for i < len(s) && isSpace(s[i]) {
 		i++
@@ -272,7 +272,7 @@ func (e *emitter) copyRun(i int) {
 		}
 	}
 	if n := i - s; n <= 32 && cap(e.out)-o >= 32 && cap(e.src)-s >= 32 {
-		move32(e.out[o:o+32], e.src[s:s+32])
+		move32At(e.out, o, e.src, s)
 		e.out = e.out[:o+n]
 		return
 	}

@@ -36,7 +36,7 @@ func firstFlag(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
 // indexByteSWAR returns the index of the first c in b at or after i, or -1.
 func indexByteSWAR(b []byte, i int, c byte) int {
 	for i+8 <= len(b) {
-		if m := hasByte8(load64(b, i), c); m != 0 {
+		if m := hasByte8(loadInside(b, i), c); m != 0 {
 			return i + firstFlag(m)
 		}
 		i += 8
