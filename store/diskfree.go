@@ -70,10 +70,10 @@ func (s *Badger) checkDiskFree(n int64) error {
 		fs.at = time.Time{}
 		return err
 	}
-	fs.free, fs.at, fs.written = free, time.Now(), 0
+	fs.free, fs.at, fs.written = free, time.Now(), n
 	if free-n < s.cfg.MinFreeDisk {
+		fs.written = 0 // refused: nothing will be written
 		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve: %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
 	}
-	fs.written = n
 	return nil
 }
