@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeSyncs is a sync function the test drives: each call announces itself
@@ -48,7 +49,7 @@ func goWait(t *testing.T, g *groupSync, ctx context.Context) <-chan error {
 	t.Helper()
 	before := g.gatheringWaiters()
 	res := make(chan error, 1)
-	go func() { res <- g.wait(ctx) }()
+	go func() { res <- g.wait(ctx, false) }()
 	for g.gatheringWaiters() == before {
 		runtime.Gosched()
 	}
@@ -70,9 +71,8 @@ func TestGroupSyncCoversOnlyLaterSyncs(t *testing.T) {
 	g := startSyncer(t, f)
 	errFirst, errSecond := errors.New("first sync"), errors.New("second sync")
 
-	a := g.wait
 	resA := make(chan error, 1)
-	go func() { resA <- a(context.Background()) }()
+	go func() { resA <- g.wait(context.Background(), false) }()
 	if n := <-f.started; n != 1 {
 		t.Fatalf("sync %d started, want 1", n)
 	}
@@ -111,7 +111,7 @@ func TestGroupSyncSharesAndFansOutErrors(t *testing.T) {
 			g := startSyncer(t, f)
 			// A holds sync 1 open while the others gather behind it.
 			resA := make(chan error, 1)
-			go func() { resA <- g.wait(context.Background()) }()
+			go func() { resA <- g.wait(context.Background(), false) }()
 			<-f.started
 			var res []<-chan error
 			for range tc.waiters {
@@ -146,7 +146,7 @@ func TestGroupSyncCloseWakesWaiters(t *testing.T) {
 	stop := make(chan struct{})
 	go g.run(stop)
 	resA := make(chan error, 1)
-	go func() { resA <- g.wait(context.Background()) }()
+	go func() { resA <- g.wait(context.Background(), false) }()
 	<-f.started
 	resB := goWait(t, g, context.Background())
 	close(stop)
@@ -160,7 +160,7 @@ func TestGroupSyncCloseWakesWaiters(t *testing.T) {
 		t.Fatalf("B got %v, want ErrClosed", err)
 	}
 	<-g.done
-	if err := g.wait(context.Background()); !errors.Is(err, ErrClosed) {
+	if err := g.wait(context.Background(), false); !errors.Is(err, ErrClosed) {
 		t.Fatalf("wait after close: %v, want ErrClosed", err)
 	}
 	if f.n != 1 {
@@ -172,7 +172,7 @@ func TestGroupSyncContext(t *testing.T) {
 	f := newFakeSyncs()
 	g := startSyncer(t, f)
 	resA := make(chan error, 1)
-	go func() { resA <- g.wait(context.Background()) }()
+	go func() { resA <- g.wait(context.Background(), false) }()
 	<-f.started
 	ctx, cancel := context.WithCancel(context.Background())
 	resB := goWait(t, g, ctx)
@@ -280,6 +280,9 @@ func TestSyncWritesConcurrentPutsDurable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if n := s.syncer.expected.Load(); n != 0 {
+				t.Fatalf("%d Puts still announced to the syncer after all returned", n)
+			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -332,5 +335,172 @@ func TestSyncWritesCloseFailsWaiters(t *testing.T) {
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startPatientSyncer is startSyncer whose syncs wait for announced writers
+// without a practical bound (an hour), so that no scheduling delay on a
+// loaded machine can end a wait early.
+func startPatientSyncer(t *testing.T, f *fakeSyncs) *groupSync {
+	t.Helper()
+	g := startSyncer(t, f)
+	g.maxDelay = time.Hour
+	g.lastSync.Store(int64(2 * time.Hour))
+	return g
+}
+
+// goWaitAnnounced is goWait for a patient syncer with writers announced:
+// no sync may start, and if one does (the syncer did not wait for them)
+// the test fails instead of waiting for a batch the sync took.
+func goWaitAnnounced(t *testing.T, g *groupSync, f *fakeSyncs) <-chan error {
+	t.Helper()
+	before := g.gatheringWaiters()
+	res := make(chan error, 1)
+	go func() { res <- g.wait(context.Background(), false) }()
+	for g.gatheringWaiters() == before {
+		select {
+		case n := <-f.started:
+			go func() { f.finish <- nil }()
+			t.Fatalf("sync %d started while an announced writer was still expected", n)
+		default:
+			runtime.Gosched()
+		}
+	}
+	return res
+}
+
+// assertNoSync fails the test if a sync starts while the syncer has many
+// chances to run one (the sync is let finish, so the syncer can stop).
+func assertNoSync(t *testing.T, f *fakeSyncs) {
+	t.Helper()
+	for range 1000 {
+		runtime.Gosched()
+	}
+	select {
+	case n := <-f.started:
+		go func() { f.finish <- nil }()
+		t.Fatalf("sync %d started while an announced writer was still expected", n)
+	default:
+	}
+}
+
+func TestGroupSyncWaitsForAnnouncedWriters(t *testing.T) {
+	f := newFakeSyncs()
+	g := startPatientSyncer(t, f)
+	g.expect()
+	g.expect()
+	resA := goWaitAnnounced(t, g, f) // not announced: kicks the syncer
+	assertNoSync(t, f)               // it waits for the two announced
+	resB := make(chan error, 1)
+	go func() { resB <- g.wait(context.Background(), true) }()
+	assertNoSync(t, f) // one is still expected
+	resC := make(chan error, 1)
+	go func() { resC <- g.wait(context.Background(), true) }()
+	if n := <-f.started; n != 1 {
+		t.Fatalf("sync %d started, want 1", n)
+	}
+	errSync := errors.New("the one sync")
+	f.finish <- errSync
+	for name, res := range map[string]<-chan error{"A": resA, "B": resB, "C": resC} {
+		if err := <-res; err != errSync {
+			t.Errorf("waiter %s got %v, want the first sync's error", name, err)
+		}
+	}
+	if n := g.expected.Load(); n != 0 {
+		t.Errorf("%d writers still expected", n)
+	}
+}
+
+func TestGroupSyncWithdrawnWriterReleasesSync(t *testing.T) {
+	f := newFakeSyncs()
+	g := startPatientSyncer(t, f)
+	g.expect()
+	res := goWaitAnnounced(t, g, f)
+	assertNoSync(t, f)
+	g.unexpect() // its Put failed before waiting
+	if n := <-f.started; n != 1 {
+		t.Fatalf("sync %d started, want 1", n)
+	}
+	f.finish <- nil
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupSyncWaitForAnnouncedIsBounded(t *testing.T) {
+	f := newFakeSyncs()
+	g := startSyncer(t, f) // maxGatherDelay: a millisecond at most
+	g.lastSync.Store(int64(time.Hour))
+	g.expect() // a writer that never comes nor withdraws
+	res := make(chan error, 1)
+	go func() { res <- g.wait(context.Background(), false) }()
+	if n := <-f.started; n != 1 {
+		t.Fatalf("sync %d started, want 1", n)
+	}
+	f.finish <- nil
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupSyncStopWhileWaitingForAnnounced(t *testing.T) {
+	f := newFakeSyncs()
+	g := newGroupSync(f.sync)
+	g.maxDelay = time.Hour
+	g.lastSync.Store(int64(2 * time.Hour))
+	stop := make(chan struct{})
+	go g.run(stop)
+	g.expect()
+	res := goWaitAnnounced(t, g, f)
+	assertNoSync(t, f)
+	close(stop)
+	if err := <-res; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter got %v, want ErrClosed", err)
+	}
+	<-g.done
+	select {
+	case n := <-f.started:
+		t.Fatalf("sync %d started after stop", n)
+	default:
+	}
+}
+
+// TestSyncWritesRacingPutsBalanceAnnouncements races Puts of one new key
+// with different bytes under SyncWrites: one stores it, the others fail
+// (some at their commit, after announcing their sync), and no announcement
+// is left behind for the syncer to wait on.
+func TestSyncWritesRacingPutsBalanceAnnouncements(t *testing.T) {
+	s := openInternal(t, Config{Dir: t.TempDir(), SyncWrites: true})
+	defer s.Close()
+	for round := range 20 {
+		key := keyOf(fmt.Sprint("race", round))
+		const n = 6
+		start := make(chan struct{})
+		results := make(chan error, n)
+		for i := range n {
+			go func() {
+				data := pattern(byte(i), 3000)
+				<-start
+				_, err := s.Put(context.Background(), "default", key, bytes.NewReader(data), PutOptions{Size: int64(len(data))})
+				results <- err
+			}()
+		}
+		close(start)
+		stored := 0
+		for range n {
+			err := <-results
+			switch {
+			case err == nil:
+				stored++
+			case !errors.Is(err, ErrConflict):
+				t.Fatalf("round %d: %v, want success or ErrConflict", round, err)
+			}
+		}
+		if stored != 1 {
+			t.Fatalf("round %d: %d Puts stored the key, want 1", round, stored)
+		}
+		if e := s.syncer.expected.Load(); e != 0 {
+			t.Fatalf("round %d: %d announcements left behind", round, e)
+		}
 	}
 }

@@ -78,11 +78,16 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	// Put stored and may not have synced yet) is on disk before it returns
 	// (Config.SyncWrites). This runs after the other deferred calls, outside
 	// the store's locks, so concurrent Puts share the fsync (groupsync.go).
+	// expected: this Put announced its coming wait to the syncer
+	// (expectSync, just before its commit); the wait consumes that.
+	expected := false
 	defer func() {
 		if err == nil {
-			if serr := s.syncWait(ctx); serr != nil {
+			if serr := s.syncWait(ctx, expected); serr != nil {
 				res, err = PutResult{}, fmt.Errorf("put entry %s/%s: stored, but not yet durable (retry the upload to make sure it is): %w", ns, key, serr)
 			}
+		} else if expected {
+			s.syncer.unexpect()
 		}
 	}()
 	if err := checkLabels("labels", opts.Labels, MaxLabels); err != nil {
@@ -204,13 +209,14 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
 	if w.n > 0 { // the chunks on disk before the metadata that names them
-		if err := s.syncWait(ctx); err != nil {
+		if err := s.syncWait(ctx, false); err != nil {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
 	}
 
 	m := s.newMeta(ref, sum, total, opts)
 	blob := &blobRecord{Upload: u.String(), Size: total, ChunkSize: int64(s.cfg.ChunkSize)}
+	expected = s.expectSync()
 	res, keepChunks, err = s.commit(ref, m, blob, held, inline, w.bytes)
 	if err != nil {
 		return res, err
