@@ -15,6 +15,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -43,6 +44,7 @@ type quarantineAPI struct {
 	body      bodies
 	auth      *auth.Guard
 	reports   *prometheus.CounterVec
+	stats     *stats.Stats // a restored entry explains misses again
 	log       *slog.Logger
 }
 
@@ -259,6 +261,7 @@ func (g *quarantineAPI) handleRestore(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	indexEntry(g.stats, m) // its quarantine took it out (store.Config.OnQuarantine)
 	g.log.Warn("entry restored from quarantine", "namespace", r.Namespace, "key", r.Key.String(), "by", writerName(c))
 	return c.JSON(entryJSON{Meta: m, Key: m.Key.String(), SHA256: hex.EncodeToString(m.SHA256[:])})
 }

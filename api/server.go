@@ -293,7 +293,7 @@ func (s *Server) init() error {
 		return fmt.Errorf("register signature digest metrics: %w", err)
 	}
 	return s.register(
-		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, log: s.log},
+		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
 			shared: cfg.SharedTier, stats: cfg.Stats, log: s.log},
 		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},

@@ -30,7 +30,6 @@ func (s *Server) initStats() error {
 // and indexes the components of stored entries, so that misses right after
 // a restart can be explained. The index bounds what it keeps.
 func (s *Server) seedStats(st *stats.Stats) {
-	idx := st.Index()
 	n := 0
 	last := ""
 	err := s.cfg.Seed.Walk(s.baseCtx, "", func(m store.Meta) bool {
@@ -38,8 +37,7 @@ func (s *Server) seedStats(st *stats.Stats) {
 			st.AdmitNamespace(m.Namespace)
 			last = m.Namespace
 		}
-		if len(m.Components) > 0 {
-			idx.Add(m.Namespace, stats.BackendOrUnknown(m.Backend), m.Key.String(), m.Name, m.Created, m.Components)
+		if indexEntry(st, m) {
 			n++
 		}
 		return true
@@ -49,6 +47,17 @@ func (s *Server) seedStats(st *stats.Stats) {
 		return
 	}
 	s.log.Debug("seeded miss explanations", "entries", n)
+}
+
+// indexEntry adds a stored entry to the index that explains misses, and
+// reports whether it did (an entry without components has nothing to
+// compare).
+func indexEntry(st *stats.Stats, m store.Meta) bool {
+	if len(m.Components) == 0 {
+		return false
+	}
+	st.Index().Add(m.Namespace, stats.BackendOrUnknown(m.Backend), m.Key.String(), m.Name, m.Created, m.Components)
+	return true
 }
 
 // maxMetricNamespaces bounds the namespace label of the stats metrics; the

@@ -56,6 +56,14 @@ type Config struct {
 	// store. Usage.Evictions counts the same events; Usage.Namespaces
 	// splits them by namespace and reason.
 	OnEvict func(Meta)
+	// OnQuarantine, when set, is called with the namespace and key of every
+	// entry the store quarantines (by an admin, by clients' reports, or
+	// because its bytes failed their checksum; an entry sharing a corrupt
+	// blob is quarantined with it), once the quarantine has committed. It
+	// runs on the goroutine that quarantined the entry, which may hold the
+	// store's write lock: it must be quick and must not call the store.
+	// Restore does not call it: its caller has the restored metadata.
+	OnQuarantine func(ns string, key Key)
 	// Quotas bound namespaces (bytes, entries, idle time, age) from the
 	// start; SetQuotas replaces them while the store runs. The zero value
 	// bounds nothing.

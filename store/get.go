@@ -344,6 +344,7 @@ func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
 		}
 		s.log.Error("entry quarantined: stored bytes failed their checksum", "namespace", ref.ns,
 			"key", ref.key.String(), "reason", reason)
+		s.notifyQuarantined(ref)
 		purges = append(purges, purge)
 	}
 	// Quarantined entries holding the blob lose it with the others

@@ -327,6 +327,14 @@ func (s *Badger) held(ref entryRef, t time.Time, cause string) {
 	}
 	s.log.Error("entry quarantined: clients could not load it; it is no longer served (restore it with POST .../restore)",
 		"namespace", ref.ns, "key", ref.key.String(), "cause", cause)
+	s.notifyQuarantined(ref)
+}
+
+// notifyQuarantined calls Config.OnQuarantine for ref, quarantined now.
+func (s *Badger) notifyQuarantined(ref entryRef) {
+	if s.cfg.OnQuarantine != nil {
+		s.cfg.OnQuarantine(ref.ns, ref.key)
+	}
 }
 
 // Quarantine quarantines the entry (ns, key) now (cause CauseAdmin). An

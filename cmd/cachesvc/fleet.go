@@ -221,16 +221,25 @@ func (s serveStores) close() error {
 	return s.hot.Close()
 }
 
+// storeHooks are the callbacks openStores passes on: the hot tier's
+// evictions and quarantines (store.Config) and the tiered store's events.
+type storeHooks struct {
+	onEvict      func(store.Meta)
+	onQuarantine func(ns string, key store.Key)
+	observe      func(tiered.Event)
+}
+
 // openStores opens the hot tier in o.Data and, with --s3-endpoint, the
 // shared tier and the tiered store in front of them.
-func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvict func(store.Meta), observe func(tiered.Event)) (serveStores, error) {
+func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, hooks storeHooks) (serveStores, error) {
 	var out serveStores
 	hot, err := store.Open(store.Config{
 		Dir:            o.Data,
 		MaxBytes:       o.MaxSize,
 		MaxEntryBytes:  o.MaxEntrySize,
 		SyncWrites:     o.SyncWrites,
-		OnEvict:        onEvict,
+		OnEvict:        hooks.onEvict,
+		OnQuarantine:   hooks.onQuarantine,
 		Quotas:         o.quotas,
 		ExpiryInterval: o.ExpiryInterval,
 		Logger:         logger,
@@ -242,7 +251,7 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, onEvic
 	if !o.S3.enabled() {
 		return out, nil
 	}
-	out.tiered, err = openTiered(ctx, o, hot, observe, logger)
+	out.tiered, err = openTiered(ctx, o, hot, hooks.observe, logger)
 	if err != nil {
 		return out, errors.Join(fmt.Errorf("open shared tier s3://%s/%s at %s: %w", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, err), hot.Close())
 	}

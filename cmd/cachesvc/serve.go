@@ -180,16 +180,25 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		defer rln.Close()
 	}
 	// Evictions from the hot tier are counted in the statistics, which are
-	// opened after the store (they sample its usage), and leave the index
-	// that explains misses.
+	// opened after the store (they sample its usage); evicted and
+	// quarantined entries leave the index that explains misses (a restore
+	// puts an entry back: api/quarantine.go).
 	var evictions atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
-	stores, err := openStores(ctx, o, logger, func(m store.Meta) { // fleet.go
-		if st := evictions.Load(); st != nil {
-			st.RecordEvictions(m.Namespace, m.Backend, 1)
-			st.ForgetEntry(m.Namespace, m.Backend, m.Key)
-		}
-	}, tierMetrics.Observe)
+	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
+		onEvict: func(m store.Meta) {
+			if st := evictions.Load(); st != nil {
+				st.RecordEvictions(m.Namespace, m.Backend, 1)
+				st.ForgetEntry(m.Namespace, m.Backend, m.Key)
+			}
+		},
+		onQuarantine: func(ns string, key store.Key) {
+			if st := evictions.Load(); st != nil {
+				st.ForgetEntry(ns, "", key)
+			}
+		},
+		observe: tierMetrics.Observe,
+	})
 	if err != nil {
 		return err
 	}
