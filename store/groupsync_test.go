@@ -504,3 +504,23 @@ func TestSyncWritesRacingPutsBalanceAnnouncements(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSyncLoneAnnouncedWriter: a writer that announced itself and
+// then waits is no longer expected, so its sync starts at once even when
+// the syncer would wait an hour for announced writers (c=1 pays no delay).
+func TestGroupSyncLoneAnnouncedWriter(t *testing.T) {
+	f := newFakeSyncs()
+	g := startPatientSyncer(t, f)
+	for i := 1; i <= 3; i++ {
+		g.expect()
+		res := make(chan error, 1)
+		go func() { res <- g.wait(context.Background(), true) }()
+		if n := <-f.started; n != i {
+			t.Fatalf("sync %d started, want %d", n, i)
+		}
+		f.finish <- nil
+		if err := <-res; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
