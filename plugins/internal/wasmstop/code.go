@@ -32,6 +32,8 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 	}
 	out := appendU32(make([]byte, 0, len(s.content)+len(s.content)/16), n)
 	var body []byte
+	var insns []insn
+	record := func(op byte, at, end int) { insns = append(insns, insn{op, at, end}) }
 	for range n {
 		at := r.pos()
 		size, err := r.u32()
@@ -55,29 +57,37 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 				return nil, 0, err
 			}
 		}
-		body = append(body[:0], br.b[:br.off]...)
-		var loops []int // offsets in br.b right after each loop's block type
-		if err := scanExpr(&br, globals, &loops); err != nil {
+		start := br.off // the code, after the locals
+		insns = insns[:0]
+		if err := scanExpr(&br, globals, record); err != nil {
 			return nil, 0, err
 		}
 		if err := br.done("function body"); err != nil {
 			return nil, 0, err
 		}
+		// Jumps forward in Go's dispatch loops go straight to their
+		// block (dispatch.go); then the loops, in the rewritten code.
+		code := retargetDispatch(br.b, insns)
+		loops, err := loopsOf(code, start, globals)
+		if err != nil {
+			return nil, 0, err
+		}
+		body = append(body[:0], code[:start]...)
 		// The check also opens every function: code without loops can
 		// still run for ever by recursion that branches (f calls f twice).
 		// A body that opens with a loop (after blocks, which do nothing)
 		// runs the loop's check at once: Go's compiler starts every
 		// function that way, so the check would run twice per call.
-		prev := len(body)
-		if !opensWithLoop(br.b[prev:]) {
+		prev := start
+		if !opensWithLoop(code[prev:]) {
 			body = append(body, check...)
 		}
 		for _, l := range loops {
-			body = append(body, br.b[prev:l]...)
+			body = append(body, code[prev:l]...)
 			body = append(body, check...)
 			prev = l
 		}
-		body = append(body, br.b[prev:]...)
+		body = append(body, code[prev:]...)
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
@@ -85,6 +95,19 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		return nil, 0, err
 	}
 	return out, n, nil
+}
+
+// loopsOf returns the offset right after each loop's block type in code,
+// a function body whose expression starts at start.
+func loopsOf(code []byte, start int, globals uint32) ([]int, error) {
+	var loops []int
+	r := reader{b: code, off: start}
+	err := scanExpr(&r, globals, func(op byte, at, end int) {
+		if op == 0x03 {
+			loops = append(loops, end)
+		}
+	})
+	return loops, err
 }
 
 // opensWithLoop reports whether expr (a validated function body's code)

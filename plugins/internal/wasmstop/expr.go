@@ -4,12 +4,14 @@ import "fmt"
 
 // scanExpr decodes instructions up to and including the end that closes
 // depth 0 (a function body or a constant expression). It checks that global
-// indices are below globals and, if loops is not nil, records the offset
-// right after each loop's block type.
-func scanExpr(r *reader, globals uint32, loops *[]int) error {
+// indices are below globals and, if visit is not nil, calls it for each
+// instruction with its opcode and the offsets in r.b of the opcode and of
+// the byte after its immediates.
+func scanExpr(r *reader, globals uint32, visit func(op byte, at, end int)) error {
 	depth := 0
 	for {
 		at := r.pos()
+		start := r.off
 		op, err := r.byte()
 		if err != nil {
 			return err
@@ -20,11 +22,11 @@ func scanExpr(r *reader, globals uint32, loops *[]int) error {
 				return err
 			}
 			depth++
-			if op == 0x03 && loops != nil {
-				*loops = append(*loops, r.off)
-			}
 		case op == 0x0b: // end
 			if depth == 0 {
+				if visit != nil {
+					visit(op, start, r.off)
+				}
 				return nil
 			}
 			depth--
@@ -112,6 +114,9 @@ func scanExpr(r *reader, globals uint32, loops *[]int) error {
 			}
 		default:
 			return fmt.Errorf("%w: opcode 0x%02x at byte %d", ErrUnsupported, op, at)
+		}
+		if visit != nil {
+			visit(op, start, r.off)
 		}
 	}
 }

@@ -504,6 +504,7 @@ func FuzzInstrument(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add(spinModule())
+	f.Add(dispatchModule(goStyleParts()))
 	f.Add(mod(memory1))
 	f.Add(mod(memory1, sec(secGlobal, vec(i32Global)), sec(secExport, vec(export("g", 3, 0)))))
 	ctx := context.Background()
