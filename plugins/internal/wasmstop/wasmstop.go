@@ -38,7 +38,9 @@
 // Go, where the goroutine can be preempted. The fast path is one load, one
 // store and one well-predicted branch, because it runs very often: Go's
 // compiler turns every taken branch into an iteration of a function-wide
-// loop.
+// loop. For the same reason Instrument sends the jumps forward in such a
+// loop straight to their destination (dispatch.go), which takes them out
+// of the loop, and its check, altogether.
 //
 // Every existing index (functions, globals, types, tables, memories) is
 // unchanged and every byte outside the global, export and code sections is
