@@ -159,9 +159,8 @@ func (g *groupSync) run(stop <-chan struct{}) {
 
 // gather waits, before a sync, for announced writers to join the
 // gathering batch: until none is expected, or half the last sync's
-// duration (at most maxDelay) has passed. Each joining or withdrawing
-// writer kicks.
-// It returns false if stop closed meanwhile.
+// duration (at most maxDelay) has passed; each joining or withdrawing
+// writer kicks. It returns false if stop closed meanwhile.
 func (g *groupSync) gather(stop <-chan struct{}) bool {
 	if g.expected.Load() <= 0 {
 		return true

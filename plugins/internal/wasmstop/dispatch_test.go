@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 )
 
 // dispatchParts is a function laid out as Go's compiler does (dispatch.go):
@@ -175,18 +173,5 @@ func TestDispatchRewriteKeepsResultsAndStops(t *testing.T) {
 			t.Fatalf("triangle(%d) = %v, %v instrumented; %v plain, want %d", n, got, err, want, uint32(n*(n+1)/2))
 		}
 	}
-	flag := m.ExportedGlobal(ExportName).(api.MutableGlobal)
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.ExportedFunction("spin").Call(ctx)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("spin returned before the flag was set: %v", err)
-	default:
-	}
-	flag.Set(1)
-	wantTrap(t, "spin", done)
+	stopsOnFlag(t, m, "spin")
 }

@@ -187,27 +187,34 @@ func TestInstrumentedCodeRunsAndStops(t *testing.T) {
 	if r, err := m.ExportedFunction("count").Call(ctx, 1000); err != nil || r[0] != 1000 {
 		t.Fatalf("count(1000) = %v, %v", r, err)
 	}
+	stopsOnFlag(t, m, "spin")
+	// The flag is read when the countdown runs out: within YieldEvery checks.
+	if _, err := m.ExportedFunction("count").Call(ctx, 2*YieldEvery); err == nil {
+		t.Fatal("count ran with the flag set")
+	}
+}
+
+// stopsOnFlag calls m's function fn, which runs for ever, and checks that
+// it is still running after a while and traps once the stop flag is set.
+func stopsOnFlag(t *testing.T, m api.Module, fn string) {
+	t.Helper()
 	flag, ok := m.ExportedGlobal(ExportName).(api.MutableGlobal)
 	if !ok {
 		t.Fatal("stop global is not exported as a mutable global")
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := m.ExportedFunction("spin").Call(ctx)
+		_, err := m.ExportedFunction(fn).Call(context.Background())
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case err := <-done:
-		t.Fatalf("spin returned before the flag was set: %v", err)
+		t.Fatalf("%s returned before the flag was set: %v", fn, err)
 	default:
 	}
 	flag.Set(1)
-	wantTrap(t, "spin", done)
-	// The flag is read when the countdown runs out: within YieldEvery checks.
-	if _, err := m.ExportedFunction("count").Call(ctx, 2*YieldEvery); err == nil {
-		t.Fatal("count ran with the flag set")
-	}
+	wantTrap(t, fn, done)
 }
 
 // TestStopsBranchingRecursion: code without a single loop can still run
