@@ -55,9 +55,11 @@ type frame struct {
 	block int
 }
 
-// retargetDispatch returns code (a validated function body's expression,
-// decoded as insns) with the branches to later regions of every dispatch
-// loop retargeted (see above), or code itself when there are none.
+// retargetDispatch returns code (a function body, as scanExpr decoded it
+// into insns; not yet validated) with the branches to later regions of
+// every dispatch loop retargeted (see above), or code itself when there are
+// none. Whatever the input, it only ever turns a loop label into a block
+// label.
 func retargetDispatch(code []byte, insns []insn) []byte {
 	var out []byte // nil until the first rewrite
 	copied := 0    // code[:copied] is in out
@@ -156,14 +158,14 @@ func (d *dispatchLoop) target(k int32) int {
 	return int(d.labels[len(d.labels)-1])
 }
 
-// immU32 decodes the u32 immediate of a validated instruction.
+// immU32 decodes the u32 immediate of a decoded instruction.
 func immU32(code []byte, in insn) uint32 {
 	r := reader{b: code[in.at+1 : in.end]}
 	v, _ := r.u32()
 	return v
 }
 
-// immS32 decodes the immediate of a validated i32.const.
+// immS32 decodes the immediate of a decoded i32.const.
 func immS32(code []byte, in insn) int32 {
 	var v int64
 	shift := 0
@@ -180,7 +182,7 @@ func immS32(code []byte, in insn) int32 {
 	return int32(v)
 }
 
-// brTableLabels decodes a validated br_table's labels, the default last.
+// brTableLabels decodes a decoded br_table's labels, the default last.
 func brTableLabels(code []byte, in insn) []uint32 {
 	r := reader{b: code[in.at+1 : in.end]}
 	n, _ := r.u32()
