@@ -357,7 +357,8 @@ func (s *Stats) RecordWrite(w Write) {
 
 // ForgetEntry drops entry key of (ns, backend) from the index that explains
 // misses, after a delete, an eviction or a quarantine, so that no miss is
-// explained by an entry that is not served. An empty backend means whichever backend it has.
+// explained by an entry that is not served. An empty backend means
+// whichever backend it has.
 func (s *Stats) ForgetEntry(ns, backend string, key [32]byte) {
 	k := hex.EncodeToString(key[:])
 	if backend == "" {

@@ -34,7 +34,11 @@ func TestQuarantinedEntriesExplainNoMiss(t *testing.T) {
 			nearest, _ = near[0].(map[string]any)["key"].(string)
 		}
 		reason, _ = ex["reason"].(string)
-		return m["key"].(string), reason, nearest
+		key, _ = m["key"].(string)
+		if key == "" {
+			t.Fatalf("lookup miss without a key: %v", m)
+		}
+		return key, reason, nearest
 	}
 	do := func(method, path, body string, want int) {
 		t.Helper()

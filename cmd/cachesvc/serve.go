@@ -179,21 +179,21 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if rln != nil {
 		defer rln.Close()
 	}
-	// Evictions from the hot tier are counted in the statistics, which are
-	// opened after the store (they sample its usage); evicted and
-	// quarantined entries leave the index that explains misses (a restore
-	// puts an entry back: api/quarantine.go).
-	var evictions atomic.Pointer[stats.Stats]
+	// The store's hooks reach the statistics, which are opened after the
+	// store (they sample its usage): evictions from the hot tier are
+	// counted, and evicted and quarantined entries leave the index that
+	// explains misses (a restore puts an entry back: api/quarantine.go).
+	var hookStats atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
 		onEvict: func(m store.Meta) {
-			if st := evictions.Load(); st != nil {
+			if st := hookStats.Load(); st != nil {
 				st.RecordEvictions(m.Namespace, m.Backend, 1)
 				st.ForgetEntry(m.Namespace, m.Backend, m.Key)
 			}
 		},
 		onQuarantine: func(ns string, key store.Key) {
-			if st := evictions.Load(); st != nil {
+			if st := hookStats.Load(); st != nil {
 				st.ForgetEntry(ns, "", key)
 			}
 		},
@@ -212,7 +212,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return err
 	}
 	defer closeStats(sts, logger)
-	evictions.Store(sts)
+	hookStats.Store(sts)
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
 	replicaID := ""
 	if o.S3.enabled() {
