@@ -12,7 +12,7 @@ import (
 
 // pacePair returns a PaceConn server side and the plain client side of a
 // loopback TCP connection.
-func pacePair(t *testing.T, minRate int64) (*PaceConn, net.Conn) {
+func pacePair(t testing.TB, minRate int64) (*PaceConn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -228,5 +228,149 @@ func TestGateConcurrent(t *testing.T) {
 	wg.Wait()
 	if peak > 4 || g.InUse() != 0 {
 		t.Fatalf("peak %d, in use %d", peak, g.InUse())
+	}
+}
+
+// deadlineCounter counts the deadlines set on a real connection.
+type deadlineCounter struct {
+	net.Conn
+	reads, writes int
+}
+
+func (d *deadlineCounter) SetReadDeadline(t time.Time) error {
+	d.reads++
+	return d.Conn.SetReadDeadline(t)
+}
+
+func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	d.writes++
+	return d.Conn.SetWriteDeadline(t)
+}
+
+// countedPacePair is pacePair with the server side's deadline updates
+// counted.
+func countedPacePair(t *testing.T, minRate int64) (*PaceConn, *deadlineCounter, net.Conn) {
+	t.Helper()
+	srv, cli := pacePair(t, minRate)
+	dc := &deadlineCounter{Conn: srv.NetConn()}
+	return NewPaceConn(dc, 0, minRate), dc, cli
+}
+
+// TestPaceConnKeepAliveArmsOnce replays what the HTTP server does per
+// keep-alive request (an idle phase, a header phase, a read, a write
+// phase, a write): the timers are set once per direction, not per request.
+func TestPaceConnKeepAliveArmsOnce(t *testing.T) {
+	srv, dc, cli := countedPacePair(t, 64<<10)
+	req, resp, got := []byte("GET /x HTTP/1.1\r\n\r\n"), make([]byte, 4096), make([]byte, 4096)
+	buf := make([]byte, 64)
+	for i := 0; i < 200; i++ {
+		if _, err := cli.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		srv.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		srv.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.ReadFull(srv, buf[:len(req)]); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		srv.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		werr := make(chan error, 1)
+		go func() { _, err := srv.Write(resp); werr <- err }()
+		if _, err := io.ReadFull(cli, got); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+	}
+	if dc.reads > 2 || dc.writes > 2 {
+		t.Fatalf("200 requests set %d read and %d write deadlines; want at most 2 each", dc.reads, dc.writes)
+	}
+}
+
+// TestPaceConnResumesEarlyDeadline: a later phase does not move the
+// connection's deadline, so the earlier one fires; the read goes on until
+// the phase's own deadline, and fails only then.
+func TestPaceConnResumesEarlyDeadline(t *testing.T) {
+	srv, dc, cli := countedPacePair(t, 1<<20)
+	srv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	srv.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	go func() { time.Sleep(100 * time.Millisecond); cli.Write([]byte("x")) }()
+	if _, err := srv.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read before the phase's deadline: %v", err)
+	}
+	if dc.reads < 2 {
+		t.Fatalf("the early deadline did not fire and resume (%d deadlines set)", dc.reads)
+	}
+	start := time.Now()
+	srv.SetReadDeadline(start.Add(20 * time.Millisecond))
+	srv.SetReadDeadline(start.Add(200 * time.Millisecond))
+	_, err := srv.Read(make([]byte, 1))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the phase's deadline: err = %v", err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("the read failed after %v, before its phase's deadline (200ms)", waited)
+	}
+}
+
+// TestPaceConnResumesWrite: a write stopped by the earlier deadline of a
+// previous phase goes on, and writes everything.
+func TestPaceConnResumesWrite(t *testing.T) {
+	srv, dc, cli := countedPacePair(t, 1<<20)
+	dc.Conn.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	cli.(*net.TCPConn).SetReadBuffer(16 << 10)
+	srv.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+	srv.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	got := make(chan int64, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		n, _ := io.Copy(io.Discard, cli)
+		got <- n
+	}()
+	body := make([]byte, 4<<20)
+	n, err := srv.Write(body)
+	if err != nil || n != len(body) {
+		t.Fatalf("write = %d, %v; want %d, nil", n, err, len(body))
+	}
+	if dc.writes < 2 {
+		t.Fatalf("the early deadline did not fire and resume (%d deadlines set)", dc.writes)
+	}
+	srv.Close()
+	if n := <-got; n != int64(len(body)) {
+		t.Fatalf("client read %d bytes, want %d", n, len(body))
+	}
+}
+
+// TestPaceConnDeadlineNowStops: a deadline of now (a forced shutdown)
+// stops a read blocked under a long phase at once.
+func TestPaceConnDeadlineNowStops(t *testing.T) {
+	srv, _, _ := countedPacePair(t, 1<<20)
+	srv.SetDeadline(time.Now().Add(time.Minute))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := srv.Read(make([]byte, 1))
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	srv.SetDeadline(time.Now())
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after SetDeadline(now): err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetDeadline(now) did not stop a blocked read")
+	}
+}
+
+// TestPaceConnClearedPhaseResumes: a cleared phase leaves the old deadline
+// set until it fires; a read it stops goes on without a deadline.
+func TestPaceConnClearedPhaseResumes(t *testing.T) {
+	srv, _, cli := countedPacePair(t, 1<<20)
+	srv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	srv.SetReadDeadline(time.Time{})
+	go func() { time.Sleep(100 * time.Millisecond); cli.Write([]byte("x")) }()
+	if _, err := srv.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read after clearing the phase: %v", err)
 	}
 }

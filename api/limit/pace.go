@@ -5,7 +5,9 @@
 package limit
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -46,6 +48,15 @@ func (l *paceListener) Accept() (net.Conn, error) {
 // is never cut. A zero deadline clears the phase. minRate <= 0 leaves the
 // server's deadlines as they are.
 //
+// The deadline set on the underlying connection is only ever moved
+// earlier, never later, and a read or write it stops before the phase's
+// deadline has passed is resumed with the deadline moved to it. Setting a
+// deadline is a timer update in the runtime, and the HTTP server starts two
+// phases per request besides the reads and writes that extend them; this
+// way a keep-alive connection moving small requests pays for a timer update
+// about once per timeout instead of several times per request, and no
+// deadline ever fires late.
+//
 // Deadlines may be set from any goroutine, as for net.Conn.
 type PaceConn struct {
 	net.Conn
@@ -61,9 +72,16 @@ type phase struct {
 	start  time.Time
 	base   time.Duration
 	bytes  int64
+	// armed is the deadline set on the connection (zero: none); it is
+	// never later than the phase's deadline while the phase is active.
+	armed time.Time
 }
 
+// deadline is the phase's deadline with extra more bytes moved.
 func (p *phase) deadline(rate float64, extra int) time.Time {
+	if rate <= 0 {
+		return p.start.Add(p.base)
+	}
 	return p.start.Add(p.base + time.Duration(float64(p.bytes+int64(extra))/rate*float64(time.Second)))
 }
 
@@ -79,35 +97,59 @@ func NewPaceConn(c net.Conn, first time.Duration, minRate int64) *PaceConn {
 
 // Read reads and moves the read deadline forward by the bytes read.
 func (c *PaceConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 && c.minRate > 0 {
+	for {
+		n, err := c.Conn.Read(p)
 		c.mu.Lock()
-		if c.rPhase.active {
+		if n > 0 && c.rPhase.active {
 			c.rPhase.bytes += int64(n)
-			_ = c.Conn.SetReadDeadline(c.rPhase.deadline(c.minRate, 0))
 		}
+		resume := err != nil && n == 0 && c.resumable(err, &c.rPhase, 0, c.Conn.SetReadDeadline)
 		c.mu.Unlock()
+		if !resume {
+			return n, err
+		}
 	}
-	return n, err
 }
 
 // Write gives the write the time its size allows at the minimum rate, then
 // writes.
 func (c *PaceConn) Write(p []byte) (int, error) {
-	if c.minRate > 0 {
+	written := 0
+	for {
+		n, err := c.Conn.Write(p[written:])
+		written += n
 		c.mu.Lock()
-		if c.wPhase.active {
-			_ = c.Conn.SetWriteDeadline(c.wPhase.deadline(c.minRate, len(p)))
+		if n > 0 && c.wPhase.active {
+			c.wPhase.bytes += int64(n)
 		}
+		resume := err != nil && written < len(p) && c.resumable(err, &c.wPhase, len(p)-written, c.Conn.SetWriteDeadline)
 		c.mu.Unlock()
+		if !resume {
+			return written, err
+		}
 	}
-	n, err := c.Conn.Write(p)
-	if n > 0 && c.minRate > 0 {
-		c.mu.Lock()
-		c.wPhase.bytes += int64(n)
-		c.mu.Unlock()
+}
+
+// resumable reports whether err is the connection's deadline stopping an
+// operation before the phase's own deadline (with extra bytes still to
+// move); if so it moves the connection's deadline to the phase's, so that
+// the operation can go on. The caller holds c.mu.
+func (c *PaceConn) resumable(err error, p *phase, extra int, set func(time.Time) error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || p.armed.IsZero() {
+		return false
 	}
-	return n, err
+	var d time.Time // no deadline: the phase was cleared
+	if p.active {
+		d = p.deadline(c.minRate, extra)
+		if !time.Now().Before(d) {
+			return false
+		}
+	}
+	if set(d) != nil {
+		return false
+	}
+	p.armed = d
+	return true
 }
 
 // SetDeadline starts read and write phases ending at t.
@@ -122,27 +164,39 @@ func (c *PaceConn) SetDeadline(t time.Time) error {
 // t clears it.
 func (c *PaceConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
-	c.rPhase = newPhase(t)
-	c.mu.Unlock()
-	return c.Conn.SetReadDeadline(t)
+	defer c.mu.Unlock()
+	return c.rPhase.begin(t, c.Conn.SetReadDeadline)
 }
 
 // SetWriteDeadline starts a write phase whose base timeout is t - now; a
 // zero t clears it.
 func (c *PaceConn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
-	c.wPhase = newPhase(t)
-	c.mu.Unlock()
-	return c.Conn.SetWriteDeadline(t)
+	defer c.mu.Unlock()
+	return c.wPhase.begin(t, c.Conn.SetWriteDeadline)
 }
 
 // NetConn returns the wrapped connection.
 func (c *PaceConn) NetConn() net.Conn { return c.Conn }
 
-func newPhase(t time.Time) phase {
+// begin starts a phase ending at t (none for a zero t). The connection's
+// deadline is set only when it would fire after t or there is none; one
+// that fires earlier is resumed from (see PaceConn), and a cleared phase
+// keeps the deadline set until it fires.
+func (p *phase) begin(t time.Time, set func(time.Time) error) error {
+	armed := p.armed
 	if t.IsZero() {
-		return phase{}
+		*p = phase{armed: armed}
+		return nil
 	}
 	now := time.Now()
-	return phase{active: true, start: now, base: t.Sub(now)}
+	*p = phase{active: true, start: now, base: t.Sub(now), armed: armed}
+	if !armed.IsZero() && !armed.After(t) {
+		return nil
+	}
+	if err := set(t); err != nil {
+		return err
+	}
+	p.armed = t
+	return nil
 }
