@@ -151,7 +151,7 @@ func (c cursor) encode(allNS bool) string {
 }
 
 // afterWalker is a store that resumes a walk from a cursor without
-// rescanning (*store.Badger).
+// rescanning (*store.Badger, and *tiered.Store through its shared tier).
 type afterWalker interface {
 	WalkAfter(ctx context.Context, ns, afterNS string, afterKey cachekey.Key, fn func(store.Meta) bool) error
 }

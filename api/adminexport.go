@@ -26,7 +26,8 @@ import (
 const exportPage = 256
 
 // quietReader is a store that reads an entry without counting an access
-// (*store.Badger); an export through another store counts one per entry.
+// (*store.Badger; *tiered.Store, which also fills no hot tier); an export
+// through another store counts one per entry.
 type quietReader interface {
 	Read(ctx context.Context, ns string, key cachekey.Key) (store.Meta, io.ReadCloser, error)
 }

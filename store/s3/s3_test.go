@@ -102,6 +102,10 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, opener(srv), corrupter(srv))
 }
 
+func TestWalkAfter(t *testing.T) {
+	storetest.RunWalkAfter(t, opener(s3test.Start(t)))
+}
+
 // objects lists every object under prefix in bucket.
 func objects(t *testing.T, c *minio.Client, bucket, prefix string) []string {
 	t.Helper()

@@ -30,6 +30,22 @@ const (
 // ends. It lists entries/ and reads each record; a record deleted between
 // the listing and its read is skipped.
 func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) error {
+	return s.walk(ctx, ns, "", nil, fn)
+}
+
+// WalkAfter is Walk starting after the entry (afterNS, afterKey), which need
+// not exist: the entries Walk would visit after it, in the same order. The
+// listing starts there (S3's start-after), so a paged listing costs
+// requests for its page, not for every entry before it.
+func (s *Store) WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error {
+	if err := store.CheckNamespace("walk entries", afterNS); err != nil {
+		return err
+	}
+	return s.walk(ctx, ns, afterNS, &afterKey, fn)
+}
+
+// walk is Walk from after (afterNS, afterKey); a nil afterKey is the start.
+func (s *Store) walk(ctx context.Context, ns, afterNS string, afterKey *store.Key, fn func(store.Meta) bool) error {
 	if ns != "" {
 		if err := store.CheckNamespace("walk entries", ns); err != nil {
 			return err
@@ -49,7 +65,16 @@ func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) e
 		}
 	}
 	for _, ns := range namespaces {
-		more, err := s.walkNamespace(ctx, ns, fn)
+		startAfter := ""
+		if afterKey != nil {
+			if ns < afterNS {
+				continue // the cursor sorts after this namespace
+			}
+			if ns == afterNS {
+				startAfter = afterKey.String()
+			}
+		}
+		more, err := s.walkNamespace(ctx, ns, startAfter, fn)
 		if err != nil || !more {
 			return err
 		}
@@ -75,9 +100,9 @@ func (s *Store) namespaces(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// walkNamespace walks one namespace's records; more is false once fn said
-// stop.
-func (s *Store) walkNamespace(ctx context.Context, ns string, fn func(store.Meta) bool) (more bool, err error) {
+// walkNamespace walks one namespace's records after the key startAfter
+// ("" for all); more is false once fn said stop.
+func (s *Store) walkNamespace(ctx context.Context, ns, startAfter string, fn func(store.Meta) bool) (more bool, err error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the listing when fn stops early
 	prefix := s.cfg.Prefix + "entries/" + ns + "/"
@@ -95,11 +120,19 @@ func (s *Store) walkNamespace(ctx context.Context, ns string, fn func(store.Meta
 		}
 		return true, nil
 	}
-	for obj := range s.core.Client.ListObjects(lctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
+	if startAfter != "" {
+		opts.StartAfter = prefix + startAfter
+	}
+	for obj := range s.core.Client.ListObjects(lctx, s.cfg.Bucket, opts) {
 		if obj.Err != nil {
 			return false, s.fault("list entries", prefix, obj.Err)
 		}
-		key, err := cachekey.ParseKey(strings.TrimPrefix(obj.Key, prefix))
+		name := strings.TrimPrefix(obj.Key, prefix)
+		if startAfter != "" && name <= startAfter {
+			continue // a server that ignores start-after lists from the start
+		}
+		key, err := cachekey.ParseKey(name)
 		if err != nil {
 			continue // not a record of ours
 		}

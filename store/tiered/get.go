@@ -25,18 +25,62 @@ func (s *Store) Get(ctx context.Context, ns string, key store.Key, off, n int64)
 	if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
 		return store.Meta{}, nil, err // invalid arguments, closed, a broken hot tier
 	}
-	if s.quarantined(ns, key) { // quarantine.go: never refilled from the shared tier
-		return store.Meta{}, nil, fmt.Errorf("get entry %s/%s: quarantined on this replica: %w", ns, key, store.ErrNotFound)
-	}
-	if s.q != nil {
-		if ok, err := s.q.refill(ctx, ns, key); ok {
-			if err != nil {
-				return store.Meta{}, nil, err
-			}
-			return s.hot.Get(ctx, ns, key, off, n)
-		}
+	refilled, err := s.afterHotMiss(ctx, ns, key)
+	switch {
+	case err != nil:
+		return store.Meta{}, nil, err
+	case refilled:
+		return s.hot.Get(ctx, ns, key, off, n)
 	}
 	return s.fetch(ctx, ns, key, off, n)
+}
+
+// afterHotMiss is what Get and Read do first when the hot tier lacks the
+// entry: a quarantined entry is a miss (quarantine.go: never refilled from
+// the shared tier), and one queued for upload (ModeBehind) is put back into
+// the hot tier from the queue's copy (refilled).
+func (s *Store) afterHotMiss(ctx context.Context, ns string, key store.Key) (refilled bool, err error) {
+	if s.quarantined(ns, key) {
+		return false, fmt.Errorf("get entry %s/%s: quarantined on this replica: %w", ns, key, store.ErrNotFound)
+	}
+	if s.q != nil {
+		return s.q.refill(ctx, ns, key)
+	}
+	return false, nil
+}
+
+// quietReader is a tier that reads an entry without counting an access
+// (*store.Badger).
+type quietReader interface {
+	Read(ctx context.Context, ns string, key store.Key) (store.Meta, io.ReadCloser, error)
+}
+
+// Read returns the whole entry as Get does, but counts no access and fills
+// nothing: from the hot tier when it has the entry, else straight from the
+// shared tier (verified, with no spool). An export reads every entry this
+// way, so it leaves this replica's hot tier and its eviction order as they
+// were. An entry queued for upload (ModeBehind) that the hot tier lost is
+// put back from the queue first, as Get does.
+func (s *Store) Read(ctx context.Context, ns string, key store.Key) (store.Meta, io.ReadCloser, error) {
+	qr, ok := s.hot.(quietReader)
+	if !ok {
+		return s.Get(ctx, ns, key, 0, -1)
+	}
+	m, rc, err := qr.Read(ctx, ns, key)
+	if err == nil {
+		return m, rc, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		return store.Meta{}, nil, err
+	}
+	refilled, err := s.afterHotMiss(ctx, ns, key)
+	switch {
+	case err != nil:
+		return store.Meta{}, nil, err
+	case refilled:
+		return qr.Read(ctx, ns, key)
+	}
+	return s.direct(ctx, ns, key, 0, -1)
 }
 
 // fetch serves a hot miss through the key's spool, starting its download

@@ -134,6 +134,10 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, open, corrupt)
 }
 
+func TestWalkAfter(t *testing.T) {
+	storetest.RunWalkAfter(t, openOn(s3test.Start(t)))
+}
+
 func flipFile(t *testing.T, path string, at int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
