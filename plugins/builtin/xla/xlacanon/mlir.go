@@ -56,8 +56,10 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		// byte loop (it is for the last bytes before lim and for false
 		// flags) with one test that falls through, rather than entering
 		// it to leave at once (a taken jump, costly under wasm).
-		if i+8 > lim || mlirClass[src[i]] == cPlain {
-			for i < lim && mlirClass[src[i]] == cPlain {
+		// (Unchecked byte loads: i < lim <= n, by the first test or the
+		// loop condition.)
+		if i+8 > lim || mlirClass[byteInside(src, i)] == cPlain {
+			for i < lim && mlirClass[byteInside(src, i)] == cPlain {
 				i++
 			}
 			if i >= n {
@@ -82,7 +84,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			from = i
 			continue
 		}
-		switch mlirClass[src[i]] {
+		switch mlirClass[byteInside(src, i)] { // i < n: i+8 <= lim above, or the break at i >= n
 		case cDot, cEm:
 			// The end of "jax." or the 'm' of "mhlo.layout_mode", maybe
 			// (rare: in a function of its own, keeping this one small).
@@ -94,7 +96,8 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			i = j
 		case cParen:
 			p := i - 3
-			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !e.tokenStartAt(p) {
+			// Unchecked: 0 <= e.start <= p and p+2 < i < n.
+			if p < e.start || byteInside(src, p) != 'l' || byteInside(src, p+1) != 'o' || byteInside(src, p+2) != 'c' || !e.tokenStartAt(p) {
 				i++
 				break
 			}
@@ -109,7 +112,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 					off += 8
 					m = (hasByte8Raw(loadInside(src, off), '(') | hasByte8Raw(loadInside(src, off), ')') | hasByte8Raw(loadInside(src, off), '"')) & hi8
 				}
-				if k := off + firstFlag(m); m != 0 && src[k] == ')' {
+				if k := off + firstFlag(m); m != 0 && byteInside(src, k) == ')' { // k < off+8 <= i+17 <= n
 					end = k + 1
 				}
 			}
@@ -139,7 +142,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if i+8 <= n {
 				i += leading(spaceMask(loadInside(src, i)))
 			}
-			for i < n && isSpace(src[i]) {
+			for i < n && isSpace(byteInside(src, i)) { // 0 <= i < n
 				i++
 			}
 			e.start = i
@@ -147,7 +150,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
 				if m := (hasByte8Raw(loadInside(src, i+1), '"') | hasByte8Raw(loadInside(src, i+1), '\\')) & hi8; m != 0 {
-					if k := i + 1 + firstFlag(m); src[k] == '"' {
+					if k := i + 1 + firstFlag(m); byteInside(src, k) == '"' { // k < i+9 <= n
 						i = k + 1
 						break
 					}
@@ -177,23 +180,23 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if i+9 <= n {
 				x := loadInside(src, i+1)
 				m := identMask(x)
-				if isDigit(src[i+1]) {
+				if isDigit(byteInside(src, i+1)) { // i+9 <= n
 					m = digitMask(x)
 				}
 				d := leading(m)
 				key := x & (1<<(8*uint(d)) - 1)
-				sl := &c.ssa.slots[int(shortHash(key))&(len(c.ssa.slots)-1)]
+				sl := c.ssa.homeSlot(key)
 				if int(sl.len) == d && sl.key == key && uint(d-1) < 7 && e.tokenStartAt(i) {
 					e.flush(i)
 					if e.pending { // inlined e.sep('%')
 						e.pending = false
-						if o := len(e.out); o > e.base && needSep(e.out[o-1], '%') {
+						if o := len(e.out); o > e.base && needSep(byteInside(e.out, o-1), '%') { // 0 <= e.base < o
 							e.out = append(e.out, ' ')
 						}
 					}
 					// The rendered name is one word store (see ssaText).
 					if w, o := c.ssa.text[sl.val], len(e.out); w != 0 && cap(e.out)-o >= 8 {
-						store64(e.out[:o+8], o, w)
+						store64Inside(e.out, o, w) // o+8 <= cap(e.out), tested just before
 						e.out = e.out[:o+int(w>>56)]
 					} else {
 						e.emitSSA(int(sl.val))

@@ -266,7 +266,7 @@ func (e *emitter) copyRun(i int) {
 	s, o := e.start, len(e.out)
 	if e.pending {
 		e.pending = false
-		if o > e.base && needSep(e.out[o-1], e.src[s]) {
+		if o > e.base && needSep(byteInside(e.out, o-1), e.src[s]) { // 0 <= e.base < o
 			e.out = append(e.out, ' ')
 			o++
 		}
