@@ -41,9 +41,52 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 		// A '(' matters only after "loc": flag it only behind a 'c' (a
 		// false flag just stops the word loop early; the handlers check);
 		// likewise '.' behind 'x' ("jax.") and 'm' behind '_' ("_mode").
-		for i+8 <= lim && i > 0 {
-			x := loadInside(src, i) // 0 < i and i+8 <= lim <= n
-			y := loadInside(src, i-1)
+		// Four words per iteration: under wasm the loop's back edge goes
+		// through Go's dispatch loop and the host's stop check, and its
+		// exits are jumps forward (cheap since the host's rewrite). The
+		// classifier is written out at each word: as a function it costs
+		// too much for Go to inline.
+		for i+32 <= lim && i > 0 { // 0 < i and i+32 <= lim <= n: the loads below are in src
+			{
+				x, y := loadInside(src, i), loadInside(src, i-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+8), loadInside(src, i+8-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 8 + firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+16), loadInside(src, i+16-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 16 + firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+24), loadInside(src, i+24-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 24 + firstFlag(m)
+					goto stopped
+				}
+			}
+			i += 32
+		}
+		for i+8 <= lim && i > 0 { // 0 < i and i+8 <= lim <= n
+			x, y := loadInside(src, i), loadInside(src, i-1)
 			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
 				hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
 				hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
@@ -52,6 +95,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			}
 			i += 8
 		}
+	stopped:
 		// Mostly the word loop stopped on a byte to handle: skip the
 		// byte loop (it is for the last bytes before lim and for false
 		// flags) with one test that falls through, rather than entering
