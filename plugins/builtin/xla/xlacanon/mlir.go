@@ -35,6 +35,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 	// plain text (not inside a string or name that a handler skipped, nor
 	// partly before a position where a rejected candidate resumed).
 	from := i
+	var dropAt, dropEnd int // what the code at drop removes
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
@@ -166,30 +167,12 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( at byte %d", ErrModule, p)
 			}
-			e.flush(p)
-			e.trimSpace()
-			e.pending = true
-			// Inlined e.drop(p, end, false), except that the blanks
-			// after it go up to the next non-blank byte even across line
-			// breaks: a '\n' here (most locs end a line) would be a stop
-			// doing nothing more (its run is empty, the output is
-			// trimmed, a separator is pending), so it costs no stop.
-			e.start = skipSpaceWord(src, end)
-			i = e.start
+			dropAt, dropEnd = p, end
+			goto drop
 		case cSpace:
-			// Inlined e.newline: one call (the run copy) per line.
-			e.flush(i)
-			e.trimSpace()
-			e.pending = true
-			// The blanks after it (mostly an indentation shorter than a
-			// word) in one word test; the loop goes on for longer runs.
-			if i+8 <= n {
-				i += leading(spaceMask(loadInside(src, i)))
-			}
-			for i < n && isSpace(byteInside(src, i)) { // 0 <= i < n
-				i++
-			}
-			e.start = i
+			// e.newline: the line break and the blanks after it.
+			dropAt, dropEnd = i, i
+			goto drop
 		case cQuote:
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
@@ -231,7 +214,17 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				key := x & (1<<(8*uint(d)) - 1)
 				sl := c.ssa.homeSlot(key)
 				if int(sl.len) == d && sl.key == key && uint(d-1) < 7 && e.tokenStartAt(i) {
-					e.flush(i)
+					// e.flush(i) with copyRun's common case written out
+					// (no call: this is the most frequent stop).
+					if st, o := e.start, len(e.out); i > st {
+						if !e.pending && i-st <= 32 && cap(e.out)-o >= 32 && cap(src)-st >= 32 {
+							move32At(e.out, o, src, st)
+							e.out = e.out[:o+i-st]
+						} else {
+							e.copyRun(i)
+						}
+					}
+					e.start = i
 					if e.pending { // inlined e.sep('%')
 						e.pending = false
 						if o := len(e.out); o > e.base && needSep(byteInside(e.out, o-1), '%') { // 0 <= e.base < o
@@ -268,14 +261,43 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 				continue
 			}
-			// Inlined e.drop(i, end, false).
-			e.flush(i)
-			e.trimSpace()
-			e.pending = true
-			// As for loc(: the line break after it costs no stop.
-			e.start = skipSpaceWord(src, end)
-			i = e.start
+			dropAt, dropEnd = i, end
+			goto drop
 		}
+		if i > lim {
+			mod.refresh(src, i)
+			lim = mod.next
+		}
+		from = i
+		continue
+	drop:
+		// Inlined e.drop(dropAt, dropEnd, false) for a loc(...), a #loc
+		// alias or a line break, except that the blanks after it go up to
+		// the next non-blank byte even across line breaks: a '\n' there
+		// (most locs end a line) would be a stop doing nothing more (its
+		// run is empty, the output is trimmed, a separator is pending), so
+		// it costs no stop. One copy of this code for the three cases,
+		// with e.flush's common case written out (no call), and the
+		// blanks (mostly a line break and an indentation shorter than a
+		// word) measured as one word; the loop goes on for longer runs.
+		if st, o := e.start, len(e.out); dropAt > st {
+			if !e.pending && dropAt-st <= 32 && cap(e.out)-o >= 32 && cap(src)-st >= 32 {
+				move32At(e.out, o, src, st)
+				e.out = e.out[:o+dropAt-st]
+			} else {
+				e.copyRun(dropAt)
+			}
+		}
+		e.trimSpace()
+		e.pending = true
+		i = dropEnd
+		if i+8 <= n {
+			i += leading(spaceMask(loadInside(src, i)))
+		}
+		for i < n && isSpace(byteInside(src, i)) { // 0 <= i < n
+			i++
+		}
+		e.start = i
 		if i > lim {
 			mod.refresh(src, i)
 			lim = mod.next

@@ -229,28 +229,6 @@ func TestLeadingAndDigits(t *testing.T) {
 	}
 }
 
-// TestSkipSpaceWord checks the word-at-a-time skipSpace against the byte
-// loop at every position of inputs whose blank runs are shorter than, as
-// long as and longer than a word, and end at or near the end of the input.
-func TestSkipSpaceWord(t *testing.T) {
-	for _, in := range []string{
-		"",
-		" ",
-		")\n    %1 = x",
-		"a \t\r\n\n        \n  b",
-		"\n\n\n\n\n\n\n\n\n",
-		"x)\n",
-		"#loc1 = loc(unknown)\n#loc2 = loc(unknown)\n",
-	} {
-		s := []byte(in)
-		for i := 0; i <= len(s); i++ {
-			if got, want := skipSpaceWord(s, i), skipSpace(s, i); got != want {
-				t.Errorf("skipSpaceWord(%q, %d) = %d, want %d", in, i, got, want)
-			}
-		}
-	}
-}
-
 // TestHasByte8Raw checks that hasByte8Raw masked with hi8 is hasByte8 (so
 // that classifiers masking once give the same flags), and that hasByte8's
 // lowest flag is the first match, for every byte value at every position of
