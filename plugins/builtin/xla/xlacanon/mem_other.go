@@ -14,8 +14,20 @@ func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 // (unchecked under wasm; checked here).
 func loadInside(b []byte, i int) uint64 { return load64(b, i) }
 
+// byteInside is b[i] where the caller keeps 0 <= i < len(b) (unchecked under
+// wasm; checked here).
+func byteInside(b []byte, i int) byte { return b[i] }
+
 // store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
 func store64(b []byte, o int, v uint64) { binary.LittleEndian.PutUint64(b[o:o+8], v) }
+
+// store64Inside is store64 where the caller keeps o+8 <= cap(b) (unchecked
+// under wasm; checked here).
+func store64Inside(b []byte, o int, v uint64) { store64(b[:o+8], o, v) }
+
+// slotAt is &slots[k] for k = h & (len(slots)-1) (unchecked under wasm;
+// checked here).
+func slotAt(slots []ssaSlot, k int) *ssaSlot { return &slots[k] }
 
 // indexByte returns the index of the first c in b at or after i, or -1.
 func indexByte(b []byte, i int, c byte) int {

@@ -17,10 +17,24 @@ func loadInside(b []byte, i int) uint64 {
 	return *(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i))
 }
 
-// store64 writes v little-endian at b[o:o+8] (o+8 <= cap(b)).
-func store64(b []byte, o int, v uint64) {
-	_ = b[:o+8]
-	*(*uint64)(unsafe.Pointer(unsafe.SliceData(b[o : o+8]))) = v
+// byteInside is b[i] without the bounds check, for call sites where a guard
+// just before already keeps 0 <= i < len(b) (each says which): under wasm the
+// check is a compare and a branch at every stop of the scan.
+func byteInside(b []byte, i int) byte {
+	return *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i))
+}
+
+// store64Inside writes v little-endian at b[o:o+8] without bounds checks,
+// for call sites that test o+8 <= cap(b) just before (each says where).
+func store64Inside(b []byte, o int, v uint64) {
+	*(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), o)) = v
+}
+
+// slotAt is &slots[k] without the bounds check, for k = h & (len(slots)-1):
+// that is below len(slots) whenever len(slots) >= 1, and reset makes the
+// table 256 slots long before any lookup (grow only doubles it).
+func slotAt(slots []ssaSlot, k int) *ssaSlot {
+	return (*ssaSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(slots)), uintptr(k)*unsafe.Sizeof(ssaSlot{})))
 }
 
 // indexByte returns the index of the first c in b at or after i, or -1.

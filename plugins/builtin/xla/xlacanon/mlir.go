@@ -35,15 +35,59 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 	// plain text (not inside a string or name that a handler skipped, nor
 	// partly before a position where a rejected candidate resumed).
 	from := i
+	var dropAt, dropEnd int // what the code at drop removes
 	for i < n {
 		// The hot loop: eight bytes at a time to the next byte that may
 		// start something to rewrite; everything else stays in the run.
 		// A '(' matters only after "loc": flag it only behind a 'c' (a
 		// false flag just stops the word loop early; the handlers check);
 		// likewise '.' behind 'x' ("jax.") and 'm' behind '_' ("_mode").
-		for i+8 <= lim && i > 0 {
-			x := loadInside(src, i) // 0 < i and i+8 <= lim <= n
-			y := loadInside(src, i-1)
+		// Four words per iteration: under wasm the loop's back edge goes
+		// through Go's dispatch loop and the host's stop check, and its
+		// exits are jumps forward (cheap since the host's rewrite). The
+		// classifier is written out at each word: as a function it costs
+		// too much for Go to inline.
+		for i+32 <= lim && i > 0 { // 0 < i and i+32 <= lim <= n: the loads below are in src
+			{
+				x, y := loadInside(src, i), loadInside(src, i-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+8), loadInside(src, i+8-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 8 + firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+16), loadInside(src, i+16-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 16 + firstFlag(m)
+					goto stopped
+				}
+			}
+			{
+				x, y := loadInside(src, i+24), loadInside(src, i+24-1)
+				if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
+					hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
+					hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
+					i += 24 + firstFlag(m)
+					goto stopped
+				}
+			}
+			i += 32
+		}
+		for i+8 <= lim && i > 0 { // 0 < i and i+8 <= lim <= n
+			x, y := loadInside(src, i), loadInside(src, i-1)
 			if m := (hasByte8Raw(x, '\n') | hasByte8Raw(x, '"') | hasByte8Raw(x, '/') | hasByte8Raw(x, '%') |
 				hasByte8Raw(x, '#') | hasByte8Raw(x, '(')&hasByte8Raw(y, 'c') |
 				hasByte8Raw(x, '.')&hasByte8Raw(y, 'x') | hasByte8Raw(x, 'm')&hasByte8Raw(y, '_')) & hi8; m != 0 {
@@ -52,12 +96,15 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			}
 			i += 8
 		}
+	stopped:
 		// Mostly the word loop stopped on a byte to handle: skip the
 		// byte loop (it is for the last bytes before lim and for false
 		// flags) with one test that falls through, rather than entering
 		// it to leave at once (a taken jump, costly under wasm).
-		if i+8 > lim || mlirClass[src[i]] == cPlain {
-			for i < lim && mlirClass[src[i]] == cPlain {
+		// (Unchecked byte loads: i < lim <= n, by the first test or the
+		// loop condition.)
+		if i+8 > lim || mlirClass[byteInside(src, i)] == cPlain {
+			for i < lim && mlirClass[byteInside(src, i)] == cPlain {
 				i++
 			}
 			if i >= n {
@@ -82,7 +129,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			from = i
 			continue
 		}
-		switch mlirClass[src[i]] {
+		switch mlirClass[byteInside(src, i)] { // i < n: i+8 <= lim above, or the break at i >= n
 		case cDot, cEm:
 			// The end of "jax." or the 'm' of "mhlo.layout_mode", maybe
 			// (rare: in a function of its own, keeping this one small).
@@ -94,7 +141,8 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			i = j
 		case cParen:
 			p := i - 3
-			if p < e.start || src[p] != 'l' || src[p+1] != 'o' || src[p+2] != 'c' || !e.tokenStartAt(p) {
+			// Unchecked: 0 <= e.start <= p and p+2 < i < n.
+			if p < e.start || byteInside(src, p) != 'l' || byteInside(src, p+1) != 'o' || byteInside(src, p+2) != 'c' || !e.tokenStartAt(p) {
 				i++
 				break
 			}
@@ -109,7 +157,7 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 					off += 8
 					m = (hasByte8Raw(loadInside(src, off), '(') | hasByte8Raw(loadInside(src, off), ')') | hasByte8Raw(loadInside(src, off), '"')) & hi8
 				}
-				if k := off + firstFlag(m); m != 0 && src[k] == ')' {
+				if k := off + firstFlag(m); m != 0 && byteInside(src, k) == ')' { // k < off+8 <= i+17 <= n
 					end = k + 1
 				}
 			}
@@ -119,35 +167,17 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if end < 0 {
 				return nil, "", fmt.Errorf("%w: unbalanced loc( at byte %d", ErrModule, p)
 			}
-			e.flush(p)
-			e.trimSpace()
-			e.pending = true
-			// Inlined e.drop(p, end, false), except that the blanks
-			// after it go up to the next non-blank byte even across line
-			// breaks: a '\n' here (most locs end a line) would be a stop
-			// doing nothing more (its run is empty, the output is
-			// trimmed, a separator is pending), so it costs no stop.
-			e.start = skipSpaceWord(src, end)
-			i = e.start
+			dropAt, dropEnd = p, end
+			goto drop
 		case cSpace:
-			// Inlined e.newline: one call (the run copy) per line.
-			e.flush(i)
-			e.trimSpace()
-			e.pending = true
-			// The blanks after it (mostly an indentation shorter than a
-			// word) in one word test; the loop goes on for longer runs.
-			if i+8 <= n {
-				i += leading(spaceMask(loadInside(src, i)))
-			}
-			for i < n && isSpace(src[i]) {
-				i++
-			}
-			e.start = i
+			// e.newline: the line break and the blanks after it.
+			dropAt, dropEnd = i, i
+			goto drop
 		case cQuote:
 			// Short strings end within the next word: no call.
 			if i+9 <= n {
 				if m := (hasByte8Raw(loadInside(src, i+1), '"') | hasByte8Raw(loadInside(src, i+1), '\\')) & hi8; m != 0 {
-					if k := i + 1 + firstFlag(m); src[k] == '"' {
+					if k := i + 1 + firstFlag(m); byteInside(src, k) == '"' { // k < i+9 <= n
 						i = k + 1
 						break
 					}
@@ -177,23 +207,33 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 			if i+9 <= n {
 				x := loadInside(src, i+1)
 				m := identMask(x)
-				if isDigit(src[i+1]) {
+				if isDigit(byteInside(src, i+1)) { // i+9 <= n
 					m = digitMask(x)
 				}
 				d := leading(m)
 				key := x & (1<<(8*uint(d)) - 1)
-				sl := &c.ssa.slots[int(shortHash(key))&(len(c.ssa.slots)-1)]
+				sl := c.ssa.homeSlot(key)
 				if int(sl.len) == d && sl.key == key && uint(d-1) < 7 && e.tokenStartAt(i) {
-					e.flush(i)
+					// e.flush(i) with copyRun's common case written out
+					// (no call: this is the most frequent stop).
+					if st, o := e.start, len(e.out); i > st {
+						if !e.pending && i-st <= 32 && cap(e.out)-o >= 32 && cap(src)-st >= 32 {
+							move32At(e.out, o, src, st)
+							e.out = e.out[:o+i-st]
+						} else {
+							e.copyRun(i)
+						}
+					}
+					e.start = i
 					if e.pending { // inlined e.sep('%')
 						e.pending = false
-						if o := len(e.out); o > e.base && needSep(e.out[o-1], '%') {
+						if o := len(e.out); o > e.base && needSep(byteInside(e.out, o-1), '%') { // 0 <= e.base < o
 							e.out = append(e.out, ' ')
 						}
 					}
 					// The rendered name is one word store (see ssaText).
 					if w, o := c.ssa.text[sl.val], len(e.out); w != 0 && cap(e.out)-o >= 8 {
-						store64(e.out[:o+8], o, w)
+						store64Inside(e.out, o, w) // o+8 <= cap(e.out), tested just before
 						e.out = e.out[:o+int(w>>56)]
 					} else {
 						e.emitSSA(int(sl.val))
@@ -221,14 +261,43 @@ func (c *Canonicalizer) canonMLIRPass(dst, src []byte) ([]byte, string, error) {
 				i++
 				continue
 			}
-			// Inlined e.drop(i, end, false).
-			e.flush(i)
-			e.trimSpace()
-			e.pending = true
-			// As for loc(: the line break after it costs no stop.
-			e.start = skipSpaceWord(src, end)
-			i = e.start
+			dropAt, dropEnd = i, end
+			goto drop
 		}
+		if i > lim {
+			mod.refresh(src, i)
+			lim = mod.next
+		}
+		from = i
+		continue
+	drop:
+		// Inlined e.drop(dropAt, dropEnd, false) for a loc(...), a #loc
+		// alias or a line break, except that the blanks after it go up to
+		// the next non-blank byte even across line breaks: a '\n' there
+		// (most locs end a line) would be a stop doing nothing more (its
+		// run is empty, the output is trimmed, a separator is pending), so
+		// it costs no stop. One copy of this code for the three cases,
+		// with e.flush's common case written out (no call), and the
+		// blanks (mostly a line break and an indentation shorter than a
+		// word) measured as one word; the loop goes on for longer runs.
+		if st, o := e.start, len(e.out); dropAt > st {
+			if !e.pending && dropAt-st <= 32 && cap(e.out)-o >= 32 && cap(src)-st >= 32 {
+				move32At(e.out, o, src, st)
+				e.out = e.out[:o+dropAt-st]
+			} else {
+				e.copyRun(dropAt)
+			}
+		}
+		e.trimSpace()
+		e.pending = true
+		i = dropEnd
+		if i+8 <= n {
+			i += leading(spaceMask(loadInside(src, i)))
+		}
+		for i < n && isSpace(byteInside(src, i)) { // 0 <= i < n
+			i++
+		}
+		e.start = i
 		if i > lim {
 			mod.refresh(src, i)
 			lim = mod.next

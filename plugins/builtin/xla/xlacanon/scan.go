@@ -133,19 +133,6 @@ func skipSpace(s []byte, i int) int {
 	return i
 }
 
-// skipSpaceWord is skipSpace measuring the first eight bytes as one word
-// (SWAR): mostly they hold a line break and an indentation, which then take
-// no loop iteration (under wasm, each one is a costly taken jump).
-func skipSpaceWord(s []byte, i int) int {
-	if i+8 <= len(s) {
-		i += leading(spaceMask(loadInside(s, i)))
-	}
-	for i < len(s) && isSpace(s[i]) {
-		i++
-	}
-	return i
-}
-
 // skipTrivia returns the index of the first byte at or after i that is
 // neither whitespace nor inside a // comment (or, if block, a /* */ comment).
 func skipTrivia(s []byte, i int, block bool) int {
@@ -266,7 +253,7 @@ func (e *emitter) copyRun(i int) {
 	s, o := e.start, len(e.out)
 	if e.pending {
 		e.pending = false
-		if o > e.base && needSep(e.out[o-1], e.src[s]) {
+		if o > e.base && needSep(byteInside(e.out, o-1), e.src[s]) { // 0 <= e.base < o
 			e.out = append(e.out, ' ')
 			o++
 		}

@@ -3,6 +3,7 @@ package xlacanon
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -228,28 +229,6 @@ func TestLeadingAndDigits(t *testing.T) {
 	}
 }
 
-// TestSkipSpaceWord checks the word-at-a-time skipSpace against the byte
-// loop at every position of inputs whose blank runs are shorter than, as
-// long as and longer than a word, and end at or near the end of the input.
-func TestSkipSpaceWord(t *testing.T) {
-	for _, in := range []string{
-		"",
-		" ",
-		")\n    %1 = x",
-		"a \t\r\n\n        \n  b",
-		"\n\n\n\n\n\n\n\n\n",
-		"x)\n",
-		"#loc1 = loc(unknown)\n#loc2 = loc(unknown)\n",
-	} {
-		s := []byte(in)
-		for i := 0; i <= len(s); i++ {
-			if got, want := skipSpaceWord(s, i), skipSpace(s, i); got != want {
-				t.Errorf("skipSpaceWord(%q, %d) = %d, want %d", in, i, got, want)
-			}
-		}
-	}
-}
-
 // TestHasByte8Raw checks that hasByte8Raw masked with hi8 is hasByte8 (so
 // that classifiers masking once give the same flags), and that hasByte8's
 // lowest flag is the first match, for every byte value at every position of
@@ -267,5 +246,52 @@ func TestHasByte8Raw(t *testing.T) {
 				t.Fatalf("hasByte8(% x, %#x) = %#x: first match %d", w, c, m, first)
 			}
 		})
+	}
+}
+
+// TestMLIRScanEndsAtItsInput places each construct the scan handles at
+// every distance from the end of the module, with the module a prefix of a
+// longer buffer whose bytes past the end would change the output if read
+// (stops, names, spaces; several kinds), and compares the output with the
+// module's on its own: the unchecked loads of the scan (byteInside at the
+// stops, loadInside in the word loop and the fast paths, the run copies'
+// move32At) must read nothing past the input wherever it ends, in
+// particular right at a word boundary.
+// It runs under wasm too, where those loads are unchecked.
+func TestMLIRScanEndsAtItsInput(t *testing.T) {
+	snippets := []string{
+		"%0 = a.b %arg0, %c_1",
+		"%a",
+		"x loc(#loc12)",
+		"x loc(\"f\":1:2)",
+		"loc(",
+		"#loc3 = loc(\"x\")",
+		"a\n    b",
+		"a\n",
+		"a \t\r\n\n        \n  b",
+		"x loc(#l)\n          \n",
+		"#loc1 = loc(unknown)\n\n\n\n\n\n\n\n\n",
+		"s = \"str\"",
+		"\"",
+		"{jax.result_info = \"r\"}",
+		"{mhlo.layout_mode = \"default\"}",
+		"jax.",
+		"_m",
+		"module @m {}",
+		"// c",
+	}
+	poisons := []string{"%1 %2 %3 %4 %5 %6", "loc(#l) loc(#l)", "\"\"\"\"\"\"\"\"", "\n\n  \n  \n", "        ", "xxxxxxxxxxxxxxxx", ")))))))))"}
+	for _, sn := range snippets {
+		for pad := 0; pad <= 40; pad++ {
+			mod := []byte(strings.Repeat("%q = f ", pad/7) + strings.Repeat("y", pad%7) + " " + sn)
+			want, _, _, errWant := CanonicalModule(mod, FormatStableHLO)
+			for _, p := range poisons {
+				buf := append(append([]byte(nil), mod...), p...)
+				got, _, _, err := CanonicalModule(buf[:len(mod)], FormatStableHLO)
+				if (err == nil) != (errWant == nil) || string(got) != string(want) {
+					t.Fatalf("%q followed by %q: got %q (%v), alone %q (%v)", mod, p, got, err, want, errWant)
+				}
+			}
+		}
 	}
 }

@@ -75,6 +75,12 @@ func shortKey(src []byte, a, b int) uint64 {
 // product depends on all key bytes).
 func shortHash(key uint64) uint32 { return uint32((key * 0x9e3779b97f4a7c15) >> 32) }
 
+// homeSlot returns the slot where a name with shortKey key is looked up
+// first (see lookup).
+func (s *ssaNames) homeSlot(key uint64) *ssaSlot {
+	return slotAt(s.slots, int(shortHash(key))&(len(s.slots)-1))
+}
+
 // lookup returns the new number of the SSA name src[a:b] (without '%').
 // Names of up to eight bytes (most: %arg0, %cst_1, %c) are hashed and
 // compared as one word (shortKey); longer ones byte by byte.
