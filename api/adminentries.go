@@ -111,15 +111,6 @@ type cursor struct {
 	key cachekey.Key
 }
 
-// before reports whether c sorts before m in walk order (namespace, then
-// key, as the store's metadata keys sort).
-func (c cursor) before(m store.Meta) bool {
-	if m.Namespace != c.ns {
-		return m.Namespace+"\x00" > c.ns+"\x00"
-	}
-	return strings.Compare(m.Key.String(), c.key.String()) > 0
-}
-
 // parseCursor reads an after= cursor: a key in a namespace's listing, or
 // "ns/key" across namespaces. nil means the start.
 func parseCursor(v, ns string) (*cursor, error) {
@@ -150,22 +141,14 @@ func (c cursor) encode(allNS bool) string {
 	return c.key.String()
 }
 
-// afterWalker is a store that resumes a walk from a cursor without
-// rescanning (*store.Badger, and *tiered.Store through its shared tier).
-type afterWalker interface {
-	WalkAfter(ctx context.Context, ns, afterNS string, afterKey cachekey.Key, fn func(store.Meta) bool) error
-}
-
-// walkFrom walks ns ("" for all) from after cur (nil: the start): through
-// WalkAfter when the store has it, else by skipping to the cursor.
+// walkFrom walks ns ("" for all) from after cur (nil: the start); a store
+// without WalkAfter is walked from its start, skipping to the cursor
+// (store.WalkAfter).
 func walkFrom(ctx context.Context, st Store, ns string, cur *cursor, fn func(store.Meta) bool) error {
 	if cur == nil {
 		return st.Walk(ctx, ns, fn)
 	}
-	if w, ok := st.(afterWalker); ok {
-		return w.WalkAfter(ctx, ns, cur.ns, cur.key, fn)
-	}
-	return st.Walk(ctx, ns, func(m store.Meta) bool { return !cur.before(m) || fn(m) })
+	return store.WalkAfter(ctx, st, ns, cur.ns, cur.key, fn)
 }
 
 // entryInfo is m in its wire form, with sig (the entry's signature, "" for

@@ -17,6 +17,21 @@ func TestWalkAfter(t *testing.T) {
 	storetest.RunWalkAfter(t, openBadger)
 }
 
+// skipWalker is a store whose WalkAfter is store.WalkAfter's fallback for
+// stores without one: a walk from the start, skipping to the cursor.
+type skipWalker struct{ store.Store }
+
+func (w skipWalker) WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error {
+	return store.WalkAfter(ctx, struct{ store.Store }{w.Store}, ns, afterNS, afterKey, fn)
+}
+
+// TestWalkAfterBySkipping: the fallback visits what WalkAfter does.
+func TestWalkAfterBySkipping(t *testing.T) {
+	storetest.RunWalkAfter(t, func(t *testing.T, dir string, lim storetest.Limits) store.Store {
+		return skipWalker{openBadger(t, dir, lim)}
+	})
+}
+
 // TestReadCountsNoAccess: Read serves the bytes without a hit or a new
 // access time; Put keeps a declared creation time.
 func TestReadCountsNoAccess(t *testing.T) {

@@ -9,19 +9,13 @@ import (
 	"github.com/cachesvc/cachesvc/store"
 )
 
-// AfterWalker is a store that resumes a walk from a cursor without
-// rescanning: what a paged listing uses.
-type AfterWalker interface {
-	WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error
-}
-
 // RunWalkAfter runs the capability suite of a store with WalkAfter: walks
 // resumed from cursors in and across namespaces, including cursors that
 // name no entry, visit what Walk would visit after the cursor, in Walk's
 // order.
 func RunWalkAfter(t *testing.T, open OpenFunc) {
 	s, _ := openT(t, open, Limits{})
-	w, ok := s.(AfterWalker)
+	w, ok := s.(store.AfterWalker)
 	if !ok {
 		t.Fatalf("%T has no WalkAfter", s)
 	}

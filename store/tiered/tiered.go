@@ -54,7 +54,6 @@
 package tiered
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -346,26 +345,11 @@ func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) e
 	return s.shared.Walk(ctx, ns, fn)
 }
 
-// afterWalker is a tier that resumes a walk from a cursor without
-// rescanning (*store.Badger, *s3.Store).
-type afterWalker interface {
-	WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error
-}
-
 // WalkAfter is Walk starting after the entry (afterNS, afterKey), which need
-// not exist: through the shared tier's WalkAfter, so a paged listing does
-// not read every record before its page again (a shared tier without it is
-// walked from the start, skipping to the cursor).
+// not exist: through the shared tier's WalkAfter (store.WalkAfter), so a
+// paged listing does not read every record before its page again.
 func (s *Store) WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error {
-	if w, ok := s.shared.(afterWalker); ok {
-		return w.WalkAfter(ctx, ns, afterNS, afterKey, fn)
-	}
-	return s.shared.Walk(ctx, ns, func(m store.Meta) bool {
-		if m.Namespace < afterNS || m.Namespace == afterNS && bytes.Compare(m.Key[:], afterKey[:]) <= 0 {
-			return true
-		}
-		return fn(m)
-	})
+	return store.WalkAfter(ctx, s.shared, ns, afterNS, afterKey, fn)
 }
 
 // Usage returns the shared tier's entry, blob and byte counts with the hot
