@@ -253,22 +253,31 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 	if !r.it.Valid() || !bytes.Equal(r.it.Item().Key(), key) {
 		return "chunk missing", nil
 	}
-	val, err := r.it.Item().ValueCopy(r.buf[:0])
+	want := min(r.chunkSize, r.size-int64(r.idx)*r.chunkSize)
+	var data []byte
+	// The value is copied out of the value log's map and checksummed in
+	// one pass (copySum); the map is only valid inside the callback.
+	err = r.it.Item().Value(func(val []byte) error {
+		if int64(len(val)) != 4+want {
+			corrupt = fmt.Sprintf("chunk value is %d bytes, want %d", len(val), 4+want)
+			return nil
+		}
+		if int64(cap(r.buf)) < want {
+			r.buf = make([]byte, want)
+		}
+		data = r.buf[:want]
+		if binary.BigEndian.Uint32(val[:4]) != copySum(data, val[4:], r.upload, r.idx) {
+			corrupt = "checksum mismatch"
+		}
+		return nil
+	})
 	if err != nil {
 		// The value log no longer holds the chunk (truncated or damaged
 		// file): the entry's bytes are gone.
 		return fmt.Sprintf("read chunk value: %v", err), nil
 	}
-	if cap(val) > cap(r.buf) {
-		r.buf = val[:cap(val)]
-	}
-	want := min(r.chunkSize, r.size-int64(r.idx)*r.chunkSize)
-	if int64(len(val)) != 4+want {
-		return fmt.Sprintf("chunk value is %d bytes, want %d", len(val), 4+want), nil
-	}
-	data := val[4:]
-	if binary.BigEndian.Uint32(val[:4]) != chunkSum(r.upload, r.idx, data) {
-		return "checksum mismatch", nil
+	if corrupt != "" {
+		return corrupt, nil
 	}
 	if r.fill && r.idx == 0 {
 		r.s.hot.put(r.sha, data)

@@ -111,11 +111,36 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // chunkSum is the checksum stored with a chunk. It covers the upload id and
 // index as well as the data, so a chunk read from the wrong place fails too.
 func chunkSum(u uploadID, idx uint32, data []byte) uint32 {
+	return crc32.Update(chunkSumSeed(u, idx), castagnoli, data)
+}
+
+// chunkSumSeed is chunkSum's checksum of the upload id and index, before the
+// data.
+func chunkSumSeed(u uploadID, idx uint32) uint32 {
 	var hdr [len(u) + 4]byte
 	copy(hdr[:], u[:])
 	binary.BigEndian.PutUint32(hdr[len(u):], idx)
-	c := crc32.Update(0, castagnoli, hdr[:])
-	return crc32.Update(c, castagnoli, data)
+	return crc32.Update(0, castagnoli, hdr[:])
+}
+
+// sumPiece is how much copySum copies before it checksums: small enough to
+// stay in the core's cache between the two.
+const sumPiece = 64 << 10
+
+// copySum copies src into dst (len(dst) >= len(src)) and returns
+// chunkSum(u, idx, src), checksumming each piece right after copying it. A
+// chunk read from the value log's memory map is in RAM, not in the cache:
+// checksumming the copy piece by piece reads RAM once, where a copy and
+// then a checksum read it twice (a 1 MiB chunk took half the time in a
+// microbenchmark, 115 against 232 µs).
+func copySum(dst, src []byte, u uploadID, idx uint32) uint32 {
+	c := chunkSumSeed(u, idx)
+	for i := 0; i < len(src); i += sumPiece {
+		j := min(i+sumPiece, len(src))
+		copy(dst[i:j], src[i:j])
+		c = crc32.Update(c, castagnoli, dst[i:j])
+	}
+	return c
 }
 
 // metaRecord is the stored form of an entry's metadata.
