@@ -165,6 +165,11 @@ results="$work/results.jsonl"
 round=0
 lg() { # lg TARGET LOADGEN-ARGS...: one run, its result (and the server's CPU) appended to $results
   local target=$1 t0 t1 line; shift
+  # Every run starts with no dirty page cache: without this, the bytes a
+  # server that does not fsync (nginx, cachesvc without --sync-writes) left
+  # in memory are written back during the next server's run, on the same
+  # disk and cores, so a figure depended on who ran before it.
+  sync
   t0=$(server_ticks "$target")
   line=$("$work/loadgen" -target "$target" -url "${url[$target]}" "$@")
   t1=$(server_ticks "$target")
