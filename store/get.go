@@ -241,11 +241,11 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 		return "", fmt.Errorf("read entry %s/%s: %w", r.ref.ns, r.ref.key, err)
 	}
 	defer r.s.leave()
-	if r.buf == nil {
+	if r.buf == nil { // holds the data of any chunk of this blob (copySum below)
 		if r.size-int64(r.idx)*r.chunkSize >= r.chunkSize && r.chunkSize == int64(r.s.cfg.ChunkSize) {
 			r.buf = r.s.getBuf()
 		} else {
-			r.buf = getSmallBuf(int(4 + min(r.chunkSize, r.size)))
+			r.buf = getSmallBuf(int(min(r.chunkSize, r.size)))
 		}
 	}
 	key := chunkKey(r.upload, r.idx)
@@ -261,9 +261,6 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 		if int64(len(val)) != 4+want {
 			corrupt = fmt.Sprintf("chunk value is %d bytes, want %d", len(val), 4+want)
 			return nil
-		}
-		if int64(cap(r.buf)) < want {
-			r.buf = make([]byte, want)
 		}
 		data = r.buf[:want]
 		if binary.BigEndian.Uint32(val[:4]) != copySum(data, val[4:], r.upload, r.idx) {
