@@ -477,6 +477,10 @@ type valueLog struct {
 
 	garbageCh    chan struct{}
 	discardStats *discardStats
+
+	// cachesvc: cachedOnly is set once the kernel or the file system
+	// refused an uncached write (writeVlog); later writes go cached.
+	cachedOnly atomic.Bool
 }
 
 func vlogFilePath(dirPath string, fid uint32) string {
@@ -883,7 +887,8 @@ func (vlog *valueLog) write(reqs []*request) error {
 		// and zero-fills it (with readahead) before overwriting it, on the
 		// one goroutine that writes the value log; write(2) fills the same
 		// page cache the map reads, and Sync's msync(MS_SYNC) flushes it.
-		if _, err := curlf.Fd.WriteAt(buf.Bytes(), int64(start)); err != nil {
+		// Large entries are written uncached (writeVlog, writeback_*.go).
+		if err := writeVlog(curlf.Fd, buf.Bytes(), int64(start), &vlog.cachedOnly); err != nil {
 			return y.Wrapf(err, "while writing to value log %s", curlf.Fd.Name())
 		}
 		if lo, hi := int64(start)&^(writebackEvery-1), int64(endOffset)&^(writebackEvery-1); hi > lo {
