@@ -37,7 +37,7 @@ func dontcacheSupported(t *testing.T, dir string) bool {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	_, err = unix.Pwritev2(int(f.Fd()), [][]byte{make([]byte, 4096)}, 0, 0x80 /* RWF_DONTCACHE */)
+	_, err = unix.Pwritev2(int(f.Fd()), [][]byte{make([]byte, 4096)}, 0, unix.RWF_DONTCACHE)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return false
 	}
@@ -75,7 +75,10 @@ func residentFraction(t *testing.T, dir string, n int64) float64 {
 			t.Fatal(err)
 		}
 		st, err := f.Stat()
-		if err != nil || st.Size() == 0 {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() == 0 {
 			f.Close()
 			continue
 		}

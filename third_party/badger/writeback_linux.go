@@ -36,12 +36,12 @@ const rwfDontcache = 0x80
 // every new write copy into pages the kernel had to allocate (and, in a
 // VM, the host to back afresh), on Badger's one value-log writer
 // goroutine, and that copy was most of a large upload's cost. Uncached,
-// the same pages are reused while still warm. The partial pages at either end are
-// written cached, so that the neighbouring entries' writes find them in
-// the page cache instead of reading them back from disk. Durability is
-// unchanged: Sync still flushes the file. Where the kernel (before 6.14)
-// or the file system (tmpfs, for one) refuses an uncached write, it sets
-// cachedOnly and writes cached, as every later call does.
+// the same pages are reused while still warm. The partial pages at
+// either end are written cached, so that the neighbouring entries' writes
+// find them in the page cache instead of reading them back from disk.
+// Durability is unchanged: Sync still flushes the file. Where the kernel
+// (before 6.14) or the file system (tmpfs, for one) refuses an uncached
+// write, it sets cachedOnly and writes cached, as every later call does.
 func writeVlog(f *os.File, b []byte, off int64, cachedOnly *atomic.Bool) error {
 	if len(b) < uncachedWriteMin || cachedOnly.Load() {
 		_, err := f.WriteAt(b, off)
