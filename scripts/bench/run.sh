@@ -181,6 +181,37 @@ each() { # each "TARGETS" LOADGEN-ARGS...: the same run against each target, in 
   local ts=$1 t; shift
   for t in $ts; do lg "$t" "$@"; done
 }
+# data_dir TARGET: the directory a server keeps its entries in.
+data_dir() {
+  case "$1" in
+    nginx) echo "$work/www" ;;
+    bazel-remote) echo "$work/bazel-remote-data" ;;
+    *) echo "$work/$1-data" ;;
+  esac
+}
+# drop_page_cache "TARGETS": writes the servers' files back and drops them
+# from the page cache (POSIX_FADV_DONTNEED), so their next reads come from
+# disk. Pages a process has mapped stay, so this runs right after an upload,
+# before anything has read the files.
+drop_page_cache() {
+  local t dirs=()
+  for t in $1; do dirs+=("$(data_dir "$t")"); done
+  sync
+  python3 - "${dirs[@]}" <<'PY'
+import os, sys
+for top in sys.argv[1:]:
+    for d, _, files in os.walk(top):
+        for f in files:
+            try:
+                fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            except OSError:  # removed meanwhile, or not a regular file
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+PY
+}
 # rotate "A B C" N: the list rotated left by N, so that no server always runs first in a round.
 rotate() { python3 -c 'import sys; t=sys.argv[1].split(); n=int(sys.argv[2])%len(t); print(" ".join(t[n:]+t[:n]))' "$1" "$2"; }
 
@@ -243,6 +274,15 @@ if [ "$peers_only" = 0 ]; then
     # At least one transfer per connection, so that every connection is busy.
     large=0; [ "$size" -ge 67108864 ] && large=1
     bound() { if [ "$large" = 1 ]; then echo "-d 300s -n $(( $1 > (quick ? 4 : 24) ? $1 : (quick ? 4 : 24) ))"; else echo "-d ${dur}s"; fi; }
+    # The first read of each entry after its upload, from disk on every
+    # server: cachesvc writes values of 256 KiB or more past the page cache
+    # (third_party/patches/badger-0004), nginx and bazel-remote through it, so
+    # without the drop cachesvc's first reads would come from disk and the
+    # peers' from memory. The timed runs below then read warm on every server.
+    if [ "$size" -ge 1048576 ]; then
+      drop_page_cache "$peers"
+      each "$peers" -mode get -size "$size" -entries "$n" -c 1 -n "$n" -d 300s -name "get-$size-c1-first"
+    fi
     for c in $concs; do
       # shellcheck disable=SC2046
       each "$peers" -mode get -size "$size" -entries "$n" -c "$c" $(bound "$c")
