@@ -73,11 +73,20 @@ loadavg_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # (go tool pprof http://127.0.0.1:$ppport/debug/pprof/profile).
 # A second cachesvc runs with --sync-writes, for the crash-safe PUT figures.
 declare -A url pid
+# data_dir TARGET: the directory a server keeps its entries in (drop_page_cache
+# reads the same).
+data_dir() {
+  case "$1" in
+    nginx) echo "$work/www" ;;
+    bazel-remote) echo "$work/bazel-remote-data" ;;
+    *) echo "$work/$1-data" ;;
+  esac
+}
 start_cachesvc() { # start_cachesvc TARGET [FLAGS...]
   local target=$1 port; shift
   port=$(free_port)
   url[$target]="http://127.0.0.1:$port"
-  "$work/cachesvc" serve --addr "127.0.0.1:$port" --data "$work/$target-data" --log-format json --log-level warn \
+  "$work/cachesvc" serve --addr "127.0.0.1:$port" --data "$(data_dir "$target")" --log-format json --log-level warn \
     "$@" >"$work/$target.log" 2>&1 &
   pid[$target]=$!
   pids+=($!)
@@ -88,7 +97,7 @@ start_cachesvc cachesvc-sync --sync-writes
 
 ngport=$(free_port)
 url[nginx]="http://127.0.0.1:$ngport"
-mkdir -p "$work/www/blobs" "$work/nginx-tmp"
+mkdir -p "$(data_dir nginx)/blobs" "$work/nginx-tmp"
 cat >"$work/nginx.conf" <<CONF
 user root;
 worker_processes $(nproc);
@@ -103,7 +112,7 @@ http {
   client_body_temp_path $work/nginx-tmp;
   server {
     listen 127.0.0.1:$ngport;
-    root $work/www;
+    root $(data_dir nginx);
     location /blobs/ {
       dav_methods PUT;
       create_full_put_path on;
@@ -125,7 +134,7 @@ br_flags=(--max_size 40 --grpc_address none --storage_mode uncompressed --access
 if [ -n "$brbin" ]; then
   brport=$(free_port)
   url[bazel-remote]="http://127.0.0.1:$brport"
-  "$brbin" --dir "$work/bazel-remote-data" --http_address "127.0.0.1:$brport" "${br_flags[@]}" >"$work/bazel-remote.log" 2>&1 &
+  "$brbin" --dir "$(data_dir bazel-remote)" --http_address "127.0.0.1:$brport" "${br_flags[@]}" >"$work/bazel-remote.log" 2>&1 &
   pid[bazel-remote]=$!
   pids+=($!)
   peers="cachesvc nginx bazel-remote"
@@ -180,14 +189,6 @@ lg() { # lg TARGET LOADGEN-ARGS...: one run, its result (and the server's CPU) a
 each() { # each "TARGETS" LOADGEN-ARGS...: the same run against each target, in turn
   local ts=$1 t; shift
   for t in $ts; do lg "$t" "$@"; done
-}
-# data_dir TARGET: the directory a server keeps its entries in.
-data_dir() {
-  case "$1" in
-    nginx) echo "$work/www" ;;
-    bazel-remote) echo "$work/bazel-remote-data" ;;
-    *) echo "$work/$1-data" ;;
-  esac
 }
 # drop_page_cache "TARGETS": writes the servers' files back and drops them
 # from the page cache (POSIX_FADV_DONTNEED), so their next reads come from
