@@ -76,8 +76,17 @@ def medians(rows):
         m["errors"] = sum(r["errors"] for r in rs)
         m["up"] = rs[0].get("up_bytes_per_req")
         m["spread"] = {f: (max(r[f] for r in rs) - min(r[f] for r in rs)) / 2 / m[f] if m[f] else 0 for f in ("rps", "mb_per_s")}
+        # The server's CPU seconds per request: steadier than throughput
+        # where the load generator and the host share the cores.
+        cpu = [r["server_cpu_s"] / r["requests"] for r in rs if r.get("server_cpu_s") is not None and r["requests"]]
+        m["cpu"] = statistics.median(cpu) if cpu else None
         out[k] = m
     return out
+
+
+def cpu_per_req(sec):
+    """A CPU time per request, in µs below a millisecond, else in ms."""
+    return f"{sec * 1e6:,.0f} µs" if sec < 1e-3 else f"{sec * 1e3:,.1f} ms"
 
 
 def peers_table(rows, meta):
@@ -101,6 +110,8 @@ def peers_table(rows, meta):
                 s += f" ±{m['spread'][unit] * 100:.0f}%"
             if name.startswith("get-4k"):
                 s += f" (p99 {m['p99_ms']:.2f} ms)"
+            if m["cpu"] is not None:
+                s += f"; CPU {cpu_per_req(m['cpu'])}"
             if m["errors"]:
                 s += f" **{m['errors']} errors**"
             return s
@@ -183,6 +194,9 @@ def main():
         f"same cores, in {meta['rounds']} interleaved rounds (each round runs every figure against every",
         "server, their order rotated); each cell is the median over the rounds, ± half the range",
         "between rounds. Ratio: cachesvc over the better of the peers that ran the figure (higher is better).",
+        "CPU: the server's CPU time (user + system) per request, median over the rounds (nginx: its",
+        "master and workers); where the load generator and the host share the cores it is steadier",
+        "than throughput.",
         "- nginx: static files with `sendfile`, WebDAV `PUT`, one worker per core, access log off. It",
         "  does not fsync an upload, so it has no crash-safe figure.",
         f"- bazel-remote: {meta['bazel_remote']}. Its HTTP CAS (`PUT`/`GET /cas/<sha256>`) checks",
