@@ -23,10 +23,6 @@ func startWriteback(f *os.File, off, n int64) {
 // few pages would only trade a copy for a writeback kick.
 const uncachedWriteMin = 256 << 10
 
-// rwfDontcache is RWF_DONTCACHE (Linux 6.14), spelled out because older
-// golang.org/x/sys releases, which Badger's own go.mod allows, lack it.
-const rwfDontcache = 0x80
-
 // writeVlog writes b at off in f (cachesvc). The whole pages of a write of
 // at least uncachedWriteMin bytes are written with RWF_DONTCACHE: the
 // kernel copies them into the page cache as usual (so a read through the
@@ -56,7 +52,7 @@ func writeVlog(f *os.File, b []byte, off int64, cachedOnly *atomic.Bool) error {
 		}
 	}
 	for mid := b[lo-off : hi-off]; len(mid) > 0; {
-		n, err := unix.Pwritev2(int(f.Fd()), [][]byte{mid}, lo, rwfDontcache)
+		n, err := unix.Pwritev2(int(f.Fd()), [][]byte{mid}, lo, unix.RWF_DONTCACHE)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
