@@ -64,6 +64,11 @@ FIGURES = [
 ]
 
 
+def cpu_s(r):
+    """A run's server CPU seconds per request, or None when not measured."""
+    return r["server_cpu_s"] / r["requests"] if r.get("server_cpu_s") is not None and r["requests"] else None
+
+
 def medians(rows):
     """{(name, target): {field: median over rounds}, plus 'spread' of rps/MB/s}."""
     runs = {}
@@ -78,7 +83,7 @@ def medians(rows):
         m["spread"] = {f: (max(r[f] for r in rs) - min(r[f] for r in rs)) / 2 / m[f] if m[f] else 0 for f in ("rps", "mb_per_s")}
         # The server's CPU seconds per request: steadier than throughput
         # where the load generator and the host share the cores.
-        cpu = [r["server_cpu_s"] / r["requests"] for r in rs if r.get("server_cpu_s") is not None and r["requests"]]
+        cpu = [c for c in map(cpu_s, rs) if c is not None]
         m["cpu"] = statistics.median(cpu) if cpu else None
         out[k] = m
     return out
@@ -163,7 +168,7 @@ def scenario_table(rows):
         errs = sum(x["errors"] for x in t.values())
         cell = lambda x, k, d=1: fmt(x[k], d) if x else "-"
         lat = lambda x: f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f}" if x and x["p50_ms"] else "-"
-        cpu = lambda x: fmt(x["server_cpu_s"] * 1e6 / x["requests"], 0) if x and x.get("server_cpu_s") and x["requests"] else "-"
+        cpu = lambda x: fmt(cpu_s(x) * 1e6, 0) if x and cpu_s(x) is not None else "-"
         n, b = t.get("nginx"), t.get("bazel-remote")
         lines.append(
             f"| {name} | {any_r['concurrency']} | {cell(c, 'rps')} | {cell(c, 'mb_per_s')} | {lat(c)} | "
