@@ -129,17 +129,29 @@ func testAccessPersistence(t *testing.T, open OpenFunc) {
 
 func testExistingKeyEvictsNothing(t *testing.T, open OpenFunc) {
 	const size = 100 << 10
-	s, _ := openT(t, open, Limits{MaxBytes: 2 * size})
+	lim := Limits{MaxBytes: 2 * size}
+	s, dir := openT(t, open, lim)
 	a, b := KeyOf("full-a"), KeyOf("full-b")
 	put(t, s, "default", a, Data(90, size))
 	put(t, s, "default", b, Data(91, size))
-	if res := put(t, s, "default", a, Data(90, size)); res.Created {
-		t.Fatal("identical Put reported Created")
-	}
-	_, err := s.Put(context.Background(), "default", b, bytes.NewReader(Data(92, size)), store.PutOptions{Size: size})
-	wantErr(t, "different bytes into a full store", err, store.ErrConflict)
-	if u := s.Usage(); u.Evictions != 0 || u.Entries != 2 {
-		t.Fatalf("Usage = %+v: a Put of an existing key evicted entries", u)
+	// Both in the store that wrote the entries and in one reopened on them,
+	// which knows them only from disk.
+	for _, when := range []string{"", " after reopen"} {
+		if when != "" {
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			s = open(t, dir, lim)
+			defer s.Close()
+		}
+		if res := put(t, s, "default", a, Data(90, size)); res.Created {
+			t.Fatal("identical Put" + when + " reported Created")
+		}
+		_, err := s.Put(context.Background(), "default", b, bytes.NewReader(Data(92, size)), store.PutOptions{Size: size})
+		wantErr(t, "different bytes into a full store"+when, err, store.ErrConflict)
+		if u := s.Usage(); u.Evictions != 0 || u.Entries != 2 {
+			t.Fatalf("Usage%s = %+v: a Put of an existing key evicted entries", when, u)
+		}
 	}
 }
 
