@@ -1,0 +1,82 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/store/s3/s3test"
+	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// TestSharedTierOutageKeepsReplicaUsable runs a replica's API on a tiered
+// store over a real S3 server (versitygw), stops the server, and checks
+// what the README promises during the outage: /readyz says "degraded"
+// but stays 200 (an S3 outage must not empty the load balancer).
+func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	hot, err := store.Open(store.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: bucket, Insecure: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"),
+		QueueDir: filepath.Join(dir, "queue"), ProbeInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	sharedState := func() wire.SharedTierState {
+		st := ts.SharedState()
+		return wire.SharedTierState{Configured: true, Reachable: st.Reachable, LastError: st.LastError}
+	}
+	a, err := api.New(api.Config{Store: ts, SharedTier: sharedState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "6b86b273ff34fce19d6b804eff5a3f5747ada4ea22f1d49c01e52ddb7875b4b8"
+
+	srv.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.SharedState().Reachable {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared tier still looks reachable 10 s after S3 stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     int
+		wantBody                 string
+	}{
+		{"readyz stays 200, degraded", "GET", "/readyz", "", 200, `"status":"degraded"`},
+		{"a cold GET is 503, not a miss", "GET", "/v1/default/entries/" + key, "", 503, `shared_tier_unavailable`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			resp, err := a.App().Test(req, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || !strings.Contains(string(b), tc.wantBody) {
+				t.Errorf("%s %s during the outage = %d %s, want %d with %s", tc.method, tc.path, resp.StatusCode, b, tc.want, tc.wantBody)
+			}
+		})
+	}
+}
