@@ -20,7 +20,9 @@ import (
 // TestSharedTierOutageKeepsReplicaUsable runs a replica's API on a tiered
 // store over a real S3 server (versitygw), stops the server, and checks
 // what the README promises during the outage: /readyz says "degraded"
-// but stays 200 (an S3 outage must not empty the load balancer).
+// but stays 200 (an S3 outage must not empty the load balancer), and
+// compile leases fail open (201: the replica decides locally) instead of
+// answering 503.
 func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
@@ -64,6 +66,8 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 		wantBody                 string
 	}{
 		{"readyz stays 200, degraded", "GET", "/readyz", "", 200, `"status":"degraded"`},
+		{"lease fails open", "POST", "/v1/default/leases/" + key, `{"holder":"h1:1","ttl_s":60}`, 201, `"holder":"h1:1"`},
+		{"a second holder on the same replica still waits", "POST", "/v1/default/leases/" + key, `{"holder":"h2:1","ttl_s":60}`, 409, `"lease_held"`},
 		{"a cold GET is 503, not a miss", "GET", "/v1/default/entries/" + key, "", 503, `shared_tier_unavailable`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

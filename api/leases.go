@@ -107,9 +107,12 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 			"holder":  "",
 			"expires": time.Time{},
 		})
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrUnavailable) {
 		return fmt.Errorf("stat %s/%s: %w", ns, key, err)
 	}
+	// A shared tier that cannot be reached says nothing about the entry:
+	// the lease fails open (the table decides locally), so that an S3
+	// outage costs one compile per replica rather than a 503 per client.
 	l, granted, err := g.leases.Acquire(c.UserContext(), ns, key, req.Holder, ttl)
 	if errors.Is(err, lease.ErrTableFull) {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "lease_table_full",
