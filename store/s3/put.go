@@ -67,7 +67,8 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
 		return existingResult(existing, sha)
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		// (A record that did not decode was just quarantined: store afresh.)
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 	}
 	bp := s.bufs.Get().(*[]byte)

@@ -45,7 +45,10 @@
 // served complete: the reader returns an error wrapping store.ErrCorrupt
 // instead of the final bytes, moves the record under quarantine/, deletes
 // the damaged blob (its bytes are not its name, so no entry can use it) and
-// counts Usage.IntegrityFailures. A ranged Get cannot check a whole-blob
+// counts Usage.IntegrityFailures. An entry record that does not decode
+// (damaged in the bucket) is moved under quarantine/ the same way by
+// whichever Get, Stat, Put or Walk meets it, so that the key becomes a
+// miss that a writer can store afresh. A ranged Get cannot check a whole-blob
 // digest without reading the whole blob; it checks the object's length and
 // serves the range unverified (the tiered store serves ranges only from its
 // verified hot tier).
@@ -411,9 +414,34 @@ func (s *Store) readRecordData(ctx context.Context, ns string, key store.Key) (s
 	}
 	m, inline, err := decodeRecord(ns, key, b)
 	if err != nil {
-		return store.Meta{}, nil, fmt.Errorf("read s3://%s/%s: %w", s.cfg.Bucket, name, err)
+		return store.Meta{}, nil, s.quarantineRecord(ns, key, err)
 	}
 	return m, inline, nil
+}
+
+// quarantineRecord moves an entry record that does not decode (damaged in
+// the bucket: records are written whole, once) under quarantine/, as a
+// corrupt blob's record is, so that the key is a miss on every replica
+// and a writer's next Put stores it afresh, instead of every read, write
+// and listing of it failing for good. It returns an error wrapping
+// store.ErrCorrupt.
+func (s *Store) quarantineRecord(ns string, key store.Key, why error) error {
+	s.usage.integrity.Add(1)
+	rec := s.entryName(ns, key)
+	s.log.Error("s3 entry record does not decode; quarantined", "namespace", ns, "key", key.String(),
+		"object", rec, "reason", why)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.core.CopyObject(ctx, s.cfg.Bucket, rec, s.cfg.Bucket, s.quarantineName(ns, key), nil,
+		minio.CopySrcOptions{}, minio.PutObjectOptions{}); err != nil {
+		s.log.Warn("copy record to quarantine failed", "object", rec, "err", err)
+	}
+	if err := s.core.RemoveObject(ctx, s.cfg.Bucket, rec, minio.RemoveObjectOptions{}); err != nil {
+		s.log.Warn("remove quarantined record failed", "object", rec, "err", err)
+	} else {
+		s.usage.add(-1, 0, 0)
+	}
+	return fmt.Errorf("read entry %s/%s: s3://%s/%s: %w: %w", ns, key, s.cfg.Bucket, rec, why, store.ErrCorrupt)
 }
 
 // Stat returns the entry's metadata from its record.

@@ -475,3 +475,100 @@ func TestServerDown(t *testing.T) {
 		t.Fatalf("Stat after restart: %v", err)
 	}
 }
+
+// TestUndecodableRecordQuarantined damages an entry record itself (cut
+// short, not JSON, a bad digest field) and checks that the first operation
+// to meet it, on another replica, moves it under quarantine/ with
+// ErrCorrupt, after which the key is a miss, the namespace lists, and the
+// key can be stored afresh; before, every Get, Put and Walk of it failed
+// for good on every replica.
+func TestUndecodableRecordQuarantined(t *testing.T) {
+	srv := s3test.Start(t)
+	c := srv.Client(t, nil)
+	tests := []struct {
+		name  string
+		size  int
+		first string // the operation that meets the damaged record
+		bad   func(rec []byte) []byte
+	}{
+		{"blob entry cut short, Get", 100 << 10, "get", func(rec []byte) []byte { return rec[:len(rec)/2] }},
+		{"inline entry not JSON, Put", 1 << 10, "put", func([]byte) []byte { return []byte("\x00garbage") }},
+		{"bad sha256 field, Walk", 100 << 10, "walk", func(rec []byte) []byte {
+			return bytes.Replace(rec, []byte(`"sha256":"`), []byte(`"sha256":"zz`), 1)
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := srv.NewBucket(t)
+			a, b := open(t, config(srv, bucket)), open(t, config(srv, bucket))
+			defer a.Close()
+			defer b.Close()
+			ctx := context.Background()
+			data := storetest.Data(uint64(70+i), tc.size)
+			key, other := storetest.KeyOf(tc.name), storetest.KeyOf(tc.name+" other")
+			for _, k := range []store.Key{key, other} {
+				if _, err := a.Put(ctx, "default", k, bytes.NewReader(data), store.PutOptions{Size: -1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := "cache/entries/default/" + key.String()
+			obj, err := c.GetObject(ctx, bucket, name, minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := io.ReadAll(obj)
+			obj.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := tc.bad(rec)
+			if _, err := c.PutObject(ctx, bucket, name, bytes.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			switch tc.first {
+			case "get":
+				if _, _, err := b.Get(ctx, "default", key, 0, -1); !errors.Is(err, store.ErrCorrupt) {
+					t.Fatalf("Get of a damaged record = %v, want ErrCorrupt", err)
+				}
+			case "put":
+				// The writer recompiled: its Put stores the key afresh.
+				if res, err := b.Put(ctx, "default", key, bytes.NewReader(data), store.PutOptions{Size: -1}); err != nil || !res.Created {
+					t.Fatalf("Put over a damaged record = %+v, %v, want created", res, err)
+				}
+			case "walk":
+				var seen []string
+				if err := b.Walk(ctx, "default", func(m store.Meta) bool {
+					seen = append(seen, m.Key.String())
+					return true
+				}); err != nil {
+					t.Fatalf("Walk with a damaged record = %v", err)
+				}
+				if len(seen) != 1 || seen[0] != other.String() {
+					t.Fatalf("Walk saw %v, want only %s", seen, other)
+				}
+			}
+			if got := objects(t, c, bucket, "cache/quarantine/"); len(got) != 1 {
+				t.Fatalf("quarantine = %v, want the damaged record", got)
+			}
+			if u := b.Usage(); u.IntegrityFailures != 1 {
+				t.Fatalf("Usage = %+v, want 1 integrity failure", u)
+			}
+			if tc.first != "put" {
+				if _, err := a.Stat(ctx, "default", key); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("Stat after quarantine = %v, want ErrNotFound", err)
+				}
+				if _, err := a.Put(ctx, "default", key, bytes.NewReader(data), store.PutOptions{Size: -1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, rc, err := a.Get(ctx, "default", key, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read after re-Put: %d bytes, %v", len(got), err)
+			}
+		})
+	}
+}

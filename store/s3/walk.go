@@ -157,8 +157,8 @@ func (s *Store) fetchRecords(ctx context.Context, ns string, keys []store.Key) (
 	for i, key := range keys {
 		g.Go(func() error {
 			m, err := s.readRecord(gctx, ns, key)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt) {
+				return nil // gone, or did not decode (quarantined): not an entry
 			}
 			if err != nil {
 				return err
