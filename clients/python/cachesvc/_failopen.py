@@ -108,6 +108,21 @@ class Settings:
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
                       verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run)
 
+    def client_or_warn(self, log: logging.Logger, *, timeout: float, retries: int,
+                       not_installed: str) -> Client | None:
+        """:meth:`client`, or None after one warning when the settings cannot
+        make one (a URL without ``http(s)://``, an unreadable or empty token
+        file, a malformed verify key): a misconfigured cache must not stop
+        the training job, which then compiles as it would without it."""
+        try:
+            return self.client(timeout=timeout, retries=retries)
+        except (ValueError, OSError) as exc:
+            msg = str(exc).removeprefix("cachesvc: ")
+            log.warning("cachesvc: cannot use the configured server (%s: %s); check CACHESVC_URL, "
+                        "CACHESVC_TOKEN_FILE and CACHESVC_VERIFY_KEY (or the arguments); %s",
+                        type(exc).__name__, msg, not_installed)
+            return None
+
 
 def resolve_lookup_timeout(value: float | None) -> float | None:
     """``value`` if given, else ``$CACHESVC_LOOKUP_TIMEOUT``, else 1.0 s; a

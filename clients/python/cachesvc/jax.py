@@ -184,7 +184,11 @@ def install(
     global _installed, _orig_cache_key_get
     settings = Settings.resolve(url, namespace, token, run, verify_key, lookup_timeout)
     run = settings.run
-    mode = mode or env("CACHESVC_MODE", "canonical")
+    if mode is None:
+        mode = env("CACHESVC_MODE", "canonical") or "canonical"
+        if mode not in MODES:  # a launcher's typo must not stop the job
+            log.warning("cachesvc: CACHESVC_MODE=%r is not one of %s; using 'canonical'", mode, MODES)
+            mode = "canonical"
     if leases is None:
         leases = env_flag("CACHESVC_LEASES")
     if mode not in MODES:
@@ -214,7 +218,10 @@ def install(
         mode = "jax-key"
 
     if client is None:
-        client = settings.client(timeout=timeout, retries=retries)
+        client = settings.client_or_warn(log, timeout=timeout, retries=retries,
+                                         not_installed="the shared compile cache is not installed")
+        if client is None:
+            return None
     elif client.run is None:
         client.run = run
 

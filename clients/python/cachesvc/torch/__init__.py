@@ -246,7 +246,10 @@ def install(
         return None
 
     if client is None:
-        client = settings.client(timeout=timeout, retries=retries)
+        client = settings.client_or_warn(log, timeout=timeout, retries=retries,
+                                         not_installed="torch.compile's remote caches are not installed")
+        if client is None:
+            return None
     elif client.run is None:
         client.run = settings.run
     comps = _keys.ComponentMap() if hooks else None
