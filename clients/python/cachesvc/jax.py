@@ -63,7 +63,7 @@ from . import _jaxheal
 from ._failopen import Breaker, Settings, Uploader, env, env_flag
 # CacheStats is re-exported: it is part of cachesvc.jax's API.
 from ._jaxbackend import CacheStats, _backend_class
-from .client import Client
+from .client import Client, Error
 
 __all__ = ["install", "uninstall", "installed", "stats", "flush", "prefetch", "CacheStats"]
 
@@ -345,6 +345,14 @@ def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> i
         return 0
     try:
         return b.prefetch(run, max_bytes=max_bytes, timeout=timeout)
+    except Error as exc:
+        if exc.status == 404 and exc.code == "unknown_run":
+            # The normal first run of a sweep: nothing to warm, and no
+            # warning, which would hide the next real failure for warn_interval.
+            log.info("cachesvc: run %r has no manifest on the server yet; nothing to prefetch", run)
+            return 0
+        b._warn(f"prefetch of run {run!r}", exc)
+        return 0
     except Exception as exc:  # noqa: BLE001 - warming is best effort
         b._warn(f"prefetch of run {run!r}", exc)
         return 0
