@@ -54,9 +54,7 @@ func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
 	if g.closing.Load() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
 	}
-	// On a replica of a fleet, a shared tier that cannot be reached is
-	// "degraded" below, not unready: only a hot tier that cannot serve is.
-	if err := storeReady(c.UserContext(), g.store); err != nil && !(g.shared != nil && errors.Is(err, store.ErrUnavailable)) {
+	if err := storeReady(c.UserContext(), g.store); err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: sentence(err.Error()), Err: err}
 	}
 	if g.keyer != nil && g.keyer.Host() != nil && g.keyer.Host().Pending() {

@@ -74,10 +74,6 @@ type SharedState struct {
 	LastErrorAt time.Time
 }
 
-// ErrSharedUnreachable is what Ready returns (wrapped, with the last
-// error) while the shared tier is unreachable. It wraps store.ErrUnavailable.
-var ErrSharedUnreachable = fmt.Errorf("shared tier is unreachable: %w", store.ErrUnavailable)
-
 // health holds SharedState.
 type health struct {
 	mu sync.Mutex
@@ -91,16 +87,23 @@ func (s *Store) SharedState() SharedState {
 	return s.health.st
 }
 
-// Ready reports whether the shared tier is reachable, for /readyz: nil, or
-// an error wrapping ErrSharedUnreachable with the last failure. It makes
-// no request.
+// Ready reports whether the store serves requests, for /readyz: whether its
+// hot tier does (nil, or why not). The shared tier is not part of it: a
+// replica whose bucket cannot be reached still serves its hot tier, and
+// failing readiness on every replica during an S3 outage would empty the
+// load balancer; SharedState says how the shared tier is doing. It makes no
+// request to the shared tier.
 func (s *Store) Ready() error {
-	st := s.SharedState()
-	if st.Reachable {
+	if r, ok := s.hot.(interface{ Ready() error }); ok {
+		return r.Ready()
+	}
+	// An open store answers a lookup of the all-zero key (no plugin makes
+	// it) with ErrNotFound, a closed one with ErrClosed.
+	_, err := s.hot.Stat(context.Background(), store.DefaultNamespace, store.Key{})
+	if err == nil || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s (at %s; last success %s)", ErrSharedUnreachable, st.LastError,
-		st.LastErrorAt.Format(time.RFC3339), st.LastSuccess.Format(time.RFC3339))
+	return fmt.Errorf("hot tier: %w", err)
 }
 
 // observe records a shared-tier request's outcome in SharedState: an

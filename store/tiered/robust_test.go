@@ -90,11 +90,17 @@ func TestFaultsLeakNothing(t *testing.T) {
 			if !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("Get with S3 down = %v, want ErrUnavailable", err)
 			}
-			waitFor(t, 10*time.Second, "Ready stayed nil with S3 down", func() bool { return errors.Is(b.Ready(), tiered.ErrSharedUnreachable) })
+			waitFor(t, 10*time.Second, "SharedState stayed reachable with S3 down", func() bool { return !b.SharedState().Reachable })
+			if err := b.Ready(); err != nil {
+				t.Fatalf("Ready with S3 down = %v, want nil (the hot tier still serves)", err)
+			}
 			srv.Restart(t)
-			waitFor(t, 10*time.Second, "Ready stayed failing with S3 back", func() bool { return b.Ready() == nil })
+			waitFor(t, 10*time.Second, "SharedState stayed unreachable with S3 back", func() bool { return b.SharedState().Reachable })
 			a.Close()
 			b.Close()
+			if err := b.Ready(); !errors.Is(err, store.ErrClosed) {
+				t.Fatalf("Ready after Close = %v, want ErrClosed (its hot tier is closed)", err)
+			}
 			waitFor(t, 10*time.Second, "goroutines left after Close", func() bool {
 				http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 				return runtime.NumGoroutine() <= before
