@@ -93,6 +93,22 @@ func getSHA(t *testing.T, p *proc, key string) (int, string) {
 	return resp.StatusCode, hex.EncodeToString(h.Sum(nil))
 }
 
+// getBody GETs url and returns the status and the body (a small answer).
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, "broken body: " + err.Error()
+	}
+	return resp.StatusCode, string(b)
+}
+
 // checkServes fails unless p serves every entry with its digest.
 func checkServes(t *testing.T, name string, p *proc, entries []fleetEntry) {
 	t.Helper()
@@ -443,6 +459,16 @@ func TestFleetWriteBehind(t *testing.T) {
 	// it starts, and serves its hot tier.
 	a.kill()
 	a = f.replicaAt(t, data, "--write-mode", "behind")
+	// It says so from the start (its Open could not reach the bucket), and
+	// stays in the load balancer: 200, "degraded".
+	code, ready := getBody(t, a.url+"/readyz")
+	for deadline := time.Now().Add(time.Minute); strings.Contains(ready, "plugins_compiling") && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		code, ready = getBody(t, a.url+"/readyz")
+	}
+	if code != http.StatusOK || !strings.Contains(ready, `"status":"degraded"`) || !strings.Contains(ready, `"reachable":false`) {
+		t.Errorf("/readyz of A restarted during the outage = %d %s, want 200 degraded, not reachable", code, ready)
+	}
 	checkServes(t, "A restarted during the outage", a, entries)
 	f.s3.Restart(t)
 	b := f.replica(t)

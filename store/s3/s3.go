@@ -180,6 +180,9 @@ type Store struct {
 	rbufs  sync.Pool // *[]byte of readBufSize bytes
 
 	usage usageCounts
+	// openErr is why the bucket could not be reached at Open (nil: it
+	// answered); see OpenErr.
+	openErr error
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -236,7 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// credentials) answer now and stop the start.
 		cfg.Logger.Warn("shared tier unreachable at start; serving the hot tier until it answers",
 			"endpoint", cfg.Endpoint, "bucket", cfg.Bucket, "err", err)
-		ok = true
+		ok, s.openErr = true, ferr
 	default:
 		return nil, ferr
 	}
@@ -443,6 +446,12 @@ func (s *Store) quarantineRecord(ns string, key store.Key, why error) error {
 	}
 	return fmt.Errorf("read entry %s/%s: s3://%s/%s: %w: %w", ns, key, s.cfg.Bucket, rec, why, store.ErrCorrupt)
 }
+
+// OpenErr returns why the bucket could not be reached when the store was
+// opened (an error wrapping store.ErrUnavailable), or nil when it answered,
+// so that a tiered store in front of it does not start out calling it
+// reachable.
+func (s *Store) OpenErr() error { return s.openErr }
 
 // Stat returns the entry's metadata from its record.
 func (s *Store) Stat(ctx context.Context, ns string, key store.Key) (store.Meta, error) {

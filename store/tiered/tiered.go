@@ -221,6 +221,22 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// openReporter is a shared tier that can say whether it could be reached
+// when it was opened (s3.Store).
+type openReporter interface{ OpenErr() error }
+
+// initialSharedState is the shared tier's state before any request: what
+// its Open saw where it can say (an unreachable tier is probed at once),
+// else reachable, since it was opened.
+func initialSharedState(shared store.Store, now time.Time) SharedState {
+	if o, ok := shared.(openReporter); ok {
+		if err := o.OpenErr(); err != nil {
+			return SharedState{LastError: err.Error(), LastErrorAt: now}
+		}
+	}
+	return SharedState{Reachable: true, LastSuccess: now}
+}
+
 // New returns a tiered store over cfg.Hot and cfg.Shared. In ModeBehind it
 // opens the upload queue in cfg.QueueDir and starts uploading what an
 // earlier process left queued.
@@ -256,9 +272,7 @@ func New(cfg Config) (*Store, error) {
 		cfg: cfg, hot: cfg.Hot, shared: cfg.Shared, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		fills: make(chan struct{}, cfg.MaxFills), spools: make(map[string]*spool),
 	}
-	// Reachable until a request says otherwise: the shared tier answered
-	// when it was opened.
-	s.health.st = SharedState{Reachable: true, LastSuccess: time.Now()}
+	s.health.st = initialSharedState(cfg.Shared, time.Now())
 	if cfg.Mode == ModeBehind {
 		q, err := openQueue(s, cfg.QueueDir)
 		if err != nil {

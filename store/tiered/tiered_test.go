@@ -306,6 +306,43 @@ func TestSharedTierDown(t *testing.T) {
 	put(t, a, other, data[:1000])
 }
 
+// TestOpenedDuringOutage: a replica started while the shared tier is down
+// says so from the start (its SharedState is what s3.Open saw, not a
+// made-up success), is still ready (its hot tier serves), and sees the
+// tier again with its first answer.
+func TestOpenedDuringOutage(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	srv.Stop()
+	hot, err := store.Open(store.Config{Dir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: bucket, Region: s3test.Region,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Insecure: true, UsageInterval: -1, MaxRetries: 1, Logger: quiet})
+	if err != nil {
+		t.Fatalf("s3.Open during an outage = %v, want a store that serves once the tier is back", err)
+	}
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: t.TempDir(), ProbeInterval: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	if st := ts.SharedState(); st.Reachable || st.LastError == "" || !st.LastSuccess.IsZero() {
+		t.Errorf("SharedState of a replica opened during an outage = %+v, want unreachable with its error and no success", st)
+	}
+	if err := ts.Ready(); err != nil {
+		t.Errorf("Ready during the outage = %v, want nil (the hot tier serves)", err)
+	}
+	srv.Restart(t)
+	if _, err := ts.Stat(context.Background(), "default", storetest.KeyOf("absent")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Stat with the tier back = %v, want ErrNotFound", err)
+	}
+	if !ts.SharedState().Reachable {
+		t.Errorf("SharedState after an answer = %+v, want reachable", ts.SharedState())
+	}
+}
+
 // TestCorruptSharedBlob damages the blob in the bucket: a replica with an
 // empty hot tier never serves it complete, never keeps it, and then sees a
 // miss (the entry is quarantined for the fleet).
