@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -46,9 +47,15 @@ func TestDashboardShowsFleet(t *testing.T) {
 		}
 		regs = append(regs, r)
 	}
+	var sharedDown atomic.Bool
 	srv := statstest.StartWith(t, nil, func(c *api.Config) {
 		c.Fleet = regs[0]
-		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }
+		c.SharedTier = func() wire.SharedTierState {
+			if sharedDown.Load() {
+				return wire.SharedTierState{Configured: true, LastError: "connection refused"}
+			}
+			return wire.SharedTierState{Configured: true, Reachable: true}
+		}
 	})
 	statstest.Seed(t, srv.URL)
 	if err := chromedp.Do(ctx,
@@ -80,4 +87,33 @@ func TestDashboardShowsFleet(t *testing.T) {
 	}
 	checkLayout(t, ctx, "dashboard-fleet.png", 1366, 900)
 	checkLayout(t, ctx, "dashboard-fleet-2560.png", 2560, 1440)
+
+	// The shared tier goes down: the fleet's view cannot be read (503
+	// fleet_unavailable), but this replica's own numbers still show, and
+	// the fleet card says why the replicas are not listed.
+	srv3.Stop()
+	sharedDown.Store(true)
+	if err := chromedp.Do(ctx,
+		waitText("#fleet-summary", "fleet view unavailable"),
+		waitText("#fleet-table tbody", "Cannot read the replicas' heartbeats"),
+	); err != nil {
+		t.Fatalf("dashboard during the outage: %v", err)
+	}
+	down, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`({
+		banner: document.getElementById("error-banner").hidden,
+		summary: document.getElementById("fleet-summary").textContent,
+		lookups: document.getElementById("kpi-lookups").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down["banner"] != true || !strings.Contains(down["summary"].(string), "unreachable") || down["lookups"] == "" || down["lookups"] == "0" {
+		t.Errorf("dashboard during the outage = %v: want no error banner, the shared tier unreachable, this replica's lookups", down)
+	}
+
+	// Back: the replicas are listed again.
+	srv3.Restart(t)
+	sharedDown.Store(false)
+	if err := chromedp.Do(ctx, waitText("#fleet-summary", "2 of 2 replicas")); err != nil {
+		t.Fatalf("dashboard after the outage: %v", err)
+	}
 }

@@ -9,7 +9,8 @@
   var STEPS = { "1h": "1m", "6h": "5m", "24h": "15m", "48h": "30m", "168h": "3h", "720h": "12h", "2160h": "24h" };
   // state.fitFrom is the first step with data (Unix seconds) once known:
   // the charts start there when it is inside the selected range.
-  var state = { ns: "", range: "6h", fitFrom: null, timer: null, inflight: false, token: "", reason: "", last: null };
+  var state = { ns: "", range: "6h", fitFrom: null, timer: null, inflight: false, token: "", reason: "", last: null,
+    fleetDown: null, skipFleet: false };
   try { state.token = localStorage.getItem("cachesvc-token") || ""; } catch (e) { /* storage disabled */ }
 
   // MIN_FIT_S is the shortest span the charts fit to, so that a server up
@@ -28,8 +29,11 @@
   function statsURL() {
     var q = "?" + sinceParams();
     // A replica of a fleet (its last answer said it has a shared tier) also
-    // asks for every replica's health and the fleet's totals.
-    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q : "/v1/stats" + q + (state.fleet ? "&scope=fleet" : "");
+    // asks for every replica's health and the fleet's totals; while those
+    // cannot be read (the shared tier is down), a refresh asks again without
+    // them, so that this replica's own numbers still show.
+    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q :
+      "/v1/stats" + q + (state.fleet && !state.skipFleet ? "&scope=fleet" : "");
   }
 
   function refresh() {
@@ -44,6 +48,7 @@
           if (!r.ok) {
             var err = new Error((body && body.error && body.error.message) || ("HTTP " + r.status));
             err.status = r.status;
+            err.code = body && body.error && body.error.code;
             throw err;
           }
           return body;
@@ -62,13 +67,24 @@
         } else if (probing) {
           state.fitFrom = fd;
         }
+        if (d.fleet) state.fleetDown = null;
         render(d);
+        // The next refresh asks for the fleet's view again.
+        state.skipFleet = false;
         setLive(true, "live · updated " + new Date().toLocaleTimeString());
         // The first answer showed where the data begin: ask again for
         // just that span, in finer steps.
         if (refit) setTimeout(refresh, 0);
       })
       .catch(function (e) {
+        if (e.code === "fleet_unavailable" && !state.skipFleet) {
+          // This replica still answers for itself: show that, and say in
+          // the fleet card why the other replicas are not listed.
+          state.fleetDown = e.message;
+          state.skipFleet = true;
+          setTimeout(refresh, 0); // once this one is no longer in flight
+          return;
+        }
         if (e.status === 401 || e.status === 403) {
           $("auth-form").hidden = false;
           $("error-banner").hidden = true;
@@ -144,7 +160,7 @@
     if (d.server && d.server.version) $("footer-version").textContent = "cachesvc " + d.server.version;
 
     state.fleet = !!(d.shared_tier && d.shared_tier.configured);
-    CS.fleet.render(d);
+    CS.fleet.render(d, state.fleetDown);
     updateNamespaces(d);
     CS.tables.renderNS(d);
     CS.tables.renderQuotas(st);
