@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // newFlagSet returns a FlagSet for the subcommand that use names: the
@@ -253,6 +256,38 @@ func (b *byteSize) Set(s string) error {
 
 // Type names the value in usage output.
 func (b *byteSize) Type() string { return "size" }
+
+// age is a flag.Value holding a positive duration that also accepts whole
+// days ("30d"), as the admin filters and namespace expiry do (wire.ParseAge).
+type age time.Duration
+
+// ageVar defines an age flag (see wire.ParseAge).
+func ageVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var((*age)(p), name, usage)
+}
+
+// String formats the age with formatAge.
+func (a *age) String() string { return formatAge(time.Duration(*a)) }
+
+// formatAge formats d in whole days when it is some ("30d"), else as a
+// duration ("36h0m0s"): the way an age flag reads it back.
+func formatAge(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
+// Set parses s with wire.ParseAge.
+func (a *age) Set(s string) error {
+	d, err := wire.ParseAge(s)
+	if err != nil {
+		return err
+	}
+	*a = age(d)
+	return nil
+}
 
 // sizeUnits maps a lowercase unit suffix to its multiplier. KB, MB, GB, TB are
 // decimal; KiB, MiB, GiB, TiB and the bare K, M, G, T are binary.

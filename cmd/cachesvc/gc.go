@@ -59,25 +59,23 @@ func runGc(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("gc", gcSummary, sio)
 	var tier s3Options
 	tier.register(fs)
-	olderThan := fs.Duration("older-than", gc.DefaultOlderThan, "remove entries neither stored nor served for this long")
-	grace := fs.Duration("grace", gc.DefaultGrace, "keep unnamed blobs and uploads younger than this (longer than the longest upload)")
+	var olderThan, grace time.Duration
+	ageVar(fs, &olderThan, "older-than", gc.DefaultOlderThan, "remove entries neither stored nor served for this `age` (36h, 90m, 30d)")
+	ageVar(fs, &grace, "grace", gc.DefaultGrace, "keep unnamed blobs and uploads younger than this `age` (longer than the longest upload)")
 	dryRun := fs.Bool("dry-run", false, "count what would be removed, remove nothing")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
-	if *olderThan <= 0 || *grace <= 0 {
-		return usagef("--older-than and --grace must be positive, got %s and %s", *olderThan, *grace)
-	}
-	if *grace > *olderThan {
-		return usagef("--grace %s is longer than --older-than %s", *grace, *olderThan)
+	if grace > olderThan {
+		return usagef("--grace %s is longer than --older-than %s", grace, olderThan)
 	}
 	b, err := tier.dial(ctx)
 	if err != nil {
 		return err
 	}
 	cfg := gc.Config{
-		Bucket: b, OlderThan: *olderThan, Grace: *grace, DryRun: *dryRun,
+		Bucket: b, OlderThan: olderThan, Grace: grace, DryRun: *dryRun,
 		Logger: slog.New(slog.NewTextHandler(sio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	var bar *progressbar.ProgressBar
@@ -110,7 +108,7 @@ func runGc(ctx context.Context, args []string, sio stdio) error {
 			return errors.Join(err, jerr)
 		}
 	} else {
-		printGcReport(sio.Stdout, b, *olderThan, *grace, rep)
+		printGcReport(sio.Stdout, b, olderThan, grace, rep)
 	}
 	if err != nil {
 		return fmt.Errorf("%w (the counts above are up to the failure)", err)
@@ -124,7 +122,7 @@ func printGcReport(w io.Writer, b *registry.Bucket, olderThan, grace time.Durati
 	if r.DryRun {
 		removed = "would remove"
 	}
-	fmt.Fprintf(w, "gc of s3://%s/%s: older than %s, grace %s", b.Name, b.Prefix, olderThan, grace)
+	fmt.Fprintf(w, "gc of s3://%s/%s: older than %s, grace %s", b.Name, b.Prefix, formatAge(olderThan), formatAge(grace))
 	if r.DryRun {
 		fmt.Fprint(w, " (dry run: nothing removed)")
 	}

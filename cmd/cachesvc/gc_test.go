@@ -81,11 +81,11 @@ func TestGcCommand(t *testing.T) {
 		stderr  string
 		objects int // left under fleet/ (4 before)
 	}{
-		{"help", []string{"--help"}, nil, 0, []string{"--older-than duration"}, "", 4},
+		{"help", []string{"--help"}, nil, 0, []string{"--older-than age", "(default 30d)"}, "", 4},
 		{"dry run", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--dry-run"}, nil, 0,
 			[]string{"(dry run: nothing removed)", "entries      kept 1 (0 by access logs), would remove 1", "would remove 1 (9 B)"}, "", 4},
 		{"removes the old entry", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds}, nil, 0,
-			[]string{"gc of s3://", "older than 720h0m0s, grace 1h0m0s", "entries      kept 1 (0 by access logs), removed 1", "blobs        kept 1 (10 B; 0 in their grace), removed 1 (9 B)"}, "", 2},
+			[]string{"gc of s3://", "older than 30d, grace 1h0m0s", "entries      kept 1 (0 by access logs), removed 1", "blobs        kept 1 (10 B; 0 in their grace), removed 1 (9 B)"}, "", 2},
 		{"credentials from the environment", []string{"--s3-bucket", "BUCKET"},
 			map[string]string{"AWS_ACCESS_KEY_ID": s3test.AccessKey, "AWS_SECRET_ACCESS_KEY": s3test.SecretKey}, 0,
 			[]string{"removed 1"}, "", 2},
@@ -96,7 +96,10 @@ func TestGcCommand(t *testing.T) {
 		{"no such bucket", []string{"--s3-bucket", "no-such-bucket", "--s3-credentials-file", creds}, nil, 1, nil, "bucket s3://no-such-bucket does not exist", 4},
 		{"no bucket", nil, nil, 2, nil, "--s3-endpoint needs --s3-bucket", 4},
 		{"grace over age", []string{"--s3-bucket", "BUCKET", "--grace", "48h", "--older-than", "24h"}, nil, 2, nil, "longer than --older-than", 4},
-		{"zero age", []string{"--s3-bucket", "BUCKET", "--older-than", "0s"}, nil, 2, nil, "must be positive", 4},
+		{"older than in days", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--older-than", "42d", "--json"}, nil, 0,
+			[]string{`"EntriesKept": 2`, `"EntriesRemoved": 0`}, "", 4},
+		{"zero age", []string{"--s3-bucket", "BUCKET", "--older-than", "0s"}, nil, 2, nil, `age "0s" must be a positive duration such as 36h, 90m or 30d`, 4},
+		{"age not a duration", []string{"--s3-bucket", "BUCKET", "--older-than", "a month"}, nil, 2, nil, `invalid value "a month" for flag -older-than`, 4},
 		{"extra argument", []string{"--s3-bucket", "BUCKET", "now"}, nil, 2, nil, "unexpected arguments: now", 4},
 	}
 	for _, tt := range tests {
