@@ -66,6 +66,55 @@ func TestClientDisconnectMidUpload(t *testing.T) {
 	}
 }
 
+// TestShortBodyIsIncomplete sends bodies shorter than their Content-Length
+// and half-closes: small ones (read by fasthttp with the headers) and
+// streamed ones alike must answer 400 incomplete_body, store nothing, and
+// leave the server serving.
+func TestShortBodyIsIncomplete(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		name     string
+		path     string
+		declared int
+		sent     int
+	}{
+		{"entry small", "/v1/default/entries/" + keyOf("short-small"), 100, 50},
+		{"entry at prefetch", "/v1/default/entries/" + keyOf("short-8k"), 8 << 10, 4 << 10},
+		{"entry streamed", "/v1/default/entries/" + keyOf("short-20k"), 20000, 10000},
+		{"signature small", "/v1/default/keys", 100, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			method := "PUT"
+			if !strings.Contains(tc.path, "/entries/") {
+				method = "POST"
+			}
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
+				method, tc.path, tc.declared, strings.Repeat("z", tc.sent))
+			conn.(*net.TCPConn).CloseWrite()
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":"incomplete_body"`) {
+				t.Errorf("status %d, body %s; want 400 incomplete_body", resp.StatusCode, body)
+			}
+		})
+	}
+	for _, name := range []string{"short-small", "short-8k", "short-20k"} {
+		if st, _, _ := getDigest(t, srv, "default", keyOf(name)); st != 404 {
+			t.Errorf("GET %s after a short upload = %d, want 404", name, st)
+		}
+	}
+}
+
 // TestEarlyRejectionClosesConnection checks that a response sent before the
 // body was read does not let the unread body be parsed as the next request.
 func TestEarlyRejectionClosesConnection(t *testing.T) {

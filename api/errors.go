@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/manifest"
@@ -129,6 +131,28 @@ func sentence(msg string) string {
 var entryHeaders = []string{fiber.HeaderETag, fiber.HeaderAcceptRanges,
 	wire.HeaderContentSHA256, wire.HeaderCompileSeconds, wire.HeaderBackend, wire.HeaderName,
 	wire.HeaderWriter, wire.HeaderCreated, wire.HeaderRun, wire.HeaderSignature}
+
+// catchShortBodies answers a body of at most prefetchBytes that ends before
+// its Content-Length as the documented 400 incomplete_body. fasthttp reads
+// such a body with the headers, before any handler runs, and reports the
+// short read as a bare io.ErrUnexpectedEOF, which fiber would render as 400
+// bad_request ("unparsable HTTP"); longer bodies are streamed and reach the
+// handlers' own incomplete_body.
+func (s *Server) catchShortBodies() {
+	fh := s.app.Server()
+	next := fh.ErrorHandler
+	fh.ErrorHandler = func(fctx *fasthttp.RequestCtx, err error) {
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			next(fctx, err)
+			return
+		}
+		c := s.app.AcquireCtx(fctx)
+		defer s.app.ReleaseCtx(c)
+		if herr := s.errorHandler(c, fmt.Errorf("%w: the client sent less than its Content-Length; nothing was stored", errIncompleteBody)); herr != nil {
+			next(fctx, herr)
+		}
+	}
+}
 
 // errorHandler is the app's single error handler: it writes err as the JSON
 // error body with its status. Server errors are logged with their cause.

@@ -278,6 +278,7 @@ func (s *Server) init() error {
 		// (request.go).
 		Immutable: false,
 	})
+	s.catchShortBodies()
 	s.app.Use(s.middleware)
 	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
 	reports, err := newReportsCounter(cfg.Registry)
