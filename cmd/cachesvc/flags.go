@@ -161,7 +161,7 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			envErr = usagef("invalid value %q for %s: %s", v, name, err)
+			envErr = usagef("invalid value %q for %s: %s", v, name, explainValueErr(f.Value, err.Error()))
 		}
 	})
 	if envErr != nil {
@@ -229,7 +229,64 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		msg = "unknown flag --" + strings.TrimPrefix(name, "-")
 	}
+	msg = explainParseErr(fs, msg)
 	return &usageError{msg: msg, cmd: strings.TrimPrefix(fs.Name(), "cachesvc ")}
+}
+
+// explainParseErr completes the flag package's message for a bad value of
+// a built-in flag type, `invalid value "x" for flag -name: parse error` (or
+// `invalid boolean value "x" for -name: ...`), with what the flag takes.
+func explainParseErr(fs *flag.FlagSet, msg string) string {
+	head, cause, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return msg
+	}
+	_, name, ok := strings.Cut(head, " for flag -")
+	if !ok {
+		if _, name, ok = strings.Cut(head, " for -"); !ok {
+			return msg
+		}
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return msg
+	}
+	return head + ": " + explainValueErr(f.Value, cause)
+}
+
+// explainValueErr replaces the flag package's bare "parse error" (or
+// "value out of range") for a value of v's type with what v takes; other
+// causes, such as a size's own sentence, pass unchanged.
+func explainValueErr(v flag.Value, cause string) string {
+	if cause != "parse error" && cause != "value out of range" {
+		return cause
+	}
+	if w, ok := v.(cmdLineOnly); ok {
+		v = w.Value
+	}
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return cause
+	}
+	var want string
+	switch g.Get().(type) {
+	case bool:
+		want = "use true or false"
+	case time.Duration:
+		want = "use a duration such as 90s, 5m or 1h30m"
+	case int, int64:
+		want = "use an integer"
+	case uint, uint64:
+		want = "use a non-negative integer"
+	case float64:
+		want = "use a number"
+	default:
+		return cause
+	}
+	if cause == "value out of range" {
+		return "out of range: " + want + " that fits"
+	}
+	return "not understood: " + want
 }
 
 // byteSize is a flag.Value holding a size in bytes that accepts human units.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"testing"
+	"time"
 )
 
 func TestParseSize(t *testing.T) {
@@ -155,6 +157,48 @@ func TestFlagAliases(t *testing.T) {
 			note := "cachesvc: CACHESVC_SERVER is an old name of CACHESVC_URL; set CACHESVC_URL instead\n"
 			if got := stderr.String(); (got == note) != tc.wantNote || (!tc.wantNote && got != "") {
 				t.Errorf("stderr %q, want note %v", got, tc.wantNote)
+			}
+		})
+	}
+}
+
+// TestFlagValueErrorsSayWhatToDo: a bad value of a built-in flag type, from
+// the command line or the environment, says what the flag takes instead of
+// the flag package's bare "parse error".
+func TestFlagValueErrorsSayWhatToDo(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"duration flag", nil, []string{"--every", "abc"}, `invalid value "abc" for flag -every: not understood: use a duration such as 90s, 5m or 1h30m`},
+		{"duration env", map[string]string{"CACHESVC_EVERY": "abc"}, nil, `invalid value "abc" for CACHESVC_EVERY: not understood: use a duration such as 90s, 5m or 1h30m`},
+		{"bool flag", nil, []string{"--sync=maybe"}, `invalid boolean value "maybe" for -sync: not understood: use true or false`},
+		{"bool env", map[string]string{"CACHESVC_SYNC": "maybe"}, nil, `invalid value "maybe" for CACHESVC_SYNC: not understood: use true or false`},
+		{"int flag", nil, []string{"--count", "x"}, `invalid value "x" for flag -count: not understood: use an integer`},
+		{"int out of range", nil, []string{"--count", "99999999999999999999"}, `invalid value "99999999999999999999" for flag -count: out of range: use an integer that fits`},
+		{"command-line-only int", nil, []string{"--limit", "x"}, `invalid value "x" for flag -limit: not understood: use an integer`},
+		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for flag -size: size "12QB" has unknown unit "QB": use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sio := stdio{Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }}
+			fs := newFlagSet("test", "Test.", sio)
+			fs.Duration("every", time.Minute, "interval")
+			fs.Bool("sync", false, "sync")
+			fs.Int("count", 1, "count")
+			fs.Int("limit", 1, "limit")
+			commandLineOnly(fs, "limit")
+			var size int64
+			sizeVar(fs, &size, "size", 0, "size")
+			err := parseFlags(fs, tc.args, sio)
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err = %v, want a usage error", err)
+			}
+			if ue.msg != tc.want {
+				t.Errorf("message\n got %s\nwant %s", ue.msg, tc.want)
 			}
 		})
 	}
