@@ -290,14 +290,23 @@ func Parse(r io.Reader, name string) (*Tokens, error) {
 	return t, nil
 }
 
+// ValidateName checks a token rule's name (the writer recorded for the
+// entries the token stores).
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '@' or '-', starting with a letter or digit", truncate(name))
+	}
+	return nil
+}
+
 func parseRule(text string) (Rule, error) {
 	f := strings.Fields(text)
 	if len(f) != 3 {
 		return Rule{}, fmt.Errorf("want 3 fields (name, sha256 of the token, namespace:scope list), got %d", len(f))
 	}
 	r := Rule{Name: f[0]}
-	if !nameRE.MatchString(r.Name) {
-		return Rule{}, fmt.Errorf("name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '@' or '-'", truncate(r.Name))
+	if err := ValidateName(r.Name); err != nil {
+		return Rule{}, err
 	}
 	if r.Name == AnonymousName {
 		if f[1] != "-" {

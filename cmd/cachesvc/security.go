@@ -182,6 +182,12 @@ func runTokenNew(ctx context.Context, args []string, sio stdio) error {
 	if name == "" {
 		return usagef("--name is required")
 	}
+	if err := auth.ValidateName(name); err != nil {
+		return usagef("--name: %s", err)
+	}
+	if name == auth.AnonymousName {
+		return usagef("--name: %q is reserved for requests without a token: to grant read without one, add the line \"anonymous - NAMESPACE:read\" to the tokens file", name)
+	}
 	sc, err := auth.ParseScopes(scopes)
 	if err != nil {
 		return usagef("--scopes: %s", err)

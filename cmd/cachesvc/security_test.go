@@ -61,6 +61,31 @@ func TestTokenNew(t *testing.T) {
 	}
 }
 
+// TestTokenNewBadName: a bad --name is refused naming --name and what a
+// name may be, never the tokens-file line's internals.
+func TestTokenNewBadName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want string
+	}{
+		{"x y", `--name: name "x y" is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '@' or '-', starting with a letter or digit`},
+		{".x", `--name: name ".x" is invalid`},
+		{"#ops", `--name: name "#ops" is invalid`},
+		{strings.Repeat("a", 65), `--name: name "aaaa`},
+		{"anonymous", `--name: "anonymous" is reserved for requests without a token`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCmd(t, "token", "new", "--name", tc.name, "--scopes", "default:read")
+			if code != 2 || out != "" {
+				t.Fatalf("exit %d, stdout %q; want 2 and nothing printed", code, out)
+			}
+			if !strings.Contains(errs, tc.want) || strings.Contains(errs, "format token rule") {
+				t.Errorf("stderr %q, want it to contain %q", errs, tc.want)
+			}
+		})
+	}
+}
+
 func TestSignKeyNew(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sign.key")
 	code, out, errs := runCmd(t, "signkey", "new", "--out", path)
