@@ -32,6 +32,45 @@ const prefetchBytes = 8 << 10
 // connection instead.
 const drainLimit = 4 << 20
 
+// ambiguousFraming refuses a request whose body length is ambiguous: two
+// Content-Length headers with different values, or Content-Length beside
+// Transfer-Encoding (RFC 9112, section 6.3). fasthttp reads such a body by
+// the last Content-Length, or as chunked, where a proxy in front may have
+// used another length and passed the rest on as a second request.
+func ambiguousFraming(c *fiber.Ctx) error {
+	raw := c.Request().Header.RawHeaders()
+	var length []byte
+	hasLength, chunked := false, false
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch {
+		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
+			value = bytes.TrimSpace(value)
+			if hasLength && !bytes.Equal(value, length) {
+				return Errorf(http.StatusBadRequest, "bad_request",
+					"The request has Content-Length headers with different values (%q and %q); send one.", length, value)
+			}
+			hasLength, length = true, value
+		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
+			chunked = true
+		}
+	}
+	if hasLength && chunked {
+		return Errorf(http.StatusBadRequest, "bad_request",
+			"The request has both Content-Length and Transfer-Encoding; send one of them.")
+	}
+	return nil
+}
+
 // closeIfBodyUnread deals with a streamed request body the handler left
 // unread, whose bytes would otherwise be parsed as the next request: like
 // net/http, it reads and discards a remainder of at most drainLimit bytes

@@ -115,6 +115,69 @@ func TestShortBodyIsIncomplete(t *testing.T) {
 	}
 }
 
+// TestAmbiguousFramingRefused sends requests whose body length a proxy in
+// front could read differently (RFC 9112, 6.3): they get 400 and a closed
+// connection, nothing is stored, and the bytes after the shorter length are
+// never run as a request. Unambiguous framings are served.
+func TestAmbiguousFramingRefused(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	victim := keyOf("framing-victim")
+	if resp, body := put(t, srv, "default", victim, 1, 100); resp.StatusCode != 201 {
+		t.Fatalf("PUT victim = %d %s", resp.StatusCode, body)
+	}
+	smuggled := "DELETE /v1/default/entries/" + victim + " HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name    string
+		headers string
+		body    string
+		want    int
+	}{
+		{"two lengths", fmt.Sprintf("Content-Length: 5\r\nContent-Length: %d\r\n", 5+len(smuggled)), "hello" + smuggled, 400},
+		{"two lengths, spelled apart", fmt.Sprintf("content-length: %d\r\nCONTENT-LENGTH:5\r\n", 5+len(smuggled)), "hello" + smuggled, 400},
+		{"length and chunked", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\r\n", 400},
+		{"chunked and length", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", "5\r\nhello\r\n0\r\n\r\n", 400},
+		{"one length twice", "Content-Length: 5\r\nContent-Length: 5\r\n", "hello", 201},
+		{"chunked", "Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\r\n", 201},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := keyOf("framing-" + tc.name)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\n%s\r\n%s", key, tc.headers, tc.body)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, body %s; want %d", resp.StatusCode, body, tc.want)
+			}
+			if tc.want != 400 {
+				return
+			}
+			if !resp.Close || !strings.Contains(string(body), `"code":"bad_request"`) {
+				t.Errorf("close %v, body %s; want bad_request and a closed connection", resp.Close, body)
+			}
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if extra, _ := io.ReadAll(br); len(extra) > 0 {
+				t.Errorf("the connection answered again after the 400: %q", extra)
+			}
+			if st, _, _ := getDigest(t, srv, "default", key); st != 404 {
+				t.Errorf("GET after a refused upload = %d, want 404", st)
+			}
+		})
+	}
+	if st, _, _ := getDigest(t, srv, "default", victim); st != 200 {
+		t.Errorf("GET victim = %d, want 200: a smuggled request ran", st)
+	}
+}
+
 // TestEarlyRejectionClosesConnection checks that a response sent before the
 // body was read does not let the unread body be parsed as the next request.
 func TestEarlyRejectionClosesConnection(t *testing.T) {

@@ -123,7 +123,14 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
 
-	err := c.Next()
+	err := ambiguousFraming(c)
+	if err != nil {
+		// Its body, read by the wrong length, must not be followed
+		// by another request on this connection.
+		c.Context().SetConnectionClose()
+	} else {
+		err = c.Next()
+	}
 	if err != nil && !routed(c) {
 		err = s.unmatched(c, err)
 	}
