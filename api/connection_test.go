@@ -178,6 +178,43 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 	}
 }
 
+// TestUnparsableRequestEchoesNoHeaders: a 400 for headers fasthttp cannot
+// parse says what is wrong without copying the request (and so its bearer
+// token) into the body.
+func TestUnparsableRequestEchoesNoHeaders(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		name    string
+		request string
+		want    string
+	}{
+		{"negative length", "PUT /v1/default/entries/" + keyOf("dump") + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cr3t-token\r\nContent-Length: -1\r\n\r\n", "cannot parse Content-Length"},
+		{"no method", "GARBAGE\r\nAuthorization: Bearer s3cr3t-token\r\n\r\n", "Error when reading request headers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, tc.request)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
+				t.Errorf("status %d, body %s; want 400 naming %q", resp.StatusCode, body, tc.want)
+			}
+			if strings.Contains(string(body), "s3cr3t-token") || strings.Contains(string(body), "Buffer size") {
+				t.Errorf("the error body copies the request: %s", body)
+			}
+		})
+	}
+}
+
 // TestEarlyRejectionClosesConnection checks that a response sent before the
 // body was read does not let the unread body be parsed as the next request.
 func TestEarlyRejectionClosesConnection(t *testing.T) {

@@ -102,7 +102,7 @@ func toError(err error) *Error {
 		if code == "" {
 			code = "http_error"
 		}
-		return &Error{Status: fe.Code, Code: code, Message: sentence(fe.Message), Err: err}
+		return &Error{Status: fe.Code, Code: code, Message: sentence(withoutRequestDump(fe.Message)), Err: err}
 	}
 	return &Error{
 		Status:  http.StatusInternalServerError,
@@ -110,6 +110,22 @@ func toError(err error) *Error {
 		Message: "Internal server error; the server log has the details.",
 		Err:     err,
 	}
+}
+
+// withoutRequestDump cuts from a fasthttp header-parsing error the copy of
+// the request it quotes ("... Buffer size=163, contents: \"PUT ...\"",
+// "cannot find http request method in \"...\""), which would echo every
+// header, Authorization included, in the body.
+func withoutRequestDump(msg string) string {
+	if !strings.HasPrefix(msg, "error when reading request headers") {
+		return msg
+	}
+	for _, cut := range []string{". Buffer size=", ` in "`} {
+		if i := strings.Index(msg, cut); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return msg
 }
 
 // sentence capitalizes msg and ends it with a period.
