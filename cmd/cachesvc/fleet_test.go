@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -484,5 +485,41 @@ func TestFleetWriteBehind(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+}
+
+// TestServeRefusesBadSharedTier: a shared tier that is misconfigured, not
+// down, stops `serve` at once with a message that says what to change
+// (an outage lets it start, TestFleetWriteBehind).
+func TestServeRefusesBadSharedTier(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		secret string
+		want   string
+	}{
+		{"no such bucket", []string{"--s3-endpoint", "http://" + srv.Endpoint, "--s3-bucket", "no-such-bucket"}, s3test.SecretKey,
+			"the bucket does not exist: create it (cachesvc creates no buckets) or check --s3-bucket"},
+		{"wrong secret", []string{"--s3-endpoint", "http://" + srv.Endpoint, "--s3-bucket", bucket}, "wrong-secret",
+			"check the credentials"},
+		{"https to a plain-HTTP server", []string{"--s3-endpoint", srv.Endpoint, "--s3-bucket", bucket}, s3test.SecretKey,
+			"give --s3-endpoint as http://HOST:PORT (or add --s3-insecure)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", tc.secret)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, tc.args...)
+			var stdout, stderr bytes.Buffer
+			if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != 1 {
+				t.Fatalf("serve exit %d, want 1; stderr %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("serve's error lacks %q:\n%s", tc.want, stderr.String())
+			}
+		})
 	}
 }

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/minio/minio-go/v7"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cachesvc/cachesvc/fleet/gc"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 const gcSummary = `Remove from the shared tier (the S3 bucket the replicas share) what no
@@ -40,17 +40,8 @@ func (f *s3Options) dial(ctx context.Context) (*registry.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := b.Client.BucketExists(ctx, b.Name)
-	if err != nil {
-		resp := minio.ToErrorResponse(err)
-		switch resp.Code {
-		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
-			return nil, fmt.Errorf("open s3://%s on %s: %s (%s): check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --s3-credentials-file)", b.Name, cfg.Endpoint, resp.Message, resp.Code)
-		}
+	if err := s3.CheckBucket(ctx, b.Client, b.Name); err != nil {
 		return nil, fmt.Errorf("open s3://%s on %s: %w", b.Name, cfg.Endpoint, err)
-	}
-	if !ok {
-		return nil, fmt.Errorf("bucket s3://%s does not exist on %s", b.Name, cfg.Endpoint)
 	}
 	return b, nil
 }

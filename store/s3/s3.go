@@ -230,21 +230,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, core: minio.Core{Client: c}, log: cfg.Logger, stop: make(chan struct{})}
 	s.bufs.New = func() any { b := make([]byte, cfg.PartSize); return &b }
 	s.rbufs.New = func() any { b := make([]byte, readBufSize); return &b }
-	ok, err := c.BucketExists(ctx, cfg.Bucket)
-	switch ferr := s.fault("open bucket", "", err); {
+	switch err := CheckBucket(ctx, c, cfg.Bucket); {
 	case err == nil:
-	case errors.Is(ferr, store.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		// A replica restarted during an outage of the shared tier still
 		// serves its hot tier; configuration errors (no such bucket, bad
 		// credentials) answer now and stop the start.
 		cfg.Logger.Warn("shared tier unreachable at start; serving the hot tier until it answers",
 			"endpoint", cfg.Endpoint, "bucket", cfg.Bucket, "err", err)
-		ok, s.openErr = true, ferr
+		s.openErr = fmt.Errorf("open bucket s3://%s: %w", cfg.Bucket, err)
 	default:
-		return nil, ferr
-	}
-	if !ok {
-		return nil, fmt.Errorf("open s3 store: bucket s3://%s does not exist: %w", cfg.Bucket, store.ErrNotFound)
+		return nil, fmt.Errorf("open s3 store: %w", err)
 	}
 	if cfg.UsageInterval > 0 {
 		s.wg.Add(1)
