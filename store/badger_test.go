@@ -38,8 +38,21 @@ func TestBadgerConformance(t *testing.T) {
 	storetest.Run(t, openBadger, corruptBadger)
 }
 
+// TestBadgerEviction runs the eviction suite with the disk bound a size
+// limit brings by default, and without it: reservations take another path
+// through each (reserve.go).
 func TestBadgerEviction(t *testing.T) {
-	storetest.RunEviction(t, openBadger)
+	t.Run("disk bound", func(t *testing.T) { storetest.RunEviction(t, openBadger) })
+	t.Run("no disk bound", func(t *testing.T) {
+		storetest.RunEviction(t, func(t *testing.T, dir string, lim storetest.Limits) store.Store {
+			s, err := store.Open(store.Config{Dir: dir, MaxBytes: lim.MaxBytes, MaxEntryBytes: lim.MaxEntryBytes,
+				MaxDiskBytes: -1, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		})
+	})
 }
 
 func TestBadgerDedup(t *testing.T) {

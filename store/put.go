@@ -121,18 +121,32 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	}
 
 	// held is what this upload's reservations hold (reserve.go): the
-	// entry's slot in its namespace from the start, and its bytes up
-	// front when declared, else chunk by chunk.
+	// entry's slot in its namespace from the start; its bytes up front
+	// when they are declared and fit without evicting anything, else
+	// chunk by chunk as they arrive, evicting as they do, so that an
+	// upload abandoned part-way (a preempted job, a dropped connection)
+	// evicts no more than it sent. A declared size that could never fit
+	// fails at once.
 	var held claim
 	defer func() { s.release(held) }()
-	first := claim{ns: ns, entry: true}
+	bytesHeld := false
 	if declared {
-		first.bytes, first.nsBytes = opts.Size, opts.Size
+		whole := claim{ns: ns, entry: true, bytes: opts.Size, nsBytes: opts.Size}
+		ok, err := s.reserveIfFits(whole)
+		if err != nil {
+			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		if ok {
+			held, bytesHeld = whole, true
+		}
 	}
-	if err := s.reserve(ctx, first); err != nil {
-		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+	if !bytesHeld {
+		first := claim{ns: ns, entry: true}
+		if err := s.reserve(ctx, first); err != nil {
+			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
+		}
+		held = first
 	}
-	held = first
 
 	u := newUploadID()
 	w := &chunkWriter{s: s, u: u}
@@ -159,6 +173,15 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		}
 		buf := w.buf()
 		n, rerr := io.ReadFull(r, buf[4:])
+		// A body that fails, or ends short of its declared size, fails the
+		// upload before what it sent of this chunk is reserved (which may
+		// evict) or written.
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			return res, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
+		}
+		if declared && rerr != nil && total+int64(n) < opts.Size {
+			return res, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total+int64(n), opts.Size, ErrSizeMismatch)
+		}
 		if n > 0 {
 			data := buf[4 : 4+n]
 			total += int64(n)
@@ -168,7 +191,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 			if declared && total > opts.Size {
 				return res, fmt.Errorf("put entry %s/%s: more than the declared %d bytes: %w", ns, key, opts.Size, ErrSizeMismatch)
 			}
-			if !declared {
+			if !bytesHeld {
 				c := claim{ns: ns, bytes: int64(n), nsBytes: int64(n), held: held.nsBytes}
 				if err := s.reserve(ctx, c); err != nil {
 					return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
@@ -188,15 +211,9 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 				return res, fmt.Errorf("put entry %s/%s: write chunk %d: %w", ns, key, w.n, err)
 			}
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr != nil { // io.EOF or io.ErrUnexpectedEOF: the body's end
 			break
 		}
-		if rerr != nil {
-			return res, fmt.Errorf("put entry %s/%s: read body: %w", ns, key, rerr)
-		}
-	}
-	if declared && total != opts.Size {
-		return res, fmt.Errorf("put entry %s/%s: got %d bytes, declared %d: %w", ns, key, total, opts.Size, ErrSizeMismatch)
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])

@@ -39,6 +39,39 @@ func (s *Badger) reserve(ctx context.Context, c claim) error {
 	}
 }
 
+// reserveIfFits reserves c and reports true when it fits under every bound
+// now, evicting nothing; false leaves the caller to reserve as bytes
+// arrive. It fails as reserve does, at once, when c could never fit: more
+// than the store or the namespace's quota can hold, counting the uploads
+// in flight.
+func (s *Badger) reserveIfFits(c claim) (bool, error) {
+	if s.diskBounded() && c.bytes > 0 {
+		// Disk admission and the reservation are one step under wmu
+		// (diskAdmits), as in reserveOnce.
+		if err := s.enterWrite(); err != nil {
+			return false, err
+		}
+		defer s.leaveWrite()
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		if !s.diskAdmits(c.bytes) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return false, s.acct.impossibleClaim(c)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acct.impossibleClaim(c); err != nil {
+		return false, err
+	}
+	if !s.acct.claimFitsNow(c) {
+		return false, nil
+	}
+	s.acct.reserveClaim(c)
+	return true, nil
+}
+
 // release returns what an upload's reservations hold.
 func (s *Badger) release(c claim) {
 	if c.zero() {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -202,6 +204,42 @@ func testAbortedReleases(t *testing.T, open OpenFunc) {
 	wantErr(t, "Put with failing body", err, errBody)
 	wantUsage(t, s, 0, 0, 0)
 	put(t, s, "default", KeyOf("after-abort"), Data(61, 8*MiB))
+}
+
+// testAbandonedPutEvictsNothing: in a full store, an upload whose body
+// fails or ends short before its first chunk is complete (a preempted job,
+// a dropped connection) evicts nothing, whatever size it declared; one
+// that arrives whole still evicts the least recently used entry.
+func testAbandonedPutEvictsNothing(t *testing.T, open OpenFunc) {
+	const size = 512 << 10
+	s, _ := openT(t, open, Limits{MaxBytes: 3 * size})
+	ctx := context.Background()
+	for i := range 3 {
+		put(t, s, "default", KeyOf(fmt.Sprintf("kept-%d", i)), Data(uint64(70+i), size))
+		time.Sleep(2 * time.Millisecond) // distinct access times on coarse clocks
+	}
+	errBody := errors.New("client went away")
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+		want error
+	}{
+		{"body fails", &failingReader{data: Data(80, 2*size), limit: 9 << 10, err: errBody}, errBody},
+		{"body ends short", bytes.NewReader(Data(81, 9<<10)), store.ErrSizeMismatch},
+	} {
+		_, err := s.Put(ctx, "default", KeyOf("abandoned-"+tc.name), tc.body, store.PutOptions{Size: 2 * size})
+		wantErr(t, "Put whose "+tc.name, err, tc.want)
+		if u := s.Usage(); u.Evictions != 0 || u.Entries != 3 {
+			t.Fatalf("Usage after a Put whose %s = %+v: want 3 entries and no eviction", tc.name, u)
+		}
+	}
+	put(t, s, "default", KeyOf("arrives"), Data(82, size))
+	if u := s.Usage(); u.Evictions != 1 || u.Entries != 3 {
+		t.Fatalf("Usage after a whole Put = %+v: want the least recently used entry evicted", u)
+	}
+	if _, err := s.Stat(ctx, "default", KeyOf("kept-0")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Stat of the least recently used entry = %v, want it evicted", err)
+	}
 }
 
 // testUsageExact checks the blob and byte counts that the core suite leaves

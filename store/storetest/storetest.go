@@ -119,6 +119,7 @@ func RunEviction(t *testing.T, open OpenFunc) {
 		{"EvictionByLastAccess", testEviction},
 		{"ExistingKeyEvictsNothing", testExistingKeyEvictsNothing},
 		{"AbortedPutReleasesReservation", testAbortedReleases},
+		{"AbandonedPutEvictsNothing", testAbandonedPutEvictsNothing},
 		{"HitsAndAccess", testHits},
 		{"AccessPersistence", testAccessPersistence},
 	}
