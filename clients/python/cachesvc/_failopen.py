@@ -189,6 +189,11 @@ def is_transient(exc: BaseException) -> bool:
     return not isinstance(exc, Error) or exc.status == 0 or exc.status >= 500
 
 
+#: What a write the server refused (4xx) costs: that one value is not
+#: stored; lookups still go to the server.
+WRITE_CONSEQUENCE = "it was not stored, but lookups still use the shared cache"
+
+
 class Warner:
     """Rate-limited warnings about failed calls, feeding a :class:`Breaker`.
 
@@ -205,8 +210,9 @@ class Warner:
         self._last = -1e18
         self._lock = threading.Lock()
 
-    def warn(self, what: str, exc: BaseException) -> None:
-        """Logs ``what failed (exc)`` unless a warning was logged recently."""
+    def warn(self, what: str, exc: BaseException, consequence: str | None = None) -> None:
+        """Logs ``what failed (exc); consequence`` unless a warning was logged
+        recently; ``consequence`` defaults to the one given at construction."""
         now = time.monotonic()
         with self._lock:
             due = now - self._last >= self.interval
@@ -215,16 +221,23 @@ class Warner:
         if due:
             self.log.warning("cachesvc: %s failed (%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
-                             what, exc, self.consequence, self.interval)
+                             what, exc, consequence or self.consequence, self.interval)
         else:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
 
-    def failed(self, what: str, exc: BaseException) -> None:
+    def failed(self, what: str, exc: BaseException, *, write: bool = False) -> None:
         """Records a failed call: a timeout opens the breaker at once, another
-        transient one counts toward it; then :meth:`warn`."""
-        if is_transient(exc) and self.breaker.failure(immediate=is_timeout(exc)):
+        transient one counts toward it; then :meth:`warn`.
+
+        ``write``: the call stored a value. When the server refused it (a
+        4xx: a token without write scope, an entry too large) only that value
+        is lost, and the warning says so (:data:`WRITE_CONSEQUENCE`); a
+        transient failure (server unreachable, 5xx, timeout) says the usual
+        consequence: the server itself is unwell, and lookups meet it too."""
+        transient = is_transient(exc)
+        if transient and self.breaker.failure(immediate=is_timeout(exc)):
             self.log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
-        self.warn(what, exc)
+        self.warn(what, exc, WRITE_CONSEQUENCE if write and not transient else None)
 
 
 class Uploader:

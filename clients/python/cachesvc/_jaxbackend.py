@@ -155,8 +155,8 @@ def _backend_class(base: type) -> type:
         def _warn(self, what: str, exc: BaseException) -> None:
             self.warner.warn(what, exc)
 
-        def _failed(self, what: str, exc: BaseException) -> None:
-            self.warner.failed(what, exc)
+        def _failed(self, what: str, exc: BaseException, *, write: bool = False) -> None:
+            self.warner.failed(what, exc, write=write)
 
         # ---- signatures --------------------------------------------------------
 
@@ -392,7 +392,7 @@ def _backend_class(base: type) -> type:
             except Exception as exc:  # noqa: BLE001 - a failed write never reaches JAX
                 with self._lock:
                     self._stats.put_errors += 1
-                self._failed(f"write of {key.split('-')[0]}", exc)
+                self._failed(f"write of {key.split('-')[0]}", exc, write=True)
             finally:
                 self._release_lease(key)
 

@@ -267,7 +267,7 @@ class Service:
             with self._lock:
                 self._stats.put_errors += 1
                 self._count(cache, "put_errors")
-            self.warner.failed(f"write of {cache} entry", exc)
+            self.warner.failed(f"write of {cache} entry", exc, write=True)
 
     def _put(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes, written_at: float,
              secs: float | None, name: str) -> None:
