@@ -52,3 +52,21 @@ def test_alias_noted_once(monkeypatch, caplog):
         Settings.resolve()
         Settings.resolve()
     assert sum("CACHESVC_SERVER is an old name" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_readme_jax_table_lists_every_variable_install_reads():
+    """clients/python/README.md's JAX variable table names every CACHESVC_*
+    variable that cachesvc.jax.install() reads (Settings.resolve and jax.py)."""
+    import re
+    from pathlib import Path
+
+    py = Path(__file__).resolve().parents[1]
+    read = set()
+    for src in ("cachesvc/_failopen.py", "cachesvc/jax.py"):
+        read |= set(re.findall(r'\benv(?:_flag)?\(\s*"(CACHESVC_\w+)"', (py / src).read_text()))
+    assert {"CACHESVC_URL", "CACHESVC_TOKEN_FILE", "CACHESVC_VERIFY_KEY", "CACHESVC_MODE"} <= read, read
+    readme = (py / "README.md").read_text()
+    jax = readme[readme.index("## JAX"):readme.index("\n## ", readme.index("## JAX") + 1)]
+    rows = [line for line in jax.splitlines() if line.startswith("| `CACHESVC_")]
+    listed = {re.match(r"\| `(CACHESVC_\w+)`", line).group(1) for line in rows}
+    assert sorted(read - listed) == []
