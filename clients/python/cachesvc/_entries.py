@@ -29,6 +29,23 @@ def _name_header(name: str | None) -> bytes | None:
     return data.decode("utf-8", "ignore").encode("utf-8") or None
 
 
+def _body_type_error(data: object) -> str:
+    return f"put() takes bytes, a bytes-like object or a binary file object, not {type(data).__name__}"
+
+
+def _body_bytes(data: object) -> bytes:
+    """The bytes of a bytes-like ``data`` (anything with the buffer
+    protocol); TypeError naming what ``put`` takes for anything else."""
+    if type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        raise TypeError(_body_type_error(data) + " (encode the str first, e.g. value.encode())")
+    try:
+        return bytes(memoryview(data))  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(_body_type_error(data)) from None
+
+
 def _hash_stream(f: IO[bytes], copy_to: IO[bytes] | None = None) -> tuple[str, int]:
     """Reads f to its end in chunks: its SHA-256 (hex) and length, writing
     each chunk to copy_to too when given. Nothing is held whole in memory."""
@@ -140,7 +157,10 @@ class _Entries(_Transport):
 
         Args:
             key: 64 lowercase hex digits.
-            data: the bytes, or a binary file object positioned at the start.
+            data: bytes (or another bytes-like object: ``bytearray``,
+                ``memoryview`` ...), or a binary file object positioned at
+                the start. Anything else, a ``str`` or a text file included,
+                raises ``TypeError``.
             compile_seconds: sent as ``X-Compile-Seconds`` (how long it took
                 to produce the value; the dashboard counts it as time saved on
                 every hit).
@@ -151,13 +171,15 @@ class _Entries(_Transport):
         """
         spool: IO[bytes] | None = None
         try:
-            if isinstance(data, (bytes, bytearray, memoryview)):
-                raw = bytes(data)
+            if isinstance(data, (bytes, bytearray, memoryview)) or not callable(getattr(data, "read", None)):
+                raw = _body_bytes(data)
                 digest = sha256 or hashlib.sha256(raw).hexdigest()
                 body_bytes: bytes | None = raw
                 body_file: IO[bytes] | None = None
                 length = len(raw)
             else:
+                if isinstance(data, io.TextIOBase):
+                    raise TypeError(_body_type_error(data) + " (open the file in binary mode, 'rb')")
                 body_bytes = None
                 f: IO[bytes] = data  # type: ignore[assignment]
                 if _seekable(f):

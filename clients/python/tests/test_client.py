@@ -111,6 +111,39 @@ def test_large_value_streamed(server, tmp_path: Path):
     assert c.head(key).size == size
 
 
+def test_put_body_types(server, tmp_path):
+    """put takes bytes, any bytes-like object or a binary file object; a str,
+    a text file or anything else is a TypeError saying so, and nothing is sent."""
+    import array
+    import io
+
+    c = cachesvc.Client(server.url)
+    for name, body in [("str", "text"), ("text file", io.StringIO("text")), ("int", 42), ("None", None),
+                       ("list", [1, 2])]:
+        with pytest.raises(TypeError, match="takes bytes, a bytes-like object or a binary file object") as ei:
+            c.put(k(name), body)  # type: ignore[arg-type]
+        assert "object has no attribute" not in str(ei.value)
+        assert c.head(k(name)) is None
+    with pytest.raises(TypeError, match=r"encode the str first"):
+        c.put(k("str"), "text")  # type: ignore[arg-type]
+    src = tmp_path / "v.txt"
+    src.write_bytes(b"in a file")
+    with open(src) as text, pytest.raises(TypeError, match="binary mode"):
+        c.put(k("text file"), text)  # type: ignore[arg-type]
+
+    ints = array.array("I", [1, 2, 3])
+    for name, body, want in [("bytes", b"b", b"b"), ("bytearray", bytearray(b"ba"), b"ba"),
+                             ("memoryview", memoryview(b"xmv")[1:], b"mv"),
+                             ("array", ints, ints.tobytes()),
+                             ("BytesIO", io.BytesIO(b"bio"), b"bio")]:
+        r = c.put(k(name), body)
+        assert r.created and r.size == len(want), name
+        assert c.get(k(name)) == want, name
+    with open(src, "rb") as f:
+        assert c.put(k("binary file"), f).created
+    assert c.get(k("binary file")) == b"in a file"
+
+
 def test_put_from_non_seekable_stream(server):
     c = cachesvc.Client(server.url)
     rfd, wfd = os.pipe()
