@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cachesvc/cachesvc/api/auth"
 )
 
 // TestMain checks every error a command ends with, in every test of this
@@ -132,6 +134,11 @@ func TestCommandErrors(t *testing.T) {
 	refused := "http://" + closed.Addr().String() // nothing listens there
 	closed.Close()
 	serve := []string{"serve", "--addr", "127.0.0.1:0", "--wasm-cache", filepath.Join(dir, "wasm")}
+	privKey := filepath.Join(dir, "sign.key")
+	if _, err := auth.WriteKeyPair(privKey); err != nil {
+		t.Fatal(err)
+	}
+	entry := strings.Repeat("ab", 32)
 	tests := []struct {
 		name string
 		args []string
@@ -150,6 +157,8 @@ func TestCommandErrors(t *testing.T) {
 		{"plugin file missing", []string{"plugin", "check", missing}, 1, missing},
 		{"admin no server", []string{"admin", "list", "--url", refused}, 1, "is cachesvc serve running at " + refused},
 		{"admin token file missing", []string{"admin", "export", "--url", refused, "--token-file", missing, "-o", filepath.Join(dir, "t.tar")}, 1, missing},
+		{"verify key is the private key", []string{"admin", "show", entry, "--url", refused, "--verify-key", privKey}, 1, privKey + " is a private key (the server's --signing-key), not the public key a signature is checked with: give the public key, " + privKey + ".pub"},
+		{"verify key is no key", []string{"admin", "import", missing, "--namespace", "team", "--url", refused, "--verify-key", file}, 1, file + " is not a public key: want the public key FILE.pub"},
 		{"signkey over a file", []string{"signkey", "new", "--out", file}, 1, file + " already exists"},
 	}
 	for _, tc := range tests {
