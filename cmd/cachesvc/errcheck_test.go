@@ -148,6 +148,7 @@ func TestCommandErrors(t *testing.T) {
 		{"store on a file", append(serve, "--data", file), 1, "open store " + file},
 		{"port taken", []string{"serve", "--addr", taken.Addr().String(), "--data", filepath.Join(dir, "d1")}, 1, "listen on " + taken.Addr().String()},
 		{"tokens file missing", append(serve, "--data", filepath.Join(dir, "d2"), "--tokens", missing), 1, missing},
+		{"pprof port taken", append(serve, "--data", filepath.Join(dir, "d4"), "--pprof-addr", taken.Addr().String()), 1, "--pprof-addr " + taken.Addr().String() + ": cannot listen for profiling"},
 		{"signing key missing", append(serve, "--data", filepath.Join(dir, "d3"), "--signing-key", missing), 1, missing},
 		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
 		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
@@ -168,6 +169,10 @@ func TestCommandErrors(t *testing.T) {
 			msg := strings.TrimSpace(stderr.String())
 			if code != tc.code || !strings.Contains(msg, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, msg, tc.code, tc.want)
+			}
+			// A script takes the "serving on" line for a started server.
+			if strings.Contains(stdout.String(), "serving on") {
+				t.Errorf("failed, yet stdout announced a server: %q", stdout.String())
 			}
 			if why := errorDefect(msg); why != "" {
 				t.Errorf("%s: %s", msg, why)

@@ -16,7 +16,7 @@ import (
 func servePprof(addr string, logger *slog.Logger) (bound string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("listen for pprof on %s: %w", addr, err)
+		return "", nil, fmt.Errorf("--pprof-addr %s: cannot listen for profiling (give a free host:port, or leave --pprof-addr empty for no profiling): %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -172,6 +172,16 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	// The profiling listener too, before anything is announced: a script
+	// that reads the "serving on" line must not see a start that then
+	// fails on a taken --pprof-addr.
+	if o.PprofAddr != "" {
+		_, stopPprof, err := servePprof(o.PprofAddr, logger) // pprof.go
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	rln, err := o.Redis.listen(o.Security.Tokens != "", o.Security.InsecureNoAuth) // redis.go
 	if err != nil {
 		return err
@@ -299,14 +309,6 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if o.S3.enabled() {
 		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
 		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
-	}
-
-	if o.PprofAddr != "" {
-		_, stopPprof, err := servePprof(o.PprofAddr, logger) // pprof.go
-		if err != nil {
-			return err
-		}
-		defer stopPprof()
 	}
 
 	var redis *redisListener
