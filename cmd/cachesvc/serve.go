@@ -90,6 +90,11 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
+	// An empty --data would reach the store as "Config.Dir is empty",
+	// which names no flag.
+	if o.Data == "" {
+		return usagef("--data is empty: give the store's directory (default ./cachesvc-data)")
+	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}

@@ -182,17 +182,26 @@ func TestServeFromEnv(t *testing.T) {
 	}
 }
 
+// TestServeBadFlags: a bad serve flag is a usage error (exit 2) that names
+// the flag, before anything listens or opens.
 func TestServeBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"serve", "--log-format", "xml"},
-		{"serve", "--log-level", "loud"},
-		{"serve", "--max-size", "big"},
-		{"serve", "--quarantine-after", "0"},
-		{"serve", "--quarantine-after", "65"},
-	} {
+	// Cases that would get past flag checking without their fix listen
+	// on a free port, never the default 8080.
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--log-format", "xml"}, "--log-format"},
+		{[]string{"serve", "--log-level", "loud"}, "--log-level"},
+		{[]string{"serve", "--max-size", "big"}, "max-size"},
+		{[]string{"serve", "--quarantine-after", "0"}, "--quarantine-after"},
+		{[]string{"serve", "--quarantine-after", "65"}, "--quarantine-after"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--data", ""}, "--data is empty: give the store's directory"},
+	}
+	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, nil, &stdout, &stderr); code != 2 {
-			t.Errorf("%v: exit %d, want 2; stderr %s", args, code, stderr.String())
+		if code := run(context.Background(), tc.args, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
 }
