@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -96,7 +97,7 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 		if err != nil {
 			return fmt.Errorf("read signature: %w", err)
 		}
-		if sigs[i], err = buildSignature(in, backend, mf.fields()); err != nil {
+		if sigs[i], err = buildSignature(name, in, backend, mf.fields()); err != nil {
 			return err
 		}
 	}
@@ -153,24 +154,29 @@ func printKey(sio stdio, out keyOutput) {
 	}
 }
 
-// buildSignature returns in as a signature: a JSON object is used as is
-// (backend added if missing and given); anything else is a bare module
-// wrapped with the module flags.
-func buildSignature(in []byte, backend string, fields map[string]any) ([]byte, error) {
+// buildSignature returns in, read from the file name ("-": stdin), as a
+// signature: a JSON object is used as is (backend added if missing and
+// given); anything else is a bare module wrapped with the module flags.
+// Input that starts with '{' is taken for JSON even when it does not parse
+// (no StableHLO, HLO or MLIR bytecode module starts so): wrapped as a
+// module it would be keyed by the plugin, whose "missing field" error
+// hides the typo.
+func buildSignature(name string, in []byte, backend string, fields map[string]any) ([]byte, error) {
 	trimmed := bytes.TrimSpace(in)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(trimmed, &obj); err == nil {
-			if _, ok := obj["backend"]; ok || backend == "" {
-				if len(fields) > 0 {
-					return nil, usagef("module flags (--platform, ...) apply to bare modules; put them in the JSON signature")
-				}
-				return in, nil
-			}
-			b, _ := json.Marshal(backend)
-			obj["backend"] = b
-			return marshalSignature(obj)
+		if err := json.Unmarshal(in, &obj); err != nil {
+			return nil, jsonInputError(name, in, err)
 		}
+		if _, ok := obj["backend"]; ok || backend == "" {
+			if len(fields) > 0 {
+				return nil, usagef("module flags (--platform, ...) apply to bare modules; put them in the JSON signature")
+			}
+			return in, nil
+		}
+		b, _ := json.Marshal(backend)
+		obj["backend"] = b
+		return marshalSignature(obj)
 	}
 	if backend == "" {
 		backend = "xla"
@@ -181,6 +187,23 @@ func buildSignature(in []byte, backend string, fields map[string]any) ([]byte, e
 	}
 	sig["backend"], sig["module"] = backend, string(in)
 	return marshalSignature(sig)
+}
+
+// jsonInputError reports a signature file that looks like JSON but does not
+// parse, as name:line:column (of the byte the parser stopped at) when the
+// error has a position, so an editor can jump to it.
+func jsonInputError(name string, in []byte, err error) error {
+	if name == "-" {
+		name = "stdin"
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Offset > 0 && se.Offset <= int64(len(in)) {
+		at := int(se.Offset) - 1 // Offset counts the byte the parser stopped at
+		line := 1 + bytes.Count(in[:at], []byte("\n"))
+		col := at - bytes.LastIndexByte(in[:at], '\n')
+		return fmt.Errorf("%s:%d:%d: not valid JSON (input that starts with '{' is read as a JSON signature, not a bare module): %w", name, line, col, err)
+	}
+	return fmt.Errorf("%s: not valid JSON (input that starts with '{' is read as a JSON signature, not a bare module): %w", name, err)
 }
 
 // marshalSignature encodes a signature as the Python client does: without

@@ -238,12 +238,25 @@ func TestPluginCheckCatchesNondeterminism(t *testing.T) {
 }
 
 func TestKeyUsage(t *testing.T) {
+	dir := t.TempDir()
+	// Input that starts with '{' but is not JSON: reported where it breaks,
+	// not keyed as a bare module (which failed on a missing "platform").
+	badJSON := filepath.Join(dir, "bad.json")
+	badLine3 := filepath.Join(dir, "line3.json")
+	for name, body := range map[string]string{badJSON: "{bad", badLine3: "  {\n \"backend\": \"xla\",\n x}\n"} {
+		if err := os.WriteFile(name, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wasm := filepath.Join(dir, "wasm")
 	tests := []struct {
 		args []string
 		code int
 		text string
 	}{
 		{[]string{"key"}, 2, "want a FILE"},
+		{[]string{"key", "--wasm-cache", wasm, badJSON}, 1, badJSON + ":1:2: not valid JSON (input that starts with '{' is read as a JSON signature, not a bare module): invalid character 'b'"},
+		{[]string{"key", "--wasm-cache", wasm, badLine3}, 1, badLine3 + ":3:2: not valid JSON"},
 		{[]string{"plugin"}, 2, "missing subcommand"},
 		{[]string{"plugin", "frob"}, 2, "unknown subcommand"},
 		{[]string{"plugin", "check"}, 2, "exactly one FILE.wasm"},
