@@ -185,8 +185,13 @@ func TestServeFromEnv(t *testing.T) {
 // TestServeBadFlags: a bad serve flag is a usage error (exit 2) that names
 // the flag, before anything listens or opens.
 func TestServeBadFlags(t *testing.T) {
-	// Cases that would get past flag checking without their fix listen
-	// on a free port, never the default 8080.
+	// A flag wrongly accepted gets serve past its checks: then it listens
+	// on a free port (never the default 8080), keeps its store in a
+	// temporary directory and, its context already ended, stops at once
+	// with exit 0 or 1 rather than serving on.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	started := []string{"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data")}
 	tests := []struct {
 		args []string
 		want string
@@ -197,10 +202,11 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--quarantine-after", "0"}, "--quarantine-after"},
 		{[]string{"serve", "--quarantine-after", "65"}, "--quarantine-after"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--data", ""}, "--data is empty: give the store's directory"},
+		{append(started, "--shutdown-grace", "-1s"), "--shutdown-grace -1s: want 0 (abort in-flight requests at once) or more"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+		if code := run(ctx, tc.args, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
