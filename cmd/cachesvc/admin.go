@@ -48,13 +48,18 @@ func (a *adminFlags) register(fs *flag.FlagSet, allNS bool) {
 		fs.BoolVar(&a.allNS, "all-namespaces", false, "every namespace (needs admin on \"*\"); instead of --namespace")
 		commandLineOnly(fs, "all-namespaces")
 	}
-	fs.DurationVar(&a.timeout, "timeout", 0, "give up after this long (0 = no limit)")
+	fs.DurationVar(&a.timeout, "timeout", 0, "give up after this long (0 = no limit; negative is refused)")
 }
 
 // client checks the flags and returns a client and the namespace ("" with
 // --all-namespaces). args is the command line: a namespace given there
 // conflicts with --all-namespaces, one from CACHESVC_NAMESPACE does not.
 func (a *adminFlags) client(args []string) (*client.Client, string, error) {
+	// withTimeout ignores a timeout that is not positive, so a negative one
+	// would quietly mean no limit, the opposite of what was asked.
+	if a.timeout < 0 {
+		return nil, "", usagef("--timeout %s: want 0 (no limit) or more, e.g. 30s", a.timeout)
+	}
 	ns := a.NS
 	if a.allNS {
 		if flagGiven(args, "namespace") || flagGiven(args, "ns") {

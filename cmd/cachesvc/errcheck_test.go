@@ -157,6 +157,7 @@ func TestCommandErrors(t *testing.T) {
 		{"key file missing", []string{"key", missing}, 1, missing},
 		{"plugin file missing", []string{"plugin", "check", missing}, 1, missing},
 		{"admin no server", []string{"admin", "list", "--url", refused}, 1, "is cachesvc serve running at " + refused},
+		{"admin negative timeout", []string{"admin", "list", "--url", refused, "--timeout", "-1s"}, 2, "--timeout -1s: want 0 (no limit) or more"},
 		{"admin token file missing", []string{"admin", "export", "--url", refused, "--token-file", missing, "-o", filepath.Join(dir, "t.tar")}, 1, missing},
 		{"verify key is the private key", []string{"admin", "show", entry, "--url", refused, "--verify-key", privKey}, 1, privKey + " is a private key (the server's --signing-key), not the public key a signature is checked with: give the public key, " + privKey + ".pub"},
 		{"verify key is no key", []string{"admin", "import", missing, "--namespace", "team", "--url", refused, "--verify-key", file}, 1, file + " is not a public key: want the public key FILE.pub"},
