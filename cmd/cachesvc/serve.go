@@ -62,6 +62,21 @@ type serveOptions struct {
 // runServe parses the serve flags and runs the server until ctx ends
 // (SIGINT/SIGTERM).
 func runServe(ctx context.Context, args []string, sio stdio) error {
+	o, err := parseServeFlags(args, sio)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return usagef("%s", err)
+	}
+	return serve(ctx, o, sio, logger, nil)
+}
+
+// parseServeFlags parses and checks the serve flags, resolving the values
+// whose flag and library meanings differ (0 turns the signature memo and
+// the expiry pass off), so that the flags can be tested without serving.
+func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	var o serveOptions
 	fs := newFlagSet("serve", "Run the cache server until SIGINT or SIGTERM.", sio)
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
@@ -70,7 +85,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
 	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower; concurrent uploads share the fsyncs)")
 	fs.StringVar(&o.Namespaces, "namespaces", "", "namespaces `file` (JSON): quotas and expiry per namespace of this server's store, e.g. {\"namespaces\": {\"team-a\": {\"max_bytes\": \"50GB\", \"max_entries\": 100000, \"max_idle\": \"168h\", \"max_age\": \"30d\"}}, \"default\": {...}}; an upload into a namespace at its quota evicts that namespace's least recently used entries, one that can never fit gets 507. Reloaded on SIGHUP, all or nothing (in a fleet it bounds each replica's hot tier)")
-	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; negative: off, only uploads enforce quotas)")
+	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; 0 or negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once)")
@@ -88,41 +103,43 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
 	fs.IntVar(&o.QuarantineAfter, "quarantine-after", api.DefaultQuarantineAfter, "quarantine an entry once this many distinct `clients` report that it fails to load (1 to 64; a report from an admin token quarantines at once)")
 	if err := parseOperandless(fs, args, sio); err != nil {
-		return err
+		return o, err
 	}
 	// An empty --data would reach the store as "Config.Dir is empty",
 	// which names no flag.
 	if o.Data == "" {
-		return usagef("--data is empty: give the store's directory (default ./cachesvc-data)")
+		return o, usagef("--data is empty: give the store's directory (default ./cachesvc-data)")
 	}
 	// context.WithTimeout takes a negative grace as an expired one, so -1s
 	// would quietly mean 0: refuse it rather than guess.
 	if o.ShutdownGrace < 0 {
-		return usagef("--shutdown-grace %s: want 0 (abort in-flight requests at once) or more, e.g. 30s", o.ShutdownGrace)
+		return o, usagef("--shutdown-grace %s: want 0 (abort in-flight requests at once) or more, e.g. 30s", o.ShutdownGrace)
 	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
-		return usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
+		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
+	}
+	if o.ExpiryInterval == 0 {
+		// 0 is off, as for the other flags where 0 means none; the store
+		// reads a zero ExpiryInterval as its 1m default and runs no pass
+		// only for a negative one.
+		o.ExpiryInterval = -1
 	}
 	switch {
 	case o.Plugins.MemoEntries < 0:
-		return usagef("--signature-memo-entries %d: use 0 (off) or more", o.Plugins.MemoEntries)
+		return o, usagef("--signature-memo-entries %d: use 0 (off) or more", o.Plugins.MemoEntries)
 	case o.Plugins.MemoEntries == 0:
 		o.Plugins.MemoEntries = -1 // keying: negative turns the memo off
 	}
 	if err := o.S3.validate(); err != nil {
-		return err
+		return o, err
 	}
 	if o.WriteMode != "through" && o.WriteMode != "behind" {
-		return usagef("--write-mode %q: use through or behind", o.WriteMode)
+		return o, usagef("--write-mode %q: use through or behind", o.WriteMode)
 	}
 	if err := o.Redis.validate(o.MaxEntrySize); err != nil { // redis.go
-		return err
+		return o, err
 	}
-	logger, err := newLogger(sio.Stderr, o.LogFormat, o.LogLevel)
-	if err != nil {
-		return usagef("%s", err)
-	}
-	return serve(ctx, o, sio, logger, nil)
+	return o, nil
 }
 
 // newLogger returns a slog logger writing to w in format ("text", "json" or

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -208,6 +209,38 @@ func TestServeBadFlags(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		if code := run(ctx, tc.args, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestServeFlagValues: what serve makes of flag values whose meaning for
+// the user (0 = off) differs from the library's, checked on the options
+// serve runs with.
+func TestServeFlagValues(t *testing.T) {
+	tests := []struct {
+		args       []string
+		wantExpiry time.Duration // negative: the store runs no expiry pass
+		wantMemo   int           // negative: keying keeps no memo
+	}{
+		{nil, store.DefaultExpiryInterval, keying.DefaultMemoEntries},
+		{[]string{"--expiry-interval", "30s"}, 30 * time.Second, keying.DefaultMemoEntries},
+		{[]string{"--expiry-interval", "0"}, -1, keying.DefaultMemoEntries},
+		{[]string{"--expiry-interval", "-1s"}, -time.Second, keying.DefaultMemoEntries},
+		{[]string{"--signature-memo-entries", "0"}, store.DefaultExpiryInterval, -1},
+	}
+	for _, tc := range tests {
+		var stderr bytes.Buffer
+		sio := stdio{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+		o, err := parseServeFlags(tc.args, sio)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if (o.ExpiryInterval < 0) != (tc.wantExpiry < 0) || (tc.wantExpiry >= 0 && o.ExpiryInterval != tc.wantExpiry) {
+			t.Errorf("%q: expiry interval %s, want %s", tc.args, o.ExpiryInterval, tc.wantExpiry)
+		}
+		if o.Plugins.MemoEntries != tc.wantMemo {
+			t.Errorf("%q: memo entries %d, want %d", tc.args, o.Plugins.MemoEntries, tc.wantMemo)
 		}
 	}
 }
