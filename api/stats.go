@@ -1,10 +1,12 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -157,7 +159,10 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 	}
 	since = now.Add(-6 * time.Hour)
 	if sinceStr != "" {
-		if since, err = parseSince(sinceStr, now); err != nil {
+		if since, err = parseSince(sinceStr, now); errors.Is(err, errNegativeSince) {
+			return since, 0, false, Errorf(http.StatusBadRequest, "bad_since",
+				"since=%q is a negative duration: give how far back from now as a positive one (%s), an RFC 3339 time or Unix seconds.", sinceStr, strings.TrimPrefix(sinceStr, "-"))
+		} else if err != nil {
 			return since, 0, false, Errorf(http.StatusBadRequest, "bad_since",
 				"since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", sinceStr)
 		}
@@ -175,10 +180,18 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 	return since, step, true, nil
 }
 
+// errNegativeSince is parseSince's error for a negative duration, which
+// seriesParams answers with its own message.
+var errNegativeSince = errors.New("negative since duration")
+
+// parseSince parses ?since=: a duration back from now (not negative), an
+// RFC 3339 time or Unix seconds.
 func parseSince(v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
-			d = -d
+			// Not taken as its absolute value: "-5h" may be a mistake for
+			// some other time, and 400 says so rather than guess.
+			return time.Time{}, errNegativeSince
 		}
 		return now.Add(-d), nil
 	}

@@ -129,12 +129,15 @@ func TestStatsBadInput(t *testing.T) {
 		url    string
 		status int
 		code   string
+		msg    string // what the message must contain; "" for any
 	}{
-		{"/v1/stats?since=yesterday", 400, "bad_since"},
-		{"/v1/stats?since=2099-01-01T00:00:00Z", 400, "bad_since"},
-		{"/v1/stats?since=1h&step=-5m", 400, "bad_step"},
-		{"/v1/Bad_NS/stats", 400, "bad_namespace"},
-		{"/v1/team-a/misses?limit=0", 400, "bad_limit"},
+		{"/v1/stats?since=yesterday", 400, "bad_since", ""},
+		{"/v1/stats?since=2099-01-01T00:00:00Z", 400, "bad_since", ""},
+		{"/v1/stats?since=-5h", 400, "bad_since", `since="-5h" is a negative duration: give how far back from now as a positive one (5h)`},
+		{"/v1/team-a/stats?since=-90m", 400, "bad_since", "negative duration"},
+		{"/v1/stats?since=1h&step=-5m", 400, "bad_step", ""},
+		{"/v1/Bad_NS/stats", 400, "bad_namespace", ""},
+		{"/v1/team-a/misses?limit=0", 400, "bad_limit", ""},
 	} {
 		resp, err := http.Get(srv.URL + tt.url)
 		if err != nil {
@@ -144,7 +147,7 @@ func TestStatsBadInput(t *testing.T) {
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		body := apitest.ReadAll(t, resp)
-		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != tt.status || e.Error.Code != tt.code || e.Error.Message == "" {
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != tt.status || e.Error.Code != tt.code || e.Error.Message == "" || !strings.Contains(e.Error.Message, tt.msg) {
 			t.Errorf("GET %s: %d %s, want %d %s", tt.url, resp.StatusCode, body, tt.status, tt.code)
 		}
 	}
