@@ -233,25 +233,26 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	return &usageError{msg: msg, cmd: strings.TrimPrefix(fs.Name(), "cachesvc ")}
 }
 
-// explainParseErr completes the flag package's message for a bad value of
-// a built-in flag type, `invalid value "x" for flag -name: parse error` (or
-// `invalid boolean value "x" for -name: ...`), with what the flag takes.
+// explainParseErr rewrites the flag package's message for a bad value,
+// `invalid value "x" for flag -name: parse error` (or `invalid boolean
+// value "x" for -name: ...`), to name the flag as everything else does
+// (--name) and, for a built-in flag type, to say what the flag takes.
 func explainParseErr(fs *flag.FlagSet, msg string) string {
 	head, cause, ok := strings.Cut(msg, ": ")
 	if !ok {
 		return msg
 	}
-	_, name, ok := strings.Cut(head, " for flag -")
+	what, name, ok := strings.Cut(head, " for flag -")
 	if !ok {
-		if _, name, ok = strings.Cut(head, " for -"); !ok {
+		if what, name, ok = strings.Cut(head, " for -"); !ok {
 			return msg
 		}
 	}
-	f := fs.Lookup(name)
-	if f == nil {
-		return msg
+	head = what + " for --" + name
+	if f := fs.Lookup(name); f != nil {
+		cause = explainValueErr(f.Value, cause)
 	}
-	return head + ": " + explainValueErr(f.Value, cause)
+	return head + ": " + cause
 }
 
 // explainValueErr replaces the flag package's bare "parse error" (or

@@ -172,14 +172,14 @@ func TestFlagValueErrorsSayWhatToDo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"duration flag", nil, []string{"--every", "abc"}, `invalid value "abc" for flag -every: not understood: use a duration such as 90s, 5m or 1h30m`},
+		{"duration flag", nil, []string{"--every", "abc"}, `invalid value "abc" for --every: not understood: use a duration such as 90s, 5m or 1h30m`},
 		{"duration env", map[string]string{"CACHESVC_EVERY": "abc"}, nil, `invalid value "abc" for CACHESVC_EVERY: not understood: use a duration such as 90s, 5m or 1h30m`},
-		{"bool flag", nil, []string{"--sync=maybe"}, `invalid boolean value "maybe" for -sync: not understood: use true or false`},
+		{"bool flag", nil, []string{"--sync=maybe"}, `invalid boolean value "maybe" for --sync: not understood: use true or false`},
 		{"bool env", map[string]string{"CACHESVC_SYNC": "maybe"}, nil, `invalid value "maybe" for CACHESVC_SYNC: not understood: use true or false`},
-		{"int flag", nil, []string{"--count", "x"}, `invalid value "x" for flag -count: not understood: use an integer`},
-		{"int out of range", nil, []string{"--count", "99999999999999999999"}, `invalid value "99999999999999999999" for flag -count: out of range: use an integer that fits`},
-		{"command-line-only int", nil, []string{"--limit", "x"}, `invalid value "x" for flag -limit: not understood: use an integer`},
-		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for flag -size: size "12QB" has unknown unit "QB": use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
+		{"int flag", nil, []string{"--count", "x"}, `invalid value "x" for --count: not understood: use an integer`},
+		{"int out of range", nil, []string{"--count", "99999999999999999999"}, `invalid value "99999999999999999999" for --count: out of range: use an integer that fits`},
+		{"command-line-only int", nil, []string{"--limit", "x"}, `invalid value "x" for --limit: not understood: use an integer`},
+		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for --size: size "12QB" has unknown unit "QB": use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

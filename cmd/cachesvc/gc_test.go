@@ -102,7 +102,7 @@ func TestGcCommand(t *testing.T) {
 		{"older than in days", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--older-than", "42d", "--json"}, nil, 0,
 			[]string{`"EntriesKept": 2`, `"EntriesRemoved": 0`}, "", 4},
 		{"zero age", []string{"--s3-bucket", "BUCKET", "--older-than", "0s"}, nil, 2, nil, `age "0s" must be a positive duration such as 36h, 90m or 30d`, 4},
-		{"age not a duration", []string{"--s3-bucket", "BUCKET", "--older-than", "a month"}, nil, 2, nil, `invalid value "a month" for flag -older-than`, 4},
+		{"age not a duration", []string{"--s3-bucket", "BUCKET", "--older-than", "a month"}, nil, 2, nil, `invalid value "a month" for --older-than`, 4},
 		{"extra argument", []string{"--s3-bucket", "BUCKET", "now"}, nil, 2, nil, "unexpected arguments: now", 4},
 	}
 	for _, tt := range tests {
