@@ -38,6 +38,7 @@ func testWasmCache(t *testing.T) string {
 type proc struct {
 	cmd    *exec.Cmd
 	url    string
+	stdout *syncBuffer // every line the process has printed
 	stderr *syncBuffer
 	exited chan struct{}
 }
@@ -54,7 +55,7 @@ func startServer(t *testing.T, bin, data string, extra ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
@@ -63,6 +64,7 @@ func startServer(t *testing.T, bin, data string, extra ...string) *proc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = p.stdout.Write(append(sc.Bytes(), '\n'))
 			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
 				urlc <- m[1]
 			}
