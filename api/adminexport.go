@@ -224,8 +224,11 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			res.Failures = append(res.Failures, wire.ImportFailure{Member: member, Code: e.Code, Message: e.Message})
 		}
 	}
-	stopped := func(err error) error {
-		g.log.Warn("import stopped", "namespace", ns, "imported", res.Imported, "skipped", res.Skipped, "failed", res.Failed, "err", err)
+	// stopped logs the end of an import cut short; at names the member's
+	// entry ("key", hex) when the store failed on it.
+	stopped := func(err error, at ...any) error {
+		attrs := append([]any{"namespace", ns}, at...)
+		g.log.Warn("import stopped", append(attrs, "imported", res.Imported, "skipped", res.Skipped, "failed", res.Failed, "err", err)...)
 		return err
 	}
 	for n := 0; ; n++ {
@@ -273,7 +276,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			errors.Is(err, store.ErrSizeMismatch), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrTooLarge):
 			fail(h.Name, toError(err))
 		default:
-			return stopped(err)
+			return stopped(err, "key", key.String())
 		}
 	}
 	g.log.Info("namespace imported", "namespace", ns, "imported", res.Imported, "skipped", res.Skipped,

@@ -179,7 +179,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// fasthttp's own errors (a broken connection, a failed TLS
 		// handshake) reach here with no route, where c.Params panics.
 		if r := reqOf(c); r.Namespace != "" {
-			attrs = append(attrs, "namespace", r.Namespace, "key", r.Key.String())
+			attrs = append(attrs, "namespace", r.Namespace)
+			if r.HasKey {
+				attrs = append(attrs, "key", r.Key.String())
+			}
 		}
 		s.log.Error("request failed", attrs...)
 	}

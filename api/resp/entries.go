@@ -45,7 +45,7 @@ func (c *conn) keyFailed(key []byte, err error) {
 		c.replyError(ke.msg)
 		return
 	}
-	c.s.log.Warn("resp key mapping failed", "key", quoted(key), "err", err)
+	c.s.log.Warn("resp key mapping failed", "namespace", c.s.cfg.Namespace, "redis_key", quoted(key), "err", err)
 	c.replyErrorf("ERR map key '%s': %v", quoted(key), err)
 }
 
