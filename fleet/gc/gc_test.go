@@ -480,3 +480,23 @@ func TestGcInlineEntries(t *testing.T) {
 			e.exists(entryName("ns", "inline-old")), e.exists(entryName("ns", "inline-young")))
 	}
 }
+
+// TestGcUnreadableRecordNamesEntry: a young record that does not decode is
+// kept and counted, and its warning names the entry's namespace and key
+// (the attributes every entry log uses) besides the object.
+func TestGcUnreadableRecordNamesEntry(t *testing.T) {
+	e := newEnv(t, s3test.Start(t))
+	e.object(entryName("team-a", "damaged"), "not a record", young)
+	var logs bytes.Buffer
+	rep, err := gc.Run(context.Background(), gc.Config{Bucket: e.bucket, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.EntriesUnreadable != 1 || !e.exists(entryName("team-a", "damaged")) {
+		t.Fatalf("report %+v, record kept %v; want one unreadable, kept", rep, e.exists(entryName("team-a", "damaged")))
+	}
+	want := fmt.Sprintf(`"namespace":"team-a","key":"%s","object":"%s"`, keyOf("damaged"), entryName("team-a", "damaged"))
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("gc log lacks %s:\n%s", want, logs.String())
+	}
+}

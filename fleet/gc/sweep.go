@@ -278,7 +278,10 @@ func (g *run) readDigests(ctx context.Context, page []string, refs []uint64) ([]
 		}
 		if unreadable[i] {
 			g.rep.EntriesUnreadable++
-			g.log.Warn("gc: entry record does not decode; kept, its blob is not protected", "object", page[i])
+			// page holds only names markEntries parsed as entries/<ns>/<key>.
+			ns, key, _ := strings.Cut(strings.TrimPrefix(page[i], g.b.Prefix+EntriesDir), "/")
+			g.log.Warn("gc: entry record does not decode; kept, its blob is not protected",
+				"namespace", ns, "key", key, "object", page[i])
 		}
 	}
 	return refs, nil
