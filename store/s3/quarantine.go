@@ -81,7 +81,7 @@ func (s *Store) Restore(ctx context.Context, ns string, key store.Key) error {
 		}
 	}
 	if err := s.core.RemoveObject(ctx, s.cfg.Bucket, q, minio.RemoveObjectOptions{}); err != nil {
-		s.log.Warn("remove restored quarantine record failed", "object", q, "err", err)
+		s.log.Warn("remove restored quarantine record failed", "namespace", ns, "key", key.String(), "object", q, "err", err)
 	}
 	return nil
 }
