@@ -48,18 +48,13 @@ func (a *adminFlags) register(fs *flag.FlagSet, allNS bool) {
 		fs.BoolVar(&a.allNS, "all-namespaces", false, "every namespace (needs admin on \"*\"); instead of --namespace")
 		commandLineOnly(fs, "all-namespaces")
 	}
-	fs.DurationVar(&a.timeout, "timeout", 0, "give up after this long (0 = no limit; negative is refused)")
+	durationVar(fs, &a.timeout, "timeout", 0, 0, noLimitOrMore, "give up after this long (0 = no limit; negative is refused)")
 }
 
 // client checks the flags and returns a client and the namespace ("" with
 // --all-namespaces). args is the command line: a namespace given there
 // conflicts with --all-namespaces, one from CACHESVC_NAMESPACE does not.
 func (a *adminFlags) client(args []string) (*client.Client, string, error) {
-	// withTimeout ignores a timeout that is not positive, so a negative one
-	// would quietly mean no limit, the opposite of what was asked.
-	if a.timeout < 0 {
-		return nil, "", usagef("--timeout %s: want 0 (no limit) or more, e.g. 30s", a.timeout)
-	}
 	ns := a.NS
 	if a.allNS {
 		if flagGiven(args, "namespace") || flagGiven(args, "ns") {
@@ -84,10 +79,7 @@ func (a *adminFlags) hint(err *error) {
 
 // withTimeout bounds ctx by --timeout when it is set.
 func (a *adminFlags) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if a.timeout > 0 {
-		return context.WithTimeout(ctx, a.timeout)
-	}
-	return context.WithCancel(ctx)
+	return withTimeout(ctx, a.timeout)
 }
 
 // filterFlags are the entry filters of list, delete and export. They are

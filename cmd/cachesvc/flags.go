@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,6 +60,9 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
 			return
 		}
 		typ, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(*boundedDuration); ok && typ == "value" {
+			typ = "duration" // as UnquoteUsage names the flag package's own
+		}
 		name := "--" + f.Name
 		if typ != "" {
 			name += " " + typ
@@ -345,6 +349,65 @@ func (a *age) Set(s string) error {
 	}
 	*a = age(d)
 	return nil
+}
+
+// boundedDuration is a flag.Value holding a duration no less than least. A
+// timeout or interval below what it can mean would otherwise reach code
+// that quietly reads it as something else: an already expired deadline, no
+// limit at all, or a library's default. Refusing it as it is parsed, from
+// the command line or the environment, names where the value came from.
+type boundedDuration struct {
+	d     *time.Duration
+	least time.Duration
+	want  string // what the flag takes, e.g. "0 (no limit) or more, e.g. 30s"
+}
+
+// positiveDuration is the least of a duration flag that has no "off" value.
+const positiveDuration = time.Nanosecond
+
+// noLimitOrMore is the want of a client command's --timeout, where 0 means
+// no limit (withTimeout).
+const noLimitOrMore = "0 (no limit) or more, e.g. 30s"
+
+// durationVar defines a duration flag that refuses a value below least with
+// "want " + want, which says what is allowed and what 0 means if allowed.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def, least time.Duration, want, usage string) {
+	*p = def
+	fs.Var(&boundedDuration{d: p, least: least, want: want}, name, usage)
+}
+
+// String formats the duration as time.Duration does ("30s").
+func (b *boundedDuration) String() string {
+	if b.d == nil { // the flag package may call String on a zero Value
+		return "0s"
+	}
+	return b.d.String()
+}
+
+// Get returns the time.Duration, so that explainValueErr says what an
+// unparsable value should look like, as for any duration flag.
+func (b *boundedDuration) Get() any { return *b.d }
+
+// Set parses s with time.Duration's syntax and refuses a value below least.
+func (b *boundedDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("parse error") // explainValueErr completes it
+	}
+	if d < b.least {
+		return errors.New("want " + b.want)
+	}
+	*b.d = d
+	return nil
+}
+
+// withTimeout bounds ctx by d, or only by ctx when d is 0: the "0 (no
+// limit)" of the client commands' --timeout.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
 }
 
 // sizeUnits maps a lowercase unit suffix to its multiplier. KB, MB, GB, TB are

@@ -180,6 +180,9 @@ func TestFlagValueErrorsSayWhatToDo(t *testing.T) {
 		{"int out of range", nil, []string{"--count", "99999999999999999999"}, `invalid value "99999999999999999999" for --count: out of range: use an integer that fits`},
 		{"command-line-only int", nil, []string{"--limit", "x"}, `invalid value "x" for --limit: not understood: use an integer`},
 		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for --size: size "12QB" has unknown unit "QB": use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
+		{"bounded duration below its least", nil, []string{"--wait", "-1s"}, `invalid value "-1s" for --wait: want 0 (no limit) or more, e.g. 30s`},
+		{"bounded duration env below its least", map[string]string{"CACHESVC_WAIT": "-1s"}, nil, `invalid value "-1s" for CACHESVC_WAIT: want 0 (no limit) or more, e.g. 30s`},
+		{"bounded duration not a duration", nil, []string{"--wait", "soon"}, `invalid value "soon" for --wait: not understood: use a duration such as 90s, 5m or 1h30m`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +195,8 @@ func TestFlagValueErrorsSayWhatToDo(t *testing.T) {
 			commandLineOnly(fs, "limit")
 			var size int64
 			sizeVar(fs, &size, "size", 0, "size")
+			var wait time.Duration
+			durationVar(fs, &wait, "wait", time.Minute, 0, noLimitOrMore, "wait")
 			err := parseFlags(fs, tc.args, sio)
 			var ue *usageError
 			if !errors.As(err, &ue) {

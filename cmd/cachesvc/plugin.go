@@ -54,7 +54,9 @@ func addPluginDirFlag(fs *flag.FlagSet, o *pluginOptions) {
 // where compiled code is cached, and each call's time and memory limits.
 func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 	fs.StringVar(&o.CacheDir, "wasm-cache", "", "`directory` for compiled plugin code (default: <data>/wasm-cache for serve, the user cache dir otherwise)")
-	fs.DurationVar(&o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, "wall-time limit of one plugin call")
+	// plugins.Config reads a CallTimeout of 0 or less as its 10s default,
+	// so 0 would quietly not mean "no limit": there is none to ask for.
+	durationVar(fs, &o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, positiveDuration, "a positive duration, e.g. 10s (a plugin call is always bounded)", "wall-time limit of one plugin call (must be positive)")
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 }
 

@@ -35,7 +35,7 @@ func (o *redisOptions) register(fs *flag.FlagSet) {
 	sizeVar(fs, &o.MaxValue, "redis-max-value", resp.DefaultMaxValueBytes, "largest value a Redis SET may carry (held in memory while it arrives); at most --max-entry-size")
 	fs.IntVar(&o.MaxConns, "redis-max-conns", resp.DefaultMaxConns, "open Redis-protocol connections at once; one more is refused with \"ERR max number of clients reached\"")
 	sizeVar(fs, &o.MaxBuffered, "redis-max-buffered", resp.DefaultMaxBufferedBytes, "memory all Redis-protocol connections may hold for commands arriving; past it a connection gets an error to retry")
-	fs.DurationVar(&o.IdleTimeout, "redis-idle-timeout", resp.DefaultIdleTimeout, "close a Redis-protocol connection idle this long (0 = never)")
+	durationVar(fs, &o.IdleTimeout, "redis-idle-timeout", resp.DefaultIdleTimeout, 0, "0 (never close an idle connection) or more, e.g. 10m", "close a Redis-protocol connection idle this long (0 = never; negative is refused)")
 }
 
 // validate checks the flags; maxEntry is --max-entry-size (0 = none).
@@ -54,9 +54,6 @@ func (o *redisOptions) validate(maxEntry int64) error {
 	}
 	if err := cachekey.ValidateNamespace(o.Namespace); err != nil {
 		return usagef("--redis-namespace: %s", err)
-	}
-	if o.IdleTimeout < 0 {
-		return usagef("--redis-idle-timeout must not be negative")
 	}
 	return nil
 }

@@ -40,8 +40,11 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLS.Key, "tls-key", "", "TLS private key `file` (PEM)")
 	fs.StringVar(&o.TLS.ClientCA, "tls-client-ca", "", "CA bundle `file` (PEM): require client certificates signed by it (mutual TLS)")
 	fs.StringVar(&o.SigningKey, "signing-key", "", "Ed25519 private key `file` (from `cachesvc signkey new`): sign every entry response (X-Cachesvc-Signature)")
-	fs.DurationVar(&o.ReadTimeout, "read-timeout", 30*time.Second, "time to send request headers; also the slack a request body gets beyond --min-transfer-rate")
-	fs.DurationVar(&o.WriteTimeout, "write-timeout", 30*time.Second, "slack a response gets beyond --min-transfer-rate")
+	// api.Limits reads a timeout of 0 or less as its 30s default, so 0
+	// would quietly not mean "no limit"; none is offered, since an unbounded
+	// read lets a slow client hold a connection forever.
+	durationVar(fs, &o.ReadTimeout, "read-timeout", 30*time.Second, positiveDuration, "a positive duration, e.g. 30s (requests are always paced)", "time to send request headers; also the slack a request body gets beyond --min-transfer-rate (must be positive)")
+	durationVar(fs, &o.WriteTimeout, "write-timeout", 30*time.Second, positiveDuration, "a positive duration, e.g. 30s (responses are always paced)", "slack a response gets beyond --min-transfer-rate (must be positive)")
 	sizeVar(fs, &o.MinTransferRate, "min-transfer-rate", 64<<10, "slowest body transfer tolerated, bytes per second (a slower client is cut off after the timeout's slack)")
 	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request header block (431 past it)")
 	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")

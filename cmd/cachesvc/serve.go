@@ -88,7 +88,9 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; 0 or negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once)")
+	// context.WithTimeout takes a negative grace as an expired one, so -1s
+	// would quietly mean 0: refused rather than guessed.
+	durationVar(fs, &o.ShutdownGrace, "shutdown-grace", 30*time.Second, 0, "0 (abort in-flight requests at once) or more, e.g. 30s", "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once; negative is refused)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	fs.IntVar(&o.Plugins.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered, at most 16 MiB of results, kept in <data>/signature-memo across restarts (digest-first lookups answer from them); 0 turns the memo off")
@@ -109,11 +111,6 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	// which names no flag.
 	if o.Data == "" {
 		return o, usagef("--data is empty: give the store's directory (default ./cachesvc-data)")
-	}
-	// context.WithTimeout takes a negative grace as an expired one, so -1s
-	// would quietly mean 0: refuse it rather than guess.
-	if o.ShutdownGrace < 0 {
-		return o, usagef("--shutdown-grace %s: want 0 (abort in-flight requests at once) or more, e.g. 30s", o.ShutdownGrace)
 	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)

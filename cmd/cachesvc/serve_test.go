@@ -203,7 +203,15 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--quarantine-after", "0"}, "--quarantine-after"},
 		{[]string{"serve", "--quarantine-after", "65"}, "--quarantine-after"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--data", ""}, "--data is empty: give the store's directory"},
-		{append(started, "--shutdown-grace", "-1s"), "--shutdown-grace -1s: want 0 (abort in-flight requests at once) or more"},
+		{append(started, "--shutdown-grace", "-1s"), `invalid value "-1s" for --shutdown-grace: want 0 (abort in-flight requests at once) or more`},
+		// plugins.Config and api.Limits read 0 or less as their default, so
+		// these would quietly run with 10s and 30s.
+		{append(started, "--plugin-timeout", "0"), `invalid value "0" for --plugin-timeout: want a positive duration`},
+		{append(started, "--read-timeout", "0"), `invalid value "0" for --read-timeout: want a positive duration`},
+		{append(started, "--read-timeout", "-1s"), `invalid value "-1s" for --read-timeout: want a positive duration`},
+		{append(started, "--write-timeout", "-1s"), `invalid value "-1s" for --write-timeout: want a positive duration`},
+		// Refused whether or not --redis-addr is given, as it is parsed.
+		{append(started, "--redis-idle-timeout", "-1s"), `invalid value "-1s" for --redis-idle-timeout: want 0 (never close an idle connection) or more`},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer

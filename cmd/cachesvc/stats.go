@@ -21,7 +21,7 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	var timeout time.Duration
 	fs := newFlagSet("stats", "Print a server's hit rate, compile time saved, runs and misses as tables.", sio)
 	cf.register(fs, "", "only this `namespace` (default: all namespaces)") // clientflags.go
-	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	durationVar(fs, &timeout, "timeout", 30*time.Second, 0, noLimitOrMore, "give up after this long (0 = no limit; negative is refused)")
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	r, err := report.Fetch(ctx, http.DefaultClient, cf.Server, cf.NS, token)
 	if err != nil {
