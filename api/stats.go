@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -159,12 +158,8 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 	}
 	since = now.Add(-6 * time.Hour)
 	if sinceStr != "" {
-		if since, err = parseSince(sinceStr, now); errors.Is(err, errNegativeSince) {
-			return since, 0, false, Errorf(http.StatusBadRequest, "bad_since",
-				"since=%q is a negative duration: give how far back from now as a positive one (%s), an RFC 3339 time or Unix seconds.", sinceStr, strings.TrimPrefix(sinceStr, "-"))
-		} else if err != nil {
-			return since, 0, false, Errorf(http.StatusBadRequest, "bad_since",
-				"since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", sinceStr)
+		if since, err = parseSince(sinceStr, now); err != nil {
+			return since, 0, false, Errorf(http.StatusBadRequest, "bad_since", "%s", err)
 		}
 	}
 	if !since.Before(now) {
@@ -180,29 +175,45 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 	return since, step, true, nil
 }
 
-// errNegativeSince is parseSince's error for a negative duration, which
-// seriesParams answers with its own message.
-var errNegativeSince = errors.New("negative since duration")
+// oldestSince is the earliest ?since= accepted: no cachesvc statistics go
+// back so far, so an earlier time is a mistake, most likely a duration
+// without its unit ("5" for 5h), which would read as Unix seconds in 1970.
+var oldestSince = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // parseSince parses ?since=: a duration back from now (not negative), an
-// RFC 3339 time or Unix seconds.
+// RFC 3339 time or Unix seconds, not before oldestSince. Its error is the
+// bad_since message.
 func parseSince(v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
 			// Not taken as its absolute value: "-5h" may be a mistake for
 			// some other time, and 400 says so rather than guess.
-			return time.Time{}, errNegativeSince
+			return time.Time{}, fmt.Errorf("since=%q is a negative duration: give how far back from now as a positive one (%s), an RFC 3339 time or Unix seconds.", v, strings.TrimPrefix(v, "-"))
 		}
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		if t.Before(oldestSince) {
+			return time.Time{}, fmt.Errorf("since=%q is before 2000, long before any statistics were kept: give a later time or a duration back from now (6h, 90m).", v)
+		}
 		return t, nil
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("parse since %q: %w", v, err)
+		return time.Time{}, fmt.Errorf("since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", v)
 	}
-	return time.Unix(sec, 0), nil
+	// A number without a unit is Unix seconds. A negative one (also one
+	// so far back that the series arithmetic would overflow) or one before
+	// 2000 is far more likely a duration missing its unit: say so.
+	digits := strings.TrimPrefix(v, "-")
+	if sec < 0 {
+		return time.Time{}, fmt.Errorf("since=%q is a negative Unix time (before 1970): a number without a unit is Unix seconds; for a duration back from now give a positive one with its unit (%ss, %sm or %sh).", v, digits, digits, digits)
+	}
+	t := time.Unix(sec, 0)
+	if t.Before(oldestSince) {
+		return time.Time{}, fmt.Errorf("since=%q is Unix seconds for %s, before 2000, long before any statistics were kept: for a duration back from now give its unit (%ss, %sm or %sh).", v, t.UTC().Format(time.RFC3339), digits, digits, digits)
+	}
+	return t, nil
 }
 
 func parseStep(v string) (time.Duration, error) {

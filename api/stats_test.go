@@ -3,8 +3,11 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/stats"
@@ -135,6 +138,15 @@ func TestStatsBadInput(t *testing.T) {
 		{"/v1/stats?since=2099-01-01T00:00:00Z", 400, "bad_since", ""},
 		{"/v1/stats?since=-5h", 400, "bad_since", `since="-5h" is a negative duration: give how far back from now as a positive one (5h)`},
 		{"/v1/team-a/stats?since=-90m", 400, "bad_since", "negative duration"},
+		// A number without a unit is Unix seconds: negative, or before any
+		// statistics, it is most likely a duration missing its unit.
+		{"/v1/stats?since=-5", 400, "bad_since", `since="-5" is a negative Unix time (before 1970): a number without a unit is Unix seconds; for a duration back from now give a positive one with its unit (5s, 5m or 5h)`},
+		{"/v1/team-a/stats?since=-5", 400, "bad_since", "negative Unix time"},
+		{"/v1/stats?since=-9223372036854775808", 400, "bad_since", "negative Unix time"},
+		{"/v1/stats?since=5", 400, "bad_since", `since="5" is Unix seconds for 1970-01-01T00:00:05Z, before 2000`},
+		{"/v1/stats?since=1999-12-31T23:59:59Z", 400, "bad_since", "before 2000"},
+		{"/v1/stats?since=0001-01-01T00:00:00Z", 400, "bad_since", "before 2000"},
+		{"/v1/stats?since=abc", 400, "bad_since", `since="abc" is not a time`},
 		{"/v1/stats?since=1h&step=-5m", 400, "bad_step", ""},
 		{"/v1/Bad_NS/stats", 400, "bad_namespace", ""},
 		{"/v1/team-a/misses?limit=0", 400, "bad_limit", ""},
@@ -149,6 +161,18 @@ func TestStatsBadInput(t *testing.T) {
 		body := apitest.ReadAll(t, resp)
 		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != tt.status || e.Error.Code != tt.code || e.Error.Message == "" || !strings.Contains(e.Error.Message, tt.msg) {
 			t.Errorf("GET %s: %d %s, want %d %s", tt.url, resp.StatusCode, body, tt.status, tt.code)
+		}
+	}
+}
+
+// TestStatsSinceForms: each form of ?since= that names a recent time is
+// answered with a series, the dashboard's Unix seconds included.
+func TestStatsSinceForms(t *testing.T) {
+	srv := startWithStats(t)
+	hourAgo := time.Now().Add(-time.Hour)
+	for _, since := range []string{"6h", strconv.FormatInt(hourAgo.Unix(), 10), hourAgo.UTC().Format(time.RFC3339)} {
+		if r := getStats(t, srv.URL+"/v1/stats?since="+url.QueryEscape(since)); r.Series == nil {
+			t.Errorf("since=%s: no series", since)
 		}
 	}
 }
