@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -170,44 +168,4 @@ func pairs(m map[string]string) string {
 		out[i] = k + "=" + m[k]
 	}
 	return strings.Join(out, ", ")
-}
-
-// verifyKeyWant says what --verify-key takes, for the errors of a file
-// that is not it.
-const verifyKeyWant = "want the public key FILE.pub that 'cachesvc signkey new' writes beside the private FILE (PEM PUBLIC KEY), or base64 of the 32-byte Ed25519 key"
-
-// loadVerifyKey reads --verify-key's public key; nil for no file. A file
-// that is not a public key is named for what it is: 'cachesvc signkey new'
-// writes the private FILE beside FILE.pub, so the private key is the
-// likeliest wrong file, and the PKIX parser's own error for it is an ASN.1
-// structure dump that says nothing of that.
-func loadVerifyKey(path string) (ed25519.PublicKey, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read --verify-key: %w", err)
-	}
-	blk, _ := pem.Decode(b)
-	switch {
-	case blk != nil && strings.HasSuffix(blk.Type, "PRIVATE KEY"):
-		pub := "its FILE.pub, written beside it by 'cachesvc signkey new'"
-		if _, err := os.Stat(path + ".pub"); err == nil {
-			pub = path + ".pub"
-		}
-		return nil, fmt.Errorf("--verify-key %s is a private key (the server's --signing-key), not the public key a signature is checked with: give the public key, %s", path, pub)
-	case blk != nil && blk.Type != "PUBLIC KEY":
-		return nil, fmt.Errorf("--verify-key %s holds a PEM %s, not a public key: %s", path, blk.Type, verifyKeyWant)
-	}
-	pub, err := auth.ParsePublicKey(b)
-	switch {
-	case err != nil && blk == nil:
-		return nil, fmt.Errorf("--verify-key %s is not a public key: %s", path, verifyKeyWant)
-	case err != nil:
-		// A PEM PUBLIC KEY the parser refuses: its error says why (not
-		// Ed25519, or damaged).
-		return nil, fmt.Errorf("--verify-key %s: %w", path, err)
-	}
-	return pub, nil
 }

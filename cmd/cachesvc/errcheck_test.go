@@ -135,7 +135,13 @@ func TestCommandErrors(t *testing.T) {
 	closed.Close()
 	serve := []string{"serve", "--addr", "127.0.0.1:0", "--wasm-cache", filepath.Join(dir, "wasm")}
 	privKey := filepath.Join(dir, "sign.key")
-	if _, err := auth.WriteKeyPair(privKey); err != nil {
+	pub, err := auth.WriteKeyPair(privKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The public key as the Python client takes it, with no FILE beside it.
+	b64Pub := filepath.Join(dir, "verify.b64")
+	if err := os.WriteFile(b64Pub, []byte(auth.EncodePublicKey(pub)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	entry := strings.Repeat("ab", 32)
@@ -150,6 +156,9 @@ func TestCommandErrors(t *testing.T) {
 		{"tokens file missing", append(serve, "--data", filepath.Join(dir, "d2"), "--tokens", missing), 1, missing},
 		{"pprof port taken", append(serve, "--data", filepath.Join(dir, "d4"), "--pprof-addr", taken.Addr().String()), 1, "--pprof-addr " + taken.Addr().String() + ": cannot listen for profiling"},
 		{"signing key missing", append(serve, "--data", filepath.Join(dir, "d3"), "--signing-key", missing), 1, missing},
+		{"signing key is the public key", append(serve, "--data", filepath.Join(dir, "d5"), "--signing-key", privKey+".pub"), 1, privKey + ".pub is a public key (what clients check signatures with, their --verify-key), not the private key entries are signed with: give the private key, " + privKey},
+		{"signing key is a base64 public key", append(serve, "--data", filepath.Join(dir, "d6"), "--signing-key", b64Pub), 1, b64Pub + " is a public key"},
+		{"signing key is no key", append(serve, "--data", filepath.Join(dir, "d7"), "--signing-key", file), 1, file + " is not a private key: want the private key FILE"},
 		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
 		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
 		{"warm no server", []string{"warm", "--url", refused, "--run", "r", "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, "connection refused"},

@@ -39,7 +39,7 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLS.Cert, "tls-cert", "", "TLS certificate chain `file` (PEM); serves HTTPS")
 	fs.StringVar(&o.TLS.Key, "tls-key", "", "TLS private key `file` (PEM)")
 	fs.StringVar(&o.TLS.ClientCA, "tls-client-ca", "", "CA bundle `file` (PEM): require client certificates signed by it (mutual TLS)")
-	fs.StringVar(&o.SigningKey, "signing-key", "", "Ed25519 private key `file` (from `cachesvc signkey new`): sign every entry response (X-Cachesvc-Signature)")
+	fs.StringVar(&o.SigningKey, "signing-key", "", "Ed25519 private key `file` (FILE from `cachesvc signkey new --out FILE`; FILE.pub is the public key clients verify with): sign every entry response (X-Cachesvc-Signature)")
 	// api.Limits reads a timeout of 0 or less as its 30s default, so 0
 	// would quietly not mean "no limit"; none is offered, since an unbounded
 	// read lets a slow client hold a connection forever.
@@ -78,7 +78,7 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 		cfg.TLS = tc
 	}
 	if o.SigningKey != "" {
-		s, err := auth.LoadSigner(o.SigningKey)
+		s, err := loadSigningKey(o.SigningKey) // keyfiles.go
 		if err != nil {
 			return err
 		}
