@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -170,21 +171,34 @@ func (s *Server) catchShortBodies() {
 	}
 }
 
+// logPanic logs a handler's panic with its stack and the entry it was
+// about, and counts it (recover.Config.StackTraceHandler).
+func (s *Server) logPanic(c *fiber.Ctx, v any) {
+	s.http.panics.Inc()
+	s.log.Error("handler panicked; answered 500", requestAttrs(c, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))...)
+}
+
+// requestAttrs returns the log attributes naming c's request (method,
+// path and, on routes that have them, namespace and key), then more.
+func requestAttrs(c *fiber.Ctx, more ...any) []any {
+	attrs := append([]any{"method", c.Method(), "path", c.Path()}, more...)
+	// fasthttp's own errors (a broken connection, a failed TLS
+	// handshake) have no route, where c.Params panics: reqOf is safe.
+	if r := reqOf(c); r.Namespace != "" {
+		attrs = append(attrs, "namespace", r.Namespace)
+		if r.HasKey {
+			attrs = append(attrs, "key", r.Key.String())
+		}
+	}
+	return attrs
+}
+
 // errorHandler is the app's single error handler: it writes err as the JSON
 // error body with its status. Server errors are logged with their cause.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
 	if e.Status >= 500 {
-		attrs := []any{"method", c.Method(), "path", c.Path(), "status", e.Status, "code", e.Code, "err", err}
-		// fasthttp's own errors (a broken connection, a failed TLS
-		// handshake) reach here with no route, where c.Params panics.
-		if r := reqOf(c); r.Namespace != "" {
-			attrs = append(attrs, "namespace", r.Namespace)
-			if r.HasKey {
-				attrs = append(attrs, "key", r.Key.String())
-			}
-		}
-		s.log.Error("request failed", attrs...)
+		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}
 	// A body we did not read to the end cannot be followed by another
 	// request on this connection.

@@ -24,6 +24,7 @@ type httpMetrics struct {
 	series   httpSeries
 	bytesIn  prometheus.Counter
 	bytesOut prometheus.Counter
+	panics   prometheus.Counter
 }
 
 // newHTTPMetrics registers the transport metrics, a collector of the
@@ -47,10 +48,14 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 			Name: "cachesvc_bytes_out_total",
 			Help: "Entry bytes sent in response bodies (GET, lookup, batch), as written to the network.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachesvc_http_handler_panics_total",
+			Help: "Requests whose handler panicked: each answered 500 and logged with its stack; the server kept serving.",
+		}),
 	}
 	m.series = httpSeries{requests: m.requests, duration: m.duration}
 	for _, c := range []prometheus.Collector{
-		m.requests, m.duration, m.bytesIn, m.bytesOut,
+		m.requests, m.duration, m.bytesIn, m.bytesOut, m.panics,
 		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

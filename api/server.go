@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/api/auth"
@@ -280,6 +281,10 @@ func (s *Server) init() error {
 	})
 	s.catchShortBodies()
 	s.app.Use(s.middleware)
+	// A handler's panic (a bug) costs its request a 500, not the process:
+	// the error reaches the middleware above like any other, so the
+	// request is still counted and logged.
+	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
 	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
 	reports, err := newReportsCounter(cfg.Registry)
 	if err != nil {
