@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -108,6 +109,13 @@ func (c *conn) serve() {
 	log := c.s.log.With("remote", c.remote, "conn", c.id)
 	log.Debug("resp connection opened")
 	defer func() {
+		// A command's panic (a bug) ends its connection, not the
+		// process; the client sees a closed connection, which the
+		// compiler's cache client takes as a miss.
+		if r := recover(); r != nil {
+			c.s.metrics.panics.Inc()
+			log.Error("resp command panicked; closing the connection", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
 		c.release()
 		_ = c.nc.Close()
 		log.Debug("resp connection closed")

@@ -15,6 +15,7 @@ type metrics struct {
 	byCommand    [][numResults]prometheus.Counter
 	protoErrors  *prometheus.CounterVec // reason
 	parserPanics prometheus.Counter
+	panics       prometheus.Counter
 	received     prometheus.Counter
 	sent         prometheus.Counter
 }
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		parserPanics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_resp_parser_panics_total",
 			Help: "Commands on which the RESP parser (redcon) panicked; each was answered as a protocol error.",
+		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachesvc_resp_command_panics_total",
+			Help: "Commands whose handling panicked (a bug): each closed its connection, logged with its stack; the listener kept serving.",
 		}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_resp_received_bytes_total",
@@ -75,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		Help: "Bytes of input buffers the Redis-protocol listener's connections hold (bounded by --redis-max-buffered).",
 	}, func() float64 { return float64(s.buffered.Load()) })
 	for _, c := range []prometheus.Collector{m.accepted, m.refused, m.commands, m.protoErrors, m.parserPanics,
-		m.received, m.sent, open, buffered} {
+		m.panics, m.received, m.sent, open, buffered} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
