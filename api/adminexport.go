@@ -106,7 +106,8 @@ type exportStream struct {
 
 // WriteTo writes the whole export to w. An error means the stream must be
 // aborted (the connection closes before the last chunk).
-func (e *exportStream) WriteTo(w io.Writer) (int64, error) {
+func (e *exportStream) WriteTo(w io.Writer) (n int64, err error) {
+	defer e.g.io.recovered(&err, "export")
 	cw := &countingWriter{w: w}
 	sum, err := e.write(cw)
 	e.g.io.bytesOut.Add(float64(cw.n))

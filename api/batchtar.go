@@ -145,9 +145,10 @@ type batchStream struct {
 
 // WriteTo writes the whole stream to w. An error means the stream must be
 // aborted: fasthttp then closes the connection short of Content-Length.
-func (b *batchStream) WriteTo(w io.Writer) (int64, error) {
+func (b *batchStream) WriteTo(w io.Writer) (n int64, err error) {
+	defer b.io.recovered(&err, "batch")
 	cw := &countingWriter{w: w}
-	err := b.write(cw)
+	err = b.write(cw)
 	b.io.bytesOut.Add(float64(cw.n))
 	switch {
 	case err == nil || b.ctx.Err() != nil:

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,21 @@ type streams struct {
 	inflight *atomic.Int64
 	bytesOut prometheus.Counter
 	signer   *auth.Signer
+	panics   prometheus.Counter // cachesvc_http_handler_panics_total
+	log      *slog.Logger
+}
+
+// recovered is deferred by every response body that fasthttp streams after
+// its handler returned, where the recover middleware no longer reaches: a
+// panic there (a bug) becomes *err, which aborts that response's
+// connection, and is logged with its stack and counted as a handler's is,
+// instead of ending the process.
+func (st *streams) recovered(err *error, body string) {
+	if v := recover(); v != nil {
+		st.panics.Inc()
+		st.log.Error("response body panicked; its connection is aborted", "body", body, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		*err = fmt.Errorf("%s: panic: %v", body, v)
+	}
 }
 
 // headers sets the entry headers of GET, HEAD, PUT and lookup responses:
@@ -170,8 +187,9 @@ type responseBody struct {
 }
 
 // Read reads from the entry.
-func (b *responseBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
+func (b *responseBody) Read(p []byte) (n int, err error) {
+	defer b.st.recovered(&err, "entry")
+	n, err = b.r.Read(p)
 	if n > 0 {
 		b.count(n)
 	}
@@ -181,8 +199,9 @@ func (b *responseBody) Read(p []byte) (int, error) {
 // WriteTo writes the rest of the entry to w in the store's chunk-sized
 // writes (fasthttp's copy prefers it to Read, which would go through its 4
 // KiB copy buffer: one write system call per 4 KiB).
-func (b *responseBody) WriteTo(w io.Writer) (int64, error) {
-	n, err := b.r.WriteTo(w)
+func (b *responseBody) WriteTo(w io.Writer) (n int64, err error) {
+	defer b.st.recovered(&err, "entry")
+	n, err = b.r.WriteTo(w)
 	if n > 0 {
 		b.count(int(n))
 	}

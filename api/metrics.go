@@ -50,7 +50,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 		}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_http_handler_panics_total",
-			Help: "Requests whose handler panicked: each answered 500 and logged with its stack; the server kept serving.",
+			Help: "Requests whose handler, or streamed response body, panicked (a bug): each answered 500 or was cut short, and was logged with its stack; the server kept serving.",
 		}),
 	}
 	m.series = httpSeries{requests: m.requests, duration: m.duration}

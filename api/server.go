@@ -251,7 +251,7 @@ func (s *Server) init() error {
 		return fmt.Errorf("register lookup metrics: %w", err)
 	}
 	s.out = cnt
-	s.io = &streams{inflight: &s.inflight, bytesOut: s.http.bytesOut, signer: cfg.Signer}
+	s.io = &streams{inflight: &s.inflight, bytesOut: s.http.bytesOut, signer: cfg.Signer, panics: s.http.panics, log: s.log}
 	if err := s.initLeasesAndRuns(); err != nil {
 		return err
 	}
