@@ -181,37 +181,39 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 var oldestSince = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // parseSince parses ?since=: a duration back from now (not negative), an
-// RFC 3339 time or Unix seconds, not before oldestSince. Its error is the
-// bad_since message.
+// RFC 3339 time or Unix seconds, not before oldestSince in any form. Its
+// error is the bad_since message.
 func parseSince(v string, now time.Time) (time.Time, error) {
+	var t time.Time
+	// unitless: digits of a number without a unit, for the hint that it
+	// may be a duration missing its unit.
+	unitless := ""
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
 			// Not taken as its absolute value: "-5h" may be a mistake for
 			// some other time, and 400 says so rather than guess.
 			return time.Time{}, fmt.Errorf("since=%q is a negative duration: give how far back from now as a positive one (%s), an RFC 3339 time or Unix seconds.", v, strings.TrimPrefix(v, "-"))
 		}
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		if t.Before(oldestSince) {
-			return time.Time{}, fmt.Errorf("since=%q is before 2000, long before any statistics were kept: give a later time or a duration back from now (6h, 90m).", v)
+		t = now.Add(-d)
+	} else if t, err = time.Parse(time.RFC3339, v); err != nil {
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", v)
 		}
-		return t, nil
+		unitless = strings.TrimPrefix(v, "-")
+		if sec < 0 {
+			// Checked before time.Unix, whose arithmetic a number this far
+			// back would overflow.
+			return time.Time{}, fmt.Errorf("since=%q is a negative Unix time (before 1970): a number without a unit is Unix seconds; for a duration back from now give a positive one with its unit (%ss, %sm or %sh).", v, unitless, unitless, unitless)
+		}
+		t = time.Unix(sec, 0)
 	}
-	sec, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", v)
-	}
-	// A number without a unit is Unix seconds. A negative one (also one
-	// so far back that the series arithmetic would overflow) or one before
-	// 2000 is far more likely a duration missing its unit: say so.
-	digits := strings.TrimPrefix(v, "-")
-	if sec < 0 {
-		return time.Time{}, fmt.Errorf("since=%q is a negative Unix time (before 1970): a number without a unit is Unix seconds; for a duration back from now give a positive one with its unit (%ss, %sm or %sh).", v, digits, digits, digits)
-	}
-	t := time.Unix(sec, 0)
 	if t.Before(oldestSince) {
-		return time.Time{}, fmt.Errorf("since=%q is Unix seconds for %s, before 2000, long before any statistics were kept: for a duration back from now give its unit (%ss, %sm or %sh).", v, t.UTC().Format(time.RFC3339), digits, digits, digits)
+		msg := fmt.Sprintf("since=%q is %s, before 2000, long before any statistics were kept: ", v, t.UTC().Format(time.RFC3339))
+		if unitless != "" {
+			return time.Time{}, fmt.Errorf("%sa number without a unit is Unix seconds; for a duration back from now give its unit (%ss, %sm or %sh).", msg, unitless, unitless, unitless)
+		}
+		return time.Time{}, fmt.Errorf("%sgive a later time or a shorter duration back from now (6h, 90m).", msg)
 	}
 	return t, nil
 }
