@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
@@ -75,21 +73,12 @@ func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": status, "shared_tier": st})
 }
 
-// readier is implemented by stores that can say whether they serve requests.
-type readier interface{ Ready() error }
-
-// storeReady reports whether st serves requests: through its Ready method
-// if it has one, else by a metadata lookup of a probe key, which answers
-// ErrNotFound from an open store and ErrClosed from a closed one.
+// storeReady reports whether st serves requests (store.Serving).
 func storeReady(ctx context.Context, st Store) error {
-	if r, ok := st.(readier); ok {
-		return r.Ready()
+	if err := store.Serving(ctx, st); err != nil {
+		return fmt.Errorf("store is not ready: %w", err)
 	}
-	_, err := st.Stat(ctx, cachekey.DefaultNamespace, cachekey.Key{})
-	if err == nil || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return fmt.Errorf("store is not ready: %w", err)
+	return nil
 }
 
 // handleOpenAPI serves GET /v1/openapi.json: the OpenAPI 3.1 description of

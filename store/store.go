@@ -219,3 +219,20 @@ type Store interface {
 	// Close flushes batched state and releases the store.
 	Close() error
 }
+
+// Serving reports whether st answers requests (nil, or why not), for
+// readiness probes: through its Ready method when it has one, else by a
+// lookup of the all-zero key (no plugin makes it), which an open store
+// answers with ErrNotFound and a closed one with ErrClosed.
+func Serving(ctx context.Context, st interface {
+	Stat(ctx context.Context, ns string, key Key) (Meta, error)
+}) error {
+	if r, ok := st.(interface{ Ready() error }); ok {
+		return r.Ready()
+	}
+	_, err := st.Stat(ctx, DefaultNamespace, Key{})
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}

@@ -94,16 +94,10 @@ func (s *Store) SharedState() SharedState {
 // load balancer; SharedState says how the shared tier is doing. It makes no
 // request to the shared tier.
 func (s *Store) Ready() error {
-	if r, ok := s.hot.(interface{ Ready() error }); ok {
-		return r.Ready()
+	if err := store.Serving(context.Background(), s.hot); err != nil {
+		return fmt.Errorf("hot tier: %w", err)
 	}
-	// An open store answers a lookup of the all-zero key (no plugin makes
-	// it) with ErrNotFound, a closed one with ErrClosed.
-	_, err := s.hot.Stat(context.Background(), store.DefaultNamespace, store.Key{})
-	if err == nil || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return fmt.Errorf("hot tier: %w", err)
+	return nil
 }
 
 // observe records a shared-tier request's outcome in SharedState: an
