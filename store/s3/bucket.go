@@ -49,7 +49,7 @@ func CheckBucket(ctx context.Context, c *minio.Client, bucket string) error {
 		return fmt.Errorf("the server speaks plain HTTP, not HTTPS: give --s3-endpoint as http://HOST:PORT (or add --s3-insecure): %w", err)
 	case errors.As(err, &certErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr):
 		return fmt.Errorf("the server's TLS certificate is not trusted: %w (add its CA to the system's trust store, or point SSL_CERT_FILE at it)", err)
-	case resp.StatusCode == 0 || resp.StatusCode >= 500:
+	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err

@@ -303,19 +303,27 @@ func (s *Store) fault(op, object string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	resp := minio.ToErrorResponse(err)
 	switch {
-	case resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket":
+	case isNotFound(err):
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
-	case resp.StatusCode == 0 || resp.StatusCode >= 500:
+	case isUnavailable(err):
 		return fmt.Errorf("%s: %w: %w", where, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }
 
+// isNotFound reports whether err is S3's answer that an object is missing
+// (not a bucket).
 func isNotFound(err error) bool {
 	resp := minio.ToErrorResponse(err)
 	return resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound && resp.Code != "NoSuchBucket"
+}
+
+// isUnavailable reports whether err means the server could not answer now:
+// no HTTP answer at all (unreachable, refused, reset) or a 5xx.
+func isUnavailable(err error) bool {
+	resp := minio.ToErrorResponse(err)
+	return resp.StatusCode == 0 || resp.StatusCode >= 500
 }
 
 func (s *Store) enter() error {
