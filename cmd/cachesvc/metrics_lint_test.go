@@ -86,6 +86,20 @@ func TestMetricsLint(t *testing.T) {
 		}
 		return string(b)
 	}
+	// getStatus GETs path with secret's token and returns the status,
+	// whatever it is (for loops that wait for one).
+	getStatus := func(secret, path string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 	hit, other, absent := storeKey("lint-hit"), storeKey("lint-other"), storeKey("lint-absent")
 	entry := "/v1/default/entries/"
 
@@ -139,15 +153,7 @@ func TestMetricsLint(t *testing.T) {
 		if i > 400 {
 			t.Fatal("300 requests of burst at 1/s and no 429")
 		}
-		req, _ := http.NewRequest("GET", p.url+"/v1/default/stats", nil)
-		req.Header.Set("Authorization", "Bearer "+hammerSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests {
+		if getStatus(hammerSecret, "/v1/default/stats") == http.StatusTooManyRequests {
 			break
 		}
 	}
@@ -191,19 +197,12 @@ func TestMetricsLint(t *testing.T) {
 	f.s3.Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		req, _ := http.NewRequest("GET", p.url+entry+storeKey(fmt.Sprint("lint-cold-", time.Now().UnixNano())), nil)
-		req.Header.Set("Authorization", "Bearer "+adminSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
+		code := getStatus(adminSecret, entry+storeKey(fmt.Sprint("lint-cold-", time.Now().UnixNano())))
+		if code == http.StatusServiceUnavailable {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a cold GET with S3 stopped is still %d after 30 s, want 503", resp.StatusCode)
+			t.Fatalf("a cold GET with S3 stopped is still %d after 30 s, want 503", code)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
