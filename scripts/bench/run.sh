@@ -303,8 +303,8 @@ if [ "$peers_only" = 0 ]; then
   # One batch request of 1,000 x 64 KiB against 1,000 sequential GETs.
   bn=1000; [ "$quick" = 1 ] && bn=200
   each "cachesvc nginx" -mode preload -size 65536 -entries "$bn" -c 4 -name preload-64k >/dev/null
-  lg cachesvc -mode batch -size 65536 -entries "$bn" -batch "$bn" -name batch-64k
-  each "cachesvc nginx" -mode seq -size 65536 -entries "$bn" -name seq-64k
+  lg cachesvc -mode batch -size 65536 -entries "$bn" -batch "$bn" -d "${dur}s" -name batch-64k
+  each "cachesvc nginx" -mode seq -size 65536 -entries "$bn" -d "${dur}s" -name seq-64k
 fi
 
 cat >"$work/meta.json" <<META
