@@ -208,10 +208,11 @@ func (e *exportStream) Close() error {
 // commits whole or not at all, exactly as a PUT: nothing half-written is
 // visible. An entry already present with identical bytes is skipped; a
 // member the store refuses (different bytes under its key, a digest
-// mismatch, bad metadata) is counted and listed in the answer, and the
+// mismatch, bad metadata, an entry larger than the store or than the
+// namespace's max_bytes) is counted and listed in the answer, and the
 // import goes on. A body that is not a tar, or is cut short, ends the
 // import with 400 (what was committed before stays); a store that cannot
-// take more (507, 503) ends it with that status. Without a writer record,
+// take more now (507, 503) ends it with that status. Without a writer record,
 // the entry's writer is the importing token.
 func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 	ns := reqOf(c).Namespace
@@ -274,7 +275,8 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
 				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", h.Name, res.Imported))
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),
-			errors.Is(err, store.ErrSizeMismatch), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrTooLarge):
+			errors.Is(err, store.ErrSizeMismatch), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrTooLarge),
+			neverFits(err):
 			fail(h.Name, toError(err))
 		default:
 			return stopped(err, "key", key.String())
@@ -283,6 +285,17 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 	g.log.Info("namespace imported", "namespace", ns, "imported", res.Imported, "skipped", res.Skipped,
 		"failed", res.Failed, "bytes", res.Bytes, "complete", res.Complete)
 	return c.JSON(res)
+}
+
+// neverFits reports whether err refuses an entry that no retry can store:
+// one larger than the store's size limit or its namespace's max_bytes.
+// An import lists such a member as failed and goes on, so that a rerun
+// gets past it.
+func neverFits(err error) bool {
+	if qe := (*store.QuotaError)(nil); errors.As(err, &qe) {
+		return !qe.Transient()
+	}
+	return errors.Is(err, store.ErrNeverFits)
 }
 
 // importOptions validates an export member's header and returns its key

@@ -79,7 +79,7 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		if errors.Is(err, store.ErrReclaiming) {
 			c.Set(fiber.HeaderRetryAfter, "1") // value-log GC is returning evicted bytes to the disk
 		}
-		if qe := (*store.QuotaError)(nil); errors.As(err, &qe) && qe.InFlight > 0 && qe.Need <= qe.Quota {
+		if qe := (*store.QuotaError)(nil); errors.As(err, &qe) && qe.Transient() {
 			c.Set(fiber.HeaderRetryAfter, "5") // uploads in flight into the namespace hold its room
 		}
 		if errors.Is(err, errIncompleteBody) {

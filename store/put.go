@@ -101,7 +101,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		return res, fmt.Errorf("put entry %s/%s: declared size %d over the %d byte limit: %w", ns, key, opts.Size, max, ErrTooLarge)
 	}
 	if max := s.cfg.MaxBytes; max > 0 && opts.Size > max {
-		return res, fmt.Errorf("put entry %s/%s: declared size %d over the store's %d bytes: %w", ns, key, opts.Size, max, ErrFull)
+		return res, fmt.Errorf("put entry %s/%s: declared size %d over the store's %d bytes: %w", ns, key, opts.Size, max, ErrNeverFits)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)

@@ -114,13 +114,18 @@ func (e *QuotaError) Error() string {
 		return fmt.Sprintf("namespace %q is at its quota of %d entries (max_entries): %d uploads into it are in flight; retry when they finish, or raise max_entries for %q in the namespaces file and send the server SIGHUP",
 			e.Namespace, e.Quota, e.InFlight, e.Namespace)
 	}
-	if e.InFlight > 0 && e.Need <= e.Quota {
+	if e.Transient() {
 		return fmt.Sprintf("namespace %q is at its quota of %s (max_bytes): uploads in flight into it hold %s; retry when they finish, or raise max_bytes for %q in the namespaces file and send the server SIGHUP",
 			e.Namespace, formatBytes(e.Quota), formatBytes(e.InFlight), e.Namespace)
 	}
 	return fmt.Sprintf("namespace %q is at its quota of %s (max_bytes): this entry of %s can never fit; raise max_bytes for %q in the namespaces file and send the server SIGHUP, or store it in another namespace",
 		e.Namespace, formatBytes(e.Quota), formatBytes(e.Need), e.Namespace)
 }
+
+// Transient reports whether a retry may succeed: uploads in flight into
+// the namespace hold room that the entry fits in once they finish.
+// Otherwise the entry can never fit the quota as it stands.
+func (e *QuotaError) Transient() bool { return e.InFlight > 0 && e.Need <= e.Quota }
 
 // Is makes a QuotaError match ErrQuota.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }

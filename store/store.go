@@ -48,6 +48,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -69,6 +70,10 @@ var (
 	// ErrFull means the entry cannot fit under the store's size limit even
 	// after evicting every evictable entry.
 	ErrFull = errors.New("store is full")
+	// ErrNeverFits means the entry is larger than the store's size limit
+	// (Config.MaxBytes), so it cannot fit even in an empty store: unlike
+	// other ErrFull refusals, no retry stores it. It wraps ErrFull.
+	ErrNeverFits = fmt.Errorf("the entry is larger than the whole store (--max-size), so it can never fit: %w", ErrFull)
 	// ErrCorrupt means stored bytes failed their checksum; the entry has been
 	// quarantined and is no longer visible.
 	ErrCorrupt = errors.New("stored entry is corrupt")

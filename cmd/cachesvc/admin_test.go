@@ -38,6 +38,13 @@ const (
 // signing entries with signer when it is not nil.
 func adminServer(t *testing.T, signer *auth.Signer) *apitest.Server {
 	t.Helper()
+	return adminServerWith(t, apitest.Options{API: func(c *api.Config) { c.Signer = signer }})
+}
+
+// adminServerWith is adminServer on a server started with opts (its API
+// function still runs), under the same tokens.
+func adminServerWith(t *testing.T, opts apitest.Options) *apitest.Server {
+	t.Helper()
 	tokens := authtest.WriteTokens(t, []authtest.Token{
 		{Name: "ops", Secret: adminSecret, Scopes: "*:admin"},
 		{Name: "alice", Secret: aliceSecret, Scopes: "team:write"},
@@ -48,7 +55,14 @@ func adminServer(t *testing.T, signer *auth.Signer) *apitest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Auth = g; c.Signer = signer }})
+	adjust := opts.API
+	opts.API = func(c *api.Config) {
+		c.Auth = g
+		if adjust != nil {
+			adjust(c)
+		}
+	}
+	return apitest.Start(t, opts)
 }
 
 // seeded is one entry the tests store, with what they expect of it.

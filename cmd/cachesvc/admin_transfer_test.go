@@ -290,3 +290,45 @@ func writeMember(t *testing.T, tw *tar.Writer, name string, body []byte, pax map
 		t.Fatal(err)
 	}
 }
+
+// TestAdminImportGoesPastEntriesThatNeverFit imports, into a smaller
+// server, an export holding an entry larger than the whole store and one
+// larger than the namespace's quota: both are listed as failed and the
+// import goes on with the entries after them (it used to stop at the
+// first, so that no rerun ever got past it).
+func TestAdminImportGoesPastEntriesThatNeverFit(t *testing.T) {
+	srv := adminServerWith(t, apitest.Options{MaxBytes: 1 << 20, Store: func(c *store.Config) {
+		c.Quotas = store.Quotas{Namespaces: map[string]store.Quota{"team": {MaxBytes: 256 << 10}}}
+	}})
+	members := []struct {
+		name string
+		size int
+	}{{"first", 1 << 10}, {"bigger than the store", 2 << 20}, {"bigger than the quota", 300 << 10}, {"last", 1 << 10}}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	keys := make([]string, len(members))
+	for i, m := range members {
+		body := bytes.Repeat([]byte{byte(i + 1)}, m.size)
+		keys[i] = storeKey(m.name)
+		writeMember(t, tw, keys[i], body, map[string]string{wire.PAXSHA256: hex.EncodeToString(sha256Of(body))})
+	}
+	summary, _ := json.Marshal(wire.ExportSummary{Namespace: "team", Entries: len(members)})
+	writeMember(t, tw, wire.ExportMember, summary, nil)
+	tw.Close()
+	file := filepath.Join(t.TempDir(), "team.tar")
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := admin(t, srv.URL, adminSecret, "import", file, "--namespace", "team")
+	if code != 1 || !strings.Contains(out, "imported 2 entries") || !strings.Contains(out, "2 failed") ||
+		!strings.Contains(out, keys[1]+": store_full") || !strings.Contains(out, keys[2]+": quota_exceeded") ||
+		!strings.Contains(errOut, "2 entries of") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for i, k := range keys {
+		_, err := srv.Store.Stat(context.Background(), "team", mustKey(t, k))
+		if stored := err == nil; stored != (i == 0 || i == 3) {
+			t.Errorf("member %q: stored %v (%v)", members[i].name, stored, err)
+		}
+	}
+}
