@@ -29,7 +29,7 @@ const prefetchBytes = 8 << 10
 // drainLimit bounds how much of an unread request body the server reads and
 // discards before answering, so that a client still sending sees the answer
 // (say 413) instead of a connection reset. Larger remainders close the
-// connection instead.
+// connection instead, lingering (lingerOnClose).
 const drainLimit = 4 << 20
 
 // ambiguousFraming refuses a request whose body length is ambiguous: two
@@ -75,7 +75,7 @@ func ambiguousFraming(c *fiber.Ctx) error {
 // unread, whose bytes would otherwise be parsed as the next request: like
 // net/http, it reads and discards a remainder of at most drainLimit bytes
 // (keeping the connection), and otherwise marks the connection to close
-// after this response.
+// after this response, lingering so that the client gets to read it.
 func closeIfBodyUnread(c *fiber.Ctx) {
 	req := c.Request()
 	if !req.IsBodyStream() {
@@ -96,6 +96,7 @@ func closeIfBodyUnread(c *fiber.Ctx) {
 		}
 	}
 	c.Response().Header.SetConnectionClose()
+	lingerOnClose(c.Context().Conn())
 }
 
 // bodyStream returns the request body as a reader that enforces the declared

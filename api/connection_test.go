@@ -240,6 +240,50 @@ func TestEarlyRejectionClosesConnection(t *testing.T) {
 	}
 }
 
+// TestEarlyRejectionReachesClientStillSending checks that a client still
+// sending a large body when the server refuses it reads the refusal (413,
+// or a 400 for an import that is not a tar) rather than a connection
+// reset: Go's HTTP client, like Python's, writes the whole body before it
+// reads the answer.
+func TestEarlyRejectionReachesClientStillSending(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{MaxEntryBytes: 1 << 20, MaxBytes: 4 << 20})
+	const size = 48 << 20
+	for _, tc := range []struct {
+		method, url, want string
+		status            int
+	}{
+		{http.MethodPut, srv.EntryURL("default", keyOf("too big")), "entry_too_large", http.StatusRequestEntityTooLarge},
+		{http.MethodPost, srv.URL + "/v1/default/import", "bad_tar", http.StatusBadRequest}, // not a tar
+	} {
+		for i := 0; i < 3; i++ {
+			req, err := http.NewRequest(tc.method, tc.url, io.LimitReader(filler('g'), size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = size
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s, try %d: %v; want the server's %d", tc.method, tc.url, i, err, tc.status)
+			}
+			body := apitest.ReadAll(t, resp)
+			if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("%s %s: %d %s; want %d %s", tc.method, tc.url, resp.StatusCode, body, tc.status, tc.want)
+			}
+		}
+	}
+}
+
+// filler reads as an endless run of its byte.
+type filler byte
+
+// Read fills p with the byte.
+func (f filler) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(f)
+	}
+	return len(p), nil
+}
+
 // TestEarlyRejectionDrainsSmallBody checks that a rejected body of a few
 // MiB is read and discarded: the client gets its 413 (not a reset) and the
 // connection serves the next request.

@@ -57,6 +57,29 @@ type trackedConn struct {
 	once    sync.Once
 	sawEOF  atomic.Bool
 	aborted atomic.Bool
+	// linger makes Close a lingering close (see lingerOnClose).
+	linger atomic.Bool
+}
+
+// lingerTime and lingerBytes bound a lingering close: how long, and how
+// much of what the client still sends, the server reads and discards.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 64 << 20
+)
+
+// lingerOnClose makes the closing of conn, which answered a request whose
+// body it did not read to the end, a lingering close: half-close, then
+// read and discard what the client still sends for up to lingerTime (and
+// lingerBytes). Closing at once, with the body's bytes still arriving,
+// makes the kernel reset the connection, and a reset can destroy the
+// answer before the client reads it: a client still sending a large
+// upload or import would see "connection reset" instead of the 413 or 507
+// that says why.
+func lingerOnClose(conn net.Conn) {
+	if tc, ok := conn.(*trackedConn); ok {
+		tc.linger.Store(true)
+	}
 }
 
 // errAborted is what reads and writes return on a connection aborted by a
@@ -113,9 +136,18 @@ func (c *trackedConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// Close closes the connection and forgets it.
+// Close closes the connection and forgets it, lingering first when
+// lingerOnClose asked for it (a forced shutdown's abort ends that at once).
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
+		if c.linger.Load() {
+			if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+			if c.SetReadDeadline(time.Now().Add(lingerTime)) == nil {
+				_, _ = io.CopyN(io.Discard, c, lingerBytes)
+			}
+		}
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
