@@ -87,14 +87,14 @@ func newSecurity(cfg *Config) (*security, error) {
 	sec := &security{
 		rates:   limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
 		uploads: limit.NewGate(cfg.Limits.MaxConcurrentUploads),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		authFailures: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_auth_failures_total",
 			Help: "Requests refused by authentication (unauthenticated: 401) or authorization (forbidden: 403).",
-		}, []string{"reason"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"reason"}), "unauthenticated", "forbidden"),
+		rejected: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_limited_total",
 			Help: "Requests refused by a limit: rate (429) or uploads (503, too many concurrent uploads).",
-		}, []string{"limit"}),
+		}, []string{"limit"}), "rate", "uploads"),
 	}
 	uploads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_uploads_in_progress",

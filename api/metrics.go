@@ -14,6 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// withSeries creates vec's series for each of the values of its one label,
+// so that they are exported as 0 before their first event: a rate, or an
+// alert on an increase, then sees that first event (a series that appears
+// with the value 1 shows no increase).
+func withSeries(vec *prometheus.CounterVec, values ...string) *prometheus.CounterVec {
+	for _, v := range values {
+		vec.WithLabelValues(v)
+	}
+	return vec
+}
+
 // httpMetrics are the transport's Prometheus instruments: requests by
 // route, their durations, and body bytes moved.
 type httpMetrics struct {

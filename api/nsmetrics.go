@@ -87,10 +87,10 @@ type NamespacesReloads struct {
 
 // NewNamespacesReloads returns an unregistered reload counter.
 func NewNamespacesReloads() *NamespacesReloads {
-	return &NamespacesReloads{reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &NamespacesReloads{reloads: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cachesvc_namespaces_reloads_total",
 		Help: "Reloads of the --namespaces file (on SIGHUP) by result: ok (its quotas are in force) or failed (the quotas in force were kept).",
-	}, []string{"result"})}
+	}, []string{"result"}), "ok", "failed")}
 }
 
 // Observe counts one reload; err is its error (nil on success).

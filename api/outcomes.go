@@ -109,10 +109,11 @@ func newCounter(st *stats.Stats, touch func(string, cachekey.Key), reg prometheu
 	c := &counter{
 		stats: st,
 		touch: touch,
-		puts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		puts: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_puts_total",
-			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, queue_full, incomplete, error.",
-		}, []string{"result"}),
+			Help: "Entry uploads by result: created, exists, conflict, digest_mismatch, too_large, full, quota_exceeded, queue_full, incomplete, error.",
+		}, []string{"result"}), WriteCreated, WriteExists, WriteConflict, WriteDigestMismatch, WriteTooLarge, WriteFull,
+			WriteQuota, WriteQueueFull, WriteIncomplete, WriteError),
 		byRoute: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_lookups_by_route_total",
 			Help: "Entry lookups since the process started, by the route that answered (entries, lookup, batch, resp) and result (hit or miss). The persisted totals by namespace and backend are cachesvc_lookups_total.",

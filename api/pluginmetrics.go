@@ -41,10 +41,10 @@ func NewPluginMetrics() *PluginMetrics {
 			Name: "cachesvc_plugin_failures_total",
 			Help: "Failed plugin calls by plugin and kind: rejected (the plugin refused the signature), timeout, trap, memory, output, input_too_large, busy, canceled, closed, other.",
 		}, []string{"plugin", "kind"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		reloads: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_plugin_reloads_total",
 			Help: "Reloads of the --plugins directory (on SIGHUP) by result: ok (the directory's plugins now serve) or failed (the plugins in force were kept).",
-		}, []string{"result"}),
+		}, []string{"result"}), "ok", "failed"),
 		labels: labelLimiter{max: maxPluginLabels},
 	}
 }

@@ -61,10 +61,10 @@ func (g *quarantineAPI) routes() []Route {
 
 // newReportsCounter registers cachesvc_entry_reports_total.
 func newReportsCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	c := withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cachesvc_entry_reports_total",
 		Help: "Reports that an entry fetched from the cache failed to load, by result: recorded, quarantined (this report quarantined it), already_quarantined, not_found, error.",
-	}, []string{"result"})
+	}, []string{"result"}), "recorded", "quarantined", "already_quarantined", "not_found", "error")
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("register report metrics: %w", err)
 	}

@@ -291,10 +291,10 @@ func (s *Server) init() error {
 		return err
 	}
 	q, _ := cfg.Store.(Quarantiner)
-	digests := prometheus.NewCounterVec(prometheus.CounterOpts{
+	digests := withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cachesvc_signature_digest_requests_total",
 		Help: "Keys and lookup requests that named their signature by X-Cachesvc-Signature-Sha256, by outcome: known (answered from the memo without the signature), unknown (428: the client sends the signature), mismatch (400).",
-	}, []string{"outcome"})
+	}, []string{"outcome"}), "known", "unknown", "mismatch")
 	if err := cfg.Registry.Register(digests); err != nil {
 		return fmt.Errorf("register signature digest metrics: %w", err)
 	}
