@@ -22,6 +22,10 @@ import (
 	"github.com/cachesvc/cachesvc/store/s3"
 )
 
+// minExpiryInterval is the shortest positive --expiry-interval: below it,
+// passes would run back to back and spin a core for nothing.
+const minExpiryInterval = 100 * time.Millisecond
+
 // serveOptions are the flags of `cachesvc serve`.
 type serveOptions struct {
 	Addr          string
@@ -85,7 +89,7 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	sizeVar(fs, &o.MaxEntrySize, "max-entry-size", 4<<30, "largest entry accepted, e.g. 512MiB; larger uploads get 413 (0 = unlimited)")
 	fs.BoolVar(&o.SyncWrites, "sync-writes", false, "fsync every upload before acknowledging it, so it survives power loss (slower; concurrent uploads share the fsyncs)")
 	fs.StringVar(&o.Namespaces, "namespaces", "", "namespaces `file` (JSON): quotas and expiry per namespace of this server's store, e.g. {\"namespaces\": {\"team-a\": {\"max_bytes\": \"50GB\", \"max_entries\": 100000, \"max_idle\": \"168h\", \"max_age\": \"30d\"}}, \"default\": {...}}; an upload into a namespace at its quota evicts that namespace's least recently used entries, one that can never fit gets 507. Reloaded on SIGHUP, all or nothing (in a fleet it bounds each replica's hot tier)")
-	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; 0 or negative: off, only uploads enforce quotas)")
+	fs.DurationVar(&o.ExpiryInterval, "expiry-interval", store.DefaultExpiryInterval, "how often the background pass applies max_idle, max_age and lowered quotas (each pass removes and reads at most 4096 entries; a backlog gets passes back to back; at least 100ms; 0 or negative: off, only uploads enforce quotas)")
 	fs.StringVar(&o.LogFormat, "log-format", "auto", "log `format`: text, json, or auto (text on a terminal, json otherwise)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	// context.WithTimeout takes a negative grace as an expired one, so -1s
@@ -114,6 +118,11 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
+	}
+	if o.ExpiryInterval > 0 && o.ExpiryInterval < minExpiryInterval {
+		// A pass right after another would spin a core for nothing.
+		return o, usagef("--expiry-interval %s is too short: use 0 (off) or at least %s, e.g. 1m (each pass reads up to %d entries)",
+			o.ExpiryInterval, minExpiryInterval, store.DefaultExpiryBatch)
 	}
 	if o.ExpiryInterval == 0 {
 		// 0 is off, as for the other flags where 0 means none; the store

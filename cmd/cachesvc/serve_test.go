@@ -202,6 +202,9 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--max-size", "big"}, "max-size"},
 		{[]string{"serve", "--quarantine-after", "0"}, "--quarantine-after"},
 		{[]string{"serve", "--quarantine-after", "65"}, "--quarantine-after"},
+		// 1ns ran a pass back to back with the last: a core spun forever.
+		{append(started, "--expiry-interval", "1ns"), "--expiry-interval 1ns is too short: use 0 (off) or at least 100ms"},
+		{append(started, "--expiry-interval", "50ms"), "--expiry-interval 50ms is too short"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--data", ""}, "--data is empty: give the store's directory"},
 		{append(started, "--shutdown-grace", "-1s"), `invalid value "-1s" for --shutdown-grace: want 0 (abort in-flight requests at once) or more`},
 		// plugins.Config and api.Limits read 0 or less as their default, so
