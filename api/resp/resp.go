@@ -174,6 +174,14 @@ func (cfg *Config) commandLimit() int64 {
 	return max(cfg.MaxValueBytes+int64(cfg.MaxKeyBytes)+1024, int64(cfg.MaxKeys)*int64(cfg.MaxKeyBytes+16)+1024)
 }
 
+// CommandBytes is the largest command a connection of a server with cfg
+// may send (defaults applied): Config.MaxBufferedBytes must hold it, or
+// New refuses the config.
+func CommandBytes(cfg Config) int64 {
+	cfg = cfg.withDefaults()
+	return cfg.commandLimit()
+}
+
 // Server is the Redis-protocol listener. Create it with New; it is safe for
 // concurrent use.
 type Server struct {

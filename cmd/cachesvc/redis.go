@@ -52,6 +52,10 @@ func (o *redisOptions) validate(maxEntry int64) error {
 	if o.MaxConns <= 0 {
 		return usagef("--redis-max-conns must be positive")
 	}
+	if need := resp.CommandBytes(resp.Config{MaxValueBytes: o.MaxValue}); o.MaxBuffered > 0 && o.MaxBuffered < need {
+		return usagef("--redis-max-buffered %s cannot hold one SET of the largest value (--redis-max-value %s, at most --max-entry-size, plus its key): raise --redis-max-buffered or lower --redis-max-value",
+			humanBytes(o.MaxBuffered), humanBytes(o.MaxValue))
+	}
 	if err := cachekey.ValidateNamespace(o.Namespace); err != nil {
 		return usagef("--redis-namespace: %s", err)
 	}

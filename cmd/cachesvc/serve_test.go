@@ -215,6 +215,9 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--write-timeout", "-1s"), `invalid value "-1s" for --write-timeout: want a positive duration`},
 		// Refused whether or not --redis-addr is given, as it is parsed.
 		{append(started, "--redis-idle-timeout", "-1s"), `invalid value "-1s" for --redis-idle-timeout: want 0 (never close an idle connection) or more`},
+		// It named no flag: "the buffer limit (1073741824 bytes) is smaller than ...".
+		{append(started, "--redis-addr", "127.0.0.1:0", "--redis-max-value", "2GiB", "--max-entry-size", "4GiB"),
+			"--redis-max-buffered 1.0 GiB cannot hold one SET of the largest value (--redis-max-value 2.0 GiB"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
