@@ -146,20 +146,28 @@ func confirmBulk(ctx context.Context, cl *client.Client, ns string, f client.Ent
 	return n, true, nil
 }
 
-// adminHint adds what to do to an authentication or authorization error.
+// adminHint adds what to do to an authentication or authorization error,
+// once however many callers pass it on.
 func adminHint(err error) error {
 	var e *client.Error
-	if !errors.As(err, &e) {
+	var h hinted
+	if errors.As(err, &h) || !errors.As(err, &e) {
 		return err
 	}
 	switch e.Status {
 	case http.StatusUnauthorized:
-		return fmt.Errorf("%w (give an admin token with --token-file or CACHESVC_TOKEN_FILE)", err)
+		return hinted{fmt.Errorf("%w (give an admin token with --token-file or CACHESVC_TOKEN_FILE)", err)}
 	case http.StatusForbidden:
-		return fmt.Errorf("%w (admin commands need a token with admin scope there: see 'cachesvc token new --scopes NS:admin')", err)
+		return hinted{fmt.Errorf("%w (admin commands need a token with admin scope there: see 'cachesvc token new --scopes NS:admin')", err)}
 	}
 	return err
 }
+
+// hinted is an error adminHint has already added what to do to.
+type hinted struct{ error }
+
+// Unwrap returns the error with its hint.
+func (h hinted) Unwrap() error { return h.error }
 
 // bar is a progress bar on a terminal's stderr, and nothing otherwise.
 type bar struct{ b *progressbar.ProgressBar }

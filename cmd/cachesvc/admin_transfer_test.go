@@ -207,6 +207,7 @@ func TestAdminBadInput(t *testing.T) {
 		{"no token", "", []string{"list", "--namespace", "team"}, 1, "needs a bearer token"},
 		{"reader token", viewerSecret, []string{"list", "--namespace", "team"}, 1, `lacks admin scope in namespace "team"`},
 		{"writer token imports", aliceSecret, []string{"import", good, "--namespace", "team"}, 1, "lacks admin scope"},
+		{"reader token imports elsewhere", viewerSecret, []string{"import", good, "--namespace", "other"}, 1, "admin commands need a token with admin scope there"},
 		{"namespace token lists all", aliceSecret, []string{"list", "--all-namespaces"}, 1, `on every namespace`},
 		{"unknown namespace export", adminSecret, []string{"export", "--namespace", "nosuchteam", "-o", filepath.Join(dir, "y.tar")}, 1, `Namespace "nosuchteam" has no entries to export`},
 		{"invalid namespace", adminSecret, []string{"list", "--namespace", "Bad/NS"}, 2, "--namespace:"},
@@ -220,6 +221,9 @@ func TestAdminBadInput(t *testing.T) {
 			code, out, errOut := admin(t, f.srv.URL, tc.token, tc.args...)
 			if code != tc.code || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q lacks %q (stdout %q)", code, tc.code, errOut, tc.want, out)
+			}
+			if n := strings.Count(errOut, "(admin commands need") + strings.Count(errOut, "(give an admin token"); n > 1 {
+				t.Errorf("stderr %q gives its hint %d times", errOut, n)
 			}
 			path := "admin " + tc.args[0] // the subcommand's path, or admin's for an unknown one
 			if tc.args[0] == "frobnicate" {
