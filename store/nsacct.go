@@ -238,12 +238,26 @@ func (a *accounting) fitsClaim(c claim) (fit bool, victim entryRef, reason evict
 // nil.
 func (a *accounting) impossibleClaim(c claim) error {
 	if !a.possible(c.bytes) {
-		return fmt.Errorf("reserve %d bytes (max %d, %d reserved by uploads in flight): %w", c.bytes, a.max, a.reserved, ErrFull)
+		return a.fullError(c)
 	}
 	if c.ns == "" {
 		return nil
 	}
 	return a.nsOf(c.ns).impossible(c)
+}
+
+// fullError says why the claim cannot fit the store even after evicting
+// everything: the upload alone is larger than the store (ErrNeverFits), or
+// it fits but not beside what other uploads in flight hold (ErrFull: a
+// retry after they finish may succeed). c.held is the upload's own earlier
+// chunks, which the store's reservations include.
+func (a *accounting) fullError(c claim) error {
+	total := c.held + c.bytes
+	if total > a.max {
+		return fmt.Errorf("%s received so far: %w", formatBytes(total), ErrNeverFits)
+	}
+	return fmt.Errorf("the entry needs %s and other uploads in flight hold %s of the store's %s (--max-size); retry when they finish: %w",
+		formatBytes(total), formatBytes(max(a.reserved-c.held, 0)), formatBytes(a.max), ErrFull)
 }
 
 // claimFitsNow reports whether the claim fits under every bound now, so

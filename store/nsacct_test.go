@@ -231,3 +231,40 @@ func TestOldestAcrossNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreFullMessages checks that a refusal by the store's size limit
+// tells an upload too large for the whole store (never fits) from one
+// that does not fit beside other uploads in flight, counting the upload's
+// own earlier chunks as its own.
+func TestStoreFullMessages(t *testing.T) {
+	tests := []struct {
+		name     string
+		reserved int64 // by every upload in flight, the claimant's held bytes included
+		c        claim
+		never    bool
+		want     string
+	}{
+		{"a chunked upload outgrows the store", 4 << 20, claim{bytes: 1 << 20, held: 4 << 20}, true,
+			"5 MiB received so far: the entry is larger than the whole store"},
+		{"a chunked upload beside another one", 4 << 20, claim{bytes: 1 << 20, held: 1 << 20}, false,
+			"the entry needs 2 MiB and other uploads in flight hold 3 MiB of the store's 4 MiB (--max-size); retry when they finish"},
+		{"a whole declared size beside others", 3 << 20, claim{bytes: 2 << 20}, false,
+			"the entry needs 2 MiB and other uploads in flight hold 3 MiB"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccounting(4 << 20)
+			a.reserve(tc.reserved)
+			err := a.impossibleClaim(tc.c)
+			if err == nil {
+				t.Fatal("claim accepted")
+			}
+			if !errors.Is(err, ErrFull) || errors.Is(err, ErrNeverFits) != tc.never {
+				t.Errorf("err %v: ErrFull %v, ErrNeverFits %v (want %v)", err, errors.Is(err, ErrFull), errors.Is(err, ErrNeverFits), tc.never)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %q lacks %q", err, tc.want)
+			}
+		})
+	}
+}
