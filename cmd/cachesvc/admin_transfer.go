@@ -50,6 +50,11 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	if out == "" {
 		return usagef("--out is required: a tar file to write, or - for stdout")
 	}
+	if fi, err := os.Stat(out); err == nil && fi.IsDir() && out != "-" {
+		// Checked before the download, which would otherwise end in a
+		// rename that cannot replace a directory.
+		return usagef("--out %s is a directory: name a file, e.g. --out %s", out, filepath.Join(out, "export.tar"))
+	}
 	f, err := ff.filter()
 	if err != nil {
 		return err

@@ -212,6 +212,7 @@ func TestAdminBadInput(t *testing.T) {
 		{"unknown namespace export", adminSecret, []string{"export", "--namespace", "nosuchteam", "-o", filepath.Join(dir, "y.tar")}, 1, `Namespace "nosuchteam" has no entries to export`},
 		{"invalid namespace", adminSecret, []string{"list", "--namespace", "Bad/NS"}, 2, "--namespace:"},
 		{"export without --out", adminSecret, []string{"export", "--namespace", "team"}, 2, "--out is required"},
+		{"export to a directory", adminSecret, []string{"export", "--namespace", "team", "-o", dir}, 2, "is a directory: name a file"},
 		{"unknown subcommand", adminSecret, []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`},
 		{"min above max", adminSecret, []string{"list", "--min-size", "2MiB", "--max-size", "1MiB"}, 2, "no entry can match"},
 		{"ns and all namespaces", adminSecret, []string{"list", "--namespace", "team", "--all-namespaces"}, 2, "not both"},
