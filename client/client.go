@@ -37,6 +37,12 @@ type Config struct {
 	Run string
 	// UserAgent overrides the default "cachesvc-go-client".
 	UserAgent string
+	// StallTimeout, when positive, fails a request whose connection has
+	// moved no byte in either direction for this long (a hung server or a
+	// silent network), instead of waiting forever; progress in either
+	// direction keeps a slow transfer going. It applies only when
+	// HTTPClient is nil, and must exceed any ?wait= long poll sent.
+	StallTimeout time.Duration
 }
 
 // Client talks to one cachesvc server. It is safe for concurrent use.
@@ -54,11 +60,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{
+		tr := &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
-		}}
+		}
+		if cfg.StallTimeout > 0 {
+			// stallconn.go; idle connections close before their deadline.
+			tr.DialContext = stallDialer(cfg.StallTimeout)
+			tr.IdleConnTimeout = min(tr.IdleConnTimeout, cfg.StallTimeout/2)
+		}
+		hc = &http.Client{Transport: tr}
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "cachesvc-go-client"

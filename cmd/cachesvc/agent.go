@@ -20,6 +20,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("agent", agentSummary, sio)
 	var cf clientFlags
 	cf.register(fs, "default", "`namespace` of the entries")
+	cf.registerStall(fs)
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
 	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
 	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
@@ -25,6 +26,9 @@ type clientFlags struct {
 	Server string
 	NS     string
 	token  *tokenSource
+	// stall is --stall-timeout where registerStall defined it (warm,
+	// agent); 0 waits on a hung server forever.
+	stall time.Duration
 }
 
 // register defines the flags on fs; nsDefault is --namespace's default
@@ -37,6 +41,18 @@ func (c *clientFlags) register(fs *flag.FlagSet, nsDefault, nsUsage string) {
 	c.token = addTokenFlags(fs) // security.go
 }
 
+// defaultStallTimeout is --stall-timeout's default: far above any pause of
+// a working server (its own --read-timeout and --write-timeout are 30s),
+// short enough that a job's warm step does not hang on a hung one.
+const defaultStallTimeout = time.Minute
+
+// registerStall defines --stall-timeout, for the commands that run
+// unattended in a job's start (warm, agent).
+func (c *clientFlags) registerStall(fs *flag.FlagSet) {
+	durationVar(fs, &c.stall, "stall-timeout", defaultStallTimeout, 0, noLimitOrMore,
+		"give up on a request once its connection moved no byte for this long: a hung server (0 = wait forever)")
+}
+
 // client returns a client for the flags, tagging requests with run if set.
 func (c *clientFlags) client(run string) (*client.Client, error) {
 	if err := c.checkNamespace(); err != nil {
@@ -47,7 +63,7 @@ func (c *clientFlags) client(run string) (*client.Client, error) {
 			return nil, usagef("%s", err)
 		}
 	}
-	return c.connect(client.Config{Run: run})
+	return c.connect(client.Config{Run: run, StallTimeout: c.stall})
 }
 
 // checkNamespace checks --namespace.

@@ -54,6 +54,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("warm", warmSummary, sio)
 	var cf clientFlags
 	cf.register(fs, "default", "`namespace` of the entries")
+	cf.registerStall(fs)
 	run := fs.String("run", "", "warm from this `run`'s manifest on the server")
 	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
