@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -138,7 +139,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := a.Poll(ctx); err != nil {
-			a.log.Warn("agent poll failed", "dir", a.cfg.Dir.Path(), "err", err)
+			a.log.Warn("agent poll failed; retrying next poll", "dir", a.cfg.Dir.Path(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +151,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // Poll scans the directory once and uploads every file that is complete
 // and not yet uploaded.
+//
+// # Errors
+// A failure that every upload would share (the server does not answer, or
+// refuses the token) ends the poll at once with that error; the files are
+// tried again on the next poll. A failure of one file is logged and counted
+// in AgentStats.Failed, and the poll goes on.
 func (a *Agent) Poll(ctx context.Context) (AgentStats, error) {
 	var st AgentStats
 	es, err := a.cfg.Dir.Scan()
@@ -183,9 +190,14 @@ func (a *Agent) Poll(ctx context.Context) (AgentStats, error) {
 			st.Pending++
 			continue
 		case err != nil:
-			a.log.Warn("agent: upload failed; retrying next poll", "namespace", a.cfg.Namespace, "name", e.Name, "err", err)
 			st.Failed++
 			delete(a.seen, e.Name)
+			if serverWide(err) {
+				// Every other file would fail the same way: one error per
+				// poll, not one per file.
+				return st, a.finish(changed, tokenHint(err, a.cfg.Namespace))
+			}
+			a.log.Warn("agent: upload failed; retrying next poll", "namespace", a.cfg.Namespace, "name", e.Name, "err", err)
 			continue
 		}
 		if u.Conflict {
@@ -210,12 +222,34 @@ func (a *Agent) Poll(ctx context.Context) (AgentStats, error) {
 			changed = true
 		}
 	}
+	return st, a.finish(changed, nil)
+}
+
+// finish saves the state if it changed and returns err, or the save's error.
+func (a *Agent) finish(changed bool, err error) error {
 	if changed {
-		if err := a.saveState(); err != nil {
-			return st, err
+		if serr := a.saveState(); serr != nil {
+			return serr
 		}
 	}
-	return st, nil
+	return err
+}
+
+// serverWide reports whether an upload's error is about the server or the
+// token, not the file: nothing answers, or the token is refused.
+func serverWide(err error) bool {
+	var ue *url.Error
+	var ce *client.Error
+	return errors.As(err, &ue) || errors.As(err, &ce) && (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden)
+}
+
+// tokenHint adds what to do to a refused token's error.
+func tokenHint(err error, ns string) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden) {
+		return fmt.Errorf("%w (the agent needs a token with write scope on namespace %q: --token-file or CACHESVC_TOKEN_FILE)", err, ns)
+	}
+	return err
 }
 
 // upload checks that e is a complete JAX value and stores it under its
