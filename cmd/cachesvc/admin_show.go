@@ -28,7 +28,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin show KEY", adminShowSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
-	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new') to verify the signature with")
+	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new'), or the key itself in base64, to verify the signature with")
 	asJSON := fs.Bool("json", false, "print the entry as JSON")
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
@@ -64,7 +64,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	if rerr != nil && !(errors.As(rerr, &ce) && (ce.Status == http.StatusNotImplemented || ce.Status == http.StatusNotFound)) {
 		return fmt.Errorf("show the reports of %s/%s: %w", ns, key, rerr)
 	}
-	sig, sigErr := signatureStatus(e, key, pub, *verifyKey)
+	sig, sigErr := signatureStatus(e, key, pub, verifyKeyLabel(*verifyKey, pub))
 	if *asJSON {
 		out := struct {
 			client.EntryInfo
@@ -134,8 +134,8 @@ func showQuarantined(sio stdio, st client.ReportState, asJSON bool) error {
 	return nil
 }
 
-// signatureStatus describes e's signature, verified against pub (read
-// from file) when given; a bad signature is also an error.
+// signatureStatus describes e's signature, verified against pub (named
+// file in messages) when given; a bad signature is also an error.
 func signatureStatus(e client.EntryInfo, key cachekey.Key, pub ed25519.PublicKey, file string) (string, error) {
 	switch {
 	case e.Signature == "":

@@ -345,6 +345,24 @@ func TestAdminShow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	// CACHESVC_VERIFY_KEY as the Python client takes it (base64, or the
+	// .pub file's text) is the key itself, not a file name.
+	pubPEM, err := os.ReadFile(filepath.Join(dir, "sign.key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := auth.ParsePublicKey(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{auth.EncodePublicKey(pub), string(pubPEM)} {
+		t.Setenv("CACHESVC_VERIFY_KEY", v)
+		code, out, errOut := admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--namespace", "team")
+		if code != 0 || !strings.Contains(out, "valid (verified with key "+auth.EncodePublicKey(pub)+")") {
+			t.Errorf("CACHESVC_VERIFY_KEY=%q: exit %d\n%s\n%s", v, code, out, errOut)
+		}
+	}
+	os.Unsetenv("CACHESVC_VERIFY_KEY")
 	newSigner(t, filepath.Join(dir, "other.key"))
 	code, out, errOut = admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--namespace", "team", "--verify-key", filepath.Join(dir, "other.key.pub"))
 	if code != 1 || !strings.Contains(out, "INVALID") || !strings.Contains(errOut, "does not verify") {

@@ -189,7 +189,7 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin import FILE|-", adminImportSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
-	verifyKey := fs.String("verify-key", "", "the exporting server's public key `file`: import only entries whose signature verifies with it")
+	verifyKey := fs.String("verify-key", "", "the exporting server's public key `file` (or the key itself in base64): import only entries whose signature verifies with it")
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
 		return err

@@ -64,13 +64,19 @@ func pairedKeyFile(path string, public bool, fallback string) string {
 const verifyKeyWant = "want the public key FILE.pub that 'cachesvc signkey new' writes beside the private FILE (PEM PUBLIC KEY), or base64 of the 32-byte Ed25519 key"
 
 // loadVerifyKey reads --verify-key's public key; nil for no file. The
-// private key is the likeliest wrong file.
+// private key is the likeliest wrong file. A value that names no file but
+// is a public key itself (base64, or the .pub file's text) is that key:
+// CACHESVC_VERIFY_KEY holds it so for the Python client, and the same
+// variable reaches this flag.
 func loadVerifyKey(path string) (ed25519.PublicKey, error) {
 	if path == "" {
 		return nil, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
+		if pub, perr := auth.ParsePublicKey([]byte(path)); perr == nil {
+			return pub, nil
+		}
 		return nil, fmt.Errorf("read --verify-key: %w", err)
 	}
 	kind, blk := classifyKeyFile(b)
@@ -91,6 +97,15 @@ func loadVerifyKey(path string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("--verify-key %s: %w", path, err)
 	}
 	return pub, nil
+}
+
+// verifyKeyLabel names the key loadVerifyKey read from v in messages: the
+// file, or the key itself in base64 when v held it.
+func verifyKeyLabel(v string, pub ed25519.PublicKey) string {
+	if _, err := os.Stat(v); err == nil {
+		return v
+	}
+	return "key " + auth.EncodePublicKey(pub)
 }
 
 // signingKeyWant says what --signing-key takes, for the errors of a file
