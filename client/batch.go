@@ -30,6 +30,9 @@ type Member struct {
 	Size           int64
 	SHA256         string // 64 hex characters
 	CompileSeconds float64
+	// Signature is the server's base64 Ed25519 signature of the key and
+	// SHA256 (CACHESVC.signature); empty when the server does not sign.
+	Signature string
 }
 
 // Batch fetches keys in one request and calls fn for each entry found, in
@@ -73,9 +76,10 @@ func (c *Client) Batch(ctx context.Context, ns string, keys []string, fn func(m 
 		}
 		m := Member{
 			Key: h.Name, Size: h.Size,
-			Name:    h.PAXRecords[wire.PAXName],
-			Backend: h.PAXRecords[wire.PAXBackend],
-			SHA256:  h.PAXRecords[wire.PAXSHA256],
+			Name:      h.PAXRecords[wire.PAXName],
+			Backend:   h.PAXRecords[wire.PAXBackend],
+			SHA256:    h.PAXRecords[wire.PAXSHA256],
+			Signature: h.PAXRecords[wire.PAXSignature],
 		}
 		if s := h.PAXRecords[wire.PAXCompileSeconds]; s != "" {
 			m.CompileSeconds, _ = strconv.ParseFloat(s, 64)

@@ -24,6 +24,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
 	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
 	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")
+	verifyKey := fs.String("verify-key", "", "with --warm-run: "+verifyKeyUsage)
 	var interval time.Duration
 	// Each poll lists and stats the whole directory: faster than 10ms
 	// would only burn CPU.
@@ -49,12 +50,20 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	// CACHESVC_VERIFY_KEY, set for the trainers, is no reason to refuse.
+	if *warmRun == "" && flagGiven(args, "verify-key") {
+		return usagef("--verify-key checks what --warm-run fetches: give --warm-run too (uploads are signed by the server, not checked here)")
+	}
+	verify, err := signatureCheck(*verifyKey) // warm.go
+	if err != nil {
+		return err
+	}
 	if *warmRun != "" {
 		wcl, err := cf.client("")
 		if err != nil {
 			return err
 		}
-		res, err := warmDir(ctx, wcl, cf.NS, d, *warmRun, "", jaxsync.DefaultChunkSize, sio, log)
+		res, err := warmDir(ctx, wcl, cf.NS, d, *warmRun, "", jaxsync.DefaultChunkSize, verify, sio, log)
 		if err != nil {
 			return fmt.Errorf("pre-warm: %w", serverHint(err, cf.Server))
 		}

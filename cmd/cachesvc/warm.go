@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +14,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
@@ -59,6 +63,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
 	chunk := fs.Int("chunk-size", jaxsync.DefaultChunkSize, "keys per batch request (at most 10000)")
+	verifyKey := fs.String("verify-key", "", verifyKeyUsage)
 	var tw torchWarm
 	fs.BoolVar(&tw.enabled, "torch", false, "instead, pre-fill torch.compile's local caches from --run's Mega-Cache blob (saved by cachesvc.torch.save) by running --python -m cachesvc.torch load")
 	fs.StringVar(&tw.python, "python", "python3", "with --torch: the `interpreter` that has torch and the cachesvc package")
@@ -97,6 +102,10 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	if *chunk <= 0 || *chunk > jaxsync.MaxChunkSize {
 		return usagef("--chunk-size must be 1 to %d, got %d", jaxsync.MaxChunkSize, *chunk)
 	}
+	verify, err := signatureCheck(*verifyKey)
+	if err != nil {
+		return err
+	}
 	cl, err := cf.client("")
 	if err != nil {
 		return err
@@ -105,7 +114,10 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
-	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifestFile, *chunk, sio, nil)
+	res, err := warmDir(ctx, cl, cf.NS, d, *run, *manifestFile, *chunk, verify, sio, nil)
+	if errors.Is(err, jaxsync.ErrRefused) {
+		fmt.Fprintln(sio.Stdout, res)
+	}
 	if err != nil {
 		return serverHint(err, cf.Server) // clientflags.go
 	}
@@ -113,9 +125,41 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	return nil
 }
 
+// verifyKeyUsage is warm's and agent's --verify-key.
+const verifyKeyUsage = "the server's public key `file` (FILE.pub of 'cachesvc signkey new', or the key itself in base64, as CACHESVC_VERIFY_KEY for the Python client): write only entries whose signature verifies with it"
+
+// signatureCheck returns the check of --verify-key's key for
+// jaxsync.WarmConfig.Verify: nil without a key; with one, a member must
+// carry the server's valid signature of its key and SHA-256 (the bytes are
+// checked against that SHA-256 before their file appears).
+func signatureCheck(verifyKey string) (func(client.Member) error, error) {
+	pub, err := loadVerifyKey(verifyKey) // keyfiles.go
+	if err != nil || pub == nil {
+		return nil, err
+	}
+	label := verifyKeyLabel(verifyKey, pub)
+	return func(m client.Member) error {
+		key, err := cachekey.ParseKey(m.Key)
+		if err != nil {
+			return err
+		}
+		var sum [32]byte
+		if n, err := hex.Decode(sum[:], []byte(m.SHA256)); err != nil || n != len(sum) {
+			return fmt.Errorf("the server sent no valid sha256 for it (%q)", m.SHA256)
+		}
+		switch {
+		case m.Signature == "":
+			return errors.New("it is unsigned: the server has no --signing-key")
+		case !auth.Verify(pub, key, sum, m.Signature):
+			return fmt.Errorf("its signature does not verify with %s: signed by another key, or altered", label)
+		}
+		return nil
+	}, nil
+}
+
 // warmDir loads the entries to warm and runs jaxsync.Warm with a progress
 // bar when stderr is a terminal.
-func warmDir(ctx context.Context, cl *client.Client, ns string, d *jaxcache.Dir, run, manifestFile string, chunk int, sio stdio, log *slog.Logger) (jaxsync.WarmResult, error) {
+func warmDir(ctx context.Context, cl *client.Client, ns string, d *jaxcache.Dir, run, manifestFile string, chunk int, verify func(client.Member) error, sio stdio, log *slog.Logger) (jaxsync.WarmResult, error) {
 	var wants []jaxsync.Want
 	if manifestFile != "" {
 		w, err := jaxsync.ReadManifestFile(manifestFile)
@@ -133,7 +177,7 @@ func warmDir(ctx context.Context, cl *client.Client, ns string, d *jaxcache.Dir,
 		}
 		wants = jaxsync.FromManifest(m)
 	}
-	cfg := jaxsync.WarmConfig{Client: cl, Namespace: ns, Dir: d, Entries: wants, ChunkSize: chunk, Logger: log}
+	cfg := jaxsync.WarmConfig{Client: cl, Namespace: ns, Dir: d, Entries: wants, ChunkSize: chunk, Logger: log, Verify: verify}
 	var bar *progressbar.ProgressBar
 	if isTerminal(sio.Stderr) {
 		bar = progressbar.NewOptions(len(wants),

@@ -53,6 +53,9 @@ const (
 // ErrBadManifest means a manifest file is not usable.
 var ErrBadManifest = errors.New("bad manifest")
 
+// ErrRefused means WarmConfig.Verify refused members: they were not written.
+var ErrRefused = errors.New("entries refused")
+
 // Want is one entry to warm: a server key, and its JAX key when known.
 type Want struct {
 	Key  string `json:"key"`
@@ -72,24 +75,35 @@ type WarmConfig struct {
 	// number handled so far, the total, and the bytes written so far.
 	Progress func(done, total int, bytes int64)
 	Logger   *slog.Logger
+	// Verify, when set, checks each member before it is written (the
+	// server's signature, for one); a member it refuses is not written and
+	// is counted in WarmResult.Refused, and Warm returns ErrRefused once
+	// the rest is done.
+	Verify func(client.Member) error
 }
 
 // WarmResult counts what Warm did.
 type WarmResult struct {
-	Requested int   `json:"requested"`
-	Written   int   `json:"written"`
-	Present   int   `json:"present"`
-	Missing   int   `json:"missing"`
-	Unnamed   int   `json:"unnamed"`
-	Bytes     int64 `json:"bytes"`
+	Requested int `json:"requested"`
+	Written   int `json:"written"`
+	Present   int `json:"present"`
+	Missing   int `json:"missing"`
+	Unnamed   int `json:"unnamed"`
+	// Refused counts the members WarmConfig.Verify refused.
+	Refused int   `json:"refused"`
+	Bytes   int64 `json:"bytes"`
 	// Seconds is the wall time of the whole warm.
 	Seconds float64 `json:"seconds"`
 }
 
 // String is the one-line summary printed when no progress bar is shown.
 func (r WarmResult) String() string {
-	return fmt.Sprintf("warm: %d requested, %d written (%d bytes), %d already present, %d missing on the server, %d without a JAX key name, in %.2fs",
-		r.Requested, r.Written, r.Bytes, r.Present, r.Missing, r.Unnamed, r.Seconds)
+	refused := ""
+	if r.Refused > 0 {
+		refused = fmt.Sprintf(", %d refused (not written)", r.Refused)
+	}
+	return fmt.Sprintf("warm: %d requested, %d written (%d bytes), %d already present, %d missing on the server, %d without a JAX key name%s, in %.2fs",
+		r.Requested, r.Written, r.Bytes, r.Present, r.Missing, r.Unnamed, refused, r.Seconds)
 }
 
 // Warm fetches cfg.Entries with batch requests and writes them into cfg.Dir
@@ -138,13 +152,14 @@ func Warm(ctx context.Context, cfg WarmConfig) (WarmResult, error) {
 		cfg.Progress(done, res.Requested, 0)
 	}
 	handled := make(map[string]bool, len(keys))
+	var firstRefusal error
 	for i := 0; i < len(keys); i += chunk {
 		part := keys[i:min(i+chunk, len(keys))]
 		// A broken stream (an entry evicted or found corrupt mid-batch) is
 		// retried once for the keys not yet handled.
 		for attempt := 0; ; attempt++ {
 			missing, err := cfg.Client.Batch(ctx, cfg.Namespace, part, func(m client.Member, r io.Reader) error {
-				if err := warmMember(cfg, &res, m, r, log); err != nil {
+				if err := warmMember(cfg, &res, &firstRefusal, m, r, log); err != nil {
 					return err
 				}
 				handled[m.Key] = true
@@ -177,17 +192,30 @@ func Warm(ctx context.Context, cfg WarmConfig) (WarmResult, error) {
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
+	if res.Refused > 0 {
+		return res, fmt.Errorf("%w: %d of the run's entries failed verification and were not written (the first: %w)", ErrRefused, res.Refused, firstRefusal)
+	}
 	log.Info("warm done", "namespace", cfg.Namespace, "dir", cfg.Dir.Path(), "requested", res.Requested,
 		"written", res.Written, "present", res.Present, "missing", res.Missing, "unnamed", res.Unnamed, "bytes", res.Bytes)
 	return res, nil
 }
 
 // warmMember writes one batch member into the directory.
-func warmMember(cfg WarmConfig, res *WarmResult, m client.Member, r io.Reader, log *slog.Logger) error {
+func warmMember(cfg WarmConfig, res *WarmResult, firstRefusal *error, m client.Member, r io.Reader, log *slog.Logger) error {
 	if jaxcache.ValidateName(m.Name) != nil {
 		res.Unnamed++
 		log.Debug("warm: skipping entry without a JAX key name", "namespace", cfg.Namespace, "key", m.Key, "name", m.Name)
 		return nil
+	}
+	if cfg.Verify != nil {
+		if err := cfg.Verify(m); err != nil {
+			res.Refused++
+			if *firstRefusal == nil {
+				*firstRefusal = fmt.Errorf("%s (%s): %w", m.Name, m.Key, err)
+			}
+			log.Warn("warm: entry refused, not written", "namespace", cfg.Namespace, "key", m.Key, "name", m.Name, "err", err)
+			return nil
+		}
 	}
 	written, err := cfg.Dir.Write(m.Name, r, m.SHA256, time.Now())
 	if err != nil {
