@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -97,8 +98,12 @@ func (c *clientFlags) connect(cfg client.Config) (*client.Client, error) {
 // reached at all (nothing listens there, or no such host).
 func serverHint(err error, url string) error {
 	var dns *net.DNSError
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) {
+	var ca x509.UnknownAuthorityError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns):
 		return fmt.Errorf("%w (is cachesvc serve running at %s? Set --url or CACHESVC_URL to the server's URL)", err, url)
+	case errors.As(err, &ca):
+		return fmt.Errorf("%w (trust the CA that signed the server's --tls-cert: SSL_CERT_FILE=ca.pem, or install it in the system's store)", err)
 	}
 	return err
 }

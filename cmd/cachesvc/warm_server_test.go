@@ -11,6 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/api/auth/authtest"
 )
 
 // stallingProxy forwards TCP connections to target until `after` bytes have
@@ -103,5 +108,28 @@ func TestWarmGivesUpOnHungServer(t *testing.T) {
 	code, out, errOut := runCmd(t, "warm", "--url", hung, "--manifest", mf, "--jax-cache-dir", t.TempDir(), "--stall-timeout", "300ms")
 	if code != 1 || !strings.Contains(errOut, "the server stalled") || !strings.Contains(errOut, "300ms") {
 		t.Fatalf("warm from a hung server: exit %d, stderr %q (stdout %q); want exit 1 and the stall named", code, errOut, out)
+	}
+}
+
+// TestClientCommandsSayHowToTrustTheServersCA: a server whose --tls-cert
+// is signed by a private CA fails the client commands with the way to trust
+// it, not only x509's "certificate signed by unknown authority".
+func TestClientCommandsSayHowToTrustTheServersCA(t *testing.T) {
+	pki := authtest.NewPKI(t)
+	tlsCfg, err := auth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.TLS = tlsCfg }})
+	url := "https://" + strings.TrimPrefix(srv.URL, "http://")
+	for _, args := range [][]string{
+		{"warm", "--url", url, "--run", "r", "--jax-cache-dir", t.TempDir()},
+		{"stats", "--url", url},
+		{"admin", "list", "--url", url},
+	} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 1 || !strings.Contains(errOut, "unknown authority") || !strings.Contains(errOut, "SSL_CERT_FILE=ca.pem") {
+			t.Errorf("%s: exit %d, stderr %q (stdout %q); want exit 1 and how to trust the CA", args[0], code, errOut, out)
+		}
 	}
 }
