@@ -162,9 +162,13 @@ func signatureCheck(verifyKey string) (func(client.Member) error, error) {
 func warmDir(ctx context.Context, cl *client.Client, ns string, d *jaxcache.Dir, run, manifestFile string, chunk int, verify func(client.Member) error, sio stdio, log *slog.Logger) (jaxsync.WarmResult, error) {
 	var wants []jaxsync.Want
 	if manifestFile != "" {
-		w, err := jaxsync.ReadManifestFile(manifestFile)
+		w, fileNS, err := jaxsync.ReadManifestFile(manifestFile)
 		if err != nil {
 			return jaxsync.WarmResult{}, err
+		}
+		if fileNS != "" && fileNS != ns {
+			// Its keys would all be missing: a cold cache, and exit 0.
+			return jaxsync.WarmResult{}, fmt.Errorf("manifest %s is of namespace %q, not %q: give --namespace %s", manifestFile, fileNS, ns, fileNS)
 		}
 		wants = w
 	} else {

@@ -102,6 +102,8 @@ func TestWarmAgentBadInput(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	badManifest := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(badManifest, []byte(`{"keys": ["nothex"]}`), 0o644)
+	otherNS := filepath.Join(t.TempDir(), "team-a.json")
+	os.WriteFile(otherNS, []byte(`{"run": "r", "namespace": "team-a", "keys": [{"key": "`+strings.Repeat("ab", 32)+`"}]}`), 0o644)
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -119,6 +121,7 @@ func TestWarmAgentBadInput(t *testing.T) {
 		{"dir not writable", []string{"warm", "--server", srv.URL, "--run", "r", "--jax-cache-dir", filepath.Join(file, "sub")}, 1, "jax cache dir is not writable"},
 		{"unknown run", []string{"warm", "--server", srv.URL, "--run", "never-seen", "--jax-cache-dir", dir}, 1, "unknown_run"},
 		{"malformed manifest", []string{"warm", "--server", srv.URL, "--manifest", badManifest, "--jax-cache-dir", dir}, 1, "keys[0]"},
+		{"manifest of another namespace", []string{"warm", "--server", srv.URL, "--manifest", otherNS, "--jax-cache-dir", dir}, 1, `is of namespace "team-a", not "default": give --namespace team-a`},
 		{"missing manifest", []string{"warm", "--server", srv.URL, "--manifest", badManifest + ".nope", "--jax-cache-dir", dir}, 1, "no such file"},
 		{"torch without run", []string{"warm", "--torch", "--server", srv.URL}, 2, "--torch needs --run"},
 		{"torch with jax dir", []string{"warm", "--torch", "--server", srv.URL, "--run", "r", "--jax-cache-dir", dir}, 2, "--manifest and --jax-cache-dir are for JAX"},

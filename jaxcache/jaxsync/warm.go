@@ -241,52 +241,55 @@ func FromManifest(m client.Manifest) []Want {
 
 // ReadManifestFile reads a manifest file: the JSON of GET
 // /v1/{ns}/runs/{run}/manifest ({"keys": [{"key", "name"}, ...]}), or
-// {"keys": ["<key>", ...]}, or a bare JSON array of either form.
+// {"keys": ["<key>", ...]}, or a bare JSON array of either form. It also
+// returns the namespace the file names ("namespace", as the server's
+// manifest does), or "" when it names none.
 //
 // # Errors
 //   - ErrBadManifest (wrapped, naming the file and the bad element) for
 //     unreadable JSON, no keys, or a key that is not 64 lowercase hex.
-func ReadManifestFile(path string) ([]Want, error) {
+func ReadManifestFile(path string) (wants []Want, namespace string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, "", fmt.Errorf("read manifest: %w", err)
 	}
 	var raw json.RawMessage = data
 	var obj struct {
-		Keys json.RawMessage `json:"keys"`
+		Namespace string          `json:"namespace"`
+		Keys      json.RawMessage `json:"keys"`
 	}
 	if len(data) > 0 && firstNonSpace(data) == '{' {
 		if err := json.Unmarshal(data, &obj); err != nil {
-			return nil, fmt.Errorf("%w %s: not valid JSON: %w", ErrBadManifest, path, err)
+			return nil, "", fmt.Errorf("%w %s: not valid JSON: %w", ErrBadManifest, path, err)
 		}
 		if obj.Keys == nil {
-			return nil, fmt.Errorf(`%w %s: no "keys" field; expected the output of GET /v1/{ns}/runs/{run}/manifest or {"keys": [...]}`, ErrBadManifest, path)
+			return nil, "", fmt.Errorf(`%w %s: no "keys" field; expected the output of GET /v1/{ns}/runs/{run}/manifest or {"keys": [...]}`, ErrBadManifest, path)
 		}
 		raw = obj.Keys
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, fmt.Errorf(`%w %s: "keys" must be a JSON array of keys or of {"key", "name"} objects: %w`, ErrBadManifest, path, err)
+		return nil, "", fmt.Errorf(`%w %s: "keys" must be a JSON array of keys or of {"key", "name"} objects: %w`, ErrBadManifest, path, err)
 	}
 	if len(elems) == 0 {
-		return nil, fmt.Errorf("%w %s: the manifest lists no keys", ErrBadManifest, path)
+		return nil, "", fmt.Errorf("%w %s: the manifest lists no keys", ErrBadManifest, path)
 	}
 	out := make([]Want, 0, len(elems))
 	for i, e := range elems {
 		var w Want
 		if firstNonSpace(e) == '"' {
 			if err := json.Unmarshal(e, &w.Key); err != nil {
-				return nil, fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
+				return nil, "", fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
 			}
 		} else if err := json.Unmarshal(e, &w); err != nil {
-			return nil, fmt.Errorf(`%w %s: keys[%d] must be a key string or a {"key", "name"} object: %w`, ErrBadManifest, path, i, err)
+			return nil, "", fmt.Errorf(`%w %s: keys[%d] must be a key string or a {"key", "name"} object: %w`, ErrBadManifest, path, i, err)
 		}
 		if _, err := cachekey.ParseKey(w.Key); err != nil {
-			return nil, fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
+			return nil, "", fmt.Errorf("%w %s: keys[%d]: %w", ErrBadManifest, path, i, err)
 		}
 		out = append(out, w)
 	}
-	return out, nil
+	return out, obj.Namespace, nil
 }
 
 func firstNonSpace(b []byte) byte {

@@ -123,34 +123,35 @@ func TestReadManifestFile(t *testing.T) {
 		name, body string
 		want       int
 		errHas     string
+		namespace  string
 	}{
-		{"server manifest", `{"run":"r","namespace":"default","keys":[{"key":"` + k1 + `","name":"jit_f-x","looked_up":true,"written":false},{"key":"` + k2 + `"}],"truncated":false}`, 2, ""},
-		{"key strings", `{"keys":["` + k1 + `","` + k2 + `"]}`, 2, ""},
-		{"bare array", `["` + k1 + `"]`, 1, ""},
-		{"not json", `{"keys": [`, 0, "not valid JSON"},
-		{"no keys field", `{"run":"r"}`, 0, `no "keys" field`},
-		{"empty", `{"keys":[]}`, 0, "lists no keys"},
-		{"bad key", `{"keys":["` + k1 + `","XYZ"]}`, 0, "keys[1]"},
-		{"keys not array", `{"keys":"abc"}`, 0, "must be a JSON array"},
-		{"bad element", `{"keys":[42]}`, 0, "keys[0] must be"},
+		{"server manifest", `{"run":"r","namespace":"team-a","keys":[{"key":"` + k1 + `","name":"jit_f-x","looked_up":true,"written":false},{"key":"` + k2 + `"}],"truncated":false}`, 2, "", "team-a"},
+		{"key strings", `{"keys":["` + k1 + `","` + k2 + `"]}`, 2, "", ""},
+		{"bare array", `["` + k1 + `"]`, 1, "", ""},
+		{"not json", `{"keys": [`, 0, "not valid JSON", ""},
+		{"no keys field", `{"run":"r"}`, 0, `no "keys" field`, ""},
+		{"empty", `{"keys":[]}`, 0, "lists no keys", ""},
+		{"bad key", `{"keys":["` + k1 + `","XYZ"]}`, 0, "keys[1]", ""},
+		{"keys not array", `{"keys":"abc"}`, 0, "must be a JSON array", ""},
+		{"bad element", `{"keys":[42]}`, 0, "keys[0] must be", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".json")
 			os.WriteFile(p, []byte(tt.body), 0o644)
-			ws, err := jaxsync.ReadManifestFile(p)
+			ws, ns, err := jaxsync.ReadManifestFile(p)
 			if tt.errHas != "" {
 				if !errors.Is(err, jaxsync.ErrBadManifest) || !strings.Contains(err.Error(), tt.errHas) || !strings.Contains(err.Error(), p) {
 					t.Fatalf("err = %v, want ErrBadManifest naming the file and %q", err, tt.errHas)
 				}
 				return
 			}
-			if err != nil || len(ws) != tt.want {
-				t.Fatalf("got %d entries, %v", len(ws), err)
+			if err != nil || len(ws) != tt.want || ns != tt.namespace {
+				t.Fatalf("got %d entries of namespace %q, %v", len(ws), ns, err)
 			}
 		})
 	}
-	if _, err := jaxsync.ReadManifestFile(filepath.Join(dir, "absent.json")); err == nil || !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := jaxsync.ReadManifestFile(filepath.Join(dir, "absent.json")); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("absent file: %v", err)
 	}
 }
