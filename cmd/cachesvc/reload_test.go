@@ -110,3 +110,35 @@ func containsAll(s string, subs []string) bool {
 	}
 	return true
 }
+
+// TestServeSurvivesSIGHUPWithNothingToReload: a server with no tokens,
+// namespaces or plugins file still handles SIGHUP (logrotate and config
+// tools send it to every service), instead of dying of it with no graceful
+// shutdown.
+func TestServeSurvivesSIGHUPWithNothingToReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--log-level", "info")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the SIGHUP to be logged", func() bool {
+		select {
+		case <-p.exited:
+			t.Fatalf("cachesvc serve exited on SIGHUP:\n%s", p.stderr.String())
+		default:
+		}
+		return strings.Contains(p.stderr.String(), "nothing to reload")
+	})
+	resp, err := http.Get(p.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz after SIGHUP: %d", resp.StatusCode)
+	}
+	p.stop(t, time.Minute)
+}
