@@ -2,9 +2,12 @@
 // that a later run (the next arm of a sweep) can warm its caches from the
 // first one's manifest.
 //
-// The recorder is bounded three ways: number of runs (least recently updated
-// run evicted first), keys per run (further keys set Truncated), and keys in
-// total (oldest other runs evicted first). Runs expire TTL after their last
+// The recorder is bounded three ways: number of runs, keys per run (further
+// keys set Truncated), and keys in total. At the run or total-key bound it
+// evicts from the namespace that holds the most (runs, or keys), its least
+// recently updated run first: one namespace flooding runs (a reader's
+// requests, a sweep of thousands of processes each with its own run id)
+// evicts its own runs, not another team's. Runs expire TTL after their last
 // update. It lives in memory; with Config.Path set it is loaded from and
 // saved to a JSON snapshot file (atomically: temp file, fsync, rename), so a
 // graceful restart keeps manifests and a crash loses at most the updates
@@ -194,7 +197,9 @@ func (r *Recorder) record(ns, run string, key cachekey.Key, name string, write b
 	}
 	if rr == nil {
 		for len(r.runs) >= r.cfg.MaxRuns {
-			r.evictOldestLocked(id)
+			if !r.evictLocked(id, runsHeld) {
+				break // unreachable: MaxRuns >= 1 and id is not recorded yet
+			}
 		}
 		rr = &runRec{created: now, index: make(map[cachekey.Key]int)}
 		r.runs[id] = rr
@@ -208,7 +213,7 @@ func (r *Recorder) record(ns, run string, key cachekey.Key, name string, write b
 			return
 		}
 		for r.total >= r.cfg.MaxTotalKeys {
-			if !r.evictOldestLocked(id) {
+			if !r.evictLocked(id, keysHeld) {
 				rr.truncated, rr.unshared = true, true
 				return
 			}
@@ -280,24 +285,46 @@ func (r *Recorder) Counts() (runs, keys int) {
 	return len(r.runs), r.total
 }
 
-// evictOldestLocked drops the least recently updated run other than keep and
-// reports whether one was dropped.
-func (r *Recorder) evictOldestLocked(keep runID) bool {
-	var oldest runID
-	var found bool
-	var t time.Time
+// runsHeld and keysHeld are what a run weighs against the run bound and
+// the total-key bound, for evictLocked.
+func runsHeld(*runRec) int    { return 1 }
+func keysHeld(rr *runRec) int { return len(rr.keys) }
+
+// evictLocked drops the least recently updated run, other than keep, of the
+// namespace whose runs weigh the most (ties: the namespace holding the
+// oldest such run), and reports whether one was dropped. keep's weight
+// counts for its namespace: a run that grows past its fair share evicts its
+// namespace's older runs.
+func (r *Recorder) evictLocked(keep runID, weight func(*runRec) int) bool {
+	type share struct {
+		weight int
+		oldest runID
+		t      time.Time
+		found  bool
+	}
+	shares := make(map[string]*share)
 	for id, rr := range r.runs {
-		if id == keep {
-			continue
+		sh := shares[id.ns]
+		if sh == nil {
+			sh = &share{}
+			shares[id.ns] = sh
 		}
-		if !found || rr.updated.Before(t) {
-			oldest, t, found = id, rr.updated, true
+		sh.weight += weight(rr)
+		if id != keep && (!sh.found || rr.updated.Before(sh.t)) {
+			sh.oldest, sh.t, sh.found = id, rr.updated, true
 		}
 	}
-	if found {
-		r.dropLocked(oldest)
+	var victim *share
+	for _, sh := range shares {
+		if sh.found && (victim == nil || sh.weight > victim.weight || sh.weight == victim.weight && sh.t.Before(victim.t)) {
+			victim = sh
+		}
 	}
-	return found
+	if victim == nil {
+		return false
+	}
+	r.dropLocked(victim.oldest)
+	return true
 }
 
 func (r *Recorder) dropLocked(id runID) {

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -122,6 +123,72 @@ func TestBounds(t *testing.T) {
 				m, _ := r.Manifest(ctx, "ns", "b")
 				if len(m.Keys) != 3 || !m.Truncated {
 					t.Fatalf("keys=%d truncated=%v", len(m.Keys), m.Truncated)
+				}
+			},
+		},
+		{
+			name: "a namespace flooding runs evicts its own, not another's older ones",
+			cfg:  Config{MaxRuns: 4},
+			do: func(r *Recorder) {
+				r.RecordLookup("team-a", "sweep1", key(1)) // the oldest run of all
+				for i := range 10 {
+					clk.t = clk.t.Add(time.Second)
+					r.RecordLookup("team-b", fmt.Sprintf("flood-%d", i), key(1))
+				}
+			},
+			check: func(t *testing.T, r *Recorder) {
+				if _, err := r.Manifest(ctx, "team-a", "sweep1"); err != nil {
+					t.Fatalf("team-a's run was evicted by team-b's flood: %v", err)
+				}
+				for i, want := range []bool{false, false, false, false, false, false, false, true, true, true} {
+					if _, err := r.Manifest(ctx, "team-b", fmt.Sprintf("flood-%d", i)); (err == nil) != want {
+						t.Errorf("flood-%d kept = %v, want %v", i, err == nil, want)
+					}
+				}
+			},
+		},
+		{
+			name: "the namespace holding the most runs gives way, down to a fair share",
+			cfg:  Config{MaxRuns: 4},
+			do: func(r *Recorder) {
+				r.RecordLookup("team-b", "b0", key(1)) // the oldest run of all
+				for i := range 4 {
+					clk.t = clk.t.Add(time.Second)
+					r.RecordLookup("team-a", fmt.Sprintf("a%d", i), key(1))
+				}
+				clk.t = clk.t.Add(time.Second)
+				r.RecordLookup("team-b", "b1", key(1))
+			},
+			check: func(t *testing.T, r *Recorder) {
+				for _, c := range []struct {
+					ns, run string
+					kept    bool
+				}{{"team-a", "a0", false}, {"team-a", "a1", false}, {"team-a", "a2", true}, {"team-a", "a3", true}, {"team-b", "b0", true}, {"team-b", "b1", true}} {
+					if _, err := r.Manifest(ctx, c.ns, c.run); (err == nil) != c.kept {
+						t.Errorf("%s/%s kept = %v, want %v", c.ns, c.run, err == nil, c.kept)
+					}
+				}
+			},
+		},
+		{
+			name: "at the total-key bound the namespace holding the most keys gives way",
+			cfg:  Config{MaxTotalKeys: 5},
+			do: func(r *Recorder) {
+				r.RecordLookup("team-a", "small", key(1)) // oldest, but its namespace holds the fewest keys
+				for i := range 3 {
+					clk.t = clk.t.Add(time.Second)
+					r.RecordLookup("team-b", "big1", key(byte(10+i)))
+				}
+				clk.t = clk.t.Add(time.Second)
+				r.RecordLookup("team-b", "big2", key(20))
+				r.RecordLookup("team-b", "big2", key(21))
+			},
+			check: func(t *testing.T, r *Recorder) {
+				if _, err := r.Manifest(ctx, "team-a", "small"); err != nil {
+					t.Fatalf("team-a's run was evicted: %v", err)
+				}
+				if _, err := r.Manifest(ctx, "team-b", "big1"); !errors.Is(err, ErrUnknownRun) {
+					t.Fatalf("team-b's older run was kept: %v", err)
 				}
 			},
 		},
