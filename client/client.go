@@ -9,6 +9,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,12 @@ type Config struct {
 	HTTPClient *http.Client
 	// Token, when set, is sent as "Authorization: Bearer <token>".
 	Token string
+	// TLS, when set, configures https connections; its Certificates are
+	// the client certificate presented to a server that requires one
+	// (serve --tls-client-ca). Nil means the system's trusted roots
+	// (SSL_CERT_FILE) and no client certificate. It applies only when
+	// HTTPClient is nil; New keeps a copy.
+	TLS *tls.Config
 	// Run, when set, is sent as X-Cachesvc-Run on every request so the server
 	// records this run's manifest.
 	Run string
@@ -64,6 +71,7 @@ func New(cfg Config) (*Client, error) {
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     cfg.TLS.Clone(),
 		}
 		if cfg.StallTimeout > 0 {
 			// stallconn.go; idle connections close before their deadline.

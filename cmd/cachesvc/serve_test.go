@@ -38,7 +38,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var servingRE = regexp.MustCompile(`serving on (http://\S+)`)
+var servingRE = regexp.MustCompile(`serving on (https?://\S+)`)
 
 // waitURL polls out for the "serving on URL" line.
 func waitURL(t *testing.T, out *syncBuffer, exited <-chan int) string {

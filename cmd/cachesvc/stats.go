@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -29,9 +28,13 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
+	hc, err := cf.httpClient() // clientflags.go: --client-cert
+	if err != nil {
+		return err
+	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	r, err := report.Fetch(ctx, http.DefaultClient, cf.Server, cf.NS, token)
+	r, err := report.Fetch(ctx, hc, cf.Server, cf.NS, token)
 	if err != nil {
 		return serverHint(err, cf.Server)
 	}

@@ -21,12 +21,13 @@ type torchWarm struct {
 // warmTorch runs `<python> -m cachesvc.torch load RUN`: the blob is only
 // valid for the torch, Triton and device of the process that loads it, and
 // only torch.compiler.load_cache_artifacts can unpack it, so the work runs
-// in the interpreter that will train. The server, namespace and token reach
-// it as CACHESVC_URL, CACHESVC_NAMESPACE and CACHESVC_TOKEN; --torch-cache-dir
-// as TORCHINDUCTOR_CACHE_DIR. Its output is passed through; a non-zero exit
-// fails warm.
+// in the interpreter that will train. The server, namespace, token and
+// client certificate reach it as CACHESVC_URL, CACHESVC_NAMESPACE,
+// CACHESVC_TOKEN, CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY;
+// --torch-cache-dir as TORCHINDUCTOR_CACHE_DIR. Its output is passed
+// through; a non-zero exit fails warm.
 func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, sio stdio) error {
-	if _, err := cf.client(""); err != nil { // validates --url, --namespace and the token flags
+	if _, err := cf.client(""); err != nil { // validates --url, --namespace, the token and the client certificate
 		return err
 	}
 	token, err := cf.token.resolve()
@@ -42,7 +43,7 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 	for _, kv := range os.Environ() {
 		// Ours win over inherited ones of the same name.
 		if name, _, _ := strings.Cut(kv, "="); name == "CACHESVC_URL" || name == "CACHESVC_NAMESPACE" || name == "CACHESVC_TOKEN" ||
-			(tw.dir != "" && name == "TORCHINDUCTOR_CACHE_DIR") {
+			name == "CACHESVC_CLIENT_CERT" || name == "CACHESVC_CLIENT_KEY" || (tw.dir != "" && name == "TORCHINDUCTOR_CACHE_DIR") {
 			continue
 		}
 		env = append(env, kv)
@@ -50,6 +51,9 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 	env = append(env, "CACHESVC_URL="+cf.Server, "CACHESVC_NAMESPACE="+cf.NS)
 	if token != "" {
 		env = append(env, "CACHESVC_TOKEN="+token)
+	}
+	if cf.certFile != "" {
+		env = append(env, "CACHESVC_CLIENT_CERT="+cf.certFile, "CACHESVC_CLIENT_KEY="+cf.keyFile)
 	}
 	if tw.dir != "" {
 		if err := os.MkdirAll(tw.dir, 0o755); err != nil {
