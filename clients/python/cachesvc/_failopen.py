@@ -81,6 +81,8 @@ class Settings:
     token_file: str | None
     verify_key: str | None
     run: str
+    client_cert: str | None = None
+    client_key: str | None = None
     lookup_timeout: float | None = 1.0
 
     @classmethod
@@ -89,7 +91,8 @@ class Settings:
                 lookup_timeout: float | None = None) -> "Settings":
         """Arguments win; then ``CACHESVC_URL`` (old name ``CACHESVC_SERVER``),
         ``CACHESVC_NAMESPACE`` (old name ``CACHESVC_NS``; default ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
-        ``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN`` (default :func:`default_run_id`),
+        ``CACHESVC_VERIFY_KEY``, ``CACHESVC_CLIENT_CERT``, ``CACHESVC_CLIENT_KEY``,
+        ``CACHESVC_RUN`` (default :func:`default_run_id`),
         ``CACHESVC_LOOKUP_TIMEOUT`` (seconds, default 1; ``0`` or ``none``: no
         first-byte timeout, only the call's budget)."""
         return cls(
@@ -100,26 +103,31 @@ class Settings:
             verify_key=verify_key or env("CACHESVC_VERIFY_KEY"),
             run=run or env("CACHESVC_RUN") or default_run_id(),
             lookup_timeout=resolve_lookup_timeout(lookup_timeout),
+            client_cert=env("CACHESVC_CLIENT_CERT"),
+            client_key=env("CACHESVC_CLIENT_KEY"),
         )
 
     def client(self, *, timeout: float, retries: int) -> Client:
         """A :class:`Client` with these settings (``url`` must be set)."""
         assert self.url is not None
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
-                      verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run)
+                      verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run,
+                      client_cert=self.client_cert, client_key=self.client_key)
 
     def client_or_warn(self, log: logging.Logger, *, timeout: float, retries: int,
                        not_installed: str) -> Client | None:
         """:meth:`client`, or None after one warning when the settings cannot
         make one (a URL without ``http(s)://``, an unreadable or empty token
-        file, a malformed verify key): a misconfigured cache must not stop
+        file, a malformed verify key, a client certificate that does not
+        load): a misconfigured cache must not stop
         the training job, which then compiles as it would without it."""
         try:
             return self.client(timeout=timeout, retries=retries)
         except (ValueError, OSError) as exc:
             msg = str(exc).removeprefix("cachesvc: ")
             log.warning("cachesvc: cannot use the configured server (%s: %s); check CACHESVC_URL, "
-                        "CACHESVC_TOKEN_FILE and CACHESVC_VERIFY_KEY (or the arguments); %s",
+                        "CACHESVC_TOKEN_FILE, CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and "
+                        "CACHESVC_CLIENT_KEY (or the arguments); %s",
                         type(exc).__name__, msg, not_installed)
             return None
 

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -51,11 +52,13 @@ class _Pool:
     list of idle ones with a lock, so it is safe for concurrent use.
     """
 
-    def __init__(self, scheme: str, host: str, port: int | None, max_idle: int) -> None:
+    def __init__(self, scheme: str, host: str, port: int | None, max_idle: int,
+                 context: ssl.SSLContext | None = None) -> None:
         self._scheme = scheme
         self._host = host
         self._port = port
         self._max_idle = max_idle
+        self._context = context  # https only; None: http.client's default
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -71,8 +74,11 @@ class _Pool:
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
             return conn, True
-        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=timeout, blocksize=_CHUNK)
+        if self._scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, blocksize=_CHUNK, context=self._context)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout, blocksize=_CHUNK)
         return conn, False
 
     def release(self, conn: http.client.HTTPConnection) -> None:
@@ -152,10 +158,19 @@ class _Response:
         self._conn.close()
 
 
+# The TLS alerts of a server that requires a client certificate (serve
+# --tls-client-ca) and got none, or one it does not accept.
+_CLIENT_CERT_ALERTS = ("TLSV13_ALERT_CERTIFICATE_REQUIRED", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_BAD_CERTIFICATE")
+
+
 def _transport_error(exc: BaseException) -> Error:
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return Error(0, "timeout", f"request timed out: {exc}")
-    return Error(0, "connection_failed", f"{type(exc).__name__}: {exc}")
+    msg = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ssl.SSLError) and exc.reason in _CLIENT_CERT_ALERTS:
+        msg += (" (the server requires a client certificate signed by its --tls-client-ca: pass "
+                "client_cert= and client_key=, or set CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY)")
+    return Error(0, "connection_failed", msg)
 
 
 def _error_from_body(status: int, body: bytes) -> Error:

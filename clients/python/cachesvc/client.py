@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import ssl
 import urllib.parse
 
 from . import _ed25519
@@ -89,6 +90,13 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             module uploads a few hundred bytes. A server that predates it is
             detected once and then always sent the signature. ``None``: on
             unless the environment sets ``CACHESVC_DIGEST_FIRST=0``.
+        client_cert: a PEM file with the client certificate to present to
+            a server that requires one (``serve --tls-client-ca``), and its
+            private key unless ``client_key`` names the key's file. The
+            server is trusted as without it (the system's CAs, or
+            ``SSL_CERT_FILE``). A file that cannot be loaded raises
+            :class:`ValueError` naming it.
+        client_key: the PEM file with ``client_cert``'s private key.
         first_byte_timeout: for lookups (:meth:`lookup`,
             :meth:`lookup_result`), how long each attempt may wait to
             connect and receive the response headers; a hit's body is then
@@ -116,6 +124,8 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         verify_key: str | bytes | None = None,
         first_byte_timeout: float | None = None,
         digest_first: bool | None = None,
+        client_cert: str | os.PathLike[str] | None = None,
+        client_key: str | os.PathLike[str] | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -133,7 +143,8 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.max_backoff = max_backoff
         self.run = run
         self._prefix = parsed.path.rstrip("/")
-        self._pool = _Pool(parsed.scheme, parsed.hostname, parsed.port, max_idle)
+        context = client_cert_context(client_cert, client_key)
+        self._pool = _Pool(parsed.scheme, parsed.hostname, parsed.port, max_idle, context)
         self._user_agent = user_agent
         self._rand = random.Random()
         if digest_first is None:
@@ -169,6 +180,24 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             return True
         except Error:
             return False
+
+
+def client_cert_context(cert: str | os.PathLike[str] | None,
+                        key: str | os.PathLike[str] | None) -> ssl.SSLContext | None:
+    """An SSL context trusting what ``http.client`` trusts by default and
+    presenting the client certificate ``cert`` (with ``key``); None when
+    neither is given."""
+    if not cert:
+        if key:
+            raise ValueError("cachesvc: client_key (CACHESVC_CLIENT_KEY) needs client_cert (CACHESVC_CLIENT_CERT)")
+        return None
+    context = ssl.create_default_context()
+    try:
+        context.load_cert_chain(cert, key or None)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        names = f"{os.fspath(cert)!r}" + (f" and key {os.fspath(key)!r}" if key else "")
+        raise ValueError(f"cachesvc: cannot load client certificate {names}: {exc}") from exc
+    return context
 
 
 def read_token_file(path: str | os.PathLike[str]) -> str:

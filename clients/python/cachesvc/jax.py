@@ -6,8 +6,8 @@ One line at the top of a training script::
 
 or, with no code change beyond the import, from the environment
 (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``, ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,
-``CACHESVC_VERIFY_KEY``, ``CACHESVC_RUN``, ``CACHESVC_MODE``, ``CACHESVC_LEASES``,
-``CACHESVC_LOOKUP_TIMEOUT``)::
+``CACHESVC_VERIFY_KEY``, ``CACHESVC_CLIENT_CERT``, ``CACHESVC_CLIENT_KEY``, ``CACHESVC_RUN``,
+``CACHESVC_MODE``, ``CACHESVC_LEASES``, ``CACHESVC_LOOKUP_TIMEOUT``)::
 
     import cachesvc.jax; cachesvc.jax.install()
 

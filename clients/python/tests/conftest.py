@@ -26,7 +26,7 @@ PY_DIR = Path(__file__).resolve().parents[1]
 ROOT = PY_DIR.parents[1]
 sys.path.insert(0, str(PY_DIR))
 
-_URL_RE = re.compile(r"http://127\.0\.0\.1:(\d+)")
+_URL_RE = re.compile(r"(https?)://127\.0\.0\.1:(\d+)")
 
 
 def free_port() -> int:
@@ -56,7 +56,7 @@ class Server:
             if not self.url:
                 m = _URL_RE.search(line)
                 if m:
-                    self.url = f"http://127.0.0.1:{m.group(1)}"
+                    self.url = f"{m.group(1)}://127.0.0.1:{m.group(2)}"
                     self._found.set()
         self._found.set()
 
@@ -76,6 +76,14 @@ class Server:
                     pass
             time.sleep(0.05)
         raise RuntimeError(f"cachesvc serve not ready after {timeout}s:\n{self.log()}")
+
+    def wait_url(self, timeout: float = 180.0) -> str:
+        """Waits for the "serving on URL" line only: for a server whose
+        /healthz this process cannot reach without a client certificate."""
+        self._found.wait(timeout)
+        if not self.url:
+            raise RuntimeError(f"cachesvc serve printed no URL (exit {self.proc.poll()}):\n{self.log()}")
+        return self.url
 
     def _warm_plugins(self, deadline: float) -> None:
         """The server readies its plugins on first use (tens of seconds with a

@@ -1,6 +1,6 @@
 """A misconfigured cache must not stop the training job: a launcher's bad
 CACHESVC_* value (a URL without http://, a missing or empty token file, a
-malformed verify key, a CACHESVC_MODE typo) makes cachesvc.jax.install() warn
+malformed verify key, a client certificate that does not load, a CACHESVC_MODE typo) makes cachesvc.jax.install() warn
 once and install nothing (or use the default mode), never raise into the job."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import cachesvc.jax as cj
 
 CONFIG_VARS = ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_TOKEN", "CACHESVC_TOKEN_FILE",
-               "CACHESVC_VERIFY_KEY", "CACHESVC_MODE")
+               "CACHESVC_VERIFY_KEY", "CACHESVC_MODE", "CACHESVC_CLIENT_CERT", "CACHESVC_CLIENT_KEY")
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +27,8 @@ def _clean_env(monkeypatch):
     ({"CACHESVC_URL": "cache:8080"}, "url must be http(s)://host[:port]"),
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_TOKEN_FILE": "/nonexistent/token"}, "/nonexistent/token"),
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_VERIFY_KEY": "not a key"}, "verify key"),
+    ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_CERT": "/nonexistent/client.pem"}, "/nonexistent/client.pem"),
+    ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_KEY": "/nonexistent/key.pem"}, "needs client_cert"),
 ])
 def test_bad_config_from_env_installs_nothing(monkeypatch, caplog, env, needle):
     for name, value in env.items():

@@ -14,9 +14,12 @@ import cachesvc.torch as ct
     ({"CACHESVC_URL": "cache:8080"}, "url must be http(s)://host[:port]"),
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_TOKEN_FILE": "/nonexistent/token"}, "/nonexistent/token"),
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_VERIFY_KEY": "not a key"}, "verify key"),
+    ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_CERT": "/nonexistent/client.pem"}, "/nonexistent/client.pem"),
+    ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_KEY": "/nonexistent/key.pem"}, "needs client_cert"),
 ])
 def test_bad_config_from_env_installs_nothing(monkeypatch, caplog, env, needle):
-    for name in ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_TOKEN", "CACHESVC_TOKEN_FILE", "CACHESVC_VERIFY_KEY"):
+    for name in ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_TOKEN", "CACHESVC_TOKEN_FILE", "CACHESVC_VERIFY_KEY",
+                 "CACHESVC_CLIENT_CERT", "CACHESVC_CLIENT_KEY"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

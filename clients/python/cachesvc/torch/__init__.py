@@ -6,7 +6,7 @@ One line before the first compile::
 
 or configured from the environment (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``,
 ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``, ``CACHESVC_RUN``,
-``CACHESVC_VERIFY_KEY``)::
+``CACHESVC_VERIFY_KEY``, ``CACHESVC_CLIENT_CERT``, ``CACHESVC_CLIENT_KEY``)::
 
     import cachesvc.torch; cachesvc.torch.install()
 

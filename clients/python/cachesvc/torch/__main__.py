@@ -33,6 +33,8 @@ environment:
   CACHESVC_NAMESPACE    namespace (default: default)
   CACHESVC_TOKEN        bearer token; or CACHESVC_TOKEN_FILE, a file whose first line is it
   CACHESVC_VERIFY_KEY   Ed25519 public key the blob must be signed with
+  CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
+                        CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
   CACHESVC_RUN          default RUN
   TORCHINDUCTOR_CACHE_DIR  the local caches that load fills (torch's default:
                         /tmp/torchinductor_$USER)
@@ -40,7 +42,7 @@ environment:
 exit codes:
   0  loaded (load) / present (info)
   1  no blob for this run in this environment (nothing was changed)
-  2  usage error (no run, no server URL)
+  2  usage error (no run, no server URL, a token file or client certificate that does not load)
   3  the server failed or could not be reached
   4  torch is missing or could not load the blob
 """
@@ -83,7 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_TORCH
     from . import _mega
 
-    client = s.client(timeout=a.timeout, retries=2)
+    try:
+        client = s.client(timeout=a.timeout, retries=2)
+    except (ValueError, OSError) as exc:  # a bad token file or client certificate
+        print(f"cachesvc.torch: cannot use the configured server: {str(exc).removeprefix('cachesvc: ')}",
+              file=sys.stderr)
+        return EXIT_USAGE
     if a.command == "info":
         try:
             info = _mega.blob_info(client, run, timeout=a.timeout)
