@@ -286,7 +286,7 @@ func (s *importSender) run(ctx context.Context, first *tar.Header) (wire.ImportR
 	case errors.As(serr, &cut):
 		return res, fmt.Errorf("%w: the entries before it were imported; run the import again with a complete file to finish (entries already present are skipped)", serr)
 	case err != nil:
-		return res, fmt.Errorf("import into namespace %q: %w (after %d members of the file)", s.ns, adminHint(err), s.read)
+		return res, fmt.Errorf("import into namespace %q: %w (the file had been read up to member %d, ahead of what the server stored; run the import again to finish: entries already present are skipped)", s.ns, adminHint(err), s.read)
 	case serr != nil:
 		return res, fmt.Errorf("import into namespace %q: %w", s.ns, serr)
 	}
