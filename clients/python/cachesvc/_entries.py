@@ -7,7 +7,7 @@ import io
 import tempfile
 from typing import IO, BinaryIO, Union
 
-from ._transport import _CHUNK, _float_header, _seekable, _Transport
+from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _Transport
 from ._types import EntryInfo, Error, PutResult
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
@@ -79,9 +79,17 @@ class _Entries(_Transport):
                 after retries, ``digest_mismatch`` when the bytes received do
                 not match the announced digest).
         """
+        value, _ = self._wait_get(key, timeout=timeout, wait=wait)
+        return value
+
+    def _wait_get(self, key: str, *, timeout: float | None, wait: float | None) -> tuple[bytes | None, Error | None]:
+        """:meth:`get`, and on a miss the server's answer as an Error: after
+        a ``wait`` its code says why the wait ended (``not_found``: no lease,
+        or it ended without the entry; ``wait_timeout``: the holder is still
+        at it, and the message names it)."""
         buf = io.BytesIO()
-        info = self.download(key, buf, timeout=timeout, wait=wait)
-        return None if info is None else buf.getvalue()
+        info, miss = self._download(key, buf, timeout=timeout, wait=wait)
+        return (None, miss) if info is None else (buf.getvalue(), None)
 
     def download(self, key: str, out: IO[bytes], *, timeout: float | None = None,
                  wait: float | None = None) -> EntryInfo | None:
@@ -92,6 +100,10 @@ class _Entries(_Transport):
         mismatch :class:`Error` ``digest_mismatch`` is raised (``out`` then
         holds the bad bytes: write to a temporary file and rename on success).
         """
+        return self._download(key, out, timeout=timeout, wait=wait)[0]
+
+    def _download(self, key: str, out: IO[bytes], *, timeout: float | None,
+                  wait: float | None) -> tuple[EntryInfo | None, Error | None]:
         path = self._entry_path(key)
         if wait is not None and wait > 0:
             path += f"?wait={wait:.3f}s"
@@ -99,8 +111,7 @@ class _Entries(_Transport):
             timeout = None if budget is None else budget + wait
         r = self._request("GET", path, timeout=timeout, allow=(404,))
         if r.status == 404:
-            r.read_all(limit=1 << 20)
-            return None
+            return None, _error_from_body(404, r.read_all(limit=1 << 20))
         want = (r.header("X-Content-SHA256") or "").lower()
         h = hashlib.sha256()
         n = 0
@@ -115,7 +126,7 @@ class _Entries(_Transport):
         self._check_signature(key, got, r.header("X-Cachesvc-Signature"))
         return EntryInfo(key=key, size=n, sha256=got,
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
-                         etag=r.header("ETag"))
+                         etag=r.header("ETag")), None
 
     def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
         """Returns the entry's metadata without its body, or None on a miss."""

@@ -221,17 +221,29 @@ class Warner:
     def warn(self, what: str, exc: BaseException, consequence: str | None = None) -> None:
         """Logs ``what failed (exc); consequence`` unless a warning was logged
         recently; ``consequence`` defaults to the one given at construction."""
-        now = time.monotonic()
-        with self._lock:
-            due = now - self._last >= self.interval
-            if due:
-                self._last = now
-        if due:
+        if self._due():
             self.log.warning("cachesvc: %s failed (%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
                              what, exc, consequence or self.consequence, self.interval)
         else:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
+
+    def notice(self, message: str) -> None:
+        """Logs ``cachesvc: message`` as a warning unless this warner logged
+        one recently (then at debug level): for what is not a failed call."""
+        if self._due():
+            self.log.warning("cachesvc: %s (further such warnings suppressed for %.0fs)",
+                             message, self.interval)
+        else:
+            self.log.debug("cachesvc: %s", message)
+
+    def _due(self) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self.interval:
+                return False
+            self._last = now
+            return True
 
     def failed(self, what: str, exc: BaseException, *, write: bool = False) -> None:
         """Records a failed call: a timeout opens the breaker at once, another

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ._failopen import Breaker, Uploader, Warner
 from ._jaxsig import _xla_signature
+from ._leases import holder_exited
 from .client import Client, Error
 
 # The same logger as cachesvc.jax: one name for everything the JAX backend logs.
@@ -112,6 +113,7 @@ def _backend_class(base: type) -> type:
             self.warn_interval = warn_interval
             self.breaker = breaker
             self.warner = Warner(log, breaker, warn_interval)
+            self.lease_warner = Warner(log, breaker, warn_interval)  # lease waits, rate-limited apart
             self._decompress = decompress
             self._stats = CacheStats()
             self._lock = threading.Lock()
@@ -322,10 +324,18 @@ def _backend_class(base: type) -> type:
                     return None
                 if lease.code == "entry_exists":  # written since our lookup
                     return self.client.get(skey, timeout=self.timeout)
+                if holder_exited(lease.current_holder):
+                    # Killed while compiling (then restarted): its lease lasts
+                    # until its TTL, and waiting would only stall this job.
+                    self.lease_warner.notice(
+                        f"the compile lease on {key.split('-')[0]} is held by {lease.current_holder}, a "
+                        f"process on this host that no longer runs (killed while compiling?); "
+                        f"compiling here instead of waiting for its lease to expire ({lease.expires})")
+                    return None
             with self._lock:
                 self._stats.lease_waits += 1
             try:
-                v = self.client.get(skey, wait=self.lease_wait, timeout=self.timeout)
+                v, miss = self.client._wait_get(skey, wait=self.lease_wait, timeout=self.timeout)
             except Error as exc:
                 if exc.status == 503:  # too many waiters: compile ourselves
                     return None
@@ -333,6 +343,11 @@ def _backend_class(base: type) -> type:
             if v is not None:
                 with self._lock:
                     self._stats.lease_wait_hits += 1
+            elif miss is not None and miss.code == "wait_timeout":
+                self.lease_warner.notice(
+                    f"waited {self.lease_wait:.0f}s (lease_wait) for another process to compile "
+                    f"{key.split('-')[0]} and it has not written it ({miss.message.rstrip('.')}); compiling "
+                    f"here. A holder killed while compiling keeps its lease for its lease_ttl")
             return v
 
         def release_leases(self) -> None:

@@ -41,6 +41,25 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def holder_exited(holder: str) -> bool:
+    """Whether ``holder`` (a :func:`default_holder` id) names a process on
+    this host that no longer runs: one killed while it held a lease, whose
+    lease then lasts until its TTL runs out. False when it cannot tell
+    (another host, not a POSIX system, another holder format)."""
+    host, sep, pid = holder.rpartition(":")
+    if os.name != "posix" or not sep or host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # it exists but is not ours (EPERM), or no such pid number
+        return False
+    return False
+
+
 class Lease:
     """A compile lease (see :meth:`Client.lease`).
 

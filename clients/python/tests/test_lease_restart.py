@@ -1,0 +1,82 @@
+"""cachesvc.jax under leases when the lease holder was killed while compiling
+(SIGKILL: no release, its lease lasts its TTL), with real JAX processes and a
+real server.
+
+The holder kills itself inside XLA's compile, after its lookup missed and took
+the lease and before anything was written: exactly a training process killed
+mid-compile. A restarted process on the same host must not stall behind the
+dead process's lease; one on another host waits ``lease_wait`` and then says
+what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import PY_DIR, run_py
+
+SCRIPT = """
+import json, os, signal, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax._src import compiler
+import cachesvc.jax
+
+role, lease_wait = sys.argv[1], float(sys.argv[2])
+backend = cachesvc.jax.install(leases=True, lease_wait=lease_wait)
+if role == "remote":
+    backend.holder = "another-host:1"  # the lease names a process elsewhere
+orig, compiles = compiler.backend_compile_and_load, [0]
+
+def compile_or_die(*a, **k):
+    if role != "restart":  # killed while compiling, holding the compile lease
+        os.kill(os.getpid(), signal.SIGKILL)
+    compiles[0] += 1
+    return orig(*a, **k)
+
+compiler.backend_compile_and_load = compile_or_die
+x = np.ones((8, 8), np.float32)
+jax.jit(lambda a: jnp.sin(a) @ a.T)(x).block_until_ready()
+cachesvc.jax.flush(60)
+print(json.dumps(dict(cachesvc.jax.stats(), compiles=compiles[0])))
+"""
+
+
+def _env(server, ns: str) -> dict[str, str]:
+    return {"CACHESVC_URL": server.url, "CACHESVC_NAMESPACE": ns}
+
+
+def _killed_holder(script: Path, server, ns: str, role: str) -> None:
+    """Runs the script as a holder that is killed in its first compile."""
+    env = dict(os.environ, PYTHONPATH=str(PY_DIR), JAX_PLATFORMS="cpu", **_env(server, ns))
+    res = subprocess.run([sys.executable, str(script), role, "60"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == -9, (res.returncode, res.stderr[-3000:])
+
+
+def test_restart_after_holder_killed_compiles_at_once(shared_server, tmp_path):
+    """The restarted process finds the lease held by a process of this host
+    that no longer runs: it compiles without waiting, and says so once."""
+    script = tmp_path / "leased.py"
+    script.write_text(SCRIPT)
+    _killed_holder(script, shared_server, "lease-killed-local", "local")
+    r, err = run_py(script, ["restart", "60"], _env(shared_server, "lease-killed-local"))
+    assert r["lease_waits"] == 0, (r, err)  # before: 60 s spent waiting for the dead holder
+    assert r["compiles"] >= 1 and r["puts"] == r["compiles"] and r["errors"] == 0, r
+    assert err.count("a process on this host that no longer runs") == 1, err
+    assert f"{os.uname().nodename}:" in err, err  # names the dead holder
+
+
+def test_wait_that_runs_out_says_who_holds_the_lease(shared_server, tmp_path):
+    """A holder on another host cannot be checked: the process waits
+    lease_wait, then compiles and says why it waited and for whom."""
+    script = tmp_path / "leased.py"
+    script.write_text(SCRIPT)
+    _killed_holder(script, shared_server, "lease-killed-remote", "remote")
+    r, err = run_py(script, ["restart", "1"], _env(shared_server, "lease-killed-remote"))
+    assert r["lease_waits"] == 1 and r["lease_wait_hits"] == 0, (r, err)
+    assert r["compiles"] >= 1 and r["errors"] == 0, r
+    assert "waited 1s (lease_wait) for another process to compile" in err, err
+    assert '"another-host:1"' in err, err  # the server's message names the holder
