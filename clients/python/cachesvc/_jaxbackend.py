@@ -128,6 +128,7 @@ def _backend_class(base: type) -> type:
             self.lease_wait = lease_wait
             self.holder = f"{socket.gethostname()}:{os.getpid()}"
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
+            self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
@@ -387,10 +388,25 @@ def _backend_class(base: type) -> type:
                 self.client.batch(keys, keep, timeout=timeout)
             return loaded
 
+        def compile_ended(self, key: str) -> None:
+            """Called when JAX's compile-and-write step for ``key`` returned or
+            raised (``_jaxlease``): releases our lease on it unless JAX called
+            ``put`` (then the write releases it). JAX writes nothing for
+            programs with host callbacks or a compile that raised, and waiters
+            should not wait for it."""
+            with self._lock:
+                if key in self._writing:
+                    self._writing.discard(key)
+                    return
+            self._release_lease(key)
+
         def put(self, key: str, value: bytes) -> None:
             """Stores JAX's value; never raises. With background uploads (the
             default) it only queues the write: training goes on at once."""
             written_at = time.monotonic()
+            with self._lock:
+                if key in self._held:
+                    self._writing.add(key)
             if self.local is not None:
                 self._local_put(key, value)
             if self.uploader is None:

@@ -57,10 +57,11 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 import threading
 from typing import Any, Callable
 
-from . import _jaxheal
+from . import _jaxheal, _jaxlease
 from ._failopen import Breaker, Settings, Uploader, env, env_flag
 # CacheStats is re-exported: it is part of cachesvc.jax's API.
 from ._jaxbackend import CacheStats, _backend_class
@@ -157,10 +158,10 @@ def install(
             so that only one process in a fleet compiles a program while the
             others wait for its entry (default ``$CACHESVC_LEASES`` or off).
             Only a process that writes (JAX process 0) takes leases; the others
-            only wait. A holder that never writes (a program with host
-            callbacks, which JAX does not cache, or one under a raised
-            ``min_compile_time_secs``) delays waiters until ``lease_ttl`` or
-            ``lease_wait`` runs out.
+            only wait. When JAX writes nothing after the compile (a program
+            with host callbacks, which JAX does not cache, one under a raised
+            ``min_compile_time_secs``, a compile that raised) the lease is
+            released as the compile ends and waiters compile themselves.
         lease_ttl: seconds a lease lasts (longer compiles: raise it).
         lease_wait: how long a miss waits for another holder's entry before
             compiling itself.
@@ -208,6 +209,10 @@ def install(
         log.warning("cachesvc: cannot import JAX's compilation cache internals (%s: %s); "
                     "the shared compile cache is not installed", type(exc).__name__, exc)
         return None
+    try:
+        from jax._src import compiler  # only for releasing unused leases (_jaxlease)
+    except Exception:  # noqa: BLE001 - leases then last until written or expired
+        compiler = None
     missing = [n for n in ("reset_cache", "_cache") if not hasattr(cc, n)]
     if missing:
         log.warning("cachesvc: this JAX version (%s) lacks compilation_cache.%s; "
@@ -266,6 +271,7 @@ def install(
         cc.reset_cache()
         cc._cache = backend
         _jaxheal.install(cc, installed)
+        _jaxlease.install(compiler, installed)
         if mode == "canonical":
             orig = ck.get
             _orig_cache_key_get = orig
@@ -298,6 +304,7 @@ def _uninstall_locked() -> None:
         ck.get = _orig_cache_key_get
     _orig_cache_key_get = None
     _jaxheal.uninstall(cc)
+    _jaxlease.uninstall(sys.modules.get("jax._src.compiler"))
     if cc._cache is _installed:
         cc.reset_cache()
     _installed.flush(_installed.flush_at_exit)

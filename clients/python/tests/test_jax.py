@@ -178,20 +178,24 @@ def test_install_and_uninstall_restore_jax(monkeypatch):
     from jax._src import cache_key as ck
     from jax._src import compilation_cache as cc
 
+    from jax._src import compiler
+
     orig_get = ck.get
     orig_load = cc.get_executable_and_time
+    orig_compile = compiler._compile_and_write_cache
     b = cj.install("http://127.0.0.1:9", mode="canonical")
     try:
         assert cc._cache is b and cj.installed() is b
         assert getattr(ck.get, "__wrapped__", None) is orig_get
         assert getattr(cc.get_executable_and_time, "__wrapped__", None) is orig_load  # self-healing hook
+        assert getattr(compiler._compile_and_write_cache, "__wrapped__", None) is orig_compile  # lease hook
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
         with pytest.raises(ValueError):
             cj.install("http://127.0.0.1:9", mode="nope")
     finally:
         cj.uninstall()
     assert ck.get is orig_get and cc._cache is None and cj.installed() is None
-    assert cc.get_executable_and_time is orig_load
+    assert cc.get_executable_and_time is orig_load and compiler._compile_and_write_cache is orig_compile
 
 
 def test_four_processes_with_leases_compile_once(shared_server):

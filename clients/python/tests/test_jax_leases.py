@@ -1,19 +1,22 @@
-"""cachesvc.jax under leases when the lease holder was killed while compiling
-(SIGKILL: no release, its lease lasts its TTL), with real JAX processes and a
-real server.
+"""cachesvc.jax under compile leases when the holder does not write the
+entry, with real JAX processes and a real server: a holder killed while
+compiling (SIGKILL: no release, its lease lasts its TTL), and a holder that
+compiled a program JAX never writes (host callbacks).
 
-The holder kills itself inside XLA's compile, after its lookup missed and took
-the lease and before anything was written: exactly a training process killed
-mid-compile. A restarted process on the same host must not stall behind the
-dead process's lease; one on another host waits ``lease_wait`` and then says
-what happened.
+The killed holder kills itself inside XLA's compile, after its lookup missed
+and took the lease and before anything was written: exactly a training
+process killed mid-compile. A restarted process on the same host must not
+stall behind the dead process's lease; one on another host waits
+``lease_wait`` and then says what happened.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import PY_DIR, run_py
@@ -80,3 +83,56 @@ def test_wait_that_runs_out_says_who_holds_the_lease(shared_server, tmp_path):
     assert r["compiles"] >= 1 and r["errors"] == 0, r
     assert "waited 1s (lease_wait) for another process to compile" in err, err
     assert '"another-host:1"' in err, err  # the server's message names the holder
+
+
+CALLBACK_SCRIPT = """
+import json, pathlib, sys, time
+import jax, jax.numpy as jnp
+import cachesvc.jax
+
+role, sync = sys.argv[1], pathlib.Path(sys.argv[2])
+cachesvc.jax.install(leases=True, lease_wait=20)
+
+def step(x):
+    jax.debug.print("sum {}", x.sum())  # host callback: JAX never writes this program
+    return jnp.sin(x) * 3
+
+jax.jit(step)(jnp.ones(4)).block_until_ready()
+if role == "first":  # keep running (a long training job) while the second one compiles
+    cachesvc.jax.flush(60)  # the programs it did write are on the server: no lease left but that one
+    (sync / "ready").touch()
+    deadline = time.monotonic() + 300
+    while not (sync / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+cachesvc.jax.flush(60)
+print(json.dumps(cachesvc.jax.stats()))
+"""
+
+
+def test_program_jax_never_writes_releases_its_lease(shared_server, tmp_path):
+    """A program with jax.debug.print is compiled under a lease but never
+    written: the lease is released as soon as the compile ends, so a second
+    process compiles at once instead of waiting lease_wait while the first
+    one trains on."""
+    script = tmp_path / "callback.py"
+    script.write_text(CALLBACK_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(PY_DIR), JAX_PLATFORMS="cpu",
+               **_env(shared_server, "lease-callback"))
+    first = subprocess.Popen([sys.executable, str(script), "first", str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "ready").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        second, err = run_py(script, ["second", str(tmp_path)], _env(shared_server, "lease-callback"))
+    finally:
+        (tmp_path / "go").touch()
+        out, ferr = first.communicate(timeout=300)
+    assert first.returncode == 0, ferr
+    held = json.loads(out.strip().splitlines()[-1])
+    assert held["leases_granted"] >= 1 and held["puts"] < held["leases_granted"], held
+    # Before: the second process waited for the first one's lease (lease_waits 1,
+    # 20 s), and the first one held it until it exited.
+    assert second["lease_waits"] == 0 and second["errors"] == 0, (second, err)
+    assert second["leases_granted"] >= 1, second
