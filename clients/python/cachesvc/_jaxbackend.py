@@ -129,6 +129,10 @@ def _backend_class(base: type) -> type:
             self.holder = f"{socket.gethostname()}:{os.getpid()}"
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
             self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
+            # Renew held leases while compiling: only when compile_ended is
+            # called (_jaxlease), else a lease JAX never writes would be held
+            # for as long as the process runs.
+            self.renew_leases = False
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
@@ -322,6 +326,8 @@ def _backend_class(base: type) -> type:
                     with self._lock:
                         self._held[key] = lease
                         self._stats.leases_granted += 1
+                    if self.renew_leases:  # a compile longer than lease_ttl keeps its lease
+                        lease.start_renewing()
                     return None
                 if lease.code == "entry_exists":  # written since our lookup
                     return self.client.get(skey, timeout=self.timeout)
@@ -493,6 +499,7 @@ def _backend_class(base: type) -> type:
                 lease = self._held.pop(key, None)
                 if lease is not None:
                     lease.granted = False  # the PUT released it on the server
+                    lease.stop_renewing()
                 self._stats.puts += 1
                 self._stats.put_bytes += len(value)
                 if res.created:

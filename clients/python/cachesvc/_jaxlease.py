@@ -12,8 +12,10 @@ that never came.
 We wrap ``jax._src.compiler._compile_and_write_cache`` (``compile_or_get_cached``
 calls it through the module attribute): when it returns or raises, the
 backend releases the key's lease unless ``put`` was called for it (then the
-write releases it), so waiters compile at once. Without that name (another
-JAX version) nothing is wrapped and leases behave as before.
+write releases it), so waiters compile at once. With the wrapper in place the
+backend also renews a held lease while JAX compiles, so a compile longer than
+``lease_ttl`` keeps it. Without that name (another JAX version) nothing is
+wrapped: a lease then lasts until the write or ``lease_ttl``.
 """
 
 from __future__ import annotations
@@ -24,20 +26,23 @@ from typing import Any, Callable
 _orig: Callable[..., Any] | None = None
 
 
-def install(compiler: Any, current: Callable[[], Any]) -> None:
+def install(compiler: Any, current: Callable[[], Any]) -> bool:
     """Wraps ``compiler._compile_and_write_cache``; ``current()`` returns the
-    installed backend (or None). Idempotent; a no-op when JAX lacks the name
-    or its ``cache_key`` parameter."""
+    installed backend (or None). Returns whether the wrapper is in place
+    (idempotent); False when JAX lacks the name or its ``cache_key``
+    parameter."""
     global _orig
     fn = getattr(compiler, "_compile_and_write_cache", None)
-    if fn is None or getattr(fn, "__cachesvc__", False):
-        return
+    if fn is None:
+        return False
+    if getattr(fn, "__cachesvc__", False):
+        return True
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
-        return
+        return False
     if "cache_key" not in sig.parameters:
-        return
+        return False
     orig = fn
 
     def _compile_and_write_cache(*args: Any, **kwargs: Any) -> Any:
@@ -57,6 +62,7 @@ def install(compiler: Any, current: Callable[[], Any]) -> None:
     _compile_and_write_cache.__cachesvc__ = True  # type: ignore[attr-defined]
     _orig = orig
     compiler._compile_and_write_cache = _compile_and_write_cache
+    return True
 
 
 def uninstall(compiler: Any) -> None:

@@ -120,6 +120,21 @@ class Lease:
         r = self.client._request("DELETE", path, ok=(200, 204), allow=(404, 409))
         r.read_all(limit=1 << 20)
 
+    def start_renewing(self) -> None:
+        """Renews a granted lease every ``ttl/3`` seconds from a background
+        thread until it is released, :meth:`stop_renewing` is called or a
+        renewal is refused (the entry was written, or another holder took
+        it): a compile longer than ``ttl`` keeps its lease."""
+        if self.granted and self._thread is None:
+            self._thread = threading.Thread(target=self._renew_loop, name=f"cachesvc-lease-{self.key[:8]}",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop_renewing(self) -> None:
+        """Stops the background renewal (the lease stays until it expires or
+        a PUT of the entry releases it)."""
+        self._stop.set()
+
     def _renew_loop(self) -> None:
         while not self._stop.wait(max(0.5, self.ttl / 3)):
             try:
@@ -130,9 +145,7 @@ class Lease:
 
     def __enter__(self) -> "Lease":
         if self.acquire() and self.renew_in_background:
-            self._thread = threading.Thread(target=self._renew_loop, name=f"cachesvc-lease-{self.key[:8]}",
-                                            daemon=True)
-            self._thread.start()
+            self.start_renewing()
         return self
 
     def __exit__(self, *exc: object) -> None:

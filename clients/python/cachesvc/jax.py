@@ -162,7 +162,9 @@ def install(
             with host callbacks, which JAX does not cache, one under a raised
             ``min_compile_time_secs``, a compile that raised) the lease is
             released as the compile ends and waiters compile themselves.
-        lease_ttl: seconds a lease lasts (longer compiles: raise it).
+        lease_ttl: seconds a lease lasts unless renewed; it is renewed every
+            ``lease_ttl/3`` s while JAX compiles, so it ends about this long
+            after its holder was killed.
         lease_wait: how long a miss waits for another holder's entry before
             compiling itself.
         local_dir: a local directory tier in front of the server, in JAX's
@@ -271,7 +273,7 @@ def install(
         cc.reset_cache()
         cc._cache = backend
         _jaxheal.install(cc, installed)
-        _jaxlease.install(compiler, installed)
+        backend.renew_leases = _jaxlease.install(compiler, installed)
         if mode == "canonical":
             orig = ck.get
             _orig_cache_key_get = orig

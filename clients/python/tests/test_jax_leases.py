@@ -136,3 +136,54 @@ def test_program_jax_never_writes_releases_its_lease(shared_server, tmp_path):
     # 20 s), and the first one held it until it exited.
     assert second["lease_waits"] == 0 and second["errors"] == 0, (second, err)
     assert second["leases_granted"] >= 1, second
+
+
+LONG_SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp
+from jax._src import compiler
+import cachesvc.jax
+
+cachesvc.jax.install(leases=True, lease_ttl=1)  # every compile below outlasts the lease's TTL
+orig, compiles = compiler.backend_compile_and_load, [0]
+
+def counting(*a, **k):
+    compiles[0] += 1
+    return orig(*a, **k)
+
+compiler.backend_compile_and_load = counting
+
+def deep(w, x):
+    for _ in range(500):
+        x = jnp.tanh(x @ w)
+    return (x ** 2).mean()
+
+w, x = jnp.full((32, 32), 0.01), jnp.ones((4, 32))
+jax.jit(jax.value_and_grad(deep))(w, x)[0].block_until_ready()
+cachesvc.jax.flush(60)
+print(json.dumps(dict(cachesvc.jax.stats(), compiles=compiles[0])))
+"""
+
+
+def test_compile_longer_than_lease_ttl_keeps_its_lease(shared_server, tmp_path):
+    """Three processes start together on a program whose compile takes longer
+    than lease_ttl: the holder renews its lease while compiling, so the
+    program is compiled once in all (before, the lease expired mid-compile
+    and every waiter compiled it too)."""
+    script = tmp_path / "long.py"
+    script.write_text(LONG_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(PY_DIR), JAX_PLATFORMS="cpu", **_env(shared_server, "lease-long"))
+    procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    # Each program compiled exactly once in all: every compile was written
+    # and created its entry, none was a second copy of an entry.
+    compiles = sum(r["compiles"] for r in reports)
+    created = sum(r["put_created"] for r in reports)
+    assert compiles >= 1 and compiles == created == sum(r["puts"] for r in reports), [
+        {k: r[k] for k in ("compiles", "puts", "put_created", "leases_granted", "lease_waits", "lease_wait_hits")}
+        for r in reports]
