@@ -6,8 +6,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
-import os
-import socket
 import threading
 import time
 import zlib
@@ -16,7 +14,7 @@ from typing import Any, Callable
 
 from ._failopen import Breaker, Uploader, Warner
 from ._jaxsig import _xla_signature
-from ._leases import holder_exited
+from ._leases import holder_exited, process_holder
 from .client import Client, Error
 
 # The same logger as cachesvc.jax: one name for everything the JAX backend logs.
@@ -126,7 +124,7 @@ def _backend_class(base: type) -> type:
             self.leases = leases
             self.lease_ttl = lease_ttl
             self.lease_wait = lease_wait
-            self.holder = f"{socket.gethostname()}:{os.getpid()}"
+            self.holder = process_holder()
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
             self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
             # Renew held leases while compiling: only when compile_ended is

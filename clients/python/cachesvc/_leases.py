@@ -41,15 +41,33 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def process_holder() -> str:
+    """:func:`default_holder` plus, where there is one, ``@<PID namespace
+    id>``: the holder id ``cachesvc.jax`` takes leases under, which
+    :func:`holder_exited` can check (containers on one host may share its
+    name, never a PID namespace)."""
+    ns = _pid_namespace()
+    return default_holder() + (f"@{ns}" if ns else "")
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace id (Linux), or ""."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def holder_exited(holder: str) -> bool:
-    """Whether ``holder`` (a :func:`default_holder` id) names a process on
-    this host that no longer runs: one killed while it held a lease, whose
-    lease then lasts until its TTL runs out. False when it cannot tell
-    (another host, not a POSIX system, another holder format)."""
-    host, sep, pid = holder.rpartition(":")
-    if os.name != "posix" or not sep or host != socket.gethostname() or not pid.isdigit():
+    """Whether ``holder`` (a :func:`process_holder` id) names a process of
+    this host and PID namespace that no longer runs: one killed while it held
+    a lease, whose lease then lasts until its TTL runs out. False when it
+    cannot tell (another host or namespace, another holder format)."""
+    who, at, ns = holder.partition("@")
+    if os.name != "posix" or not at or not ns or ns != _pid_namespace():
         return False
-    if int(pid) == os.getpid():
+    host, sep, pid = who.rpartition(":")
+    if not sep or host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
         os.kill(int(pid), 0)  # signal 0: only asks whether the process exists

@@ -187,3 +187,23 @@ def test_compile_longer_than_lease_ttl_keeps_its_lease(shared_server, tmp_path):
     assert compiles >= 1 and compiles == created == sum(r["puts"] for r in reports), [
         {k: r[k] for k in ("compiles", "puts", "put_created", "leases_granted", "lease_waits", "lease_wait_hits")}
         for r in reports]
+
+
+def test_holder_exited_only_for_this_pid_namespace():
+    """A holder id names its PID namespace: a process that exited in ours is
+    dead; the same pid in another namespace (a container sharing the host
+    name) or an id without a namespace cannot be judged, so the lease is
+    waited for."""
+    from cachesvc._leases import holder_exited, process_holder
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = process_holder()
+    host_pid, _, ns = me.partition("@")
+    assert ns, me  # Linux: the namespace is part of the id
+    dead = f"{host_pid.rpartition(':')[0]}:{gone.pid}"
+    assert holder_exited(f"{dead}@{ns}")
+    assert not holder_exited(f"{dead}@{int(ns) + 1}")  # another container's process
+    assert not holder_exited(dead)  # no namespace: cannot tell
+    assert not holder_exited(me)  # this process
+    assert not holder_exited(f"another-host:{gone.pid}@{ns}")
