@@ -46,3 +46,30 @@ def test_stopped_server_costs_torch_at_most_3s(start_server: Any, run_torch: Any
     # process, which makes the wall-time bound below lenient).
     assert s["lookup_seconds"] + s["put_seconds"] < 3.0, s
     assert wall - base < 3.0, f"stopped server {wall:.2f}s vs no cache {base:.2f}s"
+
+
+def test_stopped_server_mega_load_fails_fast(start_server: Any, tmp_path: Any) -> None:
+    """A launcher's `python -m cachesvc.torch load RUN` (what `cachesvc warm
+    --torch` runs) and a script's cachesvc.torch.load() against a hung server
+    give up after the first-byte timeout with the server's failure (exit 3, a
+    warning) instead of blocking for the whole transfer budget (300 s)."""
+    from conftest import clean_env
+
+    srv = start_server()
+    env = clean_env({"CACHESVC_URL": srv.url, "CACHESVC_NAMESPACE": "mega-failfast",
+                     "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    script = ("import logging; logging.basicConfig()\n"
+              "import cachesvc.torch\n"
+              "print('loaded', cachesvc.torch.load('sweep-1'))\n")
+    sigstop(srv.proc.pid)
+    try:
+        cli = subprocess.run([sys.executable, "-m", "cachesvc.torch", "load", "sweep-1"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        lib = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    assert cli.returncode == 3, (cli.returncode, cli.stderr)
+    assert "first-byte timeout" in cli.stderr, cli.stderr
+    assert lib.returncode == 0 and "loaded None" in lib.stdout, lib.stderr
+    assert "loading the Mega-Cache of run 'sweep-1' failed" in lib.stderr, lib.stderr

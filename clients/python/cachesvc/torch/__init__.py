@@ -52,7 +52,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .._failopen import Breaker, Settings
+from .._failopen import Breaker, Settings, resolve_lookup_timeout
 from ..client import Client
 from . import _cpp, _heal, _keys, _mega
 from ._service import CacheStats, Service, backend_class
@@ -368,7 +368,8 @@ def save(run: str | None = None, *, compile_seconds: float | None = None, timeou
         st = svc.stats()
         compile_seconds = st["compile_seconds_written"] + st["compile_seconds_saved"]
     try:
-        got = _mega.save_blob(c, run, compile_seconds=compile_seconds, timeout=timeout)
+        got = _mega.save_blob(c, run, compile_seconds=compile_seconds, timeout=timeout,
+                              first_byte_timeout=_lookup_timeout(svc))
     except Exception as exc:  # noqa: BLE001 - saving is best effort
         log.warning("cachesvc: saving the Mega-Cache of run %r failed (%s: %s)", run, type(exc).__name__, exc)
         return None
@@ -397,7 +398,7 @@ def load(run: str | None = None, *, timeout: float = 300.0, client: Client | Non
     if c is None:
         log.warning("cachesvc: load(%r): no server URL (pass url= or set CACHESVC_URL)", run)
         return None
-    res = _mega.load_blob(c, run, timeout=timeout)
+    res = _mega.load_blob(c, run, timeout=timeout, first_byte_timeout=_lookup_timeout(svc))
     if res.status == _mega.LOADED:
         if svc is not None:
             svc.add(mega_loaded=1, mega_bytes=res.size)
@@ -409,6 +410,12 @@ def load(run: str | None = None, *, timeout: float = 300.0, client: Client | Non
     else:
         log.warning("cachesvc: loading the Mega-Cache of run %r failed (%s)", run, res.error)
     return None
+
+
+def _lookup_timeout(svc: Any) -> float | None:
+    """The first-byte timeout of save/load: the installed service's, else
+    ``$CACHESVC_LOOKUP_TIMEOUT`` (default 1 s)."""
+    return svc.lookup_timeout if svc is not None else resolve_lookup_timeout(None)
 
 
 def _env_run() -> str | None:

@@ -36,6 +36,8 @@ environment:
   CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
                         CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
   CACHESVC_RUN          default RUN
+  CACHESVC_LOOKUP_TIMEOUT  seconds to wait for the server's answer (default 1; 0:
+                        only --timeout): a hung server fails fast with exit 3
   TORCHINDUCTOR_CACHE_DIR  the local caches that load fills (torch's default:
                         /tmp/torchinductor_$USER)
 
@@ -57,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", help="run id (default $CACHESVC_RUN)")
     p.add_argument("--url", help="server URL (default $CACHESVC_URL)")
     p.add_argument("--namespace", help="namespace (default $CACHESVC_NAMESPACE or default)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole transfer (default 300)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds for the whole transfer (default 300); the server's first answer must "
+                        "come within $CACHESVC_LOOKUP_TIMEOUT (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.add_argument("-v", "--verbose", action="store_true", help="log torch's and cachesvc's details")
     return p
@@ -93,14 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if a.command == "info":
         try:
-            info = _mega.blob_info(client, run, timeout=a.timeout)
+            info = _mega.blob_info(client, run, timeout=a.timeout, first_byte_timeout=s.lookup_timeout)
         except Exception as exc:  # noqa: BLE001
             print(f"cachesvc.torch: info {run}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return EXIT_SERVER
         _out(a.json, info, f"run {run}: {'present' if info['present'] else 'missing'} "
              f"key={info['key']} size={info['size']} environment={_env_text(info['signature'])}")
         return EXIT_OK if info["present"] else EXIT_MISSING
-    res = _mega.load_blob(client, run, timeout=a.timeout)
+    res = _mega.load_blob(client, run, timeout=a.timeout, first_byte_timeout=s.lookup_timeout)
     doc = {"status": res.status, "run": run, "key": res.key, "size": res.size,
            "seconds": round(res.seconds, 3), "artifacts": res.artifacts, "error": res.error}
     if res.status == _mega.LOADED:

@@ -58,10 +58,13 @@ def resolve_client(client: Client | None, installed: Any, **settings: Any) -> Cl
     return s.client(timeout=30.0, retries=2)
 
 
-def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeout: float) -> tuple[str, int, dict[str, int]] | None:
+def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeout: float,
+              first_byte_timeout: float | None = None) -> tuple[str, int, dict[str, int]] | None:
     """Serializes this process's artifacts and writes them; (server key, bytes,
     artifact counts), or None when torch has nothing to save. Raises on
-    server failures (the caller fails open)."""
+    server failures (the caller fails open). ``first_byte_timeout`` bounds
+    the wait for the key's answer (a hung server fails fast), ``timeout``
+    each whole request."""
     import torch
 
     got = torch.compiler.save_cache_artifacts()
@@ -69,7 +72,7 @@ def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeou
         return None
     blob, info = got
     sig = _keys.mega_signature(run)
-    key = client.key(sig, timeout=timeout).key
+    key = client.key(sig, timeout=timeout, first_byte_timeout=first_byte_timeout).key
     try:
         client.put(key, bytes(blob), compile_seconds=compile_seconds, backend="pt2",
                    name=f"mega:{run}"[:200], timeout=timeout)
@@ -81,12 +84,15 @@ def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeou
     return key, len(blob), artifact_counts(info)
 
 
-def load_blob(client: Client, run: str, *, timeout: float) -> LoadResult:
+def load_blob(client: Client, run: str, *, timeout: float, first_byte_timeout: float | None = None) -> LoadResult:
     """Fetches the run's blob for this environment and pre-fills torch's local
-    caches with it (``torch.compiler.load_cache_artifacts``). Never raises."""
+    caches with it (``torch.compiler.load_cache_artifacts``). Never raises.
+    ``first_byte_timeout`` bounds the wait for the server's answer (a hung
+    server fails fast), ``timeout`` the whole transfer of the blob."""
     t0 = time.monotonic()
     try:
-        res = client.lookup_result(_keys.mega_signature(run), timeout=timeout)
+        res = client.lookup_result(_keys.mega_signature(run), timeout=timeout,
+                                   first_byte_timeout=first_byte_timeout)
     except Exception as exc:  # noqa: BLE001 - reported in the result
         return LoadResult(SERVER_ERROR, seconds=time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}")
     if res.value is None:
@@ -102,12 +108,12 @@ def load_blob(client: Client, run: str, *, timeout: float) -> LoadResult:
                       info=info, artifacts=artifact_counts(info))
 
 
-def blob_info(client: Client, run: str, *, timeout: float) -> dict[str, Any]:
+def blob_info(client: Client, run: str, *, timeout: float, first_byte_timeout: float | None = None) -> dict[str, Any]:
     """Whether the run's blob exists for this environment, without fetching
     it: ``{"present", "key", "size", "compile_seconds", "signature"}``.
-    Raises on server failures."""
+    Raises on server failures (a hung one after ``first_byte_timeout``)."""
     sig = _keys.mega_signature(run)
-    key = client.key(sig, timeout=timeout).key
+    key = client.key(sig, timeout=timeout, first_byte_timeout=first_byte_timeout).key
     head = client.head(key, timeout=timeout)
     return {"present": head is not None, "key": key, "size": head.size if head else 0,
             "compile_seconds": head.compile_seconds if head else None, "signature": sig}
