@@ -99,11 +99,13 @@ class _Batch(_Transport):
         self.batch(keys, keep, timeout=timeout)
         return out
 
-    def manifest(self, run: str, *, timeout: float | None = None) -> dict[str, Any]:
+    def manifest(self, run: str, *, timeout: float | None = None,
+                 first_byte_timeout: float | None = None) -> dict[str, Any]:
         """Returns a run's manifest (``GET /v1/{ns}/runs/{run}/manifest``):
-        ``{"run", "namespace", "keys": [{"key", "name", "looked_up", "written"}], "truncated"}``."""
+        ``{"run", "namespace", "keys": [{"key", "name", "looked_up", "written"}], "truncated"}``.
+        ``first_byte_timeout``: as in :meth:`lookup` (a hung server fails fast)."""
         r = self._request("GET", self._ns_path("runs", run, "manifest"), timeout=timeout,
-                          headers={"Accept": "application/json"})
+                          first_byte_timeout=first_byte_timeout, headers={"Accept": "application/json"})
         return _json_body(r)
 
 

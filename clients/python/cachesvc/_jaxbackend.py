@@ -367,7 +367,9 @@ def _backend_class(base: type) -> type:
 
         def prefetch(self, run: str, *, max_bytes: int, timeout: float) -> int:
             """See :func:`cachesvc.jax.prefetch`."""
-            m = self.client.manifest(run, timeout=timeout)
+            if not self.breaker.allow():
+                raise Error(0, "breaker_open", "the server failed recently (circuit breaker open)")
+            m = self.client.manifest(run, timeout=timeout, first_byte_timeout=self.lookup_timeout)
             keys = [str(e["key"]) for e in m.get("keys") or [] if e.get("key")]
             if self.mode == "jax-key" and self._passthrough_plugin is None:
                 probe = {"backend": "passthrough", "kind": "jax", "key": "jit_probe-0"}

@@ -361,7 +361,7 @@ def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> i
             # warning, which would hide the next real failure for warn_interval.
             log.info("cachesvc: run %r has no manifest on the server yet; nothing to prefetch", run)
             return 0
-        b._warn(f"prefetch of run {run!r}", exc)
+        b._failed(f"prefetch of run {run!r}", exc)  # a hung or dead server opens the breaker
         return 0
     except Exception as exc:  # noqa: BLE001 - warming is best effort
         b._warn(f"prefetch of run {run!r}", exc)

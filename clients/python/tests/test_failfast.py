@@ -108,3 +108,32 @@ def test_breaker_opens_on_first_timeout_but_not_first_refusal():
     assert b.allow()
     w.failed("lookup", cachesvc.Error(0, "timeout", "timed out"))
     assert not b.allow()
+
+
+def test_prefetch_on_stopped_server_fails_at_first_byte(stopped_server, tmp_path):
+    """prefetch(run) at the top of a training script gives up after the
+    first-byte timeout with one warning and opens the breaker, so JAX's own
+    lookups skip the hung server; before, it blocked for its whole 300 s
+    budget."""
+    prog = tmp_path / "prefetch_prog.py"
+    prog.write_text(textwrap.dedent("""
+        import json, logging, sys
+        logging.basicConfig()
+        import jax, jax.numpy as jnp
+        import cachesvc.jax
+        cachesvc.jax.install(sys.argv[1])
+        n = cachesvc.jax.prefetch("sweep-1")
+        out = float(jax.jit(lambda a: jnp.sin(a).sum())(jnp.ones(8)))
+        print(json.dumps({"prefetched": n, "out": out, "stats": cachesvc.jax.stats()}))
+    """))
+    env = dict(os.environ, PYTHONPATH=str(PY_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               JAX_PLATFORMS="cpu")
+    for k in [k for k in env if k.startswith("CACHESVC_")]:
+        del env[k]
+    res = subprocess.run([sys.executable, str(prog), stopped_server.url], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-4000:]
+    rep = json.loads(res.stdout.strip().splitlines()[-1])
+    assert rep["prefetched"] == 0 and rep["stats"]["breaker_open"] and rep["stats"]["skipped"] >= 1, rep
+    warnings = [line for line in res.stderr.splitlines() if "cachesvc:" in line and "failed" in line]
+    assert len(warnings) == 1 and "prefetch of run 'sweep-1'" in warnings[0], res.stderr
