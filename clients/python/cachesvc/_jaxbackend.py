@@ -127,6 +127,7 @@ def _backend_class(base: type) -> type:
             self.holder = process_holder()
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
             self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
+            self._taken = threading.local()  # .keys: leases this thread took since its last compile ended
             # Renew held leases while compiling: only when compile_ended is
             # called (_jaxlease), else a lease JAX never writes would be held
             # for as long as the process runs.
@@ -322,8 +323,15 @@ def _backend_class(base: type) -> type:
                     return None
                 if granted:
                     with self._lock:
+                        old = self._held.get(key)
                         self._held[key] = lease
                         self._stats.leases_granted += 1
+                    if old is not None:  # granted again (JAX looked it up twice): one renewal
+                        old.stop_renewing()
+                    taken = getattr(self._taken, "keys", None)
+                    if taken is None:
+                        taken = self._taken.keys = set()
+                    taken.add(key)
                     if self.renew_leases:  # a compile longer than lease_ttl keeps its lease
                         lease.start_renewing()
                     return None
@@ -399,12 +407,18 @@ def _backend_class(base: type) -> type:
             raised (``_jaxlease``): releases our lease on it unless JAX called
             ``put`` (then the write releases it). JAX writes nothing for
             programs with host callbacks or a compile that raised, and waiters
-            should not wait for it."""
-            with self._lock:
-                if key in self._writing:
-                    self._writing.discard(key)
-                    return
-            self._release_lease(key)
+            should not wait for it. Leases this thread took for other keys
+            since its last compile (JAX's probes of a PGLE key, which it then
+            does not compile) are released too: JAX compiles on the thread
+            that looked the key up."""
+            taken = getattr(self._taken, "keys", None) or set()
+            self._taken.keys = set()
+            for k in taken | {key}:
+                with self._lock:
+                    if k in self._writing:
+                        self._writing.discard(k)
+                        continue
+                self._release_lease(k)
 
         def put(self, key: str, value: bytes) -> None:
             """Stores JAX's value; never raises. With background uploads (the

@@ -207,3 +207,32 @@ def test_holder_exited_only_for_this_pid_namespace():
     assert not holder_exited(dead)  # no namespace: cannot tell
     assert not holder_exited(me)  # this process
     assert not holder_exited(f"another-host:{gone.pid}@{ns}")
+
+
+PROBE_SCRIPT = """
+import json, os, time, urllib.request
+import jax, jax.numpy as jnp
+import cachesvc.jax
+
+cachesvc.jax.install(leases=True, lease_ttl=1)
+jax.jit(lambda a: jnp.sin(a).sum())(jnp.ones(8)).block_until_ready()
+jax.jit(lambda a: jnp.cos(a).sum())(jnp.ones(8)).block_until_ready()
+cachesvc.jax.flush(60)
+time.sleep(3)  # three lease TTLs: a lease held now is being renewed
+metrics = urllib.request.urlopen(os.environ["CACHESVC_URL"] + "/metrics").read().decode()
+held = [float(ln.split()[1]) for ln in metrics.splitlines() if ln.startswith("cachesvc_leases_held ")]
+print(json.dumps(dict(cachesvc.jax.stats(), held=held[0])))
+"""
+
+
+def test_leases_of_keys_jax_only_probed_end_with_the_compile(server, tmp_path):
+    """With jax_compilation_cache_expect_pgle JAX first probes a PGLE key it
+    then does not compile: the lease that probe took ends with the compile,
+    like the compiled key's, instead of being renewed while the process
+    runs (waiters on that key would wait lease_wait every time)."""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE_SCRIPT)
+    # Its own server: the gauge counts every namespace's leases.
+    r, err = run_py(script, [], dict(_env(server, "lease-probe"), JAX_COMPILATION_CACHE_EXPECT_PGLE="1"))
+    assert r["leases_granted"] > r["puts"] >= 2, r  # probes took leases too
+    assert r["held"] == 0, (r, err)
