@@ -128,9 +128,9 @@ def _backend_class(base: type) -> type:
             self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
             self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
             self._taken = threading.local()  # .keys: leases this thread took since its last compile ended
-            # Renew held leases while compiling: only when compile_ended is
-            # called (_jaxlease), else a lease JAX never writes would be held
-            # for as long as the process runs.
+            # compile_ended is called (_jaxlease is in place): held leases are
+            # renewed while compiling and tracked until it ends. Without it a
+            # lease JAX never writes would be renewed while the process runs.
             self.renew_leases = False
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
@@ -328,12 +328,12 @@ def _backend_class(base: type) -> type:
                         self._stats.leases_granted += 1
                     if old is not None:  # granted again (JAX looked it up twice): one renewal
                         old.stop_renewing()
-                    taken = getattr(self._taken, "keys", None)
-                    if taken is None:
-                        taken = self._taken.keys = set()
-                    taken.add(key)
-                    if self.renew_leases:  # a compile longer than lease_ttl keeps its lease
-                        lease.start_renewing()
+                    if self.renew_leases:  # compile_ended will be called: track, and renew
+                        taken = getattr(self._taken, "keys", None)
+                        if taken is None:
+                            taken = self._taken.keys = set()
+                        taken.add(key)
+                        lease.start_renewing()  # a compile longer than lease_ttl keeps its lease
                     return None
                 if lease.code == "entry_exists":  # written since our lookup
                     return self.client.get(skey, timeout=self.timeout)
@@ -358,7 +358,7 @@ def _backend_class(base: type) -> type:
                     self._stats.lease_wait_hits += 1
             elif miss is not None and miss.code == "wait_timeout":
                 self.lease_warner.notice(
-                    f"waited {self.lease_wait:.0f}s (lease_wait) for another process to compile "
+                    f"waited {self.lease_wait:g}s (lease_wait) for another process to compile "
                     f"{key.split('-')[0]} and it has not written it ({miss.message.rstrip('.')}); compiling "
                     f"here. A holder killed while compiling keeps its lease for its lease_ttl")
             return v
@@ -425,7 +425,7 @@ def _backend_class(base: type) -> type:
             default) it only queues the write: training goes on at once."""
             written_at = time.monotonic()
             with self._lock:
-                if key in self._held:
+                if self.renew_leases and key in self._held:  # for compile_ended
                     self._writing.add(key)
             if self.local is not None:
                 self._local_put(key, value)
