@@ -28,7 +28,19 @@ func NewGuard(path string, log *slog.Logger) (*Guard, error) {
 	}
 	g := &Guard{path: path, log: log}
 	g.cur.Store(t)
+	g.warnIfEmpty(t)
 	return g, nil
+}
+
+// warnIfEmpty warns when t grants nothing: every request is then refused.
+// Such a file is allowed (removing the last token line is how its token
+// is revoked) but is more often a mistake, e.g. a file truncated by a
+// config tool before a SIGHUP.
+func (g *Guard) warnIfEmpty(t *Tokens) {
+	if t.Len() == 0 && t.anonymous == nil {
+		g.log.Warn("tokens file has no token lines and no anonymous rule: every request is refused with 401 until one is added (cachesvc token new) and the server gets SIGHUP",
+			"file", g.path)
+	}
 }
 
 // Tokens returns the tokens in force.
@@ -57,6 +69,7 @@ func (g *Guard) Reload() error {
 	}
 	g.cur.Store(t)
 	g.log.Info("tokens file reloaded", "file", g.path, "tokens", t.Len(), "anonymous", t.anonymous != nil)
+	g.warnIfEmpty(t)
 	return nil
 }
 
