@@ -3,7 +3,6 @@ package api
 import (
 	"archive/tar"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -313,8 +312,8 @@ func importOptions(h *tar.Header) (cachekey.Key, store.PutOptions, *Error) {
 		return bad("Member %q is not named by an entry key: %s.", h.Name, err)
 	}
 	pax := h.PAXRecords
-	var sum [32]byte
-	if n, err := hex.Decode(sum[:], []byte(pax[wire.PAXSHA256])); err != nil || n != len(sum) {
+	sum, err := wire.ParseSHA256(pax[wire.PAXSHA256])
+	if err != nil {
 		return bad("Member %s has no valid %s record (64 hex characters).", h.Name, wire.PAXSHA256)
 	}
 	opts.SHA256 = &sum

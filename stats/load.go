@@ -2,7 +2,6 @@ package stats
 
 import (
 	"cmp"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -85,11 +85,11 @@ func (s *Stats) load() error {
 			if err := json.Unmarshal(val, &e); err != nil {
 				return err
 			}
-			var key [32]byte
-			if n, err := hex.Decode(key[:], []byte(e.Key)); err != nil || n != len(key) {
-				return fmt.Errorf("bad entry key %q", e.Key)
+			key, err := cachekey.ParseKey(e.Key)
+			if err != nil {
+				return fmt.Errorf("bad entry key %q: %w", e.Key, err)
 			}
-			s.loadEntry(key, e)
+			s.loadEntry([32]byte(key), e)
 			return nil
 		}); err != nil {
 			return err

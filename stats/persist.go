@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cachesvc/cachesvc/cachekey"
 )
 
 // Key layout of the stats database:
@@ -246,9 +248,8 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 		}
 	}
 	for _, e := range entries {
-		var k [32]byte
-		if _, err := hex.Decode(k[:], []byte(e.Key)); err == nil && a.entries[entryKey{e.Namespace, k}] != nil {
-			a.dirtyEntries[entryKey{e.Namespace, k}] = true
+		if k, err := cachekey.ParseKey(e.Key); err == nil && a.entries[entryKey{e.Namespace, [32]byte(k)}] != nil {
+			a.dirtyEntries[entryKey{e.Namespace, [32]byte(k)}] = true
 		}
 	}
 	a.dead.add(dead)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -57,6 +58,21 @@ func ParseCompileSeconds(v string) (float64, error) {
 		return 0, fmt.Errorf("compile seconds must be a number from 0 to %d (7 days), got %s", MaxCompileSeconds, quote(v))
 	}
 	return f, nil
+}
+
+// ParseSHA256 parses a SHA-256 digest written as 64 hex characters, as
+// X-Content-SHA256 and the PAX record CACHESVC.sha256 carry it. Any other
+// length is an error, never a panic: hex.Decode into a 32-byte array
+// indexes past it when given more.
+func ParseSHA256(s string) ([32]byte, error) {
+	var d [32]byte
+	if len(s) != hex.EncodedLen(len(d)) {
+		return d, fmt.Errorf("a SHA-256 is 64 hex characters, got %d characters", len(s))
+	}
+	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
+		return d, fmt.Errorf("a SHA-256 is 64 hex characters: %w", err)
+	}
+	return d, nil
 }
 
 // SanitizeBackend returns b when it is a valid backend name and "" (unknown)

@@ -50,6 +50,25 @@ func TestParseCompileSeconds(t *testing.T) {
 	}
 }
 
+func TestParseSHA256(t *testing.T) {
+	hex64 := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{hex64, true}, {strings.ToUpper(hex64), true},
+		{"", false}, {hex64[:62], false}, {hex64 + "ab", false}, {hex64 + "abab", false}, {hex64[:63] + "g", false},
+	} {
+		got, err := ParseSHA256(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseSHA256(%d chars) err = %v, want ok=%v", len(tc.in), err, tc.ok)
+		}
+		if tc.ok && got[0] != 0xab {
+			t.Errorf("ParseSHA256(%q) = %x", tc.in, got)
+		}
+	}
+}
+
 func TestSanitize(t *testing.T) {
 	if got := SanitizeBackend("\xff"); got != "" {
 		t.Errorf("SanitizeBackend(0xff) = %q", got)

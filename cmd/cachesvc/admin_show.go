@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 const adminShowSummary = `Show one entry's provenance: who wrote it (writer, run), when (created,
@@ -41,7 +41,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	if err != nil {
 		return usagef("KEY: %s", err)
 	}
-	pub, err := loadVerifyKey(*verifyKey)
+	pub, keyLabel, err := loadVerifyKey(*verifyKey)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	if rerr != nil && !(errors.As(rerr, &ce) && (ce.Status == http.StatusNotImplemented || ce.Status == http.StatusNotFound)) {
 		return fmt.Errorf("show the reports of %s/%s: %w", ns, key, rerr)
 	}
-	sig, sigErr := signatureStatus(e, key, pub, verifyKeyLabel(*verifyKey, pub))
+	sig, sigErr := signatureStatus(e, key, pub, keyLabel)
 	if *asJSON {
 		out := struct {
 			client.EntryInfo
@@ -143,9 +143,9 @@ func signatureStatus(e client.EntryInfo, key cachekey.Key, pub ed25519.PublicKey
 	case pub == nil:
 		return "present, not verified (give --verify-key FILE.pub)", nil
 	}
-	var sum [32]byte
-	if n, err := hex.Decode(sum[:], []byte(e.SHA256)); err != nil || n != len(sum) {
-		return "", fmt.Errorf("the server sent a bad sha256 %q", e.SHA256)
+	sum, err := wire.ParseSHA256(e.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("the server sent a bad sha256: %w", err)
 	}
 	if !auth.Verify(pub, key, sum, e.Signature) {
 		return "INVALID for " + file, fmt.Errorf("the signature of %s/%s does not verify with %s: the entry was not signed by that key's server", e.Namespace, e.Key, file)

@@ -200,7 +200,7 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
 	if !isSet(fs, "namespace", "ns") {
 		return usagef("--namespace is required: the namespace to import into")
 	}
-	pub, err := loadVerifyKey(*verifyKey)
+	pub, _, err := loadVerifyKey(*verifyKey)
 	if err != nil {
 		return err
 	}
@@ -352,9 +352,8 @@ func (s *importSender) want(ctx context.Context, h *tar.Header) (bool, error) {
 	}
 	sum := h.PAXRecords[wire.PAXSHA256]
 	if s.pub != nil {
-		var d [32]byte
 		sig := h.PAXRecords[wire.PAXSignature]
-		if n, err := hex.Decode(d[:], []byte(sum)); err != nil || n != len(d) || !auth.Verify(s.pub, key, d, sig) {
+		if d, err := wire.ParseSHA256(sum); err != nil || !auth.Verify(s.pub, key, d, sig) {
 			msg := "the member's signature does not verify with --verify-key"
 			if sig == "" {
 				msg = "the member is unsigned (the exporting server had no signing key)"

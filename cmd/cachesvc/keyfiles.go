@@ -63,49 +63,41 @@ func pairedKeyFile(path string, public bool, fallback string) string {
 // that is not it.
 const verifyKeyWant = "want the public key FILE.pub that 'cachesvc signkey new' writes beside the private FILE (PEM PUBLIC KEY), or base64 of the 32-byte Ed25519 key"
 
-// loadVerifyKey reads --verify-key's public key; nil for no file. The
+// loadVerifyKey reads --verify-key's public key, and returns it with the
+// label that names it in messages (the file); nil for no file. The
 // private key is the likeliest wrong file. A value that names no file but
-// is a public key itself (base64, or the .pub file's text) is that key:
-// CACHESVC_VERIFY_KEY holds it so for the Python client, and the same
-// variable reaches this flag.
-func loadVerifyKey(path string) (ed25519.PublicKey, error) {
+// is a public key itself (base64, or the .pub file's text) is that key,
+// labelled "key <base64>": CACHESVC_VERIFY_KEY holds it so for the Python
+// client, and the same variable reaches this flag.
+func loadVerifyKey(path string) (pub ed25519.PublicKey, label string, err error) {
 	if path == "" {
-		return nil, nil
+		return nil, "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if pub, perr := auth.ParsePublicKey([]byte(path)); perr == nil {
-			return pub, nil
+			return pub, "key " + auth.EncodePublicKey(pub), nil
 		}
-		return nil, fmt.Errorf("read --verify-key: %w", err)
+		return nil, "", fmt.Errorf("read --verify-key: %w", err)
 	}
 	kind, blk := classifyKeyFile(b)
 	switch kind {
 	case keyPrivate:
-		pub := pairedKeyFile(path, true, "its FILE.pub, written beside it by 'cachesvc signkey new'")
-		return nil, fmt.Errorf("--verify-key %s is a private key (the server's --signing-key), not the public key a signature is checked with: give the public key, %s", path, pub)
+		pubFile := pairedKeyFile(path, true, "its FILE.pub, written beside it by 'cachesvc signkey new'")
+		return nil, "", fmt.Errorf("--verify-key %s is a private key (the server's --signing-key), not the public key a signature is checked with: give the public key, %s", path, pubFile)
 	case keyOtherPEM:
-		return nil, fmt.Errorf("--verify-key %s holds a PEM %s, not a public key: %s", path, blk.Type, verifyKeyWant)
+		return nil, "", fmt.Errorf("--verify-key %s holds a PEM %s, not a public key: %s", path, blk.Type, verifyKeyWant)
 	}
-	pub, err := auth.ParsePublicKey(b)
+	pub, err = auth.ParsePublicKey(b)
 	switch {
 	case err != nil && kind == keyNotPEM:
-		return nil, fmt.Errorf("--verify-key %s is not a public key: %s", path, verifyKeyWant)
+		return nil, "", fmt.Errorf("--verify-key %s is not a public key: %s", path, verifyKeyWant)
 	case err != nil:
 		// A PEM PUBLIC KEY the parser refuses: its error says why (not
 		// Ed25519, or damaged).
-		return nil, fmt.Errorf("--verify-key %s: %w", path, err)
+		return nil, "", fmt.Errorf("--verify-key %s: %w", path, err)
 	}
-	return pub, nil
-}
-
-// verifyKeyLabel names the key loadVerifyKey read from v in messages: the
-// file, or the key itself in base64 when v held it.
-func verifyKeyLabel(v string, pub ed25519.PublicKey) string {
-	if _, err := os.Stat(v); err == nil {
-		return v
-	}
-	return "key " + auth.EncodePublicKey(pub)
+	return pub, path, nil
 }
 
 // signingKeyWant says what --signing-key takes, for the errors of a file

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/cachesvc/cachesvc/jaxcache"
 	"github.com/cachesvc/cachesvc/jaxcache/jaxsync"
 	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 const warmSummary = `Fetch the entries a run used (from the server's run manifest, or from a
@@ -133,19 +133,18 @@ const verifyKeyUsage = "the server's public key `file` (FILE.pub of 'cachesvc si
 // carry the server's valid signature of its key and SHA-256 (the bytes are
 // checked against that SHA-256 before their file appears).
 func signatureCheck(verifyKey string) (func(client.Member) error, error) {
-	pub, err := loadVerifyKey(verifyKey) // keyfiles.go
+	pub, label, err := loadVerifyKey(verifyKey) // keyfiles.go
 	if err != nil || pub == nil {
 		return nil, err
 	}
-	label := verifyKeyLabel(verifyKey, pub)
 	return func(m client.Member) error {
 		key, err := cachekey.ParseKey(m.Key)
 		if err != nil {
 			return err
 		}
-		var sum [32]byte
-		if n, err := hex.Decode(sum[:], []byte(m.SHA256)); err != nil || n != len(sum) {
-			return fmt.Errorf("the server sent no valid sha256 for it (%q)", m.SHA256)
+		sum, err := wire.ParseSHA256(m.SHA256)
+		if err != nil {
+			return fmt.Errorf("the server sent no valid sha256 for it: %w", err)
 		}
 		switch {
 		case m.Signature == "":
