@@ -101,9 +101,14 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 // directory, the --namespaces file). Each reload is all or nothing on its
 // own: a bad tokens file keeps the tokens in force (the guard logs why), a
 // bad plugin directory the plugins, a bad namespaces file the quotas.
-func reloadOnSIGHUP(ctx context.Context, g *auth.Guard, reloads ...func(context.Context)) {
+// With nothing to reload, SIGHUP is logged and ignored: its default action
+// would end the process with no graceful shutdown, and logrotate and
+// config tools send it routinely.
+func reloadOnSIGHUP(ctx context.Context, log *slog.Logger, g *auth.Guard, reloads ...func(context.Context)) {
 	if g == nil && len(reloads) == 0 {
-		return
+		reloads = append(reloads, func(context.Context) {
+			log.Info("SIGHUP: nothing to reload (no --tokens, --namespaces or --plugins); still serving")
+		})
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)

@@ -336,14 +336,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, logger, nsReloads) }) // namespaces.go
 	}
-	if sec.Auth == nil && len(reloads) == 0 {
-		// SIGHUP's default action ends the process at once, with no
-		// graceful shutdown: logrotate's or a config tool's must not.
-		reloads = append(reloads, func(context.Context) {
-			logger.Info("SIGHUP: nothing to reload (no --tokens, --namespaces or --plugins); still serving")
-		})
-	}
-	reloadOnSIGHUP(ctx, sec.Auth, reloads...) // security.go
+	reloadOnSIGHUP(ctx, logger, sec.Auth, reloads...) // security.go
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {
