@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ._failopen import Breaker, Uploader, Warner
 from ._jaxsig import _xla_signature
-from ._leases import holder_exited, process_holder
+from ._leasebook import LeaseBook
 from .client import Client, Error
 
 # The same logger as cachesvc.jax: one name for everything the JAX backend logs.
@@ -111,7 +111,6 @@ def _backend_class(base: type) -> type:
             self.warn_interval = warn_interval
             self.breaker = breaker
             self.warner = Warner(log, breaker, warn_interval)
-            self.lease_warner = Warner(log, breaker, warn_interval)  # lease waits, rate-limited apart
             self._decompress = decompress
             self._stats = CacheStats()
             self._lock = threading.Lock()
@@ -122,16 +121,9 @@ def _backend_class(base: type) -> type:
             # JAX has loaded them (_jaxheal reports those it cannot load)
             self._served: collections.OrderedDict[str, str] = collections.OrderedDict()
             self.leases = leases
-            self.lease_ttl = lease_ttl
-            self.lease_wait = lease_wait
-            self.holder = process_holder()
-            self._held: dict[str, Any] = {}  # jax key -> cachesvc.Lease we hold
-            self._writing: set[str] = set()  # held keys JAX called put for (the write releases them)
-            self._taken = threading.local()  # .keys: leases this thread took since its last compile ended
-            # compile_ended is called (_jaxlease is in place): held leases are
-            # renewed while compiling and tracked until it ends. Without it a
-            # lease JAX never writes would be renewed while the process runs.
-            self.renew_leases = False
+            self.leasebook = LeaseBook(client, ttl=lease_ttl, wait=lease_wait, timeout=timeout,
+                                       warner=Warner(log, breaker, warn_interval),  # lease waits, apart
+                                       count=self._add_one)
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys
@@ -299,7 +291,8 @@ def _backend_class(base: type) -> type:
             if res.value is not None:
                 return res.value, res.key, res.compile_seconds, used
             if self.leases and res.key:
-                return self._lease_or_wait(key, res.key), res.key, None, used
+                return (self.leasebook.miss(key, res.key, key.split("-")[0], may_hold=_is_writer()),
+                        res.key, None, used)
             return None, res.key, None, used
 
         def _local_key(self, sig: dict[str, Any]) -> str | None:
@@ -308,70 +301,13 @@ def _backend_class(base: type) -> type:
                 return _passthrough_key(plugin, str(sig["kind"]), str(sig["key"]))
             return None
 
-        def _lease_or_wait(self, key: str, skey: str) -> bytes | None:
-            """On a miss: take the compile lease (None: we compile) or wait for
-            the holder's entry (bytes, or None when it never came)."""
-            if _is_writer():
-                lease = self.client.lease(skey, holder=self.holder, ttl=self.lease_ttl, renew=False)
-                try:
-                    granted = lease.acquire()
-                except Error as exc:
-                    if exc.status == 0:
-                        raise
-                    # e.g. 503 lease_table_full: compile without a lease.
-                    log.debug("cachesvc: no lease on %s: %s", skey, exc)
-                    return None
-                if granted:
-                    with self._lock:
-                        old = self._held.get(key)
-                        self._held[key] = lease
-                        self._stats.leases_granted += 1
-                    if old is not None:  # granted again (JAX looked it up twice): one renewal
-                        old.stop_renewing()
-                    if self.renew_leases:  # compile_ended will be called: track, and renew
-                        taken = getattr(self._taken, "keys", None)
-                        if taken is None:
-                            taken = self._taken.keys = set()
-                        taken.add(key)
-                        lease.start_renewing()  # a compile longer than lease_ttl keeps its lease
-                    return None
-                if lease.code == "entry_exists":  # written since our lookup
-                    return self.client.get(skey, timeout=self.timeout)
-                if holder_exited(lease.current_holder):
-                    # Killed while compiling (then restarted): its lease lasts
-                    # until its TTL, and waiting would only stall this job.
-                    self.lease_warner.notice(
-                        f"the compile lease on {key.split('-')[0]} is held by {lease.current_holder}, a "
-                        f"process on this host that no longer runs (killed while compiling?); "
-                        f"compiling here instead of waiting for its lease to expire ({lease.expires})")
-                    return None
+        def _add_one(self, counter: str) -> None:
             with self._lock:
-                self._stats.lease_waits += 1
-            try:
-                v, miss = self.client._wait_get(skey, wait=self.lease_wait, timeout=self.timeout)
-            except Error as exc:
-                if exc.status == 503:  # too many waiters: compile ourselves
-                    return None
-                raise
-            if v is not None:
-                with self._lock:
-                    self._stats.lease_wait_hits += 1
-            elif miss is not None and miss.code == "wait_timeout":
-                self.lease_warner.notice(
-                    f"waited {self.lease_wait:g}s (lease_wait) for another process to compile "
-                    f"{key.split('-')[0]} and it has not written it ({miss.message.rstrip('.')}); compiling "
-                    f"here. A holder killed while compiling keeps its lease for its lease_ttl")
-            return v
+                setattr(self._stats, counter, getattr(self._stats, counter) + 1)
 
         def release_leases(self) -> None:
             """Releases every lease this backend still holds (best effort)."""
-            with self._lock:
-                held, self._held = self._held, {}
-            for lease in held.values():
-                try:
-                    lease.release()
-                except Exception:  # noqa: BLE001 - it expires by itself
-                    pass
+            self.leasebook.release_all()
 
         def prefetch(self, run: str, *, max_bytes: int, timeout: float) -> int:
             """See :func:`cachesvc.jax.prefetch`."""
@@ -404,29 +340,14 @@ def _backend_class(base: type) -> type:
 
         def compile_ended(self, key: str) -> None:
             """Called when JAX's compile-and-write step for ``key`` returned or
-            raised (``_jaxlease``): releases our lease on it unless JAX called
-            ``put`` (then the write releases it). JAX writes nothing for
-            programs with host callbacks or a compile that raised, and waiters
-            should not wait for it. Leases this thread took for other keys
-            since its last compile (JAX's probes of a PGLE key, which it then
-            does not compile) are released too: JAX compiles on the thread
-            that looked the key up."""
-            taken = getattr(self._taken, "keys", None) or set()
-            self._taken.keys = set()
-            for k in taken | {key}:
-                with self._lock:
-                    if k in self._writing:
-                        self._writing.discard(k)
-                        continue
-                self._release_lease(k)
+            raised (``_jaxlease``): see :meth:`LeaseBook.compile_ended`."""
+            self.leasebook.compile_ended(key)
 
         def put(self, key: str, value: bytes) -> None:
             """Stores JAX's value; never raises. With background uploads (the
             default) it only queues the write: training goes on at once."""
             written_at = time.monotonic()
-            with self._lock:
-                if self.renew_leases and key in self._held:  # for compile_ended
-                    self._writing.add(key)
+            self.leasebook.writing(key)
             if self.local is not None:
                 self._local_put(key, value)
             if self.uploader is None:
@@ -435,7 +356,7 @@ def _backend_class(base: type) -> type:
                 with self._lock:
                     self._stats.put_dropped += 1
                 log.debug("cachesvc: upload queue full; not writing %s", key)
-                self._release_lease(key)
+                self.leasebook.release(key)
 
         def _write(self, key: str, value: bytes, written_at: float) -> None:
             try:
@@ -445,16 +366,7 @@ def _backend_class(base: type) -> type:
                     self._stats.put_errors += 1
                 self._failed(f"write of {key.split('-')[0]}", exc, write=True)
             finally:
-                self._release_lease(key)
-
-        def _release_lease(self, key: str) -> None:
-            with self._lock:
-                lease = self._held.pop(key, None)
-            if lease is not None:  # a successful PUT released it already
-                try:
-                    lease.release()
-                except Exception:  # noqa: BLE001 - it expires by itself
-                    pass
+                self.leasebook.release(key)  # if the write failed: a successful PUT released it
 
         def flush(self, timeout: float | None = 60.0) -> bool:
             """Waits until queued uploads are done; False if ``timeout`` ran out."""
@@ -509,11 +421,8 @@ def _backend_class(base: type) -> type:
                 with self._lock:
                     self._stats.put_seconds += time.monotonic() - t0
             self.breaker.success()
+            self.leasebook.written(key)
             with self._lock:
-                lease = self._held.pop(key, None)
-                if lease is not None:
-                    lease.granted = False  # the PUT released it on the server
-                    lease.stop_renewing()
                 self._stats.puts += 1
                 self._stats.put_bytes += len(value)
                 if res.created:

@@ -273,7 +273,7 @@ def install(
         cc.reset_cache()
         cc._cache = backend
         _jaxheal.install(cc, installed)
-        backend.renew_leases = _jaxlease.install(compiler, installed)
+        backend.leasebook.renew = _jaxlease.install(compiler, installed)
         if mode == "canonical":
             orig = ck.get
             _orig_cache_key_get = orig

@@ -30,7 +30,7 @@ import cachesvc.jax
 role, lease_wait = sys.argv[1], float(sys.argv[2])
 backend = cachesvc.jax.install(leases=True, lease_wait=lease_wait)
 if role == "remote":
-    backend.holder = "another-host:1"  # the lease names a process elsewhere
+    backend.leasebook.holder = "another-host:1"  # the lease names a process elsewhere
 orig, compiles = compiler.backend_compile_and_load, [0]
 
 def compile_or_die(*a, **k):
