@@ -10,11 +10,16 @@ counting wrapper) and timings.
 
     python torchprog.py --url URL --ns NS [--mode remote|none|mega-save|mega-load]
                         [--variant base|changed] [--run RUN] [--pause DIR]
+                        [--leases] [--lease-wait S] [--barrier DIR]
 
 ``--variant changed`` swaps the second block's activation (ReLU -> GELU): the
 first block's graphs are unchanged. ``--pause DIR``: after the first step,
 create DIR/ready and wait for DIR/go (the test kills the server meanwhile),
 then train the changed variant's second block too (new graphs: lookups fail).
+``--leases``: install with compile leases (``--lease-wait``: their
+lease_wait). ``--barrier DIR``: after the
+install, create DIR/ready-<pid> and wait for DIR/go before training (so
+that processes start compiling together).
 """
 
 from __future__ import annotations
@@ -105,6 +110,16 @@ def cxx_counts() -> dict[str, int]:
     return {"all": len(lines), "compiles": len(compiles)}
 
 
+def wait_for(d: Path, ready: str) -> None:
+    """Creates d/ready and waits (at most 120 s) for d/go."""
+    (d / ready).touch()
+    deadline = time.monotonic() + 120
+    while not (d / "go").exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"torchprog: no go file in {d} within 120 s")
+        time.sleep(0.01)
+
+
 def main() -> None:
     """Parses the arguments, trains, prints the JSON report."""
     ap = argparse.ArgumentParser()
@@ -115,28 +130,29 @@ def main() -> None:
     ap.add_argument("--run", default="")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--pause", default="")
+    ap.add_argument("--leases", action="store_true")
+    ap.add_argument("--lease-wait", type=float, default=60.0)
+    ap.add_argument("--barrier", default="")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     t0 = time.monotonic()
     loaded = None
     if a.mode in ("remote", "mega-save"):
-        svc = cachesvc.torch.install(a.url, a.ns, run=a.run or None, timeout=5.0, breaker_cooldown=300)
+        svc = cachesvc.torch.install(a.url, a.ns, run=a.run or None, timeout=5.0, breaker_cooldown=300,
+                                     leases=a.leases, lease_wait=a.lease_wait)
         assert svc is not None
     elif a.mode == "mega-load":
         info = cachesvc.torch.load(a.run, url=a.url, namespace=a.ns)
         loaded = None if info is None else {k: len(v) for k, v in info.artifacts.items()}
     setup_s = time.monotonic() - t0
+    if a.barrier:
+        wait_for(Path(a.barrier), f"ready-{os.getpid()}")
 
     result, first = train(a.variant, a.steps)
     after_pause = None
     if a.pause:
-        Path(a.pause, "ready").touch()
-        deadline = time.monotonic() + 120
-        while not Path(a.pause, "go").exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("torchprog: no go file within 120 s")
-            time.sleep(0.05)
+        wait_for(Path(a.pause), "ready")
         t1 = time.monotonic()
         more, _ = train("changed", a.steps)  # block2 changed: new graphs, server gone
         after_pause = {"seconds": time.monotonic() - t1, "digests": more}

@@ -6,7 +6,8 @@ One line before the first compile::
 
 or configured from the environment (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``,
 ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``, ``CACHESVC_RUN``,
-``CACHESVC_VERIFY_KEY``, ``CACHESVC_CLIENT_CERT``, ``CACHESVC_CLIENT_KEY``)::
+``CACHESVC_VERIFY_KEY``, ``CACHESVC_CLIENT_CERT``, ``CACHESVC_CLIENT_KEY``,
+``CACHESVC_LEASES``)::
 
     import cachesvc.torch; cachesvc.torch.install()
 
@@ -38,6 +39,11 @@ cannot load (unpickling raises) is reported to the server with the error and
 stays a miss, so torch compiles; enough distinct reports quarantine it
 (``_heal.py``).
 
+Leases (``install(leases=True)`` or ``CACHESVC_LEASES=1``): on an FX graph
+miss, the process that takes the server's compile lease compiles and the
+others wait for its entry, so processes that start together compile each
+graph once (``_lease.py``).
+
 Mega-Cache: :func:`save` stores ``torch.compiler.save_cache_artifacts()``
 under a run id and this environment, :func:`load` pre-fills the local caches of
 a new process from it, and ``python -m cachesvc.torch load RUN`` does the same
@@ -52,9 +58,9 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .._failopen import Breaker, Settings, resolve_lookup_timeout
+from .._failopen import Breaker, Settings, env_flag, resolve_lookup_timeout
 from ..client import Client
-from . import _cpp, _heal, _keys, _mega
+from . import _cpp, _heal, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
 
 __all__ = ["install", "uninstall", "installed", "stats", "misses", "flush", "save", "load", "CacheStats"]
@@ -81,11 +87,15 @@ _atexit_registered = False
 
 def _flush_at_exit() -> None:
     s = _installed
-    if s is not None and not s.flush(s.flush_at_exit):
+    if s is None:
+        return
+    if not s.flush(s.flush_at_exit):
         if not s.breaker.allow():  # the failure was warned about already
             log.debug("cachesvc: exiting without the queued uploads (circuit breaker open)")
         else:
             log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", s.flush_at_exit)
+    if s.breaker.allow():  # else the leases expire by themselves
+        s.release_leases()
 
 
 def _gpu_triton() -> bool:
@@ -138,6 +148,9 @@ def install(
     flush_at_exit: float = 60.0,
     client: Client | None = None,
     verify_key: str | None = None,
+    leases: bool | None = None,
+    lease_ttl: float = 120.0,
+    lease_wait: float = 60.0,
 ) -> Service | None:
     """Routes torch.compile's remote caches to cachesvc and turns them on.
 
@@ -178,6 +191,16 @@ def install(
         client: use this :class:`cachesvc.Client` instead of building one.
         verify_key: Ed25519 public key every entry must be signed with;
             default ``$CACHESVC_VERIFY_KEY``.
+        leases: on an FX graph miss, take the server's compile lease before
+            Inductor compiles, so that processes starting together compile
+            each graph once: the others wait for its entry (``_lease``).
+            Default ``$CACHESVC_LEASES`` (``1``), else off. A lease ends with
+            the graph's write, or when its compile returns without one.
+        lease_ttl: seconds a lease lasts unless renewed; it is renewed every
+            ``lease_ttl/3`` s until the compile ends and its write is done,
+            so it ends about this long after a holder is killed.
+        lease_wait: how long a miss waits for another holder's entry before
+            compiling itself.
 
     Returns:
         The installed service (its ``stats()`` returns the counters), or None
@@ -186,6 +209,8 @@ def install(
     """
     global _installed, _atexit_registered
     settings = Settings.resolve(url, namespace, token, run, verify_key, lookup_timeout)
+    if leases is None:
+        leases = env_flag("CACHESVC_LEASES")
     wanted = [*CACHES, CPP] if caches is None else list(caches)
     unknown = [c for c in wanted if c not in CACHES and c != CPP]
     if unknown:
@@ -256,7 +281,8 @@ def install(
     service = Service(client, timeout=timeout, put_timeout=put_timeout, lookup_timeout=settings.lookup_timeout,
                       breaker=Breaker(breaker_threshold, breaker_cooldown), warn_interval=warn_interval,
                       components=comps, background_uploads=background_uploads,
-                      upload_queue_bytes=upload_queue_bytes, flush_at_exit=flush_at_exit)
+                      upload_queue_bytes=upload_queue_bytes, flush_at_exit=flush_at_exit,
+                      leases=bool(leases) and "fx_graph" in wanted, lease_ttl=lease_ttl, lease_wait=lease_wait)
     backend = backend_class(base, service)
     gpu_triton = _gpu_triton()
     with _lock:
@@ -287,13 +313,24 @@ def install(
             else:
                 log.warning("cachesvc: this torch lacks %s.iterate_over_candidates; artifacts that fail to "
                             "load are not reported", ".".join(_heal.TARGET))
+        if service.leasebook is not None:
+            try:
+                undo, ok = _lease.wrap(importlib.import_module(_lease.TARGET[0]), service.compile_ended)
+            except Exception:  # noqa: BLE001 - no leases in this torch
+                ok = False
+            if ok:
+                _restore.append(undo)
+                _restore.append(service.release_leases)  # undone first: before the wrapper goes
+                service.leasebook.renew = True
+            else:
+                log.warning("cachesvc: this torch lacks %s; compiling without leases", ".".join(_lease.TARGET))
         _clear_aot_remote_cache()
         _installed = service
         if not _atexit_registered:
             atexit.register(_flush_at_exit)
             _atexit_registered = True
-    log.info("cachesvc: torch remote caches -> %s namespace=%s run=%s on=%s", client.url,
-             client.namespace, client.run, ",".join(on))
+    log.info("cachesvc: torch remote caches -> %s namespace=%s run=%s on=%s leases=%s", client.url,
+             client.namespace, client.run, ",".join(on), service.leasebook is not None and service.leasebook.renew)
     return service
 
 

@@ -8,6 +8,7 @@ upload queue, one set of counters.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import re
 import threading
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._failopen import Breaker, Uploader, Warner
+from .._leasebook import LeaseBook
 from ..client import Client, Error
 
 # The time budget of one report of a value torch could not load (_heal.py),
@@ -57,6 +59,9 @@ class CacheStats:
     load_failures: int = 0  # values from the server torch could not load (then a miss)
     reports: int = 0  # ... reported to the server
     reports_quarantined: int = 0  # ... whose report found the entry quarantined
+    leases_granted: int = 0  # FX graph misses this process compiled under a lease
+    lease_waits: int = 0  # FX graph misses that waited for another process's compile
+    lease_wait_hits: int = 0  # ... and received its entry (counted as hits)
     by_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # cache id -> counts
 
 
@@ -74,6 +79,10 @@ def time_taken_seconds(value: bytes) -> float | None:
         return max(0.0, float(m.group(1)) / 1000.0)
     except ValueError:
         return None
+
+
+# The cache whose misses take compile leases (_lease.py).
+_LEASED_CACHE = "fx-graph"
 
 
 def _cache_of(full_key: str) -> str:
@@ -94,7 +103,8 @@ class Service:
     def __init__(self, client: Client, *, timeout: float, put_timeout: float | None,
                  breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
                  background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float,
-                 lookup_timeout: float | None = None) -> None:
+                 lookup_timeout: float | None = None, leases: bool = False, lease_ttl: float = 120.0,
+                 lease_wait: float = 60.0) -> None:
         self.client = client
         self.timeout = timeout
         self.lookup_timeout = lookup_timeout
@@ -108,6 +118,11 @@ class Service:
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
         self._hit = threading.local()  # server key of this thread's last hit (_heal)
+        # Compile leases on FX graph misses, taken once _lease's wrapper is in
+        # place (install sets leasebook.renew): it ends the leases of a
+        # compile that wrote nothing.
+        self.leasebook = LeaseBook(client, ttl=lease_ttl, wait=lease_wait, timeout=timeout,
+                                   warner=Warner(log, breaker, warn_interval), count=self._add_one) if leases else None
         self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes,
                                  give_up=lambda: not self.breaker.allow()) if background_uploads else None
 
@@ -133,6 +148,10 @@ class Service:
     def _count(self, cache: str, what: str, n: int = 1) -> None:
         c = self._stats.by_cache.setdefault(cache, {})
         c[what] = c.get(what, 0) + n
+
+    def _add_one(self, counter: str) -> None:
+        with self._lock:
+            setattr(self._stats, counter, getattr(self._stats, counter) + 1)
 
     def add(self, **deltas: float) -> None:
         """Adds to named counters (for the Mega-Cache functions)."""
@@ -173,6 +192,10 @@ class Service:
             self.warner.failed(f"lookup of {cache} entry", exc)
             return None
         self.breaker.success()
+        if res.value is None and res.key and self._leased(cache):
+            waited = self._lease_or_wait(pending_id, res.key, cache)
+            if waited is not None:
+                res = dataclasses.replace(res, value=waited, explanation=None)
         now = time.monotonic()
         with self._lock:
             self._stats.lookups += 1
@@ -197,6 +220,32 @@ class Service:
         if res.value is None:
             log.debug("cachesvc: miss %s (%s): %s", pending_id, res.key, res.explanation)
         return res.value
+
+    def _leased(self, cache: str) -> bool:
+        return self.leasebook is not None and self.leasebook.renew and cache.startswith(_LEASED_CACHE)
+
+    def _lease_or_wait(self, pending_id: str, skey: str, cache: str) -> bytes | None:
+        """Takes the compile lease on a miss (None: torch compiles) or waits
+        for the holder's entry; any failure is a miss."""
+        assert self.leasebook is not None
+        parts = _keys.split_key(pending_id)
+        what = f"{cache} graph {parts[1][:16] if parts else skey[:16]}"
+        try:
+            return self.leasebook.miss(pending_id, skey, what)
+        except Exception as exc:  # noqa: BLE001 - a failure is a miss
+            self.warner.failed(f"compile lease of {what}", exc)
+            return None
+
+    def compile_ended(self) -> None:
+        """Inductor's compile of one FX graph on this thread returned or
+        raised (``_lease``): ends the leases it took that are not being written."""
+        if self.leasebook is not None:
+            self.leasebook.compile_ended()
+
+    def release_leases(self) -> None:
+        """Releases every lease still held (best effort)."""
+        if self.leasebook is not None:
+            self.leasebook.release_all()
 
     def take_hit(self) -> str | None:
         """The server key of this thread's last hit, cleared."""
@@ -248,26 +297,33 @@ class Service:
         ``compile_seconds`` is None, the time since the miss is sent."""
         written_at = time.monotonic()
         args = (pending_id, sig, cache, data, written_at, compile_seconds, name)
+        if self.leasebook is not None:
+            self.leasebook.writing(pending_id)
         if self.uploader is None:
             self._write(*args)
         elif not self.uploader.submit(args, len(data)):
             with self._lock:
                 self._stats.put_dropped += 1
             log.debug("cachesvc: upload queue full; not writing %s", pending_id)
+            if self.leasebook is not None:
+                self.leasebook.release(pending_id)
 
     def _write(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes, written_at: float,
                secs: float | None, name: str) -> None:
-        if not self.breaker.allow():
-            with self._lock:
-                self._stats.skipped += 1
-            return
         try:
+            if not self.breaker.allow():
+                with self._lock:
+                    self._stats.skipped += 1
+                return
             self._put(pending_id, sig, cache, data, written_at, secs, name)
         except Exception as exc:  # noqa: BLE001 - a failed write never reaches torch
             with self._lock:
                 self._stats.put_errors += 1
                 self._count(cache, "put_errors")
             self.warner.failed(f"write of {cache} entry", exc, write=True)
+        finally:
+            if self.leasebook is not None:  # a write that failed: a stored one released it
+                self.leasebook.release(pending_id)
 
     def _put(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes, written_at: float,
              secs: float | None, name: str) -> None:
@@ -294,6 +350,8 @@ class Service:
             with self._lock:
                 self._stats.put_seconds += time.monotonic() - t0
         self.breaker.success()
+        if self.leasebook is not None:
+            self.leasebook.written(pending_id)
         with self._lock:
             self._stats.puts += 1
             self._stats.put_bytes += len(data)
