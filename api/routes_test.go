@@ -76,3 +76,34 @@ func TestRouteAccessTable(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadOnEveryGetRoute holds the OpenAPI document's promise that each GET
+// route also answers HEAD: the same status and Content-Type as GET, no body,
+// and HEAD among the methods a 405 names in Allow.
+func TestHeadOnEveryGetRoute(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	fill := strings.NewReplacer(":ns", "default", ":key", strings.Repeat("ab", 32), ":run", "r1")
+	n := 0
+	for _, r := range srv.API.Routes() {
+		if r.Method != http.MethodGet {
+			continue
+		}
+		n++
+		url := srv.URL + fill.Replace(r.Path)
+		get := srv.Do(http.MethodGet, url, nil)
+		apitest.ReadAll(t, get)
+		head := srv.Do(http.MethodHead, url, nil)
+		body := apitest.ReadAll(t, head)
+		if head.StatusCode != get.StatusCode || len(body) != 0 || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") {
+			t.Errorf("HEAD %s = %d %q with %d body bytes; GET = %d %q", r.Path, head.StatusCode, head.Header.Get("Content-Type"), len(body), get.StatusCode, get.Header.Get("Content-Type"))
+		}
+		resp := srv.Do(http.MethodPatch, url, nil)
+		apitest.ReadAll(t, resp)
+		if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), http.MethodHead) {
+			t.Errorf("PATCH %s = %d, Allow %q; want 405 naming HEAD", r.Path, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d GET routes registered", n)
+	}
+}
