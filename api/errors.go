@@ -171,6 +171,37 @@ func (s *Server) catchShortBodies() {
 	}
 }
 
+// catchUnknownMethods answers a request whose method fiber does not know
+// (PROPFIND, a lowercase "get") with the JSON 400 bad_request that every
+// error has; fiber itself would answer a text/plain "Invalid http method"
+// before any middleware runs.
+func (s *Server) catchUnknownMethods() {
+	fh := s.app.Server()
+	next := fh.Handler
+	fh.Handler = func(fctx *fasthttp.RequestCtx) {
+		if knownMethod(fctx.Method()) {
+			next(fctx)
+			return
+		}
+		c := s.app.AcquireCtx(fctx)
+		defer s.app.ReleaseCtx(c)
+		err := Errorf(http.StatusBadRequest, "bad_request", "Method %.32q is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", fctx.Method())
+		if herr := s.errorHandler(c, err); herr != nil {
+			fh.ErrorHandler(fctx, herr)
+		}
+	}
+}
+
+// knownMethod reports whether m is one of the methods fiber routes.
+func knownMethod(m []byte) bool {
+	for _, k := range fiber.DefaultMethods {
+		if string(m) == k {
+			return true
+		}
+	}
+	return false
+}
+
 // logPanic logs a handler's panic with its stack and the entry it was
 // about, and counts it (recover.Config.StackTraceHandler).
 func (s *Server) logPanic(c *fiber.Ctx, v any) {

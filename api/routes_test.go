@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -105,5 +106,32 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("only %d GET routes registered", n)
+	}
+}
+
+// TestUnknownMethodIsJSON checks that a method fiber does not know (WebDAV's
+// PROPFIND, a lowercase get) gets the documented JSON 400 bad_request, not
+// fiber's text/plain "Invalid http method", and that the connection still
+// serves the next request.
+func TestUnknownMethodIsJSON(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	for _, m := range []string{"PROPFIND", "get"} {
+		resp := srv.Do(m, srv.URL+"/v1/stats", nil)
+		body := apitest.ReadAll(t, resp)
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusBadRequest || e.Error.Code != "bad_request" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(e.Error.Message, "GET") {
+			t.Errorf("%s /v1/stats = %d %q %s; want 400 JSON bad_request naming the methods", m, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	resp := srv.Do(http.MethodGet, srv.URL+"/healthz", nil)
+	apitest.ReadAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz after an unknown method = %d", resp.StatusCode)
 	}
 }
