@@ -228,6 +228,12 @@ func requestAttrs(c *fiber.Ctx, more ...any) []any {
 // error body with its status. Server errors are logged with their cause.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
+	if e.Status == http.StatusRequestHeaderFieldsTooLarge {
+		// fasthttp's own "Request Header Fields Too Large" names neither
+		// the limit nor that the URL counts toward it.
+		e = &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf("The request line and headers are over this server's limit of %d bytes "+
+			"(serve --max-header-size): shorten the URL, or send fewer or shorter headers.", s.cfg.Limits.MaxHeaderBytes)}
+	}
 	if e.Status >= 500 {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}
