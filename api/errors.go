@@ -67,6 +67,7 @@ var sentinels = []struct {
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
+	{errBodyTimeout, http.StatusRequestTimeout, "request_timeout"}, // before errIncompleteBody, which it wraps
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
 	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},
