@@ -101,10 +101,25 @@ func (s *Server) register(groups ...group) error {
 		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parseRequest, r.Handler}
 		s.app.Add(r.Method, r.Path, handlers...)
 		if r.Method == http.MethodGet && !seen[http.MethodHead+" "+strings.ToLower(r.Path)] {
-			s.app.Add(http.MethodHead, r.Path, handlers...)
+			head := append(append([]fiber.Handler(nil), handlers[:len(handlers)-1]...), headOf(r.Handler))
+			s.app.Add(http.MethodHead, r.Path, head...)
 		}
 	}
 	return nil
+}
+
+// headOf runs a GET handler for HEAD and drops a streamed body (closing
+// it, which ends the stream's work): for one of unknown length fasthttp
+// would still write the chunked terminator after HEAD's headers, a stray
+// line the client would read as the start of its next response.
+func headOf(get fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		err := get(c)
+		if c.Response().IsBodyStream() {
+			c.Response().ResetBody()
+		}
+		return err
+	}
 }
 
 // unmatched vets the router's answer err to a request that matched no

@@ -1,7 +1,11 @@
 package api_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -134,4 +138,36 @@ func TestUnknownMethodIsJSON(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz after an unknown method = %d", resp.StatusCode)
 	}
+}
+
+// TestHeadOfStreamedBody asks HEAD of the export, whose GET body is a stream
+// of unknown length, and a GET on the same connection: the HEAD answer ends
+// with its headers (no stray chunk terminator the next response would start
+// with), and the dropped stream is closed, so the server shuts down cleanly.
+func TestHeadOfStreamedBody(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	if resp, body := put(t, srv, "default", keyOf("exported"), 1, 1000); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT = %d %s", resp.StatusCode, body)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "HEAD /v1/default/export HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	head, err := http.ReadResponse(br, &http.Request{Method: http.MethodHead})
+	if err != nil || head.StatusCode != http.StatusOK || head.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("HEAD /v1/default/export = %v, %v; want 200 application/x-tar", head, err)
+	}
+	next, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the response after HEAD's: %v", err)
+	}
+	body, _ := io.ReadAll(next.Body)
+	if next.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Errorf("GET /healthz after HEAD = %d %s", next.StatusCode, body)
+	}
+	conn.Close()
+	srv.Close() // fails the test if the dropped export is still counted in flight
 }
