@@ -235,6 +235,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		e = &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf("The request line and headers are over this server's limit of %d bytes "+
 			"(serve --max-header-size): shorten the URL, or send fewer or shorter headers.", s.cfg.Limits.MaxHeaderBytes)}
 	}
+	if allow := c.Response().Header.Peek(fiber.HeaderAllow); e.Status == http.StatusMethodNotAllowed && len(allow) > 0 {
+		// The router set Allow; say it in the body too, not a bare
+		// "Method Not Allowed".
+		e = &Error{Status: e.Status, Code: e.Code, Err: err,
+			Message: fmt.Sprintf("Method %.32q is not allowed on this path: use %s.", c.Method(), allow)}
+	}
 	if e.Status >= 500 {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}

@@ -103,9 +103,12 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 			t.Errorf("HEAD %s = %d %q with %d body bytes; GET = %d %q", r.Path, head.StatusCode, head.Header.Get("Content-Type"), len(body), get.StatusCode, get.Header.Get("Content-Type"))
 		}
 		resp := srv.Do(http.MethodPatch, url, nil)
-		apitest.ReadAll(t, resp)
+		msg := apitest.ReadAll(t, resp)
 		if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), http.MethodHead) {
 			t.Errorf("PATCH %s = %d, Allow %q; want 405 naming HEAD", r.Path, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+		if !strings.Contains(string(msg), "use "+resp.Header.Get("Allow")) {
+			t.Errorf("PATCH %s: body %s does not name the allowed methods %q", r.Path, msg, resp.Header.Get("Allow"))
 		}
 	}
 	if n < 10 {
