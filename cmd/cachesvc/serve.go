@@ -128,6 +128,11 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}
+	if o.Security.MinTransferRate == 0 {
+		// api.Limits reads 0 as its 64KiB default, so 0 would quietly not
+		// mean "no minimum".
+		return o, usagef("--min-transfer-rate 0: want a positive rate, e.g. 64KiB (bodies are always paced)")
+	}
 	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
 		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
 			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
