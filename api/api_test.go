@@ -242,6 +242,8 @@ func TestPutErrors(t *testing.T) {
 		{"bad namespace", "Bad_NS", keyOf("bn"), 3, 10, false, nil, 400, "bad_namespace"},
 		{"too large declared", "default", keyOf("tl"), 3, 1<<20 + 1, false, nil, 413, "entry_too_large"},
 		{"too large chunked", "default", keyOf("tlc"), 3, 3 << 20, true, nil, 413, "entry_too_large"},
+		{"gzip encoded", "default", keyOf("gz"), 3, 5000, false, []string{"Content-Encoding", "gzip"}, 415, "unsupported_encoding"},
+		{"br encoded chunked", "default", keyOf("br"), 3, 100 << 10, true, []string{"Content-Encoding", "br"}, 415, "unsupported_encoding"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

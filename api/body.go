@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -17,6 +18,11 @@ import (
 // errIncompleteBody means the client stopped sending before the body ended
 // (it disconnected, or sent fewer bytes than its Content-Length).
 var errIncompleteBody = errors.New("request body ended early")
+
+// errBodyTimeout means the client stopped sending, without disconnecting,
+// until the connection's read deadline (paced by Limits.MinTransferRate)
+// passed: 408 request_timeout. It is an errIncompleteBody too.
+var errBodyTimeout = fmt.Errorf("%w: it stalled past the server's read timeout", errIncompleteBody)
 
 // bodyDoneKey marks, in fiber Locals, that the request body was read to its
 // end, so the connection can carry another request.
@@ -168,6 +174,10 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		}
 		return n, io.EOF
 	case err != nil:
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			b.err = fmt.Errorf("%w after %d bytes (send the body faster than serve --min-transfer-rate); nothing was stored", errBodyTimeout, b.n)
+			return n, b.err
+		}
 		b.err = fmt.Errorf("%w after %d bytes: %w", errIncompleteBody, b.n, err)
 		return n, b.err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 )
 
@@ -112,6 +113,35 @@ func TestShortBodyIsIncomplete(t *testing.T) {
 		if st, _, _ := getDigest(t, srv, "default", keyOf(name)); st != 404 {
 			t.Errorf("GET %s after a short upload = %d, want 404", name, st)
 		}
+	}
+}
+
+// TestStalledBodyIsTimeout sends part of a body and then nothing, without
+// closing: past the read deadline the client gets the documented 408
+// request_timeout (naming --min-transfer-rate), not a 400 quoting the
+// socket's "i/o timeout", and nothing is stored.
+func TestStalledBodyIsTimeout(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
+		c.Limits.ReadTimeout = 300 * time.Millisecond
+		c.Limits.MinTransferRate = 64 << 10
+	}})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", keyOf("stalled"), strings.Repeat("z", 20000))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"code":"request_timeout"`) || !strings.Contains(string(body), "--min-transfer-rate") {
+		t.Errorf("status %d, body %s; want 408 request_timeout naming --min-transfer-rate", resp.StatusCode, body)
+	}
+	if st, _, _ := getDigest(t, srv, "default", keyOf("stalled")); st != http.StatusNotFound {
+		t.Errorf("GET after a stalled upload = %d, want 404", st)
 	}
 }
 

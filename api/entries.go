@@ -46,10 +46,16 @@ func (g *entriesAPI) routes() []Route {
 
 // handlePut serves PUT /v1/{ns}/entries/{key}: it streams the body into
 // the store. 201 created, 200 identical entry exists, 409 different entry
-// exists, 400 bad input or digest mismatch, 413 too large, 507 full or over
-// the namespace's quota.
+// exists, 400 bad input or digest mismatch, 413 too large, 415 a
+// Content-Encoding, 507 full or over the namespace's quota.
 func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 	r := reqOf(c)
+	if enc := contentEncoding(c); enc != "" {
+		// Stored as sent, the encoded bytes would be served to every reader
+		// as the executable itself, with no Content-Encoding to undo it.
+		return Errorf(http.StatusUnsupportedMediaType, "unsupported_encoding",
+			"Content-Encoding %.40q is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding.", enc)
+	}
 	opts := store.PutOptions{Size: -1, Writer: writerName(c), SHA256: r.SHA256,
 		Backend: r.Backend, Name: r.Name, Run: r.Run, CompileSeconds: r.CompileSeconds}
 	if cl := c.Request().Header.ContentLength(); cl >= 0 {

@@ -67,6 +67,7 @@ var sentinels = []struct {
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
+	{errBodyTimeout, http.StatusRequestTimeout, "request_timeout"}, // before errIncompleteBody, which it wraps
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
 	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},
@@ -171,6 +172,37 @@ func (s *Server) catchShortBodies() {
 	}
 }
 
+// catchUnknownMethods answers a request whose method fiber does not know
+// (PROPFIND, a lowercase "get") with the JSON 400 bad_request that every
+// error has; fiber itself would answer a text/plain "Invalid http method"
+// before any middleware runs.
+func (s *Server) catchUnknownMethods() {
+	fh := s.app.Server()
+	next := fh.Handler
+	fh.Handler = func(fctx *fasthttp.RequestCtx) {
+		if knownMethod(fctx.Method()) {
+			next(fctx)
+			return
+		}
+		c := s.app.AcquireCtx(fctx)
+		defer s.app.ReleaseCtx(c)
+		err := Errorf(http.StatusBadRequest, "bad_request", "Method %.32q is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", fctx.Method())
+		if herr := s.errorHandler(c, err); herr != nil {
+			fh.ErrorHandler(fctx, herr)
+		}
+	}
+}
+
+// knownMethod reports whether m is one of the methods fiber routes.
+func knownMethod(m []byte) bool {
+	for _, k := range fiber.DefaultMethods {
+		if string(m) == k {
+			return true
+		}
+	}
+	return false
+}
+
 // logPanic logs a handler's panic with its stack and the entry it was
 // about, and counts it (recover.Config.StackTraceHandler).
 func (s *Server) logPanic(c *fiber.Ctx, v any) {
@@ -197,6 +229,18 @@ func requestAttrs(c *fiber.Ctx, more ...any) []any {
 // error body with its status. Server errors are logged with their cause.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
+	if e.Status == http.StatusRequestHeaderFieldsTooLarge {
+		// fasthttp's own "Request Header Fields Too Large" names neither
+		// the limit nor that the URL counts toward it.
+		e = &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf("The request line and headers are over this server's limit of %d bytes "+
+			"(serve --max-header-size): shorten the URL, or send fewer or shorter headers.", s.cfg.Limits.MaxHeaderBytes)}
+	}
+	if allow := c.Response().Header.Peek(fiber.HeaderAllow); e.Status == http.StatusMethodNotAllowed && len(allow) > 0 {
+		// The router set Allow; say it in the body too, not a bare
+		// "Method Not Allowed".
+		e = &Error{Status: e.Status, Code: e.Code, Err: err,
+			Message: fmt.Sprintf("Method %.32q is not allowed on this path: use %s.", c.Method(), allow)}
+	}
 	if e.Status >= 500 {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}

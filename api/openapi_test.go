@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,4 +208,82 @@ func sourceErrorCodes(t *testing.T) map[string]bool {
 		})
 	}
 	return codes
+}
+
+// documentedCodes returns the error codes api/openapi.json lists for
+// method path's status response (following a $ref into components).
+func documentedCodes(t *testing.T, method, path, status string) []string {
+	t.Helper()
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var op struct {
+		Responses map[string]json.RawMessage `json:"responses"`
+	}
+	if err := json.Unmarshal(doc.Paths[path][strings.ToLower(method)], &op); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	var resp struct {
+		Ref   string   `json:"$ref"`
+		Codes []string `json:"x-error-codes"`
+	}
+	if err := json.Unmarshal(op.Responses[status], &resp); err != nil {
+		t.Fatalf("%s %s %s: %v", method, path, status, err)
+	}
+	if name, ok := strings.CutPrefix(resp.Ref, "#/components/responses/"); ok {
+		if err := json.Unmarshal(doc.Components.Responses[name], &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.Codes
+}
+
+// TestOpenAPIHeaderErrorsEveryNamespaceRoute sends an invalid cachesvc
+// header to every route in a namespace (each checks them, README: "Checked
+// on every route in a namespace") and checks that the 400 and its code are
+// in that operation's documented responses.
+func TestOpenAPIHeaderErrorsEveryNamespaceRoute(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	fill := strings.NewReplacer(":ns", "default", ":key", strings.Repeat("ab", 32), ":run", "r1")
+	n := 0
+	for _, r := range srv.API.Routes() {
+		if !strings.Contains(r.Path, ":ns") {
+			continue
+		}
+		n++
+		path := fiberParam.ReplaceAllString(r.Path, "{$1}")
+		for _, h := range [][2]string{{"X-Cachesvc-Run", "not a run!"}, {"X-Cachesvc-Backend", "NOT-A-BACKEND"}, {"X-Content-SHA256", "zz"}} {
+			resp := srv.Do(r.Method, srv.URL+fill.Replace(r.Path), strings.NewReader("{}"), h[0], h[1])
+			var body struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			if r.Method != http.MethodHead {
+				if err := json.Unmarshal(apitest.ReadAll(t, resp), &body); err != nil {
+					t.Errorf("%s %s with %s: %d, body not JSON: %v", r.Method, path, h[0], resp.StatusCode, err)
+					continue
+				}
+			} else {
+				apitest.ReadAll(t, resp)
+			}
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s %s with %s: %q = %d, want 400", r.Method, path, h[0], h[1], resp.StatusCode)
+				continue
+			}
+			codes := documentedCodes(t, r.Method, path, "400")
+			if body.Error.Code != "" && !slices.Contains(codes, body.Error.Code) {
+				t.Errorf("%s %s with %s: code %q, which api/openapi.json does not list for its 400 (%v)", r.Method, path, h[0], body.Error.Code, codes)
+			}
+		}
+	}
+	if n < 15 {
+		t.Fatalf("only %d routes in a namespace", n)
+	}
 }

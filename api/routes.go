@@ -77,11 +77,15 @@ type group interface {
 func (s *Server) Routes() []Route { return append([]Route(nil), s.table...) }
 
 // register adds every group's routes to the app, each behind its access
-// check, its limits and the request parser. A request that matches no route
-// is answered by the router (404, or 405 for another method), through
-// unmatched: nothing undeclared is public.
+// check, its limits and the request parser. A GET route without a declared
+// HEAD route on its path also answers HEAD through the same handlers
+// (fasthttp sends the headers and drops the body), as the OpenAPI document
+// promises. A request that matches no route is answered by the router (404,
+// or 405 for another method), through unmatched: nothing undeclared is
+// public.
 func (s *Server) register(groups ...group) error {
 	seen := map[string]bool{}
+	var added []Route
 	for _, g := range groups {
 		for _, r := range g.routes() {
 			id := r.Method + " " + strings.ToLower(r.Path)
@@ -89,11 +93,33 @@ func (s *Server) register(groups ...group) error {
 				return fmt.Errorf("route %s declared twice", id)
 			}
 			seen[id] = true
-			s.table = append(s.table, r)
-			s.app.Add(r.Method, r.Path, s.authorize(r.Access), s.limit(r), parseRequest, r.Handler)
+			added = append(added, r)
+		}
+	}
+	s.table = append(s.table, added...)
+	for _, r := range added {
+		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parseRequest, r.Handler}
+		s.app.Add(r.Method, r.Path, handlers...)
+		if r.Method == http.MethodGet && !seen[http.MethodHead+" "+strings.ToLower(r.Path)] {
+			head := append(append([]fiber.Handler(nil), handlers[:len(handlers)-1]...), headOf(r.Handler))
+			s.app.Add(http.MethodHead, r.Path, head...)
 		}
 	}
 	return nil
+}
+
+// headOf runs a GET handler for HEAD and drops a streamed body (closing
+// it, which ends the stream's work): for one of unknown length fasthttp
+// would still write the chunked terminator after HEAD's headers, a stray
+// line the client would read as the start of its next response.
+func headOf(get fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		err := get(c)
+		if c.Response().IsBodyStream() {
+			c.Response().ResetBody()
+		}
+		return err
+	}
 }
 
 // unmatched vets the router's answer err to a request that matched no

@@ -1,6 +1,11 @@
 package api_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,4 +80,97 @@ func TestRouteAccessTable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHeadOnEveryGetRoute holds the OpenAPI document's promise that each GET
+// route also answers HEAD: the same status and Content-Type as GET, no body,
+// and HEAD among the methods a 405 names in Allow.
+func TestHeadOnEveryGetRoute(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	fill := strings.NewReplacer(":ns", "default", ":key", strings.Repeat("ab", 32), ":run", "r1")
+	n := 0
+	for _, r := range srv.API.Routes() {
+		if r.Method != http.MethodGet {
+			continue
+		}
+		n++
+		url := srv.URL + fill.Replace(r.Path)
+		get := srv.Do(http.MethodGet, url, nil)
+		apitest.ReadAll(t, get)
+		head := srv.Do(http.MethodHead, url, nil)
+		body := apitest.ReadAll(t, head)
+		if head.StatusCode != get.StatusCode || len(body) != 0 || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") {
+			t.Errorf("HEAD %s = %d %q with %d body bytes; GET = %d %q", r.Path, head.StatusCode, head.Header.Get("Content-Type"), len(body), get.StatusCode, get.Header.Get("Content-Type"))
+		}
+		resp := srv.Do(http.MethodPatch, url, nil)
+		msg := apitest.ReadAll(t, resp)
+		if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), http.MethodHead) {
+			t.Errorf("PATCH %s = %d, Allow %q; want 405 naming HEAD", r.Path, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+		if !strings.Contains(string(msg), "use "+resp.Header.Get("Allow")) {
+			t.Errorf("PATCH %s: body %s does not name the allowed methods %q", r.Path, msg, resp.Header.Get("Allow"))
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d GET routes registered", n)
+	}
+}
+
+// TestUnknownMethodIsJSON checks that a method fiber does not know (WebDAV's
+// PROPFIND, a lowercase get) gets the documented JSON 400 bad_request, not
+// fiber's text/plain "Invalid http method", and that the connection still
+// serves the next request.
+func TestUnknownMethodIsJSON(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	for _, m := range []string{"PROPFIND", "get"} {
+		resp := srv.Do(m, srv.URL+"/v1/stats", nil)
+		body := apitest.ReadAll(t, resp)
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusBadRequest || e.Error.Code != "bad_request" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(e.Error.Message, "GET") {
+			t.Errorf("%s /v1/stats = %d %q %s; want 400 JSON bad_request naming the methods", m, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	resp := srv.Do(http.MethodGet, srv.URL+"/healthz", nil)
+	apitest.ReadAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz after an unknown method = %d", resp.StatusCode)
+	}
+}
+
+// TestHeadOfStreamedBody asks HEAD of the export, whose GET body is a stream
+// of unknown length, and a GET on the same connection: the HEAD answer ends
+// with its headers (no stray chunk terminator the next response would start
+// with), and the dropped stream is closed, so the server shuts down cleanly.
+func TestHeadOfStreamedBody(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	if resp, body := put(t, srv, "default", keyOf("exported"), 1, 1000); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT = %d %s", resp.StatusCode, body)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "HEAD /v1/default/export HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	head, err := http.ReadResponse(br, &http.Request{Method: http.MethodHead})
+	if err != nil || head.StatusCode != http.StatusOK || head.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("HEAD /v1/default/export = %v, %v; want 200 application/x-tar", head, err)
+	}
+	next, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the response after HEAD's: %v", err)
+	}
+	body, _ := io.ReadAll(next.Body)
+	if next.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Errorf("GET /healthz after HEAD = %d %s", next.StatusCode, body)
+	}
+	conn.Close()
+	srv.Close() // fails the test if the dropped export is still counted in flight
 }

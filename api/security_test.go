@@ -253,9 +253,18 @@ func TestConcurrentUploadLimit(t *testing.T) {
 func TestHeaderSizeLimit(t *testing.T) {
 	srv := secureServer(t, nil, func(c *api.Config) { c.Limits.MaxHeaderBytes = 4096 })
 	resp := srv.Do("GET", srv.URL+"/healthz", nil, "X-Padding", strings.Repeat("a", 8192))
-	apitest.ReadAll(t, resp)
+	body := apitest.ReadAll(t, resp)
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("8 KiB header: %d, want 431", resp.StatusCode)
+	}
+	// The message names the limit and the flag that raises it.
+	if !strings.Contains(string(body), "4096 bytes") || !strings.Contains(string(body), "--max-header-size") {
+		t.Errorf("8 KiB header: body %s, want the limit and --max-header-size", body)
+	}
+	// A long URL counts toward the same limit.
+	resp = srv.Do("GET", srv.URL+"/v1/"+strings.Repeat("n", 8192)+"/stats", nil, bearer(tokReader)...)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.Contains(string(body), "shorten the URL") {
+		t.Errorf("8 KiB URL: %d %s, want 431 naming the URL", resp.StatusCode, body)
 	}
 	if resp := srv.Do("GET", srv.URL+"/healthz", nil, "X-Padding", strings.Repeat("a", 1024)); resp.StatusCode != 200 {
 		t.Fatalf("1 KiB header: %d", resp.StatusCode)

@@ -100,11 +100,21 @@ func (g *keysAPI) readSignature(c *fiber.Ctx, limit int64) ([]byte, [32]byte, er
 	return buf.Bytes(), keying.SignatureDigest(buf.Bytes()), nil
 }
 
+// contentEncoding returns the request's Content-Encoding, trimmed and
+// lowercased; "" for none or identity.
+func contentEncoding(c *fiber.Ctx) string {
+	enc := strings.ToLower(strings.TrimSpace(string(c.Request().Header.ContentEncoding())))
+	if enc == "identity" {
+		return ""
+	}
+	return enc
+}
+
 // gzipped reports whether the body is gzip-encoded; another encoding is 415.
 func gzipped(c *fiber.Ctx) (bool, error) {
-	enc := strings.ToLower(strings.TrimSpace(string(c.Request().Header.ContentEncoding())))
+	enc := contentEncoding(c)
 	switch enc {
-	case "", "identity":
+	case "":
 		return false, nil
 	case "gzip", "x-gzip":
 		return true, nil

@@ -46,7 +46,7 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	durationVar(fs, &o.ReadTimeout, "read-timeout", 30*time.Second, positiveDuration, "a positive duration, e.g. 30s (requests are always paced)", "time to send request headers; also the slack a request body gets beyond --min-transfer-rate (must be positive)")
 	durationVar(fs, &o.WriteTimeout, "write-timeout", 30*time.Second, positiveDuration, "a positive duration, e.g. 30s (responses are always paced)", "slack a response gets beyond --min-transfer-rate (must be positive)")
 	sizeVar(fs, &o.MinTransferRate, "min-transfer-rate", 64<<10, "slowest body transfer tolerated, bytes per second (a slower client is cut off after the timeout's slack)")
-	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request header block (431 past it)")
+	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request line and header block, 1KiB to 1MiB (431 past it; each connection holds a read buffer this large)")
 	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous); more get 429 with Retry-After (0 = unlimited)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "requests a token may make at once above --rate-limit (0 = twice the rate)")

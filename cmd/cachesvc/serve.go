@@ -26,6 +26,15 @@ import (
 // passes would run back to back and spin a core for nothing.
 const minExpiryInterval = 100 * time.Millisecond
 
+// minHeaderSize and maxHeaderSize bound --max-header-size. Every connection
+// holds a read buffer that large from its first byte, so 64GiB crashed serve
+// on its first request (runtime: out of memory); below 1KiB a request line
+// with its key and a bearer token no longer fits.
+const (
+	minHeaderSize = 1 << 10
+	maxHeaderSize = 1 << 20
+)
+
 // serveOptions are the flags of `cachesvc serve`.
 type serveOptions struct {
 	Addr          string
@@ -118,6 +127,15 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
+	}
+	if o.Security.MinTransferRate == 0 {
+		// api.Limits reads 0 as its 64KiB default, so 0 would quietly not
+		// mean "no minimum".
+		return o, usagef("--min-transfer-rate 0: want a positive rate, e.g. 64KiB (bodies are always paced)")
+	}
+	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
+		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
+			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
 	}
 	if o.ExpiryInterval > 0 && o.ExpiryInterval < minExpiryInterval {
 		// A pass right after another would spin a core for nothing.

@@ -210,6 +210,13 @@ func TestServeBadFlags(t *testing.T) {
 		// plugins.Config and api.Limits read 0 or less as their default, so
 		// these would quietly run with 10s and 30s.
 		{append(started, "--plugin-timeout", "0"), `invalid value "0" for --plugin-timeout: want a positive duration`},
+		// Every connection holds a buffer this large: 64GiB was "fatal
+		// error: runtime: out of memory" on the first request, and 0 quietly
+		// meant 16KiB.
+		{append(started, "--max-header-size", "64GiB"), "--max-header-size 64GiB is out of range: use 1KiB to 1MiB"},
+		{append(started, "--max-header-size", "0"), "--max-header-size 0 is out of range"},
+		{append(started, "--min-transfer-rate", "0"), "--min-transfer-rate 0: want a positive rate"},
+		{append(started, "--max-header-size", "100"), "--max-header-size 100 is out of range"},
 		{append(started, "--read-timeout", "0"), `invalid value "0" for --read-timeout: want a positive duration`},
 		{append(started, "--read-timeout", "-1s"), `invalid value "-1s" for --read-timeout: want a positive duration`},
 		{append(started, "--write-timeout", "-1s"), `invalid value "-1s" for --write-timeout: want a positive duration`},
