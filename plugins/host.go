@@ -396,14 +396,20 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 	return loaded, nil
 }
 
-// listDir returns the *.wasm files in dir, sorted.
+// listDir returns the *.wasm files in dir, sorted. A dir that is a file
+// (the likeliest slip: the path of the plugin itself) is an error, not an
+// empty directory that would leave the plugin silently unloaded.
 func listDir(dir string) ([]string, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open plugin dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("plugin dir %s is a file, not a directory: give the directory that holds the *.wasm plugins (here %s)", dir, filepath.Dir(dir))
+	}
 	matches, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	if err != nil {
 		return nil, fmt.Errorf("list plugins in %s: %w", dir, err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open plugin dir: %w", err)
 	}
 	sort.Strings(matches)
 	return matches, nil
