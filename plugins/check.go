@@ -3,6 +3,7 @@ package plugins
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Probe is one signature a conformance check feeds a plugin.
@@ -59,10 +61,24 @@ func DefaultProbes(info Info) []Probe {
 	return out
 }
 
+// ModuleField returns the signature field and value that carry a bare
+// module file's bytes: "module" and the text when they are UTF-8,
+// "module_b64" and their standard base64 otherwise (MLIR bytecode, which
+// the xla schema takes only so). A JSON string cannot hold bytes that are
+// not UTF-8: encoding/json replaces each with U+FFFD, which would change
+// the module and give modules differing only there one key.
+func ModuleField(module []byte) (field, value string) {
+	if utf8.Valid(module) {
+		return "module", string(module)
+	}
+	return "module_b64", base64.StdEncoding.EncodeToString(module)
+}
+
 // LoadCorpus reads probes from dir: every *.json file is a signature used as
 // is; every other regular file is a bare module wrapped as
-// {"backend": <first backend>, "module": <text>} (when the plugin reads
-// "module"), with extra fields merged in (for example platform and versions).
+// {"backend": <first backend>, "module": <text>} (or "module_b64" for
+// bytes that are not text, see ModuleField; when the plugin reads that
+// field), with extra fields merged in (for example platform and versions).
 // Hidden files and *.md are skipped.
 // Files are sorted by name; subdirectories are walked.
 func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
@@ -82,12 +98,13 @@ func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 			out = append(out, Probe{Name: path, Signature: b})
 			return nil
 		}
-		if !slices.Contains(info.Reads, "module") || len(info.Backends) == 0 {
+		field, value := ModuleField(b)
+		if !slices.Contains(info.Reads, field) || len(info.Backends) == 0 {
 			return nil
 		}
 		sig := map[string]any{}
 		maps.Copy(sig, extra)
-		sig["backend"], sig["module"] = info.Backends[0], string(b)
+		sig["backend"], sig[field] = info.Backends[0], value
 		enc, err := json.Marshal(sig)
 		if err != nil {
 			return err

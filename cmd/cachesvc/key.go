@@ -12,6 +12,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/cachesvc/cachesvc/plugins"
 )
 
 // moduleFlags describe a bare module file as an xla signature.
@@ -156,7 +158,8 @@ func printKey(sio stdio, out keyOutput) {
 
 // buildSignature returns in, read from the file name ("-": stdin), as a
 // signature: a JSON object is used as is (backend added if missing and
-// given); anything else is a bare module wrapped with the module flags.
+// given); anything else is a bare module wrapped with the module flags
+// (as module_b64 when it is not text: MLIR bytecode).
 // Input that starts with '{' is taken for JSON even when it does not parse
 // (no StableHLO, HLO or MLIR bytecode module starts so): wrapped as a
 // module it would be keyed by the plugin, whose "missing field" error
@@ -185,7 +188,8 @@ func buildSignature(name string, in []byte, backend string, fields map[string]an
 	for k, v := range fields {
 		sig[k] = v
 	}
-	sig["backend"], sig["module"] = backend, string(in)
+	field, value := plugins.ModuleField(in)
+	sig["backend"], sig[field] = backend, value
 	return marshalSignature(sig)
 }
 

@@ -268,3 +268,44 @@ func TestKeyUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyBareBytecodeModule keys bare MLIR bytecode files (not UTF-8) with
+// `cachesvc key` and `plugin check --corpus`: they are sent as module_b64,
+// byte for byte, so they get the key a server gives the same module as a
+// module_b64 signature, and two files that differ only in bytes that are
+// not UTF-8 get two keys (a JSON string would have made both U+FFFD).
+func TestKeyBareBytecodeModule(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	dir := t.TempDir()
+	mods := map[string][]byte{
+		filepath.Join(dir, "a.mlirbc"): []byte("ML\xefR\x00\x05body\x80\x81"),
+		filepath.Join(dir, "b.mlirbc"): []byte("ML\xefR\x00\x05body\x90\x91"),
+	}
+	var files []string
+	for name, b := range mods {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, name)
+	}
+	cli := keyLines(t, append([]string{"--platform", "cpu"}, files...)...)
+	url := startServe(t)
+	for name, b := range mods {
+		body, _ := json.Marshal(map[string]any{"backend": "xla", "platform": "cpu", "module_b64": b})
+		code, resp := postJSON(t, url+"/v1/default/keys", body)
+		if code != http.StatusOK {
+			t.Fatalf("server: %d %v", code, resp)
+		}
+		if cli[name].Key != resp["key"] {
+			t.Errorf("%s: cachesvc key %q, server %v", name, cli[name].Key, resp["key"])
+		}
+	}
+	if a, b := cli[files[0]].Key, cli[files[1]].Key; a == "" || a == b {
+		t.Errorf("two different bytecode modules: keys %q and %q", a, b)
+	}
+	wasm := "../../plugins/builtin/xla/xla.wasm"
+	code, out, errOut := runCmd(t, "plugin", "check", wasm, "--corpus", dir, "--platform", "cpu")
+	if code != 0 || strings.Count(out, "canonical bytes") != 2 {
+		t.Fatalf("plugin check of bytecode modules: exit %d\n%s%s", code, out, errOut)
+	}
+}
