@@ -441,6 +441,17 @@ func (h *Host) Pending() bool {
 	return len(h.pending) > 0 || h.pendErr != nil
 }
 
+// LoadErr returns, without blocking, the error that loading the modules
+// DeferBuiltins registered met (the one Ready returns); nil while they
+// are still compiling, once they have loaded, or when none were deferred.
+func (h *Host) LoadErr() error {
+	if !h.pendMu.TryLock() {
+		return nil // Ready holds the lock while it compiles
+	}
+	defer h.pendMu.Unlock()
+	return h.pendErr
+}
+
 // ForBackend returns the plugin handling backend, if any. It loads deferred
 // built-ins first (see Ready).
 func (h *Host) ForBackend(backend string) (*Plugin, bool) {

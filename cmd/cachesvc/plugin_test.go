@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 )
@@ -307,5 +308,31 @@ func TestKeyBareBytecodeModule(t *testing.T) {
 	code, out, errOut := runCmd(t, "plugin", "check", wasm, "--corpus", dir, "--platform", "cpu")
 	if code != 0 || strings.Count(out, "canonical bytes") != 2 {
 		t.Fatalf("plugin check of bytecode modules: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestReadyzPluginsFailed starts a server whose --plugin-memory is too small
+// for the built-ins: once their compile has failed, /readyz says so with
+// the reason, not that they are still compiling (which waiting would fix).
+func TestReadyzPluginsFailed(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	url := startServe(t, "--plugin-memory", "1KB")
+	var body []byte
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz: %d %s; want 503", resp.StatusCode, body)
+		}
+		if !strings.Contains(string(body), "plugins_compiling") {
+			break
+		}
+	}
+	if !strings.Contains(string(body), `"plugins_failed"`) || !strings.Contains(string(body), "over limit") {
+		t.Fatalf("/readyz: %s; want plugins_failed with the reason", body)
 	}
 }
