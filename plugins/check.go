@@ -122,8 +122,11 @@ func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 // Check verifies that wasm is a conforming plugin (see ABI.md): describe is
 // valid; canonicalize is deterministic over repeated calls, across calls with
 // other inputs in between and on fresh instances; it is idempotent (through
-// normalize, when exported); every call stays within the host's limits. The
-// plugin is compiled but not registered. probes nil means DefaultProbes.
+// normalize, when exported); every call stays within the host's limits; it
+// can be loaded beside the plugins h holds (load the built-ins first to
+// learn whether serve would refuse it for a name or backend they claim).
+// The plugin is compiled but not registered. probes nil means
+// DefaultProbes.
 //
 // # Errors
 //
@@ -139,6 +142,18 @@ func (h *Host) Check(ctx context.Context, source string, wasm []byte, probes []P
 	add := func(r CheckResult) { rep.Results = append(rep.Results, r) }
 	add(CheckResult{Name: "describe", OK: true, Detail: fmt.Sprintf("%s, backends %s, reads %s, interrupt %s",
 		p.ID(), strings.Join(rep.Info.Backends, ","), strings.Join(rep.Info.Reads, ","), rep.Info.Interrupt)})
+	h.mu.RLock()
+	other, err := conflict(h.byName, h.byBackend, p)
+	h.mu.RUnlock()
+	switch {
+	case other != nil && other.digest == p.digest:
+		// The very module h holds (checking a built-in itself): no clash.
+	case err != nil:
+		add(CheckResult{Name: "loads beside the loaded plugins",
+			Detail: err.Error() + "; serve would refuse to load it: give it a name and backends of its own"})
+	case len(h.byName) > 0:
+		add(CheckResult{Name: "loads beside the loaded plugins", OK: true})
+	}
 	if probes == nil {
 		probes = DefaultProbes(rep.Info)
 	}

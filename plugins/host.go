@@ -351,13 +351,8 @@ func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, e
 // register routes p's name and backends to it in byName and byBackend, or
 // returns ErrDuplicate (wrapped) naming the plugin that already holds one.
 func register(byName, byBackend map[string]*Plugin, p *Plugin) error {
-	if other, ok := byName[p.info.Name]; ok {
-		return fmt.Errorf("%w: name %q is taken by %s (%s)", ErrDuplicate, p.info.Name, other.info.ID, other.source)
-	}
-	for _, b := range p.info.Backends {
-		if other, ok := byBackend[b]; ok {
-			return fmt.Errorf("%w: backend %q is handled by %s (%s)", ErrDuplicate, b, other.info.ID, other.source)
-		}
+	if _, err := conflict(byName, byBackend, p); err != nil {
+		return err
 	}
 	byName[p.info.Name] = p
 	for _, b := range p.info.Backends {
@@ -439,6 +434,21 @@ func (h *Host) Pending() bool {
 	}
 	defer h.pendMu.Unlock()
 	return len(h.pending) > 0 || h.pendErr != nil
+}
+
+// conflict returns the plugin in byName or byBackend that already holds
+// p's name or one of its backends, and ErrDuplicate (wrapped) naming it; nil
+// and nil when p can be registered beside them.
+func conflict(byName, byBackend map[string]*Plugin, p *Plugin) (*Plugin, error) {
+	if other, ok := byName[p.info.Name]; ok {
+		return other, fmt.Errorf("%w: name %q is taken by %s (%s)", ErrDuplicate, p.info.Name, other.info.ID, other.source)
+	}
+	for _, b := range p.info.Backends {
+		if other, ok := byBackend[b]; ok {
+			return other, fmt.Errorf("%w: backend %q is handled by %s (%s)", ErrDuplicate, b, other.info.ID, other.source)
+		}
+	}
+	return nil, nil
 }
 
 // LoadErr returns, without blocking, the error that loading the modules

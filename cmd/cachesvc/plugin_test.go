@@ -336,3 +336,24 @@ func TestReadyzPluginsFailed(t *testing.T) {
 		t.Fatalf("/readyz: %s; want plugins_failed with the reason", body)
 	}
 }
+
+// TestPluginCheckClaimsBuiltin runs `plugin check` on another build of the
+// built-in passthrough plugin (its name and backend, other bytes): serve
+// refuses to load it beside the built-in, so the check fails and says why.
+func TestPluginCheckClaimsBuiltin(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	wasm, err := os.ReadFile("../../plugins/builtin/passthrough/passthrough.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A custom section "x" with a payload: the same plugin, other bytes.
+	wasm = append(bytes.Clone(wasm), 0, 3, 1, 'x', 'y')
+	file := filepath.Join(t.TempDir(), "mypass.wasm")
+	if err := os.WriteFile(file, wasm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "plugin", "check", file)
+	if code != 1 || !strings.Contains(out, `FAIL  loads beside the loaded plugins: duplicate plugin: name "passthrough" is taken by passthrough@1.0.0`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
