@@ -90,14 +90,9 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	}
 	sigs := make([][]byte, len(pos))
 	for i, name := range pos {
-		var in []byte
-		if name == "-" {
-			in, err = io.ReadAll(io.LimitReader(sio.Stdin, o.MaxSignature+1))
-		} else {
-			in, err = os.ReadFile(name)
-		}
+		in, err := readKeyInput(name, sio.Stdin, o.MaxSignature)
 		if err != nil {
-			return fmt.Errorf("read signature: %w", err)
+			return err
 		}
 		if sigs[i], err = buildSignature(name, in, backend, mf.fields()); err != nil {
 			return err
@@ -134,6 +129,30 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 		printKey(sio, out)
 	}
 	return nil
+}
+
+// readKeyInput reads the signature or module file name ("-": stdin), at
+// most max bytes: more is refused as it is read, saying so, rather than
+// read whole into memory (or, from stdin, cut short and then reported with
+// the size of what was read).
+func readKeyInput(name string, stdin io.Reader, max int64) ([]byte, error) {
+	r, label := stdin, "stdin"
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("read signature: %w", err)
+		}
+		defer f.Close()
+		r, label = f, name
+	}
+	in, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read signature: %w", err)
+	}
+	if int64(len(in)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes, over --max-signature-size %s: raise it, or key a smaller signature", label, max, formatSize(max))
+	}
+	return in, nil
 }
 
 // printKey prints one key as aligned text.

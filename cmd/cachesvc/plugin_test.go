@@ -357,3 +357,22 @@ func TestPluginCheckClaimsBuiltin(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestKeyInputOverLimit keys a bare module over --max-signature-size from
+// stdin and from a file: refused as read, with the limit, not with the
+// size of a signature built from the part of stdin that was read.
+func TestKeyInputOverLimit(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	module := "module @jit_f {\n" + strings.Repeat("  // padding\n", 200) + "}\n"
+	file := filepath.Join(t.TempDir(), "big.mlir")
+	if err := os.WriteFile(file, []byte(module), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"-", file} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), []string{"key", "--platform", "cpu", "--max-signature-size", "1KiB", name}, strings.NewReader(module), &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "more than 1024 bytes, over --max-signature-size 1KiB") {
+			t.Errorf("key %s: exit %d, stderr %q", name, code, errb.String())
+		}
+	}
+}
