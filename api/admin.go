@@ -45,7 +45,9 @@ func (g *adminAPI) handleHealthz(c *fiber.Ctx) error {
 }
 
 // handleReadyz serves GET /readyz: 200 while the store is open, the built-in
-// plugins have compiled and the server is not shutting down; 503 otherwise.
+// plugins have compiled and the server is not shutting down; 503 otherwise
+// (plugins_compiling while they compile, plugins_failed if they could not
+// load).
 // A replica of a fleet adds its view of the shared tier, and says
 // "degraded" while the shared tier cannot be reached.
 func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
@@ -56,6 +58,12 @@ func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: sentence(err.Error()), Err: err}
 	}
 	if g.keyer != nil && g.keyer.Host() != nil && g.keyer.Host().Pending() {
+		if err := g.keyer.Host().LoadErr(); err != nil {
+			// Compiling is over and will not be retried: waiting is no fix.
+			return &Error{Status: http.StatusServiceUnavailable, Code: "plugins_failed", Err: err,
+				Message: "The built-in canonicalization plugins failed to load, so key and lookup requests fail: " +
+					err.Error() + ". Fix the cause (such as a --plugin-memory too small for them) and restart the server."}
+		}
 		return &Error{Status: http.StatusServiceUnavailable, Code: "plugins_compiling",
 			Message: "The built-in canonicalization plugins are still compiling (a first start takes seconds; later starts reuse the compiled code under the data dir)."}
 	}

@@ -3,6 +3,7 @@ package plugins
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Probe is one signature a conformance check feeds a plugin.
@@ -59,10 +61,24 @@ func DefaultProbes(info Info) []Probe {
 	return out
 }
 
+// ModuleField returns the signature field and value that carry a bare
+// module file's bytes: "module" and the text when they are UTF-8,
+// "module_b64" and their standard base64 otherwise (MLIR bytecode, which
+// the xla schema takes only so). A JSON string cannot hold bytes that are
+// not UTF-8: encoding/json replaces each with U+FFFD, which would change
+// the module and give modules differing only there one key.
+func ModuleField(module []byte) (field, value string) {
+	if utf8.Valid(module) {
+		return "module", string(module)
+	}
+	return "module_b64", base64.StdEncoding.EncodeToString(module)
+}
+
 // LoadCorpus reads probes from dir: every *.json file is a signature used as
 // is; every other regular file is a bare module wrapped as
-// {"backend": <first backend>, "module": <text>} (when the plugin reads
-// "module"), with extra fields merged in (for example platform and versions).
+// {"backend": <first backend>, "module": <text>} (or "module_b64" for
+// bytes that are not text, see ModuleField; when the plugin reads that
+// field), with extra fields merged in (for example platform and versions).
 // Hidden files and *.md are skipped.
 // Files are sorted by name; subdirectories are walked.
 func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
@@ -82,12 +98,13 @@ func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 			out = append(out, Probe{Name: path, Signature: b})
 			return nil
 		}
-		if !slices.Contains(info.Reads, "module") || len(info.Backends) == 0 {
+		field, value := ModuleField(b)
+		if !slices.Contains(info.Reads, field) || len(info.Backends) == 0 {
 			return nil
 		}
 		sig := map[string]any{}
 		maps.Copy(sig, extra)
-		sig["backend"], sig["module"] = info.Backends[0], string(b)
+		sig["backend"], sig[field] = info.Backends[0], value
 		enc, err := json.Marshal(sig)
 		if err != nil {
 			return err
@@ -105,8 +122,11 @@ func LoadCorpus(dir string, info Info, extra map[string]any) ([]Probe, error) {
 // Check verifies that wasm is a conforming plugin (see ABI.md): describe is
 // valid; canonicalize is deterministic over repeated calls, across calls with
 // other inputs in between and on fresh instances; it is idempotent (through
-// normalize, when exported); every call stays within the host's limits. The
-// plugin is compiled but not registered. probes nil means DefaultProbes.
+// normalize, when exported); every call stays within the host's limits; it
+// can be loaded beside the plugins h holds (load the built-ins first to
+// learn whether serve would refuse it for a name or backend they claim).
+// The plugin is compiled but not registered. probes nil means
+// DefaultProbes.
 //
 // # Errors
 //
@@ -122,6 +142,18 @@ func (h *Host) Check(ctx context.Context, source string, wasm []byte, probes []P
 	add := func(r CheckResult) { rep.Results = append(rep.Results, r) }
 	add(CheckResult{Name: "describe", OK: true, Detail: fmt.Sprintf("%s, backends %s, reads %s, interrupt %s",
 		p.ID(), strings.Join(rep.Info.Backends, ","), strings.Join(rep.Info.Reads, ","), rep.Info.Interrupt)})
+	h.mu.RLock()
+	other, err := conflict(h.byName, h.byBackend, p)
+	h.mu.RUnlock()
+	switch {
+	case other != nil && other.digest == p.digest:
+		// The very module h holds (checking a built-in itself): no clash.
+	case err != nil:
+		add(CheckResult{Name: "loads beside the loaded plugins",
+			Detail: err.Error() + "; serve would refuse to load it: give it a name and backends of its own"})
+	case len(h.byName) > 0:
+		add(CheckResult{Name: "loads beside the loaded plugins", OK: true})
+	}
 	if probes == nil {
 		probes = DefaultProbes(rep.Info)
 	}

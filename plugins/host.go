@@ -351,13 +351,8 @@ func (h *Host) Load(ctx context.Context, source string, wasm []byte) (*Plugin, e
 // register routes p's name and backends to it in byName and byBackend, or
 // returns ErrDuplicate (wrapped) naming the plugin that already holds one.
 func register(byName, byBackend map[string]*Plugin, p *Plugin) error {
-	if other, ok := byName[p.info.Name]; ok {
-		return fmt.Errorf("%w: name %q is taken by %s (%s)", ErrDuplicate, p.info.Name, other.info.ID, other.source)
-	}
-	for _, b := range p.info.Backends {
-		if other, ok := byBackend[b]; ok {
-			return fmt.Errorf("%w: backend %q is handled by %s (%s)", ErrDuplicate, b, other.info.ID, other.source)
-		}
+	if _, err := conflict(byName, byBackend, p); err != nil {
+		return err
 	}
 	byName[p.info.Name] = p
 	for _, b := range p.info.Backends {
@@ -396,14 +391,20 @@ func (h *Host) LoadDir(ctx context.Context, dir string) ([]*Plugin, error) {
 	return loaded, nil
 }
 
-// listDir returns the *.wasm files in dir, sorted.
+// listDir returns the *.wasm files in dir, sorted. A dir that is a file
+// (the likeliest slip: the path of the plugin itself) is an error, not an
+// empty directory that would leave the plugin silently unloaded.
 func listDir(dir string) ([]string, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open plugin dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("plugin dir %s is a file, not a directory: give the directory that holds the *.wasm plugins (here %s)", dir, filepath.Dir(dir))
+	}
 	matches, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	if err != nil {
 		return nil, fmt.Errorf("list plugins in %s: %w", dir, err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("open plugin dir: %w", err)
 	}
 	sort.Strings(matches)
 	return matches, nil
@@ -433,6 +434,32 @@ func (h *Host) Pending() bool {
 	}
 	defer h.pendMu.Unlock()
 	return len(h.pending) > 0 || h.pendErr != nil
+}
+
+// conflict returns the plugin in byName or byBackend that already holds
+// p's name or one of its backends, and ErrDuplicate (wrapped) naming it; nil
+// and nil when p can be registered beside them.
+func conflict(byName, byBackend map[string]*Plugin, p *Plugin) (*Plugin, error) {
+	if other, ok := byName[p.info.Name]; ok {
+		return other, fmt.Errorf("%w: name %q is taken by %s (%s)", ErrDuplicate, p.info.Name, other.info.ID, other.source)
+	}
+	for _, b := range p.info.Backends {
+		if other, ok := byBackend[b]; ok {
+			return other, fmt.Errorf("%w: backend %q is handled by %s (%s)", ErrDuplicate, b, other.info.ID, other.source)
+		}
+	}
+	return nil, nil
+}
+
+// LoadErr returns, without blocking, the error that loading the modules
+// DeferBuiltins registered met (the one Ready returns); nil while they
+// are still compiling, once they have loaded, or when none were deferred.
+func (h *Host) LoadErr() error {
+	if !h.pendMu.TryLock() {
+		return nil // Ready holds the lock while it compiles
+	}
+	defer h.pendMu.Unlock()
+	return h.pendErr
 }
 
 // ForBackend returns the plugin handling backend, if any. It loads deferred

@@ -361,6 +361,12 @@ func TestLoadDirAndCompilationCache(t *testing.T) {
 	if _, err := (&Host{}).LoadDir(ctx, filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("LoadDir of a missing dir succeeded")
 	}
+	// The plugin's own path where its directory goes must not load nothing
+	// in silence.
+	file := filepath.Join(dir, "empty.wasm")
+	if ps, err := (&Host{}).LoadDir(ctx, file); err == nil || !strings.Contains(err.Error(), "is a file, not a directory") {
+		t.Fatalf("LoadDir(%s) = %v, %v; want a not-a-directory error", file, ps, err)
+	}
 }
 
 func TestFreshInstanceIsolation(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/cachesvc/cachesvc/plugins"
 )
 
 // moduleFlags describe a bare module file as an xla signature.
@@ -88,14 +90,9 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	}
 	sigs := make([][]byte, len(pos))
 	for i, name := range pos {
-		var in []byte
-		if name == "-" {
-			in, err = io.ReadAll(io.LimitReader(sio.Stdin, o.MaxSignature+1))
-		} else {
-			in, err = os.ReadFile(name)
-		}
+		in, err := readKeyInput(name, sio.Stdin, o.MaxSignature)
 		if err != nil {
-			return fmt.Errorf("read signature: %w", err)
+			return err
 		}
 		if sigs[i], err = buildSignature(name, in, backend, mf.fields()); err != nil {
 			return err
@@ -134,6 +131,30 @@ func runKey(ctx context.Context, args []string, sio stdio) error {
 	return nil
 }
 
+// readKeyInput reads the signature or module file name ("-": stdin), at
+// most max bytes: more is refused as it is read, saying so, rather than
+// read whole into memory (or, from stdin, cut short and then reported with
+// the size of what was read).
+func readKeyInput(name string, stdin io.Reader, max int64) ([]byte, error) {
+	r, label := stdin, "stdin"
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("read signature: %w", err)
+		}
+		defer f.Close()
+		r, label = f, name
+	}
+	in, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read signature: %w", err)
+	}
+	if int64(len(in)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes, over --max-signature-size %s: raise it, or key a smaller signature", label, max, formatSize(max))
+	}
+	return in, nil
+}
+
 // printKey prints one key as aligned text.
 func printKey(sio stdio, out keyOutput) {
 	if out.File != "" {
@@ -156,7 +177,8 @@ func printKey(sio stdio, out keyOutput) {
 
 // buildSignature returns in, read from the file name ("-": stdin), as a
 // signature: a JSON object is used as is (backend added if missing and
-// given); anything else is a bare module wrapped with the module flags.
+// given); anything else is a bare module wrapped with the module flags
+// (as module_b64 when it is not text: MLIR bytecode).
 // Input that starts with '{' is taken for JSON even when it does not parse
 // (no StableHLO, HLO or MLIR bytecode module starts so): wrapped as a
 // module it would be keyed by the plugin, whose "missing field" error
@@ -185,7 +207,8 @@ func buildSignature(name string, in []byte, backend string, fields map[string]an
 	for k, v := range fields {
 		sig[k] = v
 	}
-	sig["backend"], sig["module"] = backend, string(in)
+	field, value := plugins.ModuleField(in)
+	sig["backend"], sig[field] = backend, value
 	return marshalSignature(sig)
 }
 

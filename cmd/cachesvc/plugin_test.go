@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 )
@@ -265,6 +266,113 @@ func TestKeyUsage(t *testing.T) {
 		code, _, errOut := runCmd(t, tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.text) {
 			t.Errorf("%v: exit %d %q", tt.args, code, errOut)
+		}
+	}
+}
+
+// TestKeyBareBytecodeModule keys bare MLIR bytecode files (not UTF-8) with
+// `cachesvc key` and `plugin check --corpus`: they are sent as module_b64,
+// byte for byte, so they get the key a server gives the same module as a
+// module_b64 signature, and two files that differ only in bytes that are
+// not UTF-8 get two keys (a JSON string would have made both U+FFFD).
+func TestKeyBareBytecodeModule(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	dir := t.TempDir()
+	mods := map[string][]byte{
+		filepath.Join(dir, "a.mlirbc"): []byte("ML\xefR\x00\x05body\x80\x81"),
+		filepath.Join(dir, "b.mlirbc"): []byte("ML\xefR\x00\x05body\x90\x91"),
+	}
+	var files []string
+	for name, b := range mods {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, name)
+	}
+	cli := keyLines(t, append([]string{"--platform", "cpu"}, files...)...)
+	url := startServe(t)
+	for name, b := range mods {
+		body, _ := json.Marshal(map[string]any{"backend": "xla", "platform": "cpu", "module_b64": b})
+		code, resp := postJSON(t, url+"/v1/default/keys", body)
+		if code != http.StatusOK {
+			t.Fatalf("server: %d %v", code, resp)
+		}
+		if cli[name].Key != resp["key"] {
+			t.Errorf("%s: cachesvc key %q, server %v", name, cli[name].Key, resp["key"])
+		}
+	}
+	if a, b := cli[files[0]].Key, cli[files[1]].Key; a == "" || a == b {
+		t.Errorf("two different bytecode modules: keys %q and %q", a, b)
+	}
+	wasm := "../../plugins/builtin/xla/xla.wasm"
+	code, out, errOut := runCmd(t, "plugin", "check", wasm, "--corpus", dir, "--platform", "cpu")
+	if code != 0 || strings.Count(out, "canonical bytes") != 2 {
+		t.Fatalf("plugin check of bytecode modules: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestReadyzPluginsFailed starts a server whose --plugin-memory is too small
+// for the built-ins: once their compile has failed, /readyz says so with
+// the reason, not that they are still compiling (which waiting would fix).
+func TestReadyzPluginsFailed(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	url := startServe(t, "--plugin-memory", "1KB")
+	var body []byte
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz: %d %s; want 503", resp.StatusCode, body)
+		}
+		if !strings.Contains(string(body), "plugins_compiling") {
+			break
+		}
+	}
+	if !strings.Contains(string(body), `"plugins_failed"`) || !strings.Contains(string(body), "over limit") {
+		t.Fatalf("/readyz: %s; want plugins_failed with the reason", body)
+	}
+}
+
+// TestPluginCheckClaimsBuiltin runs `plugin check` on another build of the
+// built-in passthrough plugin (its name and backend, other bytes): serve
+// refuses to load it beside the built-in, so the check fails and says why.
+func TestPluginCheckClaimsBuiltin(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	wasm, err := os.ReadFile("../../plugins/builtin/passthrough/passthrough.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A custom section "x" with a payload: the same plugin, other bytes.
+	wasm = append(bytes.Clone(wasm), 0, 3, 1, 'x', 'y')
+	file := filepath.Join(t.TempDir(), "mypass.wasm")
+	if err := os.WriteFile(file, wasm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "plugin", "check", file)
+	if code != 1 || !strings.Contains(out, `FAIL  loads beside the loaded plugins: duplicate plugin: name "passthrough" is taken by passthrough@1.0.0`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestKeyInputOverLimit keys a bare module over --max-signature-size from
+// stdin and from a file: refused as read, with the limit, not with the
+// size of a signature built from the part of stdin that was read.
+func TestKeyInputOverLimit(t *testing.T) {
+	t.Setenv("CACHESVC_WASM_CACHE", pluginstest.CacheDir(t))
+	module := "module @jit_f {\n" + strings.Repeat("  // padding\n", 200) + "}\n"
+	file := filepath.Join(t.TempDir(), "big.mlir")
+	if err := os.WriteFile(file, []byte(module), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"-", file} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), []string{"key", "--platform", "cpu", "--max-signature-size", "1KiB", name}, strings.NewReader(module), &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "more than 1024 bytes, over --max-signature-size 1KiB") {
+			t.Errorf("key %s: exit %d, stderr %q", name, code, errb.String())
 		}
 	}
 }
