@@ -61,6 +61,10 @@ func DefaultProbes(info Info) []Probe {
 	return out
 }
 
+// CheckLoadsBeside names the check that a plugin claims no name or backend
+// of the plugins the host already holds (serve would refuse to load it).
+const CheckLoadsBeside = "loads beside the loaded plugins"
+
 // ModuleField returns the signature field and value that carry a bare
 // module file's bytes: "module" and the text when they are UTF-8,
 // "module_b64" and their standard base64 otherwise (MLIR bytecode, which
@@ -149,10 +153,10 @@ func (h *Host) Check(ctx context.Context, source string, wasm []byte, probes []P
 	case other != nil && other.digest == p.digest:
 		// The very module h holds (checking a built-in itself): no clash.
 	case err != nil:
-		add(CheckResult{Name: "loads beside the loaded plugins",
+		add(CheckResult{Name: CheckLoadsBeside,
 			Detail: err.Error() + "; serve would refuse to load it: give it a name and backends of its own"})
 	case len(h.byName) > 0:
-		add(CheckResult{Name: "loads beside the loaded plugins", OK: true})
+		add(CheckResult{Name: CheckLoadsBeside, OK: true})
 	}
 	if probes == nil {
 		probes = DefaultProbes(rep.Info)

@@ -312,7 +312,7 @@ func runPluginCheck(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	if builtinsErr != nil {
-		rep.Results = append(rep.Results, plugins.CheckResult{Name: "loads beside the built-ins", Skipped: true,
+		rep.Results = append(rep.Results, plugins.CheckResult{Name: plugins.CheckLoadsBeside, Skipped: true,
 			Detail: "not checked: " + builtinsErr.Error()})
 	}
 	if jsonOut {
