@@ -120,6 +120,12 @@ class _Response:
                     raise Error(0, "timeout", "the time budget ran out while reading the response")
                 chunk = self.resp.read(_CHUNK)
                 if not chunk:
+                    # http.client ends a body the peer cut short like a
+                    # complete one; its count of what is left tells them apart.
+                    if self.resp.length:
+                        raise Error(0, "connection_failed",
+                                    f"the connection closed {self.resp.length} bytes before the end of the "
+                                    "response body (the server stopped or the network failed); retry the call")
                     break
                 yield chunk
         except Error:

@@ -1,0 +1,50 @@
+"""cachesvc.Client as an API: what a caller gets back, and what a mistaken
+call or a server that goes away mid-response raises. Real servers only."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pytest
+
+import cachesvc
+
+
+def k(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
+class _KillOnFirstWrite(io.RawIOBase):
+    """A download target that kills the server as the first bytes arrive."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.n = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[override]
+        if self.n == 0:
+            self.server.kill()  # SIGKILL, and waits until it has exited
+        self.n += len(b)
+        return len(b)
+
+
+def test_body_cut_short_by_a_dying_server_is_a_connection_error(start_server):
+    """A server killed while it sends a body: the caller gets a retryable
+    connection error, not ``digest_mismatch`` (which says the stored bytes
+    are bad)."""
+    server = start_server()
+    c = cachesvc.Client(server.url, timeout=120, retries=0)
+    value = bytes(range(256)) * (256 << 10)  # 64 MiB: far more than socket buffers hold
+    key = k("cut-short")
+    c.put(key, value)
+    out = _KillOnFirstWrite(server)
+    with pytest.raises(cachesvc.Error) as ei:
+        c.download(key, out)
+    e = ei.value
+    assert (e.status, e.code) == (0, "connection_failed"), e
+    assert e.retryable and "before the end of the response body" in e.message
+    assert 0 < out.n < len(value)
