@@ -7,7 +7,7 @@ import io
 import tempfile
 from typing import IO, BinaryIO, Union
 
-from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _Transport
+from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _text_header, _Transport
 from ._types import EntryInfo, Error, PutResult
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
@@ -126,7 +126,8 @@ class _Entries(_Transport):
         self._check_signature(key, got, r.header("X-Cachesvc-Signature"))
         return EntryInfo(key=key, size=n, sha256=got,
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
-                         etag=r.header("ETag")), None
+                         etag=r.header("ETag"), name=_text_header(r.header("X-Cachesvc-Name")),
+                         backend=r.header("X-Cachesvc-Backend") or ""), None
 
     def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
         """Returns the entry's metadata without its body, or None on a miss."""
@@ -141,7 +142,7 @@ class _Entries(_Transport):
             sha256=(r.header("X-Content-SHA256") or "").lower(),
             compile_seconds=_float_header(r.header("X-Compile-Seconds")),
             etag=r.header("ETag"),
-            name=r.header("X-Cachesvc-Name") or "",
+            name=_text_header(r.header("X-Cachesvc-Name")),
             backend=r.header("X-Cachesvc-Backend") or "",
         )
 

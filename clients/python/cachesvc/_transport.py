@@ -201,6 +201,17 @@ def _float_header(v: str | None) -> float | None:
     except ValueError:
         return None
 
+def _text_header(v: str | None) -> str:
+    """A text header's value as the server sent it, UTF-8 (``http.client``
+    decodes header bytes as Latin-1); "" when absent."""
+    if not v:
+        return ""
+    try:
+        return v.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return v
+
+
 def _json_body(r: _Response) -> dict[str, Any]:
     data = r.read_all(limit=64 << 20)
     if not data:

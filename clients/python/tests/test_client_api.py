@@ -48,3 +48,19 @@ def test_body_cut_short_by_a_dying_server_is_a_connection_error(start_server):
     assert (e.status, e.code) == (0, "connection_failed"), e
     assert e.retryable and "before the end of the response body" in e.message
     assert 0 < out.n < len(value)
+
+
+def test_download_and_head_return_the_name_and_backend_as_stored(server):
+    """The display name is UTF-8 on the wire; both calls return it as
+    written, with the backend."""
+    c = cachesvc.Client(server.url)
+    key = k("named")
+    name = "pjit(train_step) — naïve ✓"
+    c.put(key, b"exe", name=name, backend="xla", compile_seconds=3)
+    head = c.head(key)
+    out = io.BytesIO()
+    got = c.download(key, out)
+    assert head is not None and got is not None
+    assert (head.name, head.backend) == (name, "xla")
+    assert (got.name, got.backend) == (name, "xla")
+    assert out.getvalue() == b"exe"
