@@ -40,6 +40,9 @@ class _Lookups(_Transport):
 
         The digest is the SHA-256 of the exact JSON bytes the full request
         would send (compact, sorted keys, UTF-8), before compression."""
+        if not isinstance(signature, Mapping):
+            raise TypeError(f"a signature is a dict (a JSON object with a \"backend\" field, e.g. "
+                            f"{{\"backend\": \"xla\", ...}}), not {type(signature).__name__}")
         body = json.dumps(dict(signature), separators=(",", ":"), sort_keys=True).encode("utf-8")
         hdrs: dict[str, str | bytes | None] = {"Content-Type": "application/json", "Accept": "application/json",
                                                _DIGEST_HEADER: hashlib.sha256(body).hexdigest()}

@@ -64,3 +64,26 @@ def test_download_and_head_return_the_name_and_backend_as_stored(server):
     assert (head.name, head.backend) == (name, "xla")
     assert (got.name, got.backend) == (name, "xla")
     assert out.getvalue() == b"exe"
+
+
+@pytest.mark.parametrize("method", ["exists", "batch_get", "batch"])
+def test_one_key_instead_of_a_list_is_a_type_error(server, method):
+    """A str is an iterable of characters: passing one key where a list is
+    wanted must say so, not send 64 one-character keys (400 bad_key)."""
+    c = cachesvc.Client(server.url)
+    key = k("single")
+    c.put(key, b"v")
+    call = getattr(c, method)
+    args = (key, lambda m, f: None) if method == "batch" else (key,)
+    with pytest.raises(TypeError, match=rf"{method}\(\) takes an iterable of keys.*{method}\(\[key\]\)"):
+        call(*args)
+    args = ([key], lambda m, f: None) if method == "batch" else ([key],)
+    assert call(*args) in ({key}, {key: b"v"}, [])
+
+
+@pytest.mark.parametrize("bad", ["xla", [("backend", "passthrough")], None])
+def test_a_signature_that_is_not_a_dict_is_a_type_error(server, bad):
+    c = cachesvc.Client(server.url)
+    for call in (c.key, c.lookup, c.lookup_result):
+        with pytest.raises(TypeError, match=r"a signature is a dict"):
+            call(bad)  # type: ignore[arg-type]
