@@ -87,3 +87,25 @@ def test_a_signature_that_is_not_a_dict_is_a_type_error(server, bad):
     for call in (c.key, c.lookup, c.lookup_result):
         with pytest.raises(TypeError, match=r"a signature is a dict"):
             call(bad)  # type: ignore[arg-type]
+
+
+def _get_in_worker(url: str, key: str) -> bytes | None:
+    return cachesvc.Client(url).get(key)
+
+
+def test_an_error_in_a_worker_process_reaches_the_parent(server):
+    """cachesvc.Error survives pickling: raised in a ProcessPoolExecutor
+    worker, the parent gets it with its status, code and message, instead of
+    a BrokenProcessPool that hides it and kills the pool."""
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    e = pickle.loads(pickle.dumps(cachesvc.Error(404, "not_found", "No entry.")))
+    assert (type(e), e.status, e.code, e.message) == (cachesvc.Error, 404, "not_found", "No entry.")
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        with pytest.raises(cachesvc.Error) as ei:
+            pool.submit(_get_in_worker, server.url, "not-a-key").result(timeout=120)
+        assert (ei.value.status, ei.value.code) == (400, "bad_key")
+        assert pool.submit(_get_in_worker, server.url, k("absent")).result(timeout=120) is None  # the pool lives on
