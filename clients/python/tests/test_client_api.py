@@ -109,3 +109,25 @@ def test_an_error_in_a_worker_process_reaches_the_parent(server):
             pool.submit(_get_in_worker, server.url, "not-a-key").result(timeout=120)
         assert (ei.value.status, ei.value.code) == (400, "bad_key")
         assert pool.submit(_get_in_worker, server.url, k("absent")).result(timeout=120) is None  # the pool lives on
+
+
+def _roundtrip_in_worker(c: cachesvc.Client, key: str) -> tuple[bytes | None, str, str | None]:
+    c.put(key, b"from the worker", name="worker")
+    return c.get(key), c.namespace, c.token
+
+
+def test_a_client_can_be_passed_to_a_spawned_worker(server):
+    """A Client (one that has pooled connections included) pickles without
+    its sockets and lock: a spawn or forkserver worker (Python 3.14's default
+    on Linux) gets a working client with the same settings."""
+    import concurrent.futures
+    import multiprocessing
+
+    c = cachesvc.Client(server.url, namespace="team-a", token="unused-by-this-server", run="sweep-1:arm-2")
+    c.put(k("before"), b"v")
+    assert c._pool._idle  # a pooled keep-alive connection (a socket) is held
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        got = pool.submit(_roundtrip_in_worker, c, k("worker")).result(timeout=120)
+    assert got == (b"from the worker", "team-a", "unused-by-this-server")
+    assert c.get(k("worker")) == b"from the worker" and c.get(k("before")) == b"v"  # the parent's client still works
