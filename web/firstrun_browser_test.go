@@ -1,0 +1,57 @@
+package web_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cachesvc/cachesvc/stats/statstest"
+)
+
+// TestDashboardChartsAFirstRunsSavingInSeconds checks what a new user sees
+// after a first hit that saved a few seconds: the cumulative chart's axis
+// and legend read in seconds, every tick label distinct (in hours they all
+// read 0.00 h).
+func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
+	ctx := browser(t)
+	srv := statstest.Start(t, nil)
+	call := caller(t, srv.URL)
+	path := "/v1/default/entries/" + statstest.Key(1, 1)
+	call(http.MethodPut, path, []byte("executable"), http.StatusCreated, "X-Compile-Seconds", "6", "X-Cachesvc-Backend", "xla")
+	call(http.MethodGet, path, nil, http.StatusOK, "X-Cachesvc-Backend", "xla")
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#kpi-saved-sub", "6 s"),
+		chromedp.Poll[chromedp.Void](`(function(){var c=window.cachesvcDashboard.charts["chart-saved"];
+			return !!c && c.u.data[1].some(function(v){return v>0;}) && !!c.u.axes[1]._values;})()`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Sleep(300*time.Millisecond),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
+		var u = window.cachesvcDashboard.charts["chart-saved"].u;
+		return {ticks: u.axes[1]._values.slice(), label: u.series[1].label, last: u.data[1][u.data[1].length-1]};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["label"] != "seconds saved" || got["last"] != float64(6) {
+		t.Errorf("chart-saved series %q ends at %v, want \"seconds saved\" ending at 6", got["label"], got["last"])
+	}
+	ticks, _ := got["ticks"].([]any)
+	seen := map[string]bool{}
+	for _, v := range ticks {
+		s, _ := v.(string)
+		if seen[s] || !strings.HasSuffix(s, " s") {
+			t.Errorf("axis ticks %v: %q repeated or not in seconds", ticks, s)
+		}
+		seen[s] = true
+	}
+	if len(ticks) < 2 {
+		t.Errorf("axis ticks %v: want at least two", ticks)
+	}
+}
