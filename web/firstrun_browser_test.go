@@ -8,6 +8,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/api/auth/authtest"
 	"github.com/cachesvc/cachesvc/stats/statstest"
 )
 
@@ -53,5 +56,40 @@ func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
 	}
 	if len(ticks) < 2 {
 		t.Errorf("axis ticks %v: want at least two", ticks)
+	}
+}
+
+// TestDashboardTellsAReaderHowToOpenItsNamespace checks the hint a user with
+// a read token for one namespace gets on the all-namespaces view: the
+// namespace menu is empty then, so the hint gives the address to open, and
+// that address works.
+func TestDashboardTellsAReaderHowToOpenItsNamespace(t *testing.T) {
+	ctx := browser(t)
+	reader := authtest.Token{Name: "trainer", Secret: "s3cr3t-dashboard-reader", Scopes: "default:read"}
+	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{reader}, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#live-text", "token needed"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+reader.Secret+`"; document.querySelector("#auth-form button").click();`),
+		waitText("#auth-text", "lacks"),
+	); err != nil {
+		t.Fatalf("reader on the all-namespaces view: %v", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("auth-text").textContent + " | options: " + document.getElementById("ns-select").options.length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "choose it above") || !strings.Contains(text, srv.URL+"/?ns=NAME") {
+		t.Errorf("hint %q: want the address to open (%s/?ns=NAME), not a menu with nothing to choose", text, srv.URL)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/?ns=default"),
+		waitText("#live-text", "live"),
+	); err != nil {
+		t.Fatalf("the hinted address with the reader's token: %v", err)
 	}
 }

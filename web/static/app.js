@@ -88,8 +88,12 @@
         if (e.status === 401 || e.status === 403) {
           $("auth-form").hidden = false;
           $("error-banner").hidden = true;
+          // The namespace menu lists namespaces only once a read of every
+          // namespace has worked: before that, the address is the way in.
+          var choose = $("ns-select").options.length > 1 ? "choose it above, or open " : "open ";
           $("auth-text").textContent = e.message + (state.ns ? "" :
-            " Reading every namespace needs an admin token; a read token works for its own namespace (choose it above, or add ?ns=NAME).");
+            " Reading every namespace needs an admin token; a read token works for its own namespace: " + choose +
+            location.origin + location.pathname + "?ns=NAME.");
           setLive(false, "token needed");
           return;
         }
