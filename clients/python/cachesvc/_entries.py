@@ -179,7 +179,9 @@ class _Entries(_Transport):
             backend: sent as ``X-Cachesvc-Backend`` (e.g. ``"xla"``).
             name: a display name sent as ``X-Cachesvc-Name``.
             sha256: the hex digest if already known (skips hashing).
-            size: the byte count if already known.
+            size: the byte count if already known (a file's, from its position
+                to its end; a seekable file whose length differs raises
+                ``ValueError``).
         """
         spool: IO[bytes] | None = None
         try:
@@ -200,6 +202,10 @@ class _Entries(_Transport):
                         digest, length = _hash_stream(f)
                     else:
                         digest, length = sha256, size
+                        have = f.seek(0, io.SEEK_END) - start
+                        if have != size:
+                            raise ValueError(f"put(): size={size} but the file holds {have} bytes from its current "
+                                             "position: pass its true size, or leave size and sha256 out")
                     f.seek(start)
                     body_file = f
                 elif sha256 is not None and size is not None:

@@ -131,3 +131,19 @@ def test_a_client_can_be_passed_to_a_spawned_worker(server):
         got = pool.submit(_roundtrip_in_worker, c, k("worker")).result(timeout=120)
     assert got == (b"from the worker", "team-a", "unused-by-this-server")
     assert c.get(k("worker")) == b"from the worker" and c.get(k("before")) == b"v"  # the parent's client still works
+
+
+@pytest.mark.parametrize("size", [5, 1])
+def test_put_with_a_wrong_size_for_a_file_is_a_value_error(server, size):
+    """A declared size that is not the file's: a ValueError saying so at
+    once, not a 408 after the server's read timeout (too large) or an entry
+    cut short with the rest of the file left on the connection (too small)."""
+    c = cachesvc.Client(server.url)
+    key = k("wz")
+    with pytest.raises(ValueError, match=rf"size={size} but the file holds 2 bytes"):
+        c.put(key, io.BytesIO(b"wz"), sha256=k("wz"), size=size)
+    assert c.head(key) is None
+    f = io.BytesIO(b"..wz")
+    f.seek(2)  # the size counts from the file's position
+    assert c.put(key, f, sha256=hashlib.sha256(b"wz").hexdigest(), size=2).created
+    assert c.get(key) == b"wz"
