@@ -25,14 +25,17 @@ from ._types import Error
 
 _CHUNK = 256 * 1024
 _USER_AGENT = "cachesvc-python/0.1"
+# What a timeout's message says to do.
+_MORE_TIME = "; pass a larger timeout= (to the call, or Client(timeout=...)) for large entries or slow links"
 
 
 class _Deadline:
     """A point in monotonic time after which a call gives up."""
 
-    __slots__ = ("end",)
+    __slots__ = ("budget", "end")
 
     def __init__(self, budget: float | None) -> None:
+        self.budget = budget
         self.end = None if budget is None else time.monotonic() + budget
 
     def remaining(self) -> float | None:
@@ -117,7 +120,7 @@ class _Response:
         try:
             while True:
                 if self._deadline.expired():
-                    raise Error(0, "timeout", "the time budget ran out while reading the response")
+                    raise self._out_of_time()
                 chunk = self.resp.read(_CHUNK)
                 if not chunk:
                     # http.client ends a body the peer cut short like a
@@ -133,8 +136,14 @@ class _Response:
             raise
         except (OSError, http.client.HTTPException) as exc:
             self.abort()
+            if isinstance(exc, (socket.timeout, TimeoutError)) and self._deadline.expired():
+                raise self._out_of_time() from exc  # the socket's timeout is what was left of the budget
             raise _transport_error(exc) from exc
         self.finish()
+
+    def _out_of_time(self) -> Error:
+        return Error(0, "timeout", f"the call's time budget of {self._deadline.budget}s ran out while "
+                     f"reading the response{_MORE_TIME}")
 
     def read_all(self, limit: int = 64 << 20) -> bytes:
         """Reads a (small) body completely."""
@@ -334,7 +343,7 @@ class _Transport:
         while True:
             rem = deadline.remaining()
             if rem is not None and rem <= 0:
-                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted")
+                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted{_MORE_TIME}")
             sock_timeout = rem if rem is not None else None
             short = first_byte_timeout is not None and (sock_timeout is None or first_byte_timeout < sock_timeout)
             if short:

@@ -147,3 +147,26 @@ def test_put_with_a_wrong_size_for_a_file_is_a_value_error(server, size):
     f.seek(2)  # the size counts from the file's position
     assert c.put(key, f, sha256=hashlib.sha256(b"wz").hexdigest(), size=2).created
     assert c.get(key) == b"wz"
+
+
+def test_a_body_slower_than_the_budget_says_which_budget_and_what_to_do(server):
+    """A download that outlasts the call's timeout names the budget and the
+    argument that raises it."""
+    import time
+
+    class Slow(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:  # type: ignore[override]
+            time.sleep(0.2)
+            return len(b)
+
+    c = cachesvc.Client(server.url, timeout=60)
+    key = k("slow-reader")
+    c.put(key, bytes(8 << 20))
+    with pytest.raises(cachesvc.Error) as ei:
+        c.download(key, Slow(), timeout=0.5)
+    e = ei.value
+    assert (e.status, e.code) == (0, "timeout"), e
+    assert "time budget of 0.5s" in e.message and "pass a larger timeout=" in e.message, e
