@@ -111,12 +111,18 @@ class _Response:
         self.status = resp.status
         self._deadline = deadline
         self._done = False
+        self._body: bytes | None = None  # a body already read (a 404's), served by read_chunks
 
     def header(self, name: str) -> str | None:
         return self.resp.getheader(name)
 
     def read_chunks(self):
         """Yields the body in chunks, enforcing the call's time budget."""
+        if self._body is not None:
+            body, self._body = self._body, b""
+            if body:
+                yield body
+            return
         try:
             while True:
                 if self._deadline.expired():
@@ -376,6 +382,8 @@ class _Transport:
                 rest = deadline.remaining()
                 conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
+            if r.status == 404 and 404 in allow and method != "HEAD":
+                return self._absent(r)
             if r.status in ok or r.status in allow:
                 return r
             # An error: read the (small) JSON body.
@@ -390,6 +398,19 @@ class _Transport:
                     attempt += 1
                     continue
             raise err
+
+    def _absent(self, r: _Response) -> _Response:
+        """A 404 the caller takes for "no such entry" (``allow``): returned
+        with its body read, unless it is not the server's answer about an
+        entry (an unknown route, or no cachesvc error at all): then the URL
+        is wrong, and every call would otherwise look like a miss."""
+        data = r.read_all(limit=1 << 20)
+        err = _error_from_body(404, data)
+        if err.code == "route_not_found" or err.code.startswith("http_"):
+            raise Error(404, err.code, f"{err.message} ({self.url} does not answer like a cachesvc server: "
+                        "give the server's root URL, e.g. http://host:8080, without /v1)")
+        r._body = data
+        return r
 
     def _json(self, method: str, path: str, doc: Any, *, ok: tuple[int, ...] = (200,),
               allow: tuple[int, ...] = (), timeout: float | None = None,

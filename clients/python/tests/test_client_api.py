@@ -170,3 +170,53 @@ def test_a_body_slower_than_the_budget_says_which_budget_and_what_to_do(server):
     e = ei.value
     assert (e.status, e.code) == (0, "timeout"), e
     assert "time budget of 0.5s" in e.message and "pass a larger timeout=" in e.message, e
+
+
+def test_a_wrong_url_is_an_error_not_a_miss(server):
+    """A URL that is not the server's root (here with /v1, as in the API's
+    paths) gets 404 route_not_found for every call: get, delete and report
+    raise it, saying what the URL should be, instead of reading as misses
+    forever. A real miss is still None / False."""
+    key = k("absent")
+    wrong = cachesvc.Client(server.url + "/v1")
+    for call in (lambda: wrong.get(key), lambda: wrong.get(key, wait=0.1), lambda: wrong.delete(key),
+                 lambda: wrong.report(key, "x")):
+        with pytest.raises(cachesvc.Error) as ei:
+            call()
+        e = ei.value
+        assert (e.status, e.code) == (404, "route_not_found"), e
+        assert "does not answer like a cachesvc server" in e.message and "server's root URL" in e.message, e
+    right = cachesvc.Client(server.url)
+    assert right.get(key) is None and right.get(key, wait=0.1) is None
+    assert right.delete(key) is False and right.report(key, "x") is None
+
+
+def test_a_url_of_another_http_service_is_an_error_not_a_miss():
+    """An HTTP server that is not cachesvc answers 404 with a page of its
+    own: get raises (code http_404) rather than returning None."""
+    import http.server
+    import threading
+
+    class NotCachesvc(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = b"<html><body>Not Found</body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotCachesvc)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        c = cachesvc.Client(f"http://127.0.0.1:{srv.server_address[1]}")
+        with pytest.raises(cachesvc.Error) as ei:
+            c.get(k("x"))
+        assert (ei.value.status, ei.value.code) == (404, "http_404") and "cachesvc server" in ei.value.message
+    finally:
+        srv.shutdown()
+        srv.server_close()
