@@ -220,3 +220,22 @@ def test_a_url_of_another_http_service_is_an_error_not_a_miss():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_lookup_hit_holds_its_value_once_in_memory(server):
+    """lookup() returns a hit's bytes without a second copy: a large
+    executable costs its size in the trainer's memory, not twice that."""
+    import tracemalloc
+
+    c = cachesvc.Client(server.url, timeout=120)
+    sig = {"backend": "passthrough", "kind": "jax", "key": "jit_big-1"}
+    size = 48 << 20
+    c.put(c.key(sig).key, bytes(range(256)) * (size // 256))
+    tracemalloc.start()
+    try:
+        value = c.lookup(sig)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value is not None and len(value) == size
+    assert peak < size * 1.25, f"lookup of a {size >> 20} MiB value peaked at {peak >> 20} MiB of Python allocations"
