@@ -93,3 +93,43 @@ func TestDashboardTellsAReaderHowToOpenItsNamespace(t *testing.T) {
 		t.Fatalf("the hinted address with the reader's token: %v", err)
 	}
 }
+
+// TestDashboardEmptyStateSaysTrainersNeedATokenToo checks the empty page's
+// setup steps: on a server read with a token they say how to give trainers
+// one (else a trainer that follows them gets 401 on every call); without
+// authentication they do not mention tokens.
+func TestDashboardEmptyStateSaysTrainersNeedATokenToo(t *testing.T) {
+	ctx := browser(t)
+	open := statstest.Start(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(open.URL+"/"), waitText("#live-text", "live")); err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.getElementById("empty-token").hidden`))
+	if err != nil || shown {
+		t.Fatalf("token step shown on a server without authentication (%v)", err)
+	}
+
+	admin := authtest.Token{Name: "ops", Secret: "s3cr3t-dashboard-ops", Scopes: "*:admin"}
+	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{admin}, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#live-text", "token needed"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+admin.Secret+`"; document.querySelector("#auth-form button").click();`),
+		waitText("#live-text", "live"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("empty-state").hidden ? "" : document.getElementById("empty-state").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CACHESVC_TOKEN_FILE", "cachesvc token new", "write"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("empty state on a server with tokens does not say %q:\n%s", want, text)
+		}
+	}
+}

@@ -141,6 +141,7 @@
     var t = d.totals || {}, st = d.store || {};
     var empty = !t.lookups && !t.writes && !st.entries;
     $("empty-state").hidden = !empty;
+    $("empty-token").hidden = !state.token;
     document.body.classList.toggle("is-empty", empty);
 
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
