@@ -208,6 +208,13 @@ def _error_from_body(status: int, body: bytes) -> Error:
             message = text
     return Error(status, code, message)
 
+def _segment(p: str) -> str:
+    """One path segment, percent-encoded except for what a segment may hold
+    as is (RFC 3986 pchar): run ids such as ``sweep:arm@2+x`` reach the
+    server as written (it does not decode ``%3A`` in a run id)."""
+    return urllib.parse.quote(p, safe=":@+")
+
+
 def _float_header(v: str | None) -> float | None:
     if v is None or v == "":
         return None
@@ -274,18 +281,14 @@ class _Transport:
     # ---- paths ----------------------------------------------------------------
 
     def _ns_path(self, *parts: str) -> str:
-        segs = [urllib.parse.quote(self.namespace, safe="")]
-        segs += [urllib.parse.quote(p, safe="") for p in parts]
-        return f"{self._prefix}/v1/" + "/".join(segs)
+        return self._ns_path_in(self.namespace, *parts)
 
     def _entry_path(self, key: str) -> str:
         return self._ns_path("entries", key)
 
     def _ns_path_in(self, namespace: str | None, *parts: str) -> str:
-        if namespace is None or namespace == self.namespace:
-            return self._ns_path(*parts)
-        segs = [urllib.parse.quote(namespace, safe="")] + [urllib.parse.quote(p, safe="") for p in parts]
-        return f"{self._prefix}/v1/" + "/".join(segs)
+        segs = [namespace if namespace is not None else self.namespace, *parts]
+        return f"{self._prefix}/v1/" + "/".join(_segment(p) for p in segs)
     # ---- the request loop -----------------------------------------------------
 
     def _headers(self, extra: Mapping[str, str | bytes | None] | None) -> dict[str, str | bytes]:

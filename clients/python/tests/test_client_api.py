@@ -239,3 +239,16 @@ def test_a_lookup_hit_holds_its_value_once_in_memory(server):
         tracemalloc.stop()
     assert value is not None and len(value) == size
     assert peak < size * 1.25, f"lookup of a {size >> 20} MiB value peaked at {peak >> 20} MiB of Python allocations"
+
+
+@pytest.mark.parametrize("run", ["sweep-1:lr-3e-4", "user@host+retry.2"])
+def test_manifest_of_a_sweep_arm_run(server, run):
+    """Run ids with ':' (the SWEEP:ARM form the dashboard groups), '@' or
+    '+' reach the server as written: the manifest (what prefetch warms from)
+    is found, not refused as 400 bad_run for a run id "sweep-1%3Alr-3e-4"."""
+    c = cachesvc.Client(server.url, run=run)
+    key = k("arm-" + run)
+    c.put(key, b"exe")
+    assert c.get(key) == b"exe"
+    m = c.manifest(run)
+    assert m["run"] == run and [e["key"] for e in m["keys"]] == [key]
