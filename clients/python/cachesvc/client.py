@@ -149,7 +149,9 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self._client_cert, self._client_key, self._max_idle = client_cert, client_key, max_idle
         self._pool = _new_pool(self.url, max_idle, client_cert, client_key)
         self._user_agent = user_agent
-        self._rand = random.Random()
+        # The backoff's jitter: from the OS, so that processes forked from
+        # one client do not all retry after the same delays.
+        self._rand = random.SystemRandom()
         if digest_first is None:
             digest_first = os.environ.get("CACHESVC_DIGEST_FIRST", "1").strip().lower() not in _FALSE
         self.digest_first = digest_first
@@ -182,7 +184,7 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._rand = random.Random()
+        self._rand = random.SystemRandom()
         self._pool = _new_pool(self.url, self._max_idle, self._client_cert, self._client_key)
 
     # ---- health -------------------------------------------------------------------

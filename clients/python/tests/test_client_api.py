@@ -252,3 +252,24 @@ def test_manifest_of_a_sweep_arm_run(server, run):
     assert c.get(key) == b"exe"
     m = c.manifest(run)
     assert m["run"] == run and [e["key"] for e in m["keys"]] == [key]
+
+
+def _draw_jitter(c: cachesvc.Client, q) -> None:
+    q.put(tuple(c._rand.uniform(0, 1) for _ in range(4)))
+
+
+def test_forked_workers_draw_their_own_backoff_jitter(server):
+    """Processes forked from one client (a data loader's workers) must not
+    retry in lockstep after a server restart: each draws its own jitter."""
+    import multiprocessing
+
+    c = cachesvc.Client(server.url)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_draw_jitter, args=(c, q)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    draws = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join()
+    assert len(set(draws)) == len(draws), draws
