@@ -208,6 +208,7 @@ def _error_from_body(status: int, body: bytes) -> Error:
             message = text
     return Error(status, code, message)
 
+
 def _segment(p: str) -> str:
     """One path segment, percent-encoded except for what a segment may hold
     as is (RFC 3986 pchar): run ids such as ``sweep:arm@2+x`` reach the
@@ -222,6 +223,7 @@ def _float_header(v: str | None) -> float | None:
         return float(v)
     except ValueError:
         return None
+
 
 def _text_header(v: str | None) -> str:
     """A text header's value as the server sent it, UTF-8 (``http.client``
