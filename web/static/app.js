@@ -88,8 +88,12 @@
         if (e.status === 401 || e.status === 403) {
           $("auth-form").hidden = false;
           $("error-banner").hidden = true;
+          // The namespace menu lists namespaces only once a read of every
+          // namespace has worked: before that, the address is the way in.
+          var choose = $("ns-select").options.length > 1 ? "choose it above, or open " : "open ";
           $("auth-text").textContent = e.message + (state.ns ? "" :
-            " Reading every namespace needs an admin token; a read token works for its own namespace (choose it above, or add ?ns=NAME).");
+            " Reading every namespace needs an admin token; a read token works for its own namespace: " + choose +
+            location.origin + location.pathname + "?ns=NAME.");
           setLive(false, "token needed");
           return;
         }
@@ -137,6 +141,7 @@
     var t = d.totals || {}, st = d.store || {};
     var empty = !t.lookups && !t.writes && !st.entries;
     $("empty-state").hidden = !empty;
+    $("empty-token").hidden = !state.token;
     document.body.classList.toggle("is-empty", empty);
 
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";

@@ -65,6 +65,14 @@
     return out.length <= 48 ? out : [];
   }
 
+  // savedUnit is the unit a total of seconds saved is charted in: seconds
+  // under two minutes, minutes under two hours, hours from there.
+  function savedUnit(total) {
+    if (total < 120) return { name: "seconds", abbr: "s", seconds: 1 };
+    if (total < 7200) return { name: "minutes", abbr: "min", seconds: 60 };
+    return { name: "hours", abbr: "h", seconds: 3600 };
+  }
+
   function has(a) { return a.map(function (v) { return v > 0; }); }
 
   // render draws the series s; store is the store card's numbers (the
@@ -76,9 +84,13 @@
     draw("chart-lookups", ["hits", "misses"], [t, tot.hits, tot.misses], function (v) { return num(Math.round(v)); },
       { colors: ["#3fcf8e", "#ff6b6b"], bars: [true, true], ints: true });
 
+    // Cumulative time saved, in the unit its total reads best in: a first
+    // run saves seconds, which 0.00 h on every tick would hide.
     var cum = [], acc = 0;
-    tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc / 3600); });
-    draw("chart-saved", ["hours saved"], [t, cum], function (v) { return v.toFixed(v >= 10 ? 0 : 2) + " h"; },
+    tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc); });
+    var unit = savedUnit(acc);
+    draw("chart-saved", [unit.name + " saved"], [t, cum.map(function (v) { return v / unit.seconds; })],
+      function (v) { return (v >= 10 || v === Math.round(v) ? v.toFixed(0) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
       { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)] });
 
     draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });

@@ -24,7 +24,7 @@ class _Batch(_Transport):
         without transferring any value. Long lists are split into requests
         of :attr:`MAX_BATCH_KEYS`."""
         present: set[str] = set()
-        for chunk in _chunks(list(dict.fromkeys(keys)), self.MAX_BATCH_KEYS):
+        for chunk in _chunks(_key_list(keys, "exists"), self.MAX_BATCH_KEYS):
             r = self._json("POST", self._ns_path("exists"), {"keys": chunk}, timeout=timeout)
             doc = _json_body(r)
             present.update(str(k) for k in doc.get("present") or [])
@@ -46,7 +46,7 @@ class _Batch(_Transport):
         stream is never held whole.
         """
         missing: list[str] = []
-        for chunk in _chunks(list(dict.fromkeys(keys)), self.MAX_BATCH_KEYS):
+        for chunk in _chunks(_key_list(keys, "batch"), self.MAX_BATCH_KEYS):
             missing += self._batch_one(chunk, handle, timeout)
         return missing
 
@@ -96,7 +96,7 @@ class _Batch(_Transport):
         def keep(m: BatchMember, f: IO[bytes]) -> None:
             out[m.key] = f.read()
 
-        self.batch(keys, keep, timeout=timeout)
+        self.batch(_key_list(keys, "batch_get"), keep, timeout=timeout)
         return out
 
     def manifest(self, run: str, *, timeout: float | None = None,
@@ -160,6 +160,15 @@ class _HashingReader:
 
     def hexdigest(self) -> str:
         return self._h.hexdigest()
+
+
+def _key_list(keys: Iterable[str], method: str) -> list[str]:
+    """The distinct keys of ``keys``, in order; TypeError for one key given
+    alone (a str is an iterable of characters, each a bad key)."""
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"{method}() takes an iterable of keys, not a single {type(keys).__name__}: "
+                        f"pass a list, e.g. {method}([key])")
+    return list(dict.fromkeys(keys))
 
 
 def _chunks(xs: list[str], n: int) -> Iterator[list[str]]:

@@ -7,7 +7,7 @@ import io
 import tempfile
 from typing import IO, BinaryIO, Union
 
-from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _Transport
+from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _text_header, _Transport
 from ._types import EntryInfo, Error, PutResult
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
@@ -126,7 +126,8 @@ class _Entries(_Transport):
         self._check_signature(key, got, r.header("X-Cachesvc-Signature"))
         return EntryInfo(key=key, size=n, sha256=got,
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
-                         etag=r.header("ETag")), None
+                         etag=r.header("ETag"), name=_text_header(r.header("X-Cachesvc-Name")),
+                         backend=r.header("X-Cachesvc-Backend") or ""), None
 
     def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
         """Returns the entry's metadata without its body, or None on a miss."""
@@ -141,7 +142,7 @@ class _Entries(_Transport):
             sha256=(r.header("X-Content-SHA256") or "").lower(),
             compile_seconds=_float_header(r.header("X-Compile-Seconds")),
             etag=r.header("ETag"),
-            name=r.header("X-Cachesvc-Name") or "",
+            name=_text_header(r.header("X-Cachesvc-Name")),
             backend=r.header("X-Cachesvc-Backend") or "",
         )
 
@@ -178,7 +179,9 @@ class _Entries(_Transport):
             backend: sent as ``X-Cachesvc-Backend`` (e.g. ``"xla"``).
             name: a display name sent as ``X-Cachesvc-Name``.
             sha256: the hex digest if already known (skips hashing).
-            size: the byte count if already known.
+            size: the byte count if already known (a file's, from its position
+                to its end; a seekable file whose length differs raises
+                ``ValueError``).
         """
         spool: IO[bytes] | None = None
         try:
@@ -199,6 +202,10 @@ class _Entries(_Transport):
                         digest, length = _hash_stream(f)
                     else:
                         digest, length = sha256, size
+                        have = f.seek(0, io.SEEK_END) - start
+                        if have != size:
+                            raise ValueError(f"put(): size={size} but the file holds {have} bytes from its current "
+                                             "position: pass its true size, or leave size and sha256 out")
                     f.seek(start)
                     body_file = f
                 elif sha256 is not None and size is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import re
 from typing import Any, Mapping
@@ -40,6 +41,9 @@ class _Lookups(_Transport):
 
         The digest is the SHA-256 of the exact JSON bytes the full request
         would send (compact, sorted keys, UTF-8), before compression."""
+        if not isinstance(signature, Mapping):
+            raise TypeError(f"a signature is a dict (a JSON object with a \"backend\" field, e.g. "
+                            f"{{\"backend\": \"xla\", ...}}), not {type(signature).__name__}")
         body = json.dumps(dict(signature), separators=(",", ":"), sort_keys=True).encode("utf-8")
         hdrs: dict[str, str | bytes | None] = {"Content-Type": "application/json", "Accept": "application/json",
                                                _DIGEST_HEADER: hashlib.sha256(body).hexdigest()}
@@ -117,14 +121,14 @@ class _Lookups(_Transport):
                                 explanation=doc.get("explanation"))
         key = (r.header("X-Cachesvc-Key") or "").lower()
         want = (r.header("X-Content-SHA256") or "").lower()
-        buf = bytearray()
+        buf = io.BytesIO()  # its getvalue() hands over the bytes without a copy
         h = hashlib.sha256()
         for chunk in r.read_chunks():
             h.update(chunk)
-            buf += chunk
+            buf.write(chunk)
         if want and h.hexdigest() != want:
             raise Error(200, "digest_mismatch",
                         f"lookup {key}: received bytes hash to {h.hexdigest()}, server announced {want}")
         self._check_signature(key, h.hexdigest(), r.header("X-Cachesvc-Signature"))
-        return LookupResult(key=key, value=bytes(buf),
+        return LookupResult(key=key, value=buf.getvalue(),
                             compile_seconds=_float_header(r.header("X-Compile-Seconds")))

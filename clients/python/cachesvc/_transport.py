@@ -25,14 +25,17 @@ from ._types import Error
 
 _CHUNK = 256 * 1024
 _USER_AGENT = "cachesvc-python/0.1"
+# What a timeout's message says to do.
+_MORE_TIME = "; pass a larger timeout= (to the call, or Client(timeout=...)) for large entries or slow links"
 
 
 class _Deadline:
     """A point in monotonic time after which a call gives up."""
 
-    __slots__ = ("end",)
+    __slots__ = ("budget", "end")
 
     def __init__(self, budget: float | None) -> None:
+        self.budget = budget
         self.end = None if budget is None else time.monotonic() + budget
 
     def remaining(self) -> float | None:
@@ -108,18 +111,30 @@ class _Response:
         self.status = resp.status
         self._deadline = deadline
         self._done = False
+        self._body: bytes | None = None  # a body already read (a 404's), served by read_chunks
 
     def header(self, name: str) -> str | None:
         return self.resp.getheader(name)
 
     def read_chunks(self):
         """Yields the body in chunks, enforcing the call's time budget."""
+        if self._body is not None:
+            body, self._body = self._body, b""
+            if body:
+                yield body
+            return
         try:
             while True:
                 if self._deadline.expired():
-                    raise Error(0, "timeout", "the time budget ran out while reading the response")
+                    raise self._out_of_time()
                 chunk = self.resp.read(_CHUNK)
                 if not chunk:
+                    # http.client ends a body the peer cut short like a
+                    # complete one; its count of what is left tells them apart.
+                    if self.resp.length:
+                        raise Error(0, "connection_failed",
+                                    f"the connection closed {self.resp.length} bytes before the end of the "
+                                    "response body (the server stopped or the network failed); retry the call")
                     break
                 yield chunk
         except Error:
@@ -127,8 +142,14 @@ class _Response:
             raise
         except (OSError, http.client.HTTPException) as exc:
             self.abort()
+            if isinstance(exc, (socket.timeout, TimeoutError)) and self._deadline.expired():
+                raise self._out_of_time() from exc  # the socket's timeout is what was left of the budget
             raise _transport_error(exc) from exc
         self.finish()
+
+    def _out_of_time(self) -> Error:
+        return Error(0, "timeout", f"the call's time budget of {self._deadline.budget}s ran out while "
+                     f"reading the response{_MORE_TIME}")
 
     def read_all(self, limit: int = 64 << 20) -> bytes:
         """Reads a (small) body completely."""
@@ -187,6 +208,14 @@ def _error_from_body(status: int, body: bytes) -> Error:
             message = text
     return Error(status, code, message)
 
+
+def _segment(p: str) -> str:
+    """One path segment, percent-encoded except for what a segment may hold
+    as is (RFC 3986 pchar): run ids such as ``sweep:arm@2+x`` reach the
+    server as written (it does not decode ``%3A`` in a run id)."""
+    return urllib.parse.quote(p, safe=":@+")
+
+
 def _float_header(v: str | None) -> float | None:
     if v is None or v == "":
         return None
@@ -194,6 +223,18 @@ def _float_header(v: str | None) -> float | None:
         return float(v)
     except ValueError:
         return None
+
+
+def _text_header(v: str | None) -> str:
+    """A text header's value as the server sent it, UTF-8 (``http.client``
+    decodes header bytes as Latin-1); "" when absent."""
+    if not v:
+        return ""
+    try:
+        return v.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return v
+
 
 def _json_body(r: _Response) -> dict[str, Any]:
     data = r.read_all(limit=64 << 20)
@@ -242,18 +283,14 @@ class _Transport:
     # ---- paths ----------------------------------------------------------------
 
     def _ns_path(self, *parts: str) -> str:
-        segs = [urllib.parse.quote(self.namespace, safe="")]
-        segs += [urllib.parse.quote(p, safe="") for p in parts]
-        return f"{self._prefix}/v1/" + "/".join(segs)
+        return self._ns_path_in(self.namespace, *parts)
 
     def _entry_path(self, key: str) -> str:
         return self._ns_path("entries", key)
 
     def _ns_path_in(self, namespace: str | None, *parts: str) -> str:
-        if namespace is None or namespace == self.namespace:
-            return self._ns_path(*parts)
-        segs = [urllib.parse.quote(namespace, safe="")] + [urllib.parse.quote(p, safe="") for p in parts]
-        return f"{self._prefix}/v1/" + "/".join(segs)
+        segs = [namespace if namespace is not None else self.namespace, *parts]
+        return f"{self._prefix}/v1/" + "/".join(_segment(p) for p in segs)
     # ---- the request loop -----------------------------------------------------
 
     def _headers(self, extra: Mapping[str, str | bytes | None] | None) -> dict[str, str | bytes]:
@@ -317,7 +354,7 @@ class _Transport:
         while True:
             rem = deadline.remaining()
             if rem is not None and rem <= 0:
-                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted")
+                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted{_MORE_TIME}")
             sock_timeout = rem if rem is not None else None
             short = first_byte_timeout is not None and (sock_timeout is None or first_byte_timeout < sock_timeout)
             if short:
@@ -350,6 +387,8 @@ class _Transport:
                 rest = deadline.remaining()
                 conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
+            if r.status == 404 and 404 in allow and method != "HEAD":
+                return self._absent(r)
             if r.status in ok or r.status in allow:
                 return r
             # An error: read the (small) JSON body.
@@ -364,6 +403,19 @@ class _Transport:
                     attempt += 1
                     continue
             raise err
+
+    def _absent(self, r: _Response) -> _Response:
+        """A 404 the caller takes for "no such entry" (``allow``): returned
+        with its body read, unless it is not the server's answer about an
+        entry (an unknown route, or no cachesvc error at all): then the URL
+        is wrong, and every call would otherwise look like a miss."""
+        data = r.read_all(limit=1 << 20)
+        err = _error_from_body(404, data)
+        if err.code == "route_not_found" or err.code.startswith("http_"):
+            raise Error(404, err.code, f"{err.message} ({self.url} does not answer like a cachesvc server: "
+                        "give the server's root URL, e.g. http://host:8080, without /v1)")
+        r._body = data
+        return r
 
     def _json(self, method: str, path: str, doc: Any, *, ok: tuple[int, ...] = (200,),
               allow: tuple[int, ...] = (), timeout: float | None = None,

@@ -31,6 +31,12 @@ class Error(Exception):
         self.code = code
         self.message = message
 
+    def __reduce__(self) -> tuple[type["Error"], tuple[int, str, str]]:
+        # Pickled with its three fields (Exception's default would rebuild it
+        # from the formatted text alone and fail): an Error raised in a
+        # multiprocessing worker reaches the parent as itself.
+        return type(self), (self.status, self.code, self.message)
+
     @property
     def retryable(self) -> bool:
         """Whether the failure is transient (connection trouble, 503 or 429)."""

@@ -105,6 +105,9 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
 
     The client is safe for concurrent use by many threads. Close it with
     :meth:`close` (or use it as a context manager) to drop idle connections.
+    It pickles without its connections, so it can be passed to a worker
+    process (``multiprocessing``, ``ProcessPoolExecutor``), which opens its
+    own; a client inherited by ``fork`` never reuses the parent's.
     """
 
     def __init__(
@@ -143,10 +146,12 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.max_backoff = max_backoff
         self.run = run
         self._prefix = parsed.path.rstrip("/")
-        context = client_cert_context(client_cert, client_key)
-        self._pool = _Pool(parsed.scheme, parsed.hostname, parsed.port, max_idle, context)
+        self._client_cert, self._client_key, self._max_idle = client_cert, client_key, max_idle
+        self._pool = _new_pool(self.url, max_idle, client_cert, client_key)
         self._user_agent = user_agent
-        self._rand = random.Random()
+        # The backoff's jitter: from the OS, so that processes forked from
+        # one client do not all retry after the same delays.
+        self._rand = random.SystemRandom()
         if digest_first is None:
             digest_first = os.environ.get("CACHESVC_DIGEST_FIRST", "1").strip().lower() not in _FALSE
         self.digest_first = digest_first
@@ -170,6 +175,18 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
     def __repr__(self) -> str:
         return f"Client({self.url!r}, namespace={self.namespace!r})"
 
+    # A client is pickled without its connections (sockets, a lock): one
+    # passed to a spawned or forkserver worker process opens its own there.
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        del state["_pool"], state["_rand"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._rand = random.SystemRandom()
+        self._pool = _new_pool(self.url, self._max_idle, self._client_cert, self._client_key)
+
     # ---- health -------------------------------------------------------------------
 
     def healthy(self, *, timeout: float | None = 2.0) -> bool:
@@ -180,6 +197,14 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             return True
         except Error:
             return False
+
+
+def _new_pool(url: str, max_idle: int, client_cert: str | os.PathLike[str] | None,
+              client_key: str | os.PathLike[str] | None) -> _Pool:
+    """An empty connection pool to the server at ``url``."""
+    parsed = urllib.parse.urlsplit(url)
+    context = client_cert_context(client_cert, client_key)
+    return _Pool(parsed.scheme, parsed.hostname or "", parsed.port, max_idle, context)
 
 
 def client_cert_context(cert: str | os.PathLike[str] | None,
