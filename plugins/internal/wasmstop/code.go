@@ -22,9 +22,20 @@ func loopCheck(stop, tick uint32) []byte {
 	return append(b, 0x0b)                            //   end
 }
 
-// instrumentCode rewrites the code section's contents, inserting check at the entry and after
-// each loop; it returns them and the number of bodies.
-func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, error) {
+// growCheck returns the code Instrument inserts before each memory.grow of
+// the module's own code: a set stop flag traps there at once. A grow can
+// take long (the host copies the memory into a larger buffer), so code that
+// grows memory in a loop ran YieldEvery grows, seconds and many times its
+// memory limit in discarded buffers, past its deadline before a check.
+func growCheck(stop uint32) []byte {
+	b := appendU32([]byte{0x23}, stop)       // global.get $stop
+	return append(b, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
+}
+
+// instrumentCode rewrites the code section's contents, inserting check at
+// the entry and after each loop, and grow before each memory.grow; it
+// returns them and the number of bodies.
+func instrumentCode(s *section, check, grow []byte, globals uint32) ([]byte, uint32, error) {
 	r := reader{b: s.content, base: s.start}
 	n, err := r.u32()
 	if err != nil {
@@ -68,7 +79,7 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		// Jumps forward in Go's dispatch loops go straight to their
 		// block (dispatch.go); then the loops, in the rewritten code.
 		code := retargetDispatch(br.b, insns)
-		loops, err := loopsOf(code, start, globals)
+		points, err := checkpointsOf(code, start, globals)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -82,10 +93,14 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 		if !opensWithLoop(code[prev:]) {
 			body = append(body, check...)
 		}
-		for _, l := range loops {
-			body = append(body, code[prev:l]...)
-			body = append(body, check...)
-			prev = l
+		for _, p := range points {
+			body = append(body, code[prev:p.at]...)
+			if p.grow {
+				body = append(body, grow...)
+			} else {
+				body = append(body, check...)
+			}
+			prev = p.at
 		}
 		body = append(body, code[prev:]...)
 		out = appendU32(out, uint32(len(body)))
@@ -97,17 +112,28 @@ func instrumentCode(s *section, check []byte, globals uint32) ([]byte, uint32, e
 	return out, n, nil
 }
 
-// loopsOf returns the offset right after each loop's block type in code,
-// a function body whose expression starts at start.
-func loopsOf(code []byte, start int, globals uint32) ([]int, error) {
-	var loops []int
+// checkpoint is where instrumentCode inserts a check: at is an offset in
+// the function body's code; grow tells a memory.grow's check from a loop's.
+type checkpoint struct {
+	at   int
+	grow bool
+}
+
+// checkpointsOf returns, in order, the offset right after each loop's block
+// type and the offset of each memory.grow in code, a function body whose
+// expression starts at start.
+func checkpointsOf(code []byte, start int, globals uint32) ([]checkpoint, error) {
+	var points []checkpoint
 	r := reader{b: code, off: start}
 	err := scanExpr(&r, globals, func(op byte, at, end int) {
-		if op == 0x03 {
-			loops = append(loops, end)
+		switch op {
+		case 0x03: // loop
+			points = append(points, checkpoint{at: end})
+		case 0x40: // memory.grow
+			points = append(points, checkpoint{at: at, grow: true})
 		}
 	})
-	return loops, err
+	return points, err
 }
 
 // opensWithLoop reports whether expr (a validated function body's code)

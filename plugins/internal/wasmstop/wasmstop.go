@@ -29,6 +29,15 @@
 // so a host that sets the flag to a non-zero value makes the running code
 // trap within YieldEvery checks. Loops alone are not enough: a function
 // that calls itself twice per level runs for exponential time without one.
+// Before every memory.grow of the module's own code it inserts
+//
+//	global.get $stop
+//	if
+//	  unreachable
+//	end
+//
+// because one grow can take long (the host copies the memory): code that
+// grows memory in a loop would otherwise run YieldEvery grows past its stop.
 //
 // The "memory.grow 0" (which changes nothing) is there because setting the
 // flag takes a Go goroutine, and Go cannot preempt a goroutine running
@@ -211,7 +220,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 
 	var newCode []byte
 	if code != nil {
-		if newCode, bodies, err = instrumentCode(code, loopCheck(stop, tick), uint32(total)); err != nil {
+		if newCode, bodies, err = instrumentCode(code, loopCheck(stop, tick), growCheck(stop), uint32(total)); err != nil {
 			return nil, err
 		}
 	}

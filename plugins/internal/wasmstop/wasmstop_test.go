@@ -217,6 +217,32 @@ func stopsOnFlag(t *testing.T, m api.Module, fn string) {
 	wantTrap(t, fn, done)
 }
 
+// TestStopsBeforeMemoryGrow: a set flag traps at the next memory.grow, not
+// YieldEvery checks later. One grow can take long (the host copies the
+// memory into a larger buffer): a plugin growing memory in a loop ran
+// thousands of grows, seconds and gigabytes, past its deadline.
+func TestStopsBeforeMemoryGrow(t *testing.T) {
+	ctx := context.Background()
+	grow := []byte{0x41, 0x01, 0x40, 0x00, 0x0b} // i32.const 1; memory.grow (the old size in pages)
+	m := instrumented(t, mod(cat(
+		sec(secType, vec(fn(0, 1))),
+		sec(secFunction, vec(u32(0))),
+		memory1,
+		sec(secExport, vec(export("grow", 0, 0))),
+		sec(secCode, vec(body(0, grow...))),
+	)))
+	if r, err := m.ExportedFunction("grow").Call(ctx); err != nil || r[0] != 1 {
+		t.Fatalf("grow() = %v, %v; want 1 (the old size)", r, err)
+	}
+	m.ExportedGlobal(ExportName).(api.MutableGlobal).Set(1)
+	if _, err := m.ExportedFunction("grow").Call(ctx); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("grow() with the flag set: %v; want an unreachable trap before the grow", err)
+	}
+	if pages := m.Memory().Size() / 65536; pages != 2 {
+		t.Fatalf("memory is %d pages; want 2 (the stopped call grew nothing)", pages)
+	}
+}
+
 // TestStopsBranchingRecursion: code without a single loop can still run
 // for ever (fork(n) calls fork(n-1) twice: 2^n calls); the check at every
 // function entry stops it.
