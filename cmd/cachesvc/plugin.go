@@ -23,7 +23,7 @@ type pluginOptions struct {
 	CacheDir     string
 	Timeout      time.Duration
 	Memory       int64
-	Pool         int
+	Pool         uint
 	MaxSignature int64
 	// observe, when set, receives every plugin call (serve: metrics).
 	observe func(plugin string, d time.Duration, err error)
@@ -63,7 +63,7 @@ func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 // addPluginCallFlags defines the flags of keying calls: concurrency and the
 // largest signature.
 func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
-	fs.IntVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4))")
+	fs.UintVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most 1024)")
 	addMaxSignatureFlag(fs, o)
 }
 
@@ -90,7 +90,7 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		MaxMemoryBytes: o.Memory,
 		CallTimeout:    o.Timeout,
 		MaxInputBytes:  o.MaxSignature,
-		PoolSize:       o.Pool,
+		PoolSize:       int(min(o.Pool, 1024)),
 		Logger:         logger,
 		Observe:        o.observe,
 	})

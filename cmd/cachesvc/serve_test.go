@@ -210,6 +210,8 @@ func TestServeBadFlags(t *testing.T) {
 		// plugins.Config and api.Limits read 0 or less as their default, so
 		// these would quietly run with 10s and 30s.
 		{append(started, "--plugin-timeout", "0"), `invalid value "0" for --plugin-timeout: want a positive duration`},
+		// plugins.Config reads a pool of 0 or less as its default: -3 quietly meant min(CPUs, 4).
+		{append(started, "--plugin-pool", "-3"), `invalid value "-3" for --plugin-pool: not understood: use a non-negative integer`},
 		// Every connection holds a buffer this large: 64GiB was "fatal
 		// error: runtime: out of memory" on the first request, and 0 quietly
 		// meant 16KiB.
