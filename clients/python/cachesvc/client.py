@@ -133,6 +133,12 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"cachesvc: url must be http(s)://host[:port], got {url!r}")
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"cachesvc: namespace must be a non-empty string, got {namespace!r}")
+        for name, v in (("timeout", timeout), ("first_byte_timeout", first_byte_timeout)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+                raise ValueError(f"cachesvc: {name} must be a positive number of seconds or None (no limit), "
+                                 f"got {v!r}")
         self.url = url.rstrip("/")
         self.namespace = namespace
         if not token and token_file:

@@ -273,3 +273,17 @@ def test_forked_workers_draw_their_own_backoff_jitter(server):
     for p in procs:
         p.join()
     assert len(set(draws)) == len(draws), draws
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"timeout": -1}, "timeout"),  # before: accepted, then every call failed "budget of -1s exhausted"
+    ({"timeout": 0}, "timeout"),
+    ({"timeout": "30"}, "timeout"),
+    ({"first_byte_timeout": 0}, "first_byte_timeout"),
+    ({"namespace": None}, "namespace"),  # before: TypeError from quote() on the first call
+    ({"namespace": ""}, "namespace"),
+])
+def test_bad_client_settings_are_refused_at_construction(kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        cachesvc.Client("http://127.0.0.1:1", **kwargs)
+    cachesvc.Client("http://127.0.0.1:1", timeout=None)  # None: no limit
