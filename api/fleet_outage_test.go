@@ -90,7 +90,8 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 // used to be 500 internal_error on every upload and cold read (even a
 // plain miss) with /readyz "ready"; it is an outage the operator must fix,
 // answered like one: 503 shared_tier_unavailable saying to check the
-// credentials, /readyz degraded, hot entries still served.
+// credentials, /readyz degraded, hot entries still served, leases failing
+// open (they were 500 too).
 func TestSharedTierRefusingCredentials(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
@@ -144,6 +145,7 @@ func TestSharedTierRefusingCredentials(t *testing.T) {
 		{"the message names the credentials", "PUT", "/v1/default/entries/" + coldKey, "new bytes", 503, `check the credentials`},
 		{"a cold GET is 503", "GET", "/v1/default/entries/" + coldKey, "", 503, `"shared_tier_unavailable"`},
 		{"a hot GET is served", "GET", "/v1/default/entries/" + hotKey, "", 200, "hot bytes"},
+		{"a lease fails open", "POST", "/v1/default/leases/" + coldKey, `{"holder":"h1:1","ttl_s":60}`, 201, `"holder":"h1:1"`},
 		{"readyz stays 200, degraded", "GET", "/readyz", "", 200, `"status":"degraded"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
