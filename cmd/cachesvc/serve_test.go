@@ -221,6 +221,9 @@ func TestServeBadFlags(t *testing.T) {
 			"--upload-queue-entries -5: want at least 1 (default 10000)"},
 		{append(started, "--upload-queue-entries", "0"), "--upload-queue-entries 0: want at least 1"},
 		{append(started, "--upload-queue-size", "0"), "--upload-queue-size 0: want at least 1 byte"},
+		// The client refused it before sending; serve ran degraded for good.
+		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "b"), `--s3-bucket "b" is not a bucket name: bucket name cannot be shorter than 3 characters`},
+		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "s3://cache"), `--s3-bucket "s3://cache" is not a bucket name`},
 		// It served with every upload stored directly, nothing queued.
 		{append(started, "--write-mode", "behind"), "--write-mode behind needs a shared tier: give --s3-endpoint"},
 		// It named no flag: "the buffer limit (1073741824 bytes) is smaller than ...".
