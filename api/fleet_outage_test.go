@@ -84,3 +84,74 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedTierRefusingCredentials rotates the S3 server's secret under a
+// running replica: the bucket answers, but refuses every request. That
+// used to be 500 internal_error on every upload and cold read (even a
+// plain miss) with /readyz "ready"; it is an outage the operator must fix,
+// answered like one: 503 shared_tier_unavailable saying to check the
+// credentials, /readyz degraded, hot entries still served, leases failing
+// open (they were 500 too).
+func TestSharedTierRefusingCredentials(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	hot, err := store.Open(store.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: bucket, Insecure: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"),
+		QueueDir: filepath.Join(dir, "queue"), ProbeInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	sharedState := func() wire.SharedTierState {
+		st := ts.SharedState()
+		return wire.SharedTierState{Configured: true, Reachable: st.Reachable, LastError: st.LastError}
+	}
+	a, err := api.New(api.Config{Store: ts, SharedTier: sharedState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		resp, err := a.App().Test(httptest.NewRequest(method, path, strings.NewReader(body)), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	const hotKey = "6b86b273ff34fce19d6b804eff5a3f5747ada4ea22f1d49c01e52ddb7875b4b8"
+	const coldKey = "d4735e3a265e16eee03f59718b9b5d03019c07d8b6c51f90da3a666eec13ab35"
+	if code, body := do("PUT", "/v1/default/entries/"+hotKey, "hot bytes"); code != 201 {
+		t.Fatalf("PUT before the rotation = %d %s", code, body)
+	}
+
+	srv.RotateSecret(t, "rotated-secret")
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     int
+		wantBody                 string
+	}{
+		{"an upload is 503 and says what to check", "PUT", "/v1/default/entries/" + coldKey, "new bytes", 503, `"shared_tier_unavailable"`},
+		{"the message names the credentials", "PUT", "/v1/default/entries/" + coldKey, "new bytes", 503, `check the credentials`},
+		{"a cold GET is 503", "GET", "/v1/default/entries/" + coldKey, "", 503, `"shared_tier_unavailable"`},
+		{"a hot GET is served", "GET", "/v1/default/entries/" + hotKey, "", 200, "hot bytes"},
+		{"a lease fails open", "POST", "/v1/default/leases/" + coldKey, `{"holder":"h1:1","ttl_s":60}`, 201, `"holder":"h1:1"`},
+		{"readyz stays 200, degraded", "GET", "/readyz", "", 200, `"status":"degraded"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code, body := do(tc.method, tc.path, tc.body); code != tc.want || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("%s %s with refused credentials = %d %s, want %d with %s", tc.method, tc.path, code, body, tc.want, tc.wantBody)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
@@ -76,6 +77,12 @@ func (o *s3Options) validate() error {
 		return usagef("--s3-endpoint needs --s3-bucket")
 	case strings.Contains(o.Endpoint, "/"):
 		return usagef("--s3-endpoint %q: want host[:port], without a path", o.Endpoint)
+	}
+	// The S3 client refuses such a name before sending anything, and that
+	// refusal looked like an unreachable server: serve ran degraded for
+	// good. It is a typo to fix now.
+	if err := s3utils.CheckValidBucketName(o.Bucket); o.enabled() && err != nil {
+		return usagef("--s3-bucket %q is not a bucket name: %s", o.Bucket, strings.ToLower(err.Error()))
 	}
 	return nil
 }

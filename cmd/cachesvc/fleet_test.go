@@ -415,6 +415,28 @@ func TestFleetRunManifestsAndStats(t *testing.T) {
 	if st.SharedTier == nil || !st.SharedTier.Configured || !st.SharedTier.Reachable {
 		t.Errorf("shared tier state: %+v", st.SharedTier)
 	}
+
+	// `cachesvc stats` printed one replica's numbers as if they were the
+	// service's, with no way to see the fleet's: it says which it shows,
+	// and --scope fleet prints the fleet's totals and every replica.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"stats", "--url", c.url}, []string{"Replica     one replica of a fleet (shared tier reachable)", "--scope fleet shows the fleet's"}},
+		{[]string{"stats", "--url", c.url, "--scope", "fleet"}, []string{"· all namespaces · fleet of 3 replicas", "Replicas    3 of 3 healthy",
+			"stored in 2 writes", "REPLICA", st.Fleet.Replicas[0].ID + " ", st.Fleet.Replicas[2].ID + " "}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), tc.args, nil, &stdout, &stderr); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("%q: output lacks %q:\n%s", tc.args, w, stdout.String())
+			}
+		}
+	}
 }
 
 // TestFleetWriteBehind runs a replica in write mode behind: with the S3

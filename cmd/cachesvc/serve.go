@@ -20,6 +20,7 @@ import (
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/store/tiered"
 )
 
 // minExpiryInterval is the shortest positive --expiry-interval: below it,
@@ -114,8 +115,8 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	o.Replica.register(fs)  // fleet.go
 	o.Redis.register(fs)    // redis.go
 	fs.StringVar(&o.WriteMode, "write-mode", "through", "with a shared tier: `mode` of uploads: through (2xx once the entry is durable in S3) or behind (2xx once in the hot tier; a persistent queue uploads it)")
-	fs.IntVar(&o.QueueEntries, "upload-queue-entries", 10000, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
-	sizeVar(fs, &o.QueueBytes, "upload-queue-size", 8<<30, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
+	fs.IntVar(&o.QueueEntries, "upload-queue-entries", tiered.DefaultMaxQueueEntries, "write mode behind: most `entries` waiting for upload; past it uploads get 503 with Retry-After")
+	sizeVar(fs, &o.QueueBytes, "upload-queue-size", tiered.DefaultMaxQueueBytes, "write mode behind: most bytes waiting for upload, e.g. 8GiB; past it uploads get 503 with Retry-After")
 	fs.IntVar(&o.QuarantineAfter, "quarantine-after", api.DefaultQuarantineAfter, "quarantine an entry once this many distinct `clients` report that it fails to load (1 to 64; a report from an admin token quarantines at once)")
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return o, err
@@ -159,6 +160,19 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	}
 	if o.WriteMode != "through" && o.WriteMode != "behind" {
 		return o, usagef("--write-mode %q: use through or behind", o.WriteMode)
+	}
+	if o.WriteMode == "behind" && !o.S3.enabled() {
+		// Without a shared tier there is nothing to write behind to:
+		// every upload would be stored directly, and the queue never used.
+		return o, usagef("--write-mode behind needs a shared tier: give --s3-endpoint and --s3-bucket, or drop --write-mode")
+	}
+	// tiered.Config reads 0 as its default, and a negative bound refused
+	// every upload with 503 upload_queue_full ("0 entries queued").
+	if o.QueueEntries < 1 {
+		return o, usagef("--upload-queue-entries %d: want at least 1 (default %d)", o.QueueEntries, tiered.DefaultMaxQueueEntries)
+	}
+	if o.QueueBytes < 1 {
+		return o, usagef("--upload-queue-size %d: want at least 1 byte, e.g. 8GiB (the default)", o.QueueBytes)
 	}
 	if err := o.Redis.validate(o.MaxEntrySize); err != nil { // redis.go
 		return o, err

@@ -224,6 +224,17 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--write-timeout", "-1s"), `invalid value "-1s" for --write-timeout: want a positive duration`},
 		// Refused whether or not --redis-addr is given, as it is parsed.
 		{append(started, "--redis-idle-timeout", "-1s"), `invalid value "-1s" for --redis-idle-timeout: want 0 (never close an idle connection) or more`},
+		// A negative bound answered every upload 503 upload_queue_full
+		// ("0 entries queued"); 0 quietly meant the default.
+		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "cache", "--write-mode", "behind", "--upload-queue-entries", "-5"),
+			"--upload-queue-entries -5: want at least 1 (default 10000)"},
+		{append(started, "--upload-queue-entries", "0"), "--upload-queue-entries 0: want at least 1"},
+		{append(started, "--upload-queue-size", "0"), "--upload-queue-size 0: want at least 1 byte"},
+		// The client refused it before sending; serve ran degraded for good.
+		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "b"), `--s3-bucket "b" is not a bucket name: bucket name cannot be shorter than 3 characters`},
+		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "s3://cache"), `--s3-bucket "s3://cache" is not a bucket name`},
+		// It served with every upload stored directly, nothing queued.
+		{append(started, "--write-mode", "behind"), "--write-mode behind needs a shared tier: give --s3-endpoint"},
 		// It named no flag: "the buffer limit (1073741824 bytes) is smaller than ...".
 		{append(started, "--redis-addr", "127.0.0.1:0", "--redis-max-value", "2GiB", "--max-entry-size", "4GiB"),
 			"--redis-max-buffered 1.0 GiB cannot hold one SET of the largest value (--redis-max-value 2.0 GiB"},

@@ -21,8 +21,17 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("stats", "Print a server's hit rate, compile time saved, runs and misses as tables.", sio)
 	cf.register(fs, "", "only this `namespace` (default: all namespaces)") // clientflags.go
 	durationVar(fs, &timeout, "timeout", 30*time.Second, 0, noLimitOrMore, "give up after this long (0 = no limit; negative is refused)")
+	scope := fs.String("scope", "replica", "`scope` of the numbers: replica (the server's own) or fleet (every replica's health and the fleet's totals, read by the server from the shared tier)")
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
+	}
+	switch {
+	case *scope != "replica" && *scope != "fleet":
+		return usagef("--scope %q: use replica or fleet", *scope)
+	case *scope == "fleet" && cf.NS != "":
+		return usagef("--scope fleet covers all namespaces: drop --namespace (or CACHESVC_NAMESPACE)")
+	case *scope == "replica":
+		*scope = "" // the server's default: older servers know no scope
 	}
 	token, err := cf.token.resolve()
 	if err != nil {
@@ -34,7 +43,7 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	r, err := report.Fetch(ctx, hc, cf.Server, cf.NS, token)
+	r, err := report.FetchScope(ctx, hc, cf.Server, cf.NS, token, *scope)
 	if err != nil {
 		return serverHint(err, cf.Server)
 	}

@@ -30,6 +30,10 @@ func TestStatsCommand(t *testing.T) {
 		{"bad namespace", []string{"stats", "--server", srv.URL, "--ns", "Bad NS"}, 1, nil, "bad_namespace"},
 		{"not a url", []string{"stats", "--server", "cache:8080"}, 1, nil, "not an http(s) URL"},
 		{"extra argument", []string{"stats", "--server", srv.URL, "extra"}, 2, nil, "unexpected arguments"},
+		{"scope replica", []string{"stats", "--url", srv.URL, "--scope", "replica"}, 0, []string{"Lookups     1,000"}, ""},
+		{"bad scope", []string{"stats", "--url", srv.URL, "--scope", "world"}, 2, nil, `--scope "world": use replica or fleet`},
+		{"fleet scope is all namespaces", []string{"stats", "--url", srv.URL, "--scope", "fleet", "--namespace", "team-a"}, 2, nil, "--scope fleet covers all namespaces"},
+		{"fleet scope of a lone server", []string{"stats", "--url", srv.URL, "--scope", "fleet"}, 1, nil, "not part of a fleet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

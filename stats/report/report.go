@@ -21,6 +21,13 @@ import (
 // http://cache:8080), for namespace ns or for all namespaces when ns is
 // empty. token, when set, is sent as a bearer token.
 func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wire.StatsResponse, error) {
+	return FetchScope(ctx, hc, server, ns, token, "")
+}
+
+// FetchScope is Fetch with the scope of GET /v1/stats: "" or "replica"
+// (the server's own numbers) or "fleet" (also every replica's health and
+// the fleet's merged totals; all namespaces only).
+func FetchScope(ctx context.Context, hc *http.Client, server, ns, token, scope string) (*wire.StatsResponse, error) {
 	base, err := url.Parse(strings.TrimRight(server, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("server %q is not an http(s) URL such as http://cache:8080", server)
@@ -28,6 +35,9 @@ func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wir
 	u := base.String() + "/v1/stats"
 	if ns != "" {
 		u = base.String() + "/v1/" + url.PathEscape(ns) + "/stats"
+	}
+	if scope != "" {
+		u += "?scope=" + url.QueryEscape(scope)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -78,6 +88,15 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	if o.Namespace != "" {
 		scope = "namespace " + o.Namespace
 	}
+	if r.Fleet != nil {
+		// The fleet's merged numbers replace the replica's; the store,
+		// leases and recent misses stay per replica (the table shows each
+		// hot tier).
+		fr := *r
+		fr.Snapshot, fr.RecentMisses = r.Fleet.Totals, nil
+		r = &fr
+		scope += fmt.Sprintf(" · fleet of %s", Plural(int64(len(r.Fleet.Replicas)), "replica", "replicas"))
+	}
 	t := r.Totals
 	p := &printer{w: w}
 	p.f("cachesvc stats · %s · %s\n", o.Server, scope)
@@ -101,6 +120,11 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		p.f("Store       %s\n", storeLine(r.Store))
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
+	if r.Fleet != nil {
+		renderFleet(p, w, r.Fleet, o.Now)
+	} else if sh := r.SharedTier; sh != nil && sh.Configured {
+		p.f("Replica     one replica of a fleet (shared tier %s): these are its numbers; --scope fleet shows the fleet's\n", sharedState(*sh))
+	}
 	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 {
 		p.f("\nThe cache is empty. Connect a trainer:\n")
 		p.f("  import cachesvc.jax; cachesvc.jax.install(%q)\n", o.Server)
@@ -173,6 +197,32 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		}
 	}
 	return p.err
+}
+
+// renderFleet writes the replicas' health and each one's hot tier and
+// numbers, as the dashboard's Fleet card does.
+func renderFleet(p *printer, w io.Writer, f *wire.FleetStats, now time.Time) {
+	p.f("Replicas    %s of %s healthy\n", Num(int64(f.Healthy)), Num(int64(len(f.Replicas))))
+	if len(f.Replicas) == 0 {
+		return
+	}
+	p.f("\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "REPLICA\tHEALTH\tHEARTBEAT\tHOT TIER\tSHARED TIER\tQUEUED\tLOOKUPS\tHIT RATE\n")
+	for _, rp := range f.Replicas {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s in %s\t%s\t%s\t%s\t%s\n", rp.ID, rp.Health, Ago(now, rp.Heartbeat), Bytes(rp.Hot.Bytes),
+			Plural(rp.Hot.Entries, "entry", "entries"), sharedState(rp.Shared), Num(rp.Shared.QueueDepth), Num(rp.Totals.Lookups),
+			Rate(rp.Totals.HitRate, rp.Totals.Lookups))
+	}
+	p.flush(tw)
+}
+
+// sharedState names a replica's view of the shared tier.
+func sharedState(s wire.SharedTierState) string {
+	if s.Reachable {
+		return "reachable"
+	}
+	return "unreachable"
 }
 
 // storeLine describes the whole store: size, entries, limit, evictions.

@@ -3,6 +3,7 @@ package report
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -69,5 +70,47 @@ func TestPlural(t *testing.T) {
 		if got := Plural(tc.n, "entry", "entries"); got != tc.want {
 			t.Errorf("Plural(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestRenderFleet: with the fleet's view the totals are the fleet's and
+// every replica is listed; a replica's own view says that it is one.
+func TestRenderFleet(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &wire.StatsResponse{SharedTier: &wire.SharedTierState{Configured: true, Reachable: true}}
+	r.Totals = wire.Totals{Lookups: 5, Hits: 5, HitRate: 1, Writes: 1}
+	var out strings.Builder
+	if err := Render(&out, r, Options{Server: "http://h:8080", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Replica     one replica of a fleet (shared tier reachable): these are its numbers") {
+		t.Errorf("a replica's view does not say so:\n%s", out.String())
+	}
+
+	r.Fleet = &wire.FleetStats{Healthy: 1, Replicas: []wire.ReplicaStatus{
+		{ID: "a", Health: wire.HealthOK, Heartbeat: now.Add(-3 * time.Second), Hot: wire.StoreUsage{Entries: 2, Bytes: 2048},
+			Shared: wire.SharedTierState{Configured: true, Reachable: true}, Totals: wire.Totals{Lookups: 5, Hits: 5, HitRate: 1}},
+		{ID: "b", Health: wire.HealthStale, Heartbeat: now.Add(-time.Minute), Shared: wire.SharedTierState{Configured: true, QueueDepth: 7},
+			Totals: wire.Totals{Lookups: 3, Misses: 3}},
+	}}
+	r.Fleet.Totals.Totals = wire.Totals{Lookups: 8, Hits: 5, Misses: 3, HitRate: 0.625, Writes: 4}
+	out.Reset()
+	if err := Render(&out, r, Options{Server: "http://h:8080", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"cachesvc stats · http://h:8080 · all namespaces · fleet of 2 replicas\n",
+		"Lookups     8  (hits 5, misses 3)\n",
+		"stored in 4 writes\n",
+		"Replicas    1 of 2 healthy\n",
+		"a        ok      just now   2.0 KiB in 2 entries  reachable    0       5        100.0%\n",
+		"b        stale   60 s ago   0 B in 0 entries      unreachable  7       3        0.0%\n",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "one replica of a fleet") {
+		t.Errorf("the fleet's view calls itself one replica's:\n%s", out.String())
 	}
 }

@@ -39,10 +39,8 @@ func CheckBucket(ctx context.Context, c *minio.Client, bucket string) error {
 	var unknownCA x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	switch resp := minio.ToErrorResponse(err); {
-	case resp.Code == "AccessDenied" || resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch" ||
-		resp.Code == "InvalidToken" || resp.Code == "ExpiredToken" || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%s (%s): check the credentials (--s3-credentials-file and --s3-profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
-			strings.TrimSuffix(resp.Message, "."), resp.Code)
+	case credentialsRefused(err):
+		return fmt.Errorf("%s (%s): %s", strings.TrimSuffix(resp.Message, "."), resp.Code, checkCredentials)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		// A plain-HTTP server answers an HTTPS client's handshake with
 		// an HTTP error; retrying will never help.
@@ -53,4 +51,19 @@ func CheckBucket(ctx context.Context, c *minio.Client, bucket string) error {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// checkCredentials says what to do about credentials the server refused.
+const checkCredentials = "check the credentials (--s3-credentials-file and --s3-profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+
+// credentialsRefused reports whether err is the server refusing the
+// credentials or their access to the bucket: retrying with the same ones
+// helps only once someone fixes them (or a role's token is renewed).
+func credentialsRefused(err error) bool {
+	resp := minio.ToErrorResponse(err)
+	switch resp.Code {
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+		return true
+	}
+	return resp.StatusCode == http.StatusForbidden
 }

@@ -297,7 +297,8 @@ func (s *Store) quarantineName(ns string, key store.Key) string {
 }
 
 // fault wraps an S3 error with the operation and object: a miss becomes
-// store.ErrNotFound, an unreachable server or a 5xx store.ErrUnavailable.
+// store.ErrNotFound; an unreachable server, a 5xx, refused credentials or a
+// missing bucket store.ErrUnavailable (the last two saying what to fix).
 func (s *Store) fault(op, object string, err error) error {
 	where := fmt.Sprintf("%s s3://%s/%s", op, s.cfg.Bucket, object)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -308,6 +309,13 @@ func (s *Store) fault(op, object string, err error) error {
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
 	case isUnavailable(err):
 		return fmt.Errorf("%s: %w: %w", where, store.ErrUnavailable, err)
+	case credentialsRefused(err):
+		// Keys rotated or revoked, a policy changed: the tier is as
+		// unusable as when it is down (503, /readyz degraded, hot entries
+		// still served, queued uploads retried), not an internal error.
+		return fmt.Errorf("%s: %w: the server refused the credentials: %s: %w", where, store.ErrUnavailable, checkCredentials, err)
+	case minio.ToErrorResponse(err).Code == "NoSuchBucket":
+		return fmt.Errorf("%s: %w: the bucket does not exist: create it (cachesvc creates no buckets) or check --s3-bucket: %w", where, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }

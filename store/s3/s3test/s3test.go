@@ -194,6 +194,18 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// RotateSecret stops the server and starts it again on the same port and
+// directory with another root secret, so that clients still holding
+// SecretKey are refused (SignatureDoesNotMatch), as after a key rotation.
+func (s *Server) RotateSecret(t testing.TB, secret string) {
+	t.Helper()
+	s.Stop()
+	s.env = append(s.env, "ROOT_SECRET_KEY="+secret) // the last one wins
+	if err := s.start(); err != nil {
+		t.Fatalf("restart versitygw with a new secret: %v", err)
+	}
+}
+
 // Client returns a minio client for the server, with transport rt (nil for
 // the default).
 func (s *Server) Client(t testing.TB, rt http.RoundTripper) *minio.Client {
