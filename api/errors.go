@@ -241,6 +241,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		e = &Error{Status: e.Status, Code: e.Code, Err: err,
 			Message: fmt.Sprintf("Method %.32q is not allowed on this path: use %s.", c.Method(), allow)}
 	}
+	if e.Code == "shared_tier_unavailable" && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
+		// As every other 503 does: clients back off while the shared tier
+		// is away (the heartbeat probes it every few seconds).
+		c.Set(fiber.HeaderRetryAfter, "5")
+	}
 	if e.Status >= 500 {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}

@@ -81,6 +81,9 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 			if resp.StatusCode != tc.want || !strings.Contains(string(b), tc.wantBody) {
 				t.Errorf("%s %s during the outage = %d %s, want %d with %s", tc.method, tc.path, resp.StatusCode, b, tc.want, tc.wantBody)
 			}
+			if ra := resp.Header.Get("Retry-After"); resp.StatusCode == 503 && ra == "" {
+				t.Errorf("%s %s: a 503 without Retry-After", tc.method, tc.path)
+			}
 		})
 	}
 }
