@@ -61,6 +61,12 @@ func runGc(ctx context.Context, args []string, sio stdio) error {
 	if grace > olderThan {
 		return usagef("--grace %s is longer than --older-than %s", grace, olderThan)
 	}
+	if least := 2 * registry.DefaultAccessInterval; olderThan < least {
+		// Replicas flush their access logs every DefaultAccessInterval: an
+		// entry served only in the last minutes would look unused and go.
+		return usagef("--older-than %s is too short: replicas record what they serve in access logs flushed every %s, so an entry served in the last minutes would be removed; use at least %s",
+			formatAge(olderThan), registry.DefaultAccessInterval, formatAge(least))
+	}
 	b, err := tier.dial(ctx)
 	if err != nil {
 		return err

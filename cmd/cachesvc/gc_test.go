@@ -101,6 +101,9 @@ func TestGcCommand(t *testing.T) {
 		{"grace over age", []string{"--s3-bucket", "BUCKET", "--grace", "48h", "--older-than", "24h"}, nil, 2, nil, "longer than --older-than", 4},
 		{"older than in days", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--older-than", "42d", "--json"}, nil, 0,
 			[]string{`"EntriesKept": 2`, `"EntriesRemoved": 0`}, "", 4},
+		// Access logs are flushed every 5m: a shorter age removed entries served minutes ago.
+		{"age under the access logs' flush", []string{"--s3-bucket", "BUCKET", "--older-than", "2m", "--grace", "1m"}, nil, 2, nil,
+			"--older-than 2m0s is too short: replicas record what they serve in access logs flushed every 5m0s", 4},
 		{"zero age", []string{"--s3-bucket", "BUCKET", "--older-than", "0s"}, nil, 2, nil, `age "0s" must be a positive duration such as 36h, 90m or 30d`, 4},
 		{"age not a duration", []string{"--s3-bucket", "BUCKET", "--older-than", "a month"}, nil, 2, nil, `invalid value "a month" for --older-than`, 4},
 		{"extra argument", []string{"--s3-bucket", "BUCKET", "now"}, nil, 2, nil, "unexpected arguments: now", 4},
