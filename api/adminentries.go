@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/manifest"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -60,6 +61,18 @@ type entryFilter struct {
 // older_than, idle_for (ages, wire.ParseAge), min_size and max_size (bytes).
 func parseFilter(c *fiber.Ctx, now time.Time) (entryFilter, error) {
 	f := entryFilter{writer: c.Query("writer"), run: c.Query("run"), backend: c.Query("backend"), maxSize: -1}
+	// A backend or run no entry can have (a typo such as XLA) would match
+	// nothing and look like an empty namespace.
+	if f.backend != "" {
+		if err := wire.CheckBackend(f.backend); err != nil {
+			return f, Errorf(http.StatusBadRequest, "bad_filter", "%s.", err)
+		}
+	}
+	if f.run != "" {
+		if err := manifest.ValidateRun(f.run); err != nil {
+			return f, Errorf(http.StatusBadRequest, "bad_filter", "run: %s.", err)
+		}
+	}
 	for _, a := range []struct {
 		param string
 		into  *time.Time

@@ -33,6 +33,8 @@ func TestAdminEntriesBadQueries(t *testing.T) {
 		{"/v1/entries?after=" + k.String(), 400, "bad_cursor"},
 		{"/v1/entries?after=Bad/" + k.String(), 400, "bad_cursor"},
 		{"/v1/team/entries?older_than=yesterday", 400, "bad_filter"},
+		{"/v1/team/entries?backend=XLA", 400, "bad_filter"}, // before: 200 and an empty list
+		{"/v1/team/entries?run=%20x", 400, "bad_filter"},
 		{"/v1/team/entries?idle_for=-5m", 400, "bad_filter"},
 		{"/v1/team/entries?idle_for=0d", 400, "bad_filter"},
 		{"/v1/team/entries?min_size=-1", 400, "bad_filter"},
