@@ -64,7 +64,7 @@ func validNamespace(ns string) bool {
 // `[a-z0-9][a-z0-9._-]{0,62}`.
 func ValidateNamespace(ns string) error {
 	if !validNamespace(ns) {
-		return fmt.Errorf("namespace %q is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ns)
+		return fmt.Errorf("namespace %.80q is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ns)
 	}
 	return nil
 }

@@ -22,3 +22,12 @@ func TestValidNamespaceMatchesPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNamespaceCutsLongNames: an invalid name is quoted in the
+// error cut to 80 characters (a 5 KB path segment was echoed whole).
+func TestValidateNamespaceCutsLongNames(t *testing.T) {
+	err := ValidateNamespace(strings.Repeat("a", 5000))
+	if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), `"`+strings.Repeat("a", 80)+`"`) {
+		t.Fatalf("ValidateNamespace(5000 a's) = %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +260,10 @@ func TestValidateRun(t *testing.T) {
 		if err := ValidateRun(bad); !errors.Is(err, ErrInvalidRun) {
 			t.Errorf("%q: err = %v", bad, err)
 		}
+	}
+	// An over-long id is cut in the message (a 16 KiB header was echoed whole).
+	if err := ValidateRun(strings.Repeat("a", 5000)); err == nil || len(err.Error()) > 400 {
+		t.Errorf("5000-character run id: message of %d bytes", len(err.Error()))
 	}
 }
 
