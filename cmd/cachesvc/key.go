@@ -192,7 +192,7 @@ func buildSignature(name string, in []byte, backend string, fields map[string]an
 		}
 		if _, ok := obj["backend"]; ok || backend == "" {
 			if len(fields) > 0 {
-				return nil, usagef("module flags (--platform, ...) apply to bare modules; put them in the JSON signature")
+				return nil, usagef("module flags apply to bare modules, and %s is a JSON signature: put them in the signature, or unset %s", name, givenModuleFlags(fields))
 			}
 			return in, nil
 		}
@@ -210,6 +210,21 @@ func buildSignature(name string, in []byte, backend string, fields map[string]an
 	field, value := plugins.ModuleField(in)
 	sig["backend"], sig[field] = backend, value
 	return marshalSignature(sig)
+}
+
+// givenModuleFlags names the module flags that set fields, each with its
+// environment variable (where a launcher may have set it unseen).
+func givenModuleFlags(fields map[string]any) string {
+	var names []string
+	for k := range fields {
+		flagName := strings.ReplaceAll(k, "_", "-")
+		if k == "xla_flags" {
+			flagName = "xla-flag"
+		}
+		names = append(names, fmt.Sprintf("--%s (or %s)", flagName, envName(flagName)))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // jsonInputError reports a signature file that looks like JSON but does not

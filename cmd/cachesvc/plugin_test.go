@@ -268,6 +268,17 @@ func TestKeyUsage(t *testing.T) {
 			t.Errorf("%v: exit %d %q", tt.args, code, errOut)
 		}
 	}
+	// A module flag a launcher set in the environment, with a JSON
+	// signature: the error named only flags the user never passed.
+	sig := filepath.Join(dir, "sig.json")
+	if err := os.WriteFile(sig, []byte(`{"backend":"passthrough","kind":"jax","key":"k"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CACHESVC_PLATFORM", "cpu")
+	code, _, errOut := runCmd(t, "key", "--wasm-cache", wasm, sig)
+	if want := "unset --platform (or CACHESVC_PLATFORM)"; code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, sig) {
+		t.Errorf("JSON signature with CACHESVC_PLATFORM set: exit %d %q; want 2 naming %s and %q", code, errOut, sig, want)
+	}
 }
 
 // TestKeyBareBytecodeModule keys bare MLIR bytecode files (not UTF-8) with
