@@ -575,3 +575,21 @@ func TestDeferredBuiltinsPending(t *testing.T) {
 		t.Fatal("passthrough not loaded by Ready")
 	}
 }
+
+// TestPrintable: a plugin's message and display name reach terminals and
+// logs, where ESC, NUL or bytes that are not UTF-8 would be interpreted
+// (plugin check printed them raw); line breaks become spaces.
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"module is not StableHLO", "module is not StableHLO"},
+		{"bad\x1b[2Jinput\x00", "bad\uFFFD[2Jinput\uFFFD"},
+		{"line one\nline two\tend", "line one line two end"},
+		{"caf\xe9", "caf\uFFFD"},
+		{"jit_train_step ✓", "jit_train_step ✓"},
+		{"c1\u0085x", "c1\uFFFDx"},
+	} {
+		if got := printable(tc.in); got != tc.want {
+			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
@@ -125,7 +126,7 @@ func (p *Plugin) canonicalize(ctx context.Context, inst *instance, signature []b
 		return Result{}, err
 	}
 	if r.Error != nil {
-		return Result{}, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: boundMessage(*r.Error)}
+		return Result{}, &Error{Plugin: p.info.ID, Kind: ErrPlugin, Message: printable(boundMessage(*r.Error))}
 	}
 	if r.CanonicalLen == nil || canonical == nil {
 		return Result{}, p.fail(ErrOutput, "result has neither canonical_ptr/canonical_len nor error")
@@ -145,7 +146,33 @@ func (p *Plugin) canonicalize(ctx context.Context, inst *instance, signature []b
 	if r.Components == nil {
 		r.Components = map[string]string{}
 	}
-	return Result{Canonical: canonical, Components: r.Components, DisplayName: r.DisplayName}, nil
+	return Result{Canonical: canonical, Components: r.Components, DisplayName: printable(r.DisplayName)}, nil
+}
+
+// printable returns s with each control character (ESC, NUL, CR ...) and
+// each byte that is not UTF-8 replaced by U+FFFD: a plugin's message and
+// display name reach terminals (key, plugin check), logs and headers, where
+// such bytes would be interpreted rather than shown.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			return ' ' // a message over several lines stays readable on one
+		case unicode.IsControl(r):
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
 // boundMessage keeps a plugin's own message readable and bounded.
