@@ -273,9 +273,11 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
 				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", h.Name, res.Imported))
+		// A member no retry can store, one that can never fit included, is
+		// listed as failed and the import goes on, so that a rerun gets past it.
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),
 			errors.Is(err, store.ErrSizeMismatch), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrTooLarge),
-			neverFits(err):
+			store.NeverFits(err):
 			fail(h.Name, toError(err))
 		default:
 			return stopped(err, "key", key.String())
@@ -284,17 +286,6 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 	g.log.Info("namespace imported", "namespace", ns, "imported", res.Imported, "skipped", res.Skipped,
 		"failed", res.Failed, "bytes", res.Bytes, "complete", res.Complete)
 	return c.JSON(res)
-}
-
-// neverFits reports whether err refuses an entry that no retry can store:
-// one larger than the store's size limit or its namespace's max_bytes.
-// An import lists such a member as failed and goes on, so that a rerun
-// gets past it.
-func neverFits(err error) bool {
-	if qe := (*store.QuotaError)(nil); errors.As(err, &qe) {
-		return !qe.Transient()
-	}
-	return errors.Is(err, store.ErrNeverFits)
 }
 
 // importOptions validates an export member's header and returns its key

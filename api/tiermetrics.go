@@ -53,7 +53,7 @@ func NewTierMetrics() *TierMetrics {
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_tier_events_total",
-			Help: "Tier events: fill_skipped (hot miss served without filling the hot tier: spool budget spent), queued (upload accepted into the write-behind queue), upload_dropped (queued entry given up on).",
+			Help: "Tier events: fill_skipped (hot miss served without filling the hot tier: spool budget spent, or the entry is larger than the hot tier), queued (upload accepted into the write-behind queue), upload_dropped (queued entry given up on).",
 		}, []string{"event"}),
 	}
 }

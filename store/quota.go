@@ -127,6 +127,16 @@ func (e *QuotaError) Error() string {
 // Otherwise the entry can never fit the quota as it stands.
 func (e *QuotaError) Transient() bool { return e.InFlight > 0 && e.Need <= e.Quota }
 
+// NeverFits reports whether err refuses an entry that no retry can store:
+// one larger than the store's size limit (ErrNeverFits) or than its
+// namespace's quota (a QuotaError that is not Transient).
+func NeverFits(err error) bool {
+	if qe := (*QuotaError)(nil); errors.As(err, &qe) {
+		return !qe.Transient()
+	}
+	return errors.Is(err, ErrNeverFits)
+}
+
 // Is makes a QuotaError match ErrQuota.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 

@@ -310,6 +310,15 @@ func (s *Store) fillHot(sp *spool) {
 		Size: m.Size, SHA256: &sum, Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds,
 		Writer: m.Writer, Run: m.Run, Labels: m.Labels, Components: m.Components,
 	})
+	if store.NeverFits(err) {
+		// Larger than the whole hot tier (or its namespace's quota): served from the shared tier on
+		// every read, as documented, which is no failure to warn about on
+		// each one.
+		s.n.fillsSkipped.Add(1)
+		s.emit(Event{Kind: EventFillSkipped, Namespace: sp.ns, Bytes: m.Size})
+		s.log.Debug("entry larger than the hot tier served from the shared tier", "namespace", sp.ns, "key", sp.key.String(), "bytes", m.Size)
+		return
+	}
 	s.emit(Event{Kind: EventFill, Namespace: sp.ns, Duration: time.Since(t0), Bytes: m.Size, Err: err})
 	if err != nil {
 		s.n.fillFailures.Add(1)

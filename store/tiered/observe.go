@@ -24,8 +24,9 @@ const (
 	EventSharedPut EventKind = "shared_put"
 	// EventFill is a fill of the hot tier from a spool.
 	EventFill EventKind = "fill"
-	// EventFillSkipped is a hot miss served without a spool or fill because
-	// the spool budget (Config.MaxSpoolBytes) was spent.
+	// EventFillSkipped is a hot miss served without a fill of the hot tier:
+	// the spool budget (Config.MaxSpoolBytes) was spent, or the entry is
+	// larger than the whole hot tier (store.ErrNeverFits).
 	EventFillSkipped EventKind = "fill_skipped"
 	// EventQueued is a Put accepted into the upload queue (ModeBehind).
 	EventQueued EventKind = "queued"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
@@ -56,6 +57,12 @@ func TestQuotaBoundsHotTier(t *testing.T) {
 				}
 				if got, err := read(t, r, storetest.KeyOf(string(mode)+"big"), 0, -1); err != nil || !bytes.Equal(got, big) {
 					t.Fatalf("read back from the shared tier: %d bytes, %v", len(got), err)
+				}
+				// The hot tier can never hold it: the read skips the fill,
+				// which is no failure (it was a warning and an error count on every read).
+				waitFor(t, 10*time.Second, "a skipped fill", func() bool { return r.Stats().FillsSkipped >= 1 })
+				if st := r.Stats(); st.FillFailures != 0 {
+					t.Errorf("reads of an entry larger than the hot tier's quota: %+v, want no fill failures", st)
 				}
 			case tiered.ModeBehind:
 				if !errors.Is(err, store.ErrQuota) {
