@@ -17,21 +17,17 @@ import (
 	"github.com/cachesvc/cachesvc/wire"
 )
 
-// TestSharedTierOutageKeepsReplicaUsable runs a replica's API on a tiered
-// store over a real S3 server (versitygw), stops the server, and checks
-// what the README promises during the outage: /readyz says "degraded"
-// but stays 200 (an S3 outage must not empty the load balancer), and
-// compile leases fail open (201: the replica decides locally) instead of
-// answering 503.
-func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
-	srv := s3test.Start(t)
-	bucket := srv.NewBucket(t)
+// replicaAPI returns a replica's API on a tiered store over a new bucket of
+// srv (the S3 client retrying maxRetries times; 0: its default), and the
+// store.
+func replicaAPI(t *testing.T, srv *s3test.Server, maxRetries int) (*api.Server, *tiered.Store) {
+	t.Helper()
 	hot, err := store.Open(store.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: bucket, Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: srv.NewBucket(t), Insecure: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: maxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +46,18 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, ts
+}
+
+// TestSharedTierOutageKeepsReplicaUsable runs a replica's API on a tiered
+// store over a real S3 server (versitygw), stops the server, and checks
+// what the README promises during the outage: /readyz says "degraded"
+// but stays 200 (an S3 outage must not empty the load balancer), and
+// compile leases fail open (201: the replica decides locally) instead of
+// answering 503.
+func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
+	srv := s3test.Start(t)
+	a, ts := replicaAPI(t, srv, 0)
 	const key = "6b86b273ff34fce19d6b804eff5a3f5747ada4ea22f1d49c01e52ddb7875b4b8"
 
 	srv.Stop()
@@ -97,31 +105,7 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 // open (they were 500 too).
 func TestSharedTierRefusingCredentials(t *testing.T) {
 	srv := s3test.Start(t)
-	bucket := srv.NewBucket(t)
-	hot, err := store.Open(store.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: bucket, Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"),
-		QueueDir: filepath.Join(dir, "queue"), ProbeInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() })
-	sharedState := func() wire.SharedTierState {
-		st := ts.SharedState()
-		return wire.SharedTierState{Configured: true, Reachable: st.Reachable, LastError: st.LastError}
-	}
-	a, err := api.New(api.Config{Store: ts, SharedTier: sharedState})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, _ := replicaAPI(t, srv, 1)
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		resp, err := a.App().Test(httptest.NewRequest(method, path, strings.NewReader(body)), -1)
