@@ -275,16 +275,27 @@ func TestDashboardEmptyState(t *testing.T) {
 	}
 }
 
+// serverWithTokens starts a stats server that accepts only the given tokens.
+func serverWithTokens(t *testing.T, tokens ...authtest.Token) *statstest.Server {
+	t.Helper()
+	g, err := auth.NewGuard(authtest.WriteTokens(t, tokens, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+}
+
+// enterToken types secret into the page's token prompt and submits it.
+func enterToken(secret string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "` + secret + `"; document.querySelector("#auth-form button").click();`)
+}
+
 // TestDashboardAsksForToken checks that on a server with authentication the
 // page asks for a token, and shows the statistics once given one.
 func TestDashboardAsksForToken(t *testing.T) {
 	ctx := browser(t)
 	admin := authtest.Token{Name: "alice", Secret: "s3cr3t-dashboard-admin", Scopes: "*:admin"}
-	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{admin}, ""), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	srv := serverWithTokens(t, admin)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#live-text", "token needed"),
@@ -296,7 +307,7 @@ func TestDashboardAsksForToken(t *testing.T) {
 		t.Fatalf("token form not shown (%v)", err)
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+admin.Secret+`"; document.querySelector("#auth-form button").click();`),
+		enterToken(admin.Secret),
 		waitText("#live-text", "live"),
 		waitText("#kpi-lookups", "0"),
 	); err != nil {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/cachesvc/cachesvc/api"
-	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
 	"github.com/cachesvc/cachesvc/stats/statstest"
 )
@@ -66,15 +64,11 @@ func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
 func TestDashboardTellsAReaderHowToOpenItsNamespace(t *testing.T) {
 	ctx := browser(t)
 	reader := authtest.Token{Name: "trainer", Secret: "s3cr3t-dashboard-reader", Scopes: "default:read"}
-	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{reader}, ""), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	srv := serverWithTokens(t, reader)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#live-text", "token needed"),
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+reader.Secret+`"; document.querySelector("#auth-form button").click();`),
+		enterToken(reader.Secret),
 		waitText("#auth-text", "lacks"),
 	); err != nil {
 		t.Fatalf("reader on the all-namespaces view: %v", err)
@@ -110,15 +104,11 @@ func TestDashboardEmptyStateSaysTrainersNeedATokenToo(t *testing.T) {
 	}
 
 	admin := authtest.Token{Name: "ops", Secret: "s3cr3t-dashboard-ops", Scopes: "*:admin"}
-	g, err := auth.NewGuard(authtest.WriteTokens(t, []authtest.Token{admin}, ""), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Auth = g })
+	srv := serverWithTokens(t, admin)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#live-text", "token needed"),
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("auth-token").value = "`+admin.Secret+`"; document.querySelector("#auth-form button").click();`),
+		enterToken(admin.Secret),
 		waitText("#live-text", "live"),
 	); err != nil {
 		t.Fatal(err)
