@@ -33,7 +33,7 @@ sys.path.insert(0, str(PY_DIR))
 PROG = PY_DIR / "tests_torch" / "torchprog.py"
 
 
-def _server_class():
+def server_class():
     """The tests' Server (clients/python/tests/conftest.py), loaded by path."""
     spec = importlib.util.spec_from_file_location("cachesvc_tests_conftest", PY_DIR / "tests" / "conftest.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ def main() -> None:
     cxx = work / "g++"
     cxx.write_text(f'#!/bin/sh\nprintf \'%s\\n\' "$*" >> "${{CACHESVC_CXX_LOG:-/dev/null}}"\nexec {real} "$@"\n')
     cxx.chmod(0o755)
-    srv = _server_class()(a.bin, work / "data").wait_ready()
+    srv = server_class()(a.bin, work / "data").wait_ready()
     try:
         # A warm-up process first (not reported): the first interpreter after a
         # while pays cold OS file caches for torch's imports.

@@ -15,7 +15,6 @@ lease waits.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -25,16 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-PY_DIR = Path(__file__).resolve().parents[1]
-PROG = PY_DIR / "tests_torch" / "torchprog.py"
-
-
-def _server_class():
-    """The tests' Server (clients/python/tests/conftest.py), loaded by path."""
-    spec = importlib.util.spec_from_file_location("cachesvc_tests_conftest", PY_DIR / "tests" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.Server
+# The tests' Server, the program and its paths are bench_torch's (this folder is
+# on sys.path when a script here runs).
+from bench_torch import PROG, PY_DIR, server_class
 
 
 def together(url: str, ns: str, procs: int, leases: bool, work: Path) -> dict:
@@ -82,7 +74,7 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        srv = _server_class()(a.bin, work / "data").wait_ready()
+        srv = server_class()(a.bin, work / "data").wait_ready()
         try:
             for r in range(a.rounds):
                 for leases in ((True, False) if r % 2 == 0 else (False, True)):
