@@ -183,8 +183,9 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	if r.Run != "" {
 		g.runs.RecordLookup(r.Namespace, r.Run, r.Key)
 	}
-	if v := c.Query("wait"); v != "" {
-		if err := g.waitForEntry(c, r, v); err != nil {
+	wait := c.Query("wait")
+	if wait != "" {
+		if err := g.waitForEntry(c, r, wait); err != nil {
 			return err
 		}
 	}
@@ -220,7 +221,8 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		size = n
 	}
 	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Hit: true,
-		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size}
+		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size,
+		Waited: wait != ""}
 	g.io.headers(c, m)
 	if notModified(r.header(c, seenIfNoneMatch, fiber.HeaderIfNoneMatch), m) {
 		_ = rc.Close()

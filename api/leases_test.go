@@ -12,6 +12,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/statstest"
 )
 
 // compileOrWait is what a trainer does on a miss: take the lease and compile,
@@ -230,4 +231,74 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	if d := time.Since(t0); d > 30*time.Second {
 		t.Errorf("shutdown with a parked long poll took %s", d)
 	}
+}
+
+// TestLeaseWaitHitAnswersItsMiss: a trainer that misses, finds the compile
+// lease held and gets the entry from GET ?wait= ran no compile. Its run and
+// the totals count that hit in wait_hits, so misses-wait_hits is the
+// compiles run (0 for the waiter); a later GET without ?wait= is a plain
+// hit.
+func TestLeaseWaitHitAnswersItsMiss(t *testing.T) {
+	srv := statstest.Start(t, nil)
+	holder := newClient(t, srv.URL, "sweep:holder")
+	waiter := newClient(t, srv.URL, "sweep:waiter")
+	ctx := context.Background()
+	key := testKey(45)
+	if _, err := waiter.Get(ctx, "default", key, 0); !client.IsNotFound(err) {
+		t.Fatalf("first lookup: %v, want a 404 miss", err)
+	}
+	if _, ok, err := holder.AcquireLease(ctx, "default", key, "holder", time.Minute); err != nil || !ok {
+		t.Fatalf("holder's acquire: granted %v, %v", ok, err)
+	}
+	if _, ok, err := waiter.AcquireLease(ctx, "default", key, "waiter", time.Minute); err != nil || ok {
+		t.Fatalf("waiter's acquire: granted %v, %v; want refused", ok, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		resp, err := waiter.Get(ctx, "default", key, time.Minute)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		got <- err
+	}()
+	for {
+		if _, w := srv.API.LeaseCounts(); w == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	putEntry(t, holder, "default", key, []byte("executable"), "prog")
+	if err := <-got; err != nil {
+		t.Fatalf("waiter's GET ?wait=: %v", err)
+	}
+	resp, err := waiter.Get(ctx, "default", key, 0)
+	if err != nil {
+		t.Fatalf("later lookup: %v", err)
+	}
+	resp.Body.Close()
+
+	check := func(when string) {
+		s := getStats(t, srv.URL+"/v1/stats")
+		want := [4]int64{3, 2, 1, 1} // lookups, hits, misses, wait hits
+		if tt := s.Totals; [4]int64{tt.Lookups, tt.Hits, tt.Misses, tt.WaitHits} != want {
+			t.Errorf("%s: totals: lookups, hits, misses, wait hits = %d %d %d %d; want %v", when, tt.Lookups, tt.Hits, tt.Misses, tt.WaitHits, want)
+		}
+		found := false
+		for _, r := range s.Runs {
+			if r.Run != "sweep:waiter" {
+				continue
+			}
+			found = true
+			if [4]int64{r.Lookups, r.Hits, r.Misses, r.WaitHits} != want {
+				t.Errorf("%s: waiter's run: lookups, hits, misses, wait hits = %d %d %d %d; want %v", when, r.Lookups, r.Hits, r.Misses, r.WaitHits, want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no run sweep:waiter in %+v", when, s.Runs)
+		}
+	}
+	check("live")
+	srv.Restart()
+	check("after a restart")
 }

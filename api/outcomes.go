@@ -50,6 +50,10 @@ type Lookup struct {
 	Bytes int64
 	// CompileSeconds is the entry's compile time, saved by a full hit.
 	CompileSeconds float64
+	// Waited marks a hit of GET ?wait=, which a client sends after missing
+	// the entry and finding its compile lease held: the hit answers that
+	// earlier miss, so it counts in the totals' wait_hits too.
+	Waited bool
 	// Components are the missed signature's components (lookup by
 	// signature), for explaining the miss; nil otherwise.
 	Components map[string]string
@@ -146,7 +150,7 @@ func (c *counter) Lookup(l Lookup) {
 	}
 	c.stats.RecordLookup(stats.Lookup{
 		Namespace: l.Namespace, Backend: l.Backend, Run: l.Run, Key: l.Key, Name: l.Name,
-		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds,
+		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds, Waited: l.Waited,
 	})
 	if !l.Hit && l.Explanation != nil {
 		c.stats.RecordMiss(stats.Miss{Namespace: l.Namespace, Backend: l.Backend, Key: l.Key.String(),

@@ -19,6 +19,10 @@ type Counters struct {
 	Writes      int64 `json:"writes"`
 	Evictions   int64 `json:"evictions"`
 	SavedMicros int64 `json:"saved_us"`
+	// WaitHits are the hits of GET ?wait=, which a client sends after
+	// missing while another client compiles: Misses-WaitHits is how many
+	// compiles clients ran.
+	WaitHits int64 `json:"wait_hits,omitempty"`
 }
 
 // add adds o to c, saturating: one absurd entry must not wrap a total
@@ -33,6 +37,7 @@ func (c *Counters) add(o *Counters) {
 	c.Writes = satAdd(c.Writes, o.Writes)
 	c.Evictions = satAdd(c.Evictions, o.Evictions)
 	c.SavedMicros = satAdd(c.SavedMicros, o.SavedMicros)
+	c.WaitHits = satAdd(c.WaitHits, o.WaitHits)
 }
 
 // clampNegative sets every negative counter to 0 and reports whether it
@@ -40,7 +45,7 @@ func (c *Counters) add(o *Counters) {
 // can, written before sums saturated.
 func (c *Counters) clampNegative() bool {
 	bad := false
-	for _, p := range []*int64{&c.Lookups, &c.Hits, &c.Misses, &c.BytesIn, &c.BytesOut, &c.Writes, &c.Evictions, &c.SavedMicros} {
+	for _, p := range []*int64{&c.Lookups, &c.Hits, &c.Misses, &c.BytesIn, &c.BytesOut, &c.Writes, &c.Evictions, &c.SavedMicros, &c.WaitHits} {
 		if *p < 0 {
 			*p, bad = 0, true
 		}
@@ -66,7 +71,7 @@ type Totals = wire.Totals
 // Totals converts c for reporting.
 func (c Counters) Totals() Totals {
 	t := Totals{
-		Lookups: c.Lookups, Hits: c.Hits, Misses: c.Misses,
+		Lookups: c.Lookups, Hits: c.Hits, Misses: c.Misses, WaitHits: c.WaitHits,
 		BytesIn: c.BytesIn, BytesOut: c.BytesOut, Writes: c.Writes, Evictions: c.Evictions,
 		CompileSecondsSaved: float64(c.SavedMicros) / 1e6,
 	}

@@ -188,6 +188,7 @@ func addTotals(t *Totals, o Totals) {
 	t.Lookups = satAdd(t.Lookups, o.Lookups)
 	t.Hits = satAdd(t.Hits, o.Hits)
 	t.Misses = satAdd(t.Misses, o.Misses)
+	t.WaitHits = satAdd(t.WaitHits, o.WaitHits)
 	t.BytesIn = satAdd(t.BytesIn, o.BytesIn)
 	t.BytesOut = satAdd(t.BytesOut, o.BytesOut)
 	t.Writes = satAdd(t.Writes, o.Writes)

@@ -276,6 +276,10 @@ type Lookup struct {
 	// or only revalidated it (304): it counts as a hit with the Bytes given,
 	// but saves no compile.
 	Partial bool
+	// Waited marks a hit of GET ?wait=, sent after the client's own miss
+	// while another client held the compile lease; it also counts in
+	// Counters.WaitHits.
+	Waited bool
 }
 
 // RecordLookup counts one lookup. It never blocks on I/O. A lookup in a
@@ -298,6 +302,9 @@ func (s *Stats) RecordLookup(l Lookup) {
 		c.BytesOut = l.Bytes
 		if !l.Partial {
 			c.SavedMicros = micros(cs)
+		}
+		if l.Waited {
+			c.WaitHits = 1
 		}
 	} else {
 		c.Misses = 1

@@ -8,6 +8,10 @@ type Totals struct {
 	Lookups int64 `json:"lookups"`
 	Hits    int64 `json:"hits"`
 	Misses  int64 `json:"misses"`
+	// WaitHits are the hits of GET ?wait=, which a client sends after its
+	// own miss while another client holds the compile lease: Misses-WaitHits
+	// is how many compiles clients ran.
+	WaitHits int64 `json:"wait_hits"`
 	// HitRate is Hits/Lookups, 0 when there were no lookups.
 	HitRate             float64 `json:"hit_rate"`
 	BytesIn             int64   `json:"bytes_in"`

@@ -101,7 +101,11 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	p := &printer{w: w}
 	p.f("cachesvc stats · %s · %s\n", o.Server, scope)
 	p.f("\n")
-	p.f("Lookups     %s  (hits %s, misses %s)\n", Num(t.Lookups), Num(t.Hits), Num(t.Misses))
+	waits := ""
+	if t.WaitHits > 0 { // the misses those waiters had first compiled nothing
+		waits = "; " + Plural(t.WaitHits, "hit", "hits") + " after waiting on a compile lease"
+	}
+	p.f("Lookups     %s  (hits %s, misses %s%s)\n", Num(t.Lookups), Num(t.Hits), Num(t.Misses), waits)
 	p.f("Hit rate    %s\n", Rate(t.HitRate, t.Lookups))
 	saved := Duration(t.CompileSecondsSaved)
 	if t.CompileSecondsSaved >= 120 { // Duration rounds to minutes or hours: give the exact seconds too

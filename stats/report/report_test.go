@@ -33,7 +33,9 @@ func TestRenderSummary(t *testing.T) {
 		{"plural", many, withNS, "", []string{
 			"Time saved  25.0 min (1,500 s) of compiling\n",
 			"in 2 writes\n",
-			"Store       2.0 KiB in 3 entries (no limit)"}, []string{"team-a"}},
+			"Store       2.0 KiB in 3 entries (no limit)"}, []string{"team-a", "compile lease"}},
+		{"lease waits", wire.Totals{Lookups: 7, Hits: 3, Misses: 4, WaitHits: 3}, store, "", []string{
+			"Lookups     7  (hits 3, misses 4; 3 hits after waiting on a compile lease)\n"}, nil},
 		{"namespace usage", many, withNS, "team-a", []string{
 			"Store       1.0 KiB in 1 entry (quota 4.0 KiB, 25% used; at most 10 entries); 2 evictions, 0 expirations\n",
 			"Server      2.0 KiB in 3 entries (no limit); 1 eviction, 1 integrity failure (all namespaces)\n"}, nil},

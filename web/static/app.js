@@ -147,7 +147,8 @@
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
     var raw = CS.tables.rawMisses(d);
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET misses †" : "") : "no lookups yet";
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET misses †" : "") +
+      (t.wait_hits ? " · " + num(t.wait_hits) + " after waiting on a compile lease" : "") : "no lookups yet";
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);

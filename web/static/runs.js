@@ -55,7 +55,9 @@
   var ROWS = [
     ["Lookups", function (r) { return r.lookups; }, "", num],
     ["Compiles avoided (hits)", function (r) { return r.hits; }, "max", num],
-    ["Compiles run (misses)", function (r) { return r.misses; }, "min", num],
+    // A process that waited out another's compile lease missed first, then
+    // hit with ?wait= (wait_hits): that miss compiled nothing.
+    ["Compiles run (misses − lease waits)", function (r) { return Math.max(0, r.misses - (r.wait_hits || 0)); }, "min", num],
     ["Hit rate", function (r) { return r.lookups ? r.hit_rate : null; }, "max", CS.pct],
     ["Compile time saved", function (r) { return r.compile_seconds_saved; }, "max", dur],
     ["Time to first hit", firstHit, "min", dur],

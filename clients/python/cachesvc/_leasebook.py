@@ -80,7 +80,9 @@ class LeaseBook:
                 self._hold(key, lease)
                 return None
             if lease.code == "entry_exists":  # written since our lookup
-                return self.client.get(skey, timeout=self.timeout)
+                # As a ?wait= GET (answered at once), so that the server
+                # counts this hit as answering our miss, not as a compile.
+                return self.client.get(skey, timeout=self.timeout, wait=self.wait)
             if holder_exited(lease.current_holder):
                 # Killed while compiling (then restarted): its lease lasts
                 # until its TTL, and waiting would only stall this job.
