@@ -256,5 +256,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	for _, h := range entryHeaders {
 		c.Response().Header.Del(h)
 	}
+	if c.Method() == fiber.MethodHead {
+		// The answer has no body: the code is all it can say of why.
+		c.Set(wire.HeaderError, e.Code)
+	}
 	return c.Status(e.Status).JSON(wire.ErrorBody{Error: wire.ErrorObject{Code: e.Code, Message: e.Message, Details: e.Details}})
 }

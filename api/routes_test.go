@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +16,8 @@ import (
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // caller is one identity of the route walk: the test tokens
@@ -83,12 +87,13 @@ func TestRouteAccessTable(t *testing.T) {
 }
 
 // TestHeadOnEveryGetRoute holds the OpenAPI document's promise that each GET
-// route also answers HEAD: the same status and Content-Type as GET, no body,
-// and HEAD among the methods a 405 names in Allow.
+// route also answers HEAD: the same status and Content-Type as GET, no body
+// (an error's code in X-Cachesvc-Error instead), and HEAD among the methods
+// a 405 names in Allow.
 func TestHeadOnEveryGetRoute(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	fill := strings.NewReplacer(":ns", "default", ":key", strings.Repeat("ab", 32), ":run", "r1")
-	n := 0
+	n, errs := 0, 0
 	for _, r := range srv.API.Routes() {
 		if r.Method != http.MethodGet {
 			continue
@@ -96,11 +101,20 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 		n++
 		url := srv.URL + fill.Replace(r.Path)
 		get := srv.Do(http.MethodGet, url, nil)
-		apitest.ReadAll(t, get)
+		getBody := apitest.ReadAll(t, get)
 		head := srv.Do(http.MethodHead, url, nil)
 		body := apitest.ReadAll(t, head)
 		if head.StatusCode != get.StatusCode || len(body) != 0 || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") {
 			t.Errorf("HEAD %s = %d %q with %d body bytes; GET = %d %q", r.Path, head.StatusCode, head.Header.Get("Content-Type"), len(body), get.StatusCode, get.Header.Get("Content-Type"))
+		}
+		var e wire.ErrorBody
+		if get.StatusCode >= 400 && json.Unmarshal(getBody, &e) == nil {
+			errs++
+			if got := head.Header.Get(wire.HeaderError); got != e.Error.Code {
+				t.Errorf("HEAD %s = %d with %s %q; GET's code is %q", r.Path, head.StatusCode, wire.HeaderError, got, e.Error.Code)
+			}
+		} else if got := head.Header.Get(wire.HeaderError); got != "" {
+			t.Errorf("HEAD %s = %d with %s %q", r.Path, head.StatusCode, wire.HeaderError, got)
 		}
 		resp := srv.Do(http.MethodPatch, url, nil)
 		msg := apitest.ReadAll(t, resp)
@@ -111,8 +125,22 @@ func TestHeadOnEveryGetRoute(t *testing.T) {
 			t.Errorf("PATCH %s: body %s does not name the allowed methods %q", r.Path, msg, resp.Header.Get("Allow"))
 		}
 	}
-	if n < 10 {
-		t.Fatalf("only %d GET routes registered", n)
+	if n < 10 || errs == 0 {
+		t.Fatalf("only %d GET routes registered, %d of them errors", n, errs)
+	}
+}
+
+// TestClientHeadNamesTheErrorCode: the Go client's Head reads a miss's code
+// from X-Cachesvc-Error, HEAD's answer having no body, so a missing entry
+// (not_found) and a wrong path (route_not_found) are told apart.
+func TestClientHeadNamesTheErrorCode(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	for _, tc := range []struct{ base, code string }{{srv.URL, "not_found"}, {srv.URL + "/v1", "route_not_found"}} {
+		_, err := newClient(t, tc.base, "").Head(context.Background(), "default", strings.Repeat("cd", 32))
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != http.StatusNotFound || ce.Code != tc.code {
+			t.Errorf("Head with base %s: %v, want 404 %s", tc.base, err, tc.code)
+		}
 	}
 }
 

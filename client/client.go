@@ -157,6 +157,8 @@ func decodeError(resp *http.Response) error {
 	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 		_ = json.Unmarshal(data, &e.Body)
+	} else if code := resp.Header.Get(wire.HeaderError); code != "" { // a HEAD's answer: no body
+		e.Code, e.Message = code, http.StatusText(resp.StatusCode)
 	} else {
 		e.Code = "http_" + strconv.Itoa(resp.StatusCode)
 		e.Message = strings.TrimSpace(string(data))

@@ -39,6 +39,9 @@ const (
 	// HeaderSignature, present when the server has a signing key, is the
 	// base64 Ed25519 signature of key ‖ sha256 (32 raw bytes each).
 	HeaderSignature = "X-Cachesvc-Signature"
+	// HeaderError carries an error answer's code (e.g. "not_found") on a
+	// HEAD, whose answer has no body to carry it.
+	HeaderError = "X-Cachesvc-Error"
 )
 
 // PAX records on every entry member of a batch stream, and the name of the

@@ -387,8 +387,8 @@ class _Transport:
                 rest = deadline.remaining()
                 conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
-            if r.status == 404 and 404 in allow and method != "HEAD":
-                return self._absent(r)
+            if r.status == 404 and 404 in allow:
+                return self._absent(r, method, path)
             if r.status in ok or r.status in allow:
                 return r
             # An error: read the (small) JSON body.
@@ -397,6 +397,8 @@ class _Transport:
             except Error:
                 data = b""
             err = _error_from_body(r.status, data)
+            if method == "HEAD" and r.header("X-Cachesvc-Error"):  # no body: the code comes in a header
+                err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}")
             if r.status in (429, 503) and attempt < self.retries and (body_file is None or _seekable(body_file)):
                 retry_after = _float_header(resp.getheader("Retry-After"))
                 if self._sleep_backoff(attempt, deadline, retry_after):
@@ -404,13 +406,20 @@ class _Transport:
                     continue
             raise err
 
-    def _absent(self, r: _Response) -> _Response:
+    def _absent(self, r: _Response, method: str, path: str) -> _Response:
         """A 404 the caller takes for "no such entry" (``allow``): returned
         with its body read, unless it is not the server's answer about an
         entry (an unknown route, or no cachesvc error at all): then the URL
         is wrong, and every call would otherwise look like a miss."""
-        data = r.read_all(limit=1 << 20)
-        err = _error_from_body(404, data)
+        if method == "HEAD":
+            # No body: the server names the code in a header. A server
+            # without it (older, or not cachesvc) leaves HEAD's 404 a miss.
+            code = r.header("X-Cachesvc-Error") or "not_found"
+            err = Error(404, code, f"HEAD {path}: no such route")
+            data = b""
+        else:
+            data = r.read_all(limit=1 << 20)
+            err = _error_from_body(404, data)
         if err.code == "route_not_found" or err.code.startswith("http_"):
             raise Error(404, err.code, f"{err.message} ({self.url} does not answer like a cachesvc server: "
                         "give the server's root URL, e.g. http://host:8080, without /v1)")

@@ -174,20 +174,21 @@ def test_a_body_slower_than_the_budget_says_which_budget_and_what_to_do(server):
 
 def test_a_wrong_url_is_an_error_not_a_miss(server):
     """A URL that is not the server's root (here with /v1, as in the API's
-    paths) gets 404 route_not_found for every call: get, delete and report
-    raise it, saying what the URL should be, instead of reading as misses
-    forever. A real miss is still None / False."""
+    paths) gets 404 route_not_found for every call: get, head (the code in
+    X-Cachesvc-Error, HEAD having no body), delete and report raise it,
+    saying what the URL should be, instead of reading as misses forever. A
+    real miss is still None / False."""
     key = k("absent")
     wrong = cachesvc.Client(server.url + "/v1")
-    for call in (lambda: wrong.get(key), lambda: wrong.get(key, wait=0.1), lambda: wrong.delete(key),
-                 lambda: wrong.report(key, "x")):
+    for call in (lambda: wrong.get(key), lambda: wrong.get(key, wait=0.1), lambda: wrong.head(key),
+                 lambda: wrong.delete(key), lambda: wrong.report(key, "x")):
         with pytest.raises(cachesvc.Error) as ei:
             call()
         e = ei.value
         assert (e.status, e.code) == (404, "route_not_found"), e
         assert "does not answer like a cachesvc server" in e.message and "server's root URL" in e.message, e
     right = cachesvc.Client(server.url)
-    assert right.get(key) is None and right.get(key, wait=0.1) is None
+    assert right.get(key) is None and right.get(key, wait=0.1) is None and right.head(key) is None
     assert right.delete(key) is False and right.report(key, "x") is None
 
 
