@@ -5,8 +5,10 @@ torch._dynamo.utils.counters."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,12 @@ def test_processes_starting_together_compile_each_graph_once(torch_server: Any, 
     assert all(s["errors"] == 0 and s["put_errors"] == 0 for s in st), st
     assert a.out["digests"] == b.out["digests"]  # the waiter trains on the holder's graphs, bit-identical
     assert a.warnings() == [] and b.warnings() == [], (a.stderr[-2000:], b.stderr[-2000:])
+    # The server counts what the processes count: a waiter's miss followed by
+    # its ?wait= hit is no compile (misses - wait_hits), per run.
+    runs = {r["run"]: r for r in json.load(urllib.request.urlopen(f"{torch_server.url}/v1/stats"))["runs"]}
+    server = [runs[s["run"]] for s in st]
+    assert sum(r["misses"] - r["wait_hits"] for r in server) == sum(s["misses"] for s in st), (server, st)
+    assert sum(r["wait_hits"] for r in server) >= sum(s["lease_wait_hits"] for s in st), (server, st)
 
 
 def _service(url: str, ns: str) -> Service:
