@@ -107,7 +107,7 @@ class Settings:
             client_key=env("CACHESVC_CLIENT_KEY"),
         )
 
-    def client(self, *, timeout: float, retries: int) -> Client:
+    def client(self, *, timeout: float | None, retries: int) -> Client:
         """A :class:`Client` with these settings (``url`` must be set)."""
         assert self.url is not None
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,

@@ -181,6 +181,28 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
     def __repr__(self) -> str:
         return f"Client({self.url!r}, namespace={self.namespace!r})"
 
+    @classmethod
+    def from_env(cls, url: str | None = None, namespace: str | None = None, *, timeout: float | None = 30.0,
+                 retries: int = 3, run: str | None = None) -> "Client":
+        """A client configured as :func:`cachesvc.jax.install` and
+        :func:`cachesvc.torch.install` configure theirs: the arguments, then
+        ``CACHESVC_URL``, ``CACHESVC_NAMESPACE`` (default ``default``),
+        ``CACHESVC_TOKEN`` or ``CACHESVC_TOKEN_FILE``, ``CACHESVC_VERIFY_KEY``,
+        ``CACHESVC_CLIENT_CERT``/``CACHESVC_CLIENT_KEY`` and ``CACHESVC_RUN``
+        (default ``<host>-<pid>-<random>``), so a script run by the same
+        launcher talks to the same server as the training job.
+
+        Raises:
+            ValueError: when neither ``url`` nor ``CACHESVC_URL`` is set, or
+                a setting is malformed (the message names it).
+        """
+        from ._failopen import Settings  # imports this module
+
+        s = Settings.resolve(url=url, namespace=namespace, run=run)
+        if s.url is None:
+            raise ValueError("cachesvc: no server URL: pass url= or set CACHESVC_URL (e.g. http://host:8080)")
+        return s.client(timeout=timeout, retries=retries)
+
     # A client is pickled without its connections (sockets, a lock): one
     # passed to a spawned or forkserver worker process opens its own there.
     def __getstate__(self) -> dict[str, object]:

@@ -288,3 +288,29 @@ def test_bad_client_settings_are_refused_at_construction(kwargs, named):
     with pytest.raises(ValueError, match=named):
         cachesvc.Client("http://127.0.0.1:1", **kwargs)
     cachesvc.Client("http://127.0.0.1:1", timeout=None)  # None: no limit
+
+
+def test_from_env_reads_what_install_reads(server, monkeypatch, tmp_path):
+    """Client.from_env takes the server, namespace, token file and run from
+    the CACHESVC_* variables a launcher sets for install(), arguments first;
+    with no URL anywhere it says what to set."""
+    for name in ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_NAMESPACE", "CACHESVC_NS", "CACHESVC_TOKEN",
+                 "CACHESVC_TOKEN_FILE", "CACHESVC_RUN", "CACHESVC_VERIFY_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="set CACHESVC_URL"):
+        cachesvc.Client.from_env()
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-from-env\n")
+    monkeypatch.setenv("CACHESVC_URL", server.url)
+    monkeypatch.setenv("CACHESVC_NAMESPACE", "from-env")
+    monkeypatch.setenv("CACHESVC_TOKEN_FILE", str(token))
+    monkeypatch.setenv("CACHESVC_RUN", "sweep:arm-1")
+    c = cachesvc.Client.from_env()
+    assert (c.url, c.namespace, c.token, c.run) == (server.url, "from-env", "s3cr3t-from-env", "sweep:arm-1")
+    key = k("from-env")
+    assert c.put(key, b"executable").created and c.get(key) == b"executable"
+    assert cachesvc.Client(server.url, namespace="from-env").get(key) == b"executable"
+    assert cachesvc.Client.from_env(namespace="other").namespace == "other"  # arguments win
+    monkeypatch.setenv("CACHESVC_URL", "host:8080")
+    with pytest.raises(ValueError, match="http"):
+        cachesvc.Client.from_env()
