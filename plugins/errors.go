@@ -12,7 +12,8 @@ var (
 	ErrTimeout = errors.New("plugin timed out")
 	// ErrTrap: the plugin trapped, panicked or exited.
 	ErrTrap = errors.New("plugin crashed")
-	// ErrMemory: the plugin ran out of memory under Config.MaxMemoryBytes.
+	// ErrMemory: the plugin ran out of memory under Config.MaxMemoryBytes,
+	// or (load time) declares a minimum memory over it.
 	ErrMemory = errors.New("plugin ran out of memory")
 	// ErrOutput: the plugin's output was malformed, out of bounds or larger
 	// than Config.MaxOutputBytes.

@@ -235,7 +235,8 @@ var (
 //
 // # Errors
 //
-// ErrInvalid (wrapped) if the module does not compile, imports anything but
+// ErrMemory (wrapped) if the memory it declares is over
+// Config.MaxMemoryBytes; ErrInvalid if the module does not compile, imports anything but
 // WASI preview 1, lacks an export, fails to start or describes itself
 // wrongly; ErrClosed if the host is closed. A module that compiles but
 // cannot be instrumented is not an error: it loads with Info.Interrupt
@@ -249,6 +250,12 @@ func (h *Host) Compile(ctx context.Context, source string, wasm []byte) (*Plugin
 		return nil, ErrClosed
 	}
 	cm, err := rt.CompileModule(ctx, code)
+	if err != nil && strings.Contains(err.Error(), "over limit of") {
+		// wazero's "section memory: min N pages over limit of M pages": the
+		// module is fine, the limit (MaxMemoryBytes) is too small for it.
+		return nil, fmt.Errorf("compile plugin %s: it needs more memory to start than the limit of %d bytes per instance allows (%w): %w",
+			source, h.cfg.MaxMemoryBytes, ErrMemory, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("compile plugin %s: %w: %w", source, ErrInvalid, err)
 	}

@@ -314,6 +314,17 @@ func TestLoadErrors(t *testing.T) {
 	if got := strings.Join(h.Backends(), ","); !strings.Contains(got, "empty,faults,nondet,passthrough") {
 		t.Fatalf("backends = %s", got)
 	}
+	// A limit below what a module declares it needs at start is the
+	// limit's fault, not the module's: ErrMemory, naming the limit.
+	tiny, err := NewHost(ctx, Config{CacheDir: testCacheDir(t), MaxMemoryBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tiny.Close(ctx)
+	_, err = tiny.Load(ctx, "passthrough", mustBuiltin(t, "passthrough.wasm"))
+	if !errors.Is(err, ErrMemory) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the limit of 65536 bytes per instance") {
+		t.Fatalf("load under a 64 KiB limit: %v; want ErrMemory naming the limit", err)
+	}
 }
 
 func mustBuiltin(t *testing.T, name string) []byte {

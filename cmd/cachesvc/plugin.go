@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -103,15 +104,25 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 	}
 	if err := h.LoadBuiltins(ctx); err != nil {
 		h.Close(ctx)
-		return nil, err
+		return nil, withMemoryHint(err, o.Memory)
 	}
 	if o.Dir != "" {
 		if _, err := h.LoadDir(ctx, o.Dir); err != nil {
+			err = withMemoryHint(err, o.Memory)
 			h.Close(ctx)
 			return nil, err
 		}
 	}
 	return h, nil
+}
+
+// withMemoryHint names the flag that fixes err when a larger plugin memory
+// limit would.
+func withMemoryHint(err error, limit int64) error {
+	if errors.Is(err, plugins.ErrMemory) {
+		return fmt.Errorf("%w (raise --plugin-memory, now %s; the default is %s)", err, formatSize(limit), formatSize(plugins.DefaultMaxMemoryBytes))
+	}
+	return err
 }
 
 // openKeyer starts a plugin host and a Keyer over it; close the host when done.
@@ -152,7 +163,7 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 	go func() {
 		start := time.Now()
 		if err := h.Ready(); err != nil {
-			logger.Error("built-in plugins failed to load; key and lookup requests will fail", "err", err)
+			logger.Error("built-in plugins failed to load; key and lookup requests will fail", "err", withMemoryHint(err, po.Memory))
 			return
 		}
 		logger.Info("built-in plugins ready", "backends", h.Backends(), "seconds", time.Since(start).Seconds())

@@ -244,7 +244,9 @@ func TestKeyUsage(t *testing.T) {
 	// not keyed as a bare module (which failed on a missing "platform").
 	badJSON := filepath.Join(dir, "bad.json")
 	badLine3 := filepath.Join(dir, "line3.json")
-	for name, body := range map[string]string{badJSON: "{bad", badLine3: "  {\n \"backend\": \"xla\",\n x}\n"} {
+	good := filepath.Join(dir, "good.json")
+	for name, body := range map[string]string{badJSON: "{bad", badLine3: "  {\n \"backend\": \"xla\",\n x}\n",
+		good: `{"backend":"passthrough","kind":"jax","key":"k"}`} {
 		if err := os.WriteFile(name, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -258,6 +260,9 @@ func TestKeyUsage(t *testing.T) {
 		{[]string{"key"}, 2, "want a FILE"},
 		{[]string{"key", "--wasm-cache", wasm, badJSON}, 1, badJSON + ":1:2: not valid JSON (input that starts with '{' is read as a JSON signature, not a bare module): invalid character 'b'"},
 		{[]string{"key", "--wasm-cache", wasm, badLine3}, 1, badLine3 + ":3:2: not valid JSON"},
+		// Too small for the built-ins to start: say which flag, not only
+		// wazero's "min 42 pages over limit of 1 pages".
+		{[]string{"key", "--wasm-cache", wasm, "--plugin-memory", "64KiB", good}, 1, "raise --plugin-memory, now 64KiB"},
 		{[]string{"plugin"}, 2, "missing subcommand"},
 		{[]string{"plugin", "frob"}, 2, "unknown subcommand"},
 		{[]string{"plugin", "check"}, 2, "exactly one FILE.wasm"},
