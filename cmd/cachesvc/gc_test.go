@@ -90,7 +90,7 @@ func TestGcCommand(t *testing.T) {
 			map[string]string{"AWS_ACCESS_KEY_ID": s3test.AccessKey, "AWS_SECRET_ACCESS_KEY": s3test.SecretKey}, 0,
 			[]string{"removed 1"}, "", 2},
 		{"older than from CACHESVC_OLDER_THAN", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--json"},
-			map[string]string{"CACHESVC_OLDER_THAN": "1000h"}, 0, []string{`"EntriesKept": 2`, `"EntriesRemoved": 0`}, "", 4},
+			map[string]string{"CACHESVC_OLDER_THAN": "1000h"}, 0, []string{`"entries_kept": 2`, `"entries_removed": 0`}, "", 4},
 		{"wrong secret", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--s3-profile", "wrong"}, nil, 1, nil, "check the credentials", 4},
 		{"missing credentials file", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds + ".missing"}, nil, 1, nil, "read --s3-credentials-file", 4},
 		{"no such bucket", []string{"--s3-bucket", "no-such-bucket", "--s3-credentials-file", creds}, nil, 1, nil, "open s3://no-such-bucket on 127.0.0.1:", 4},
@@ -100,7 +100,7 @@ func TestGcCommand(t *testing.T) {
 		{"no bucket", nil, nil, 2, nil, "--s3-endpoint needs --s3-bucket", 4},
 		{"grace over age", []string{"--s3-bucket", "BUCKET", "--grace", "48h", "--older-than", "24h"}, nil, 2, nil, "longer than --older-than", 4},
 		{"older than in days", []string{"--s3-bucket", "BUCKET", "--s3-credentials-file", creds, "--older-than", "42d", "--json"}, nil, 0,
-			[]string{`"EntriesKept": 2`, `"EntriesRemoved": 0`}, "", 4},
+			[]string{`"entries_kept": 2`, `"entries_removed": 0`}, "", 4},
 		// Access logs are flushed every 5m: a shorter age removed entries served minutes ago.
 		{"age under the access logs' flush", []string{"--s3-bucket", "BUCKET", "--older-than", "2m", "--grace", "1m"}, nil, 2, nil,
 			"--older-than 2m0s is too short: replicas record what they serve in access logs flushed every 5m0s", 4},

@@ -151,33 +151,43 @@ type Progress struct {
 
 // Report is what a run found and did. In a dry run the removed counts are
 // what would have been removed.
+//
+// Its JSON form (cachesvc gc --json) has snake_case names, as every other
+// JSON the project prints, and the duration in nanoseconds.
 type Report struct {
-	DryRun   bool
-	Started  time.Time
-	Duration time.Duration
+	DryRun   bool          `json:"dry_run"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
 
-	EntriesKept, EntriesRemoved int64
+	EntriesKept    int64 `json:"entries_kept"`
+	EntriesRemoved int64 `json:"entries_removed"`
 	// EntriesAccessed are kept entries older than the age that an access
 	// log names (included in EntriesKept).
-	EntriesAccessed int64
+	EntriesAccessed int64 `json:"entries_accessed"`
 	// EntriesUnreadable are records that could not be decoded: kept, and
 	// their blobs unprotected (store/s3 cannot serve them either).
-	EntriesUnreadable int64
+	EntriesUnreadable int64 `json:"entries_unreadable"`
 
-	BlobsKept, BlobsRemoved int64
-	BytesKept, BytesRemoved int64
+	BlobsKept    int64 `json:"blobs_kept"`
+	BlobsRemoved int64 `json:"blobs_removed"`
+	BytesKept    int64 `json:"bytes_kept"`
+	BytesRemoved int64 `json:"bytes_removed"`
 	// BlobsYoung are unreferenced blobs kept for the grace (included in
 	// BlobsKept).
-	BlobsYoung int64
+	BlobsYoung int64 `json:"blobs_young"`
 
-	AccessLogsRead, AccessLogsRemoved int64
-	UploadsRemoved, MultipartAborted  int64
-	LeasesRemoved, ReplicasRemoved    int64
+	AccessLogsRead    int64 `json:"access_logs_read"`
+	AccessLogsRemoved int64 `json:"access_logs_removed"`
+	UploadsRemoved    int64 `json:"uploads_removed"`
+	MultipartAborted  int64 `json:"multipart_aborted"`
+	LeasesRemoved     int64 `json:"leases_removed"`
+	ReplicasRemoved   int64 `json:"replicas_removed"`
 	// RunPartsRemoved are replicas' parts of run manifests (runs/) not
 	// rewritten within the age; MemoRemoved are signature memo objects
 	// (memo/) not written within it (an old plugin version's, mostly: a
 	// live one is written again on its next miss, at one plugin call).
-	RunPartsRemoved, MemoRemoved int64
+	RunPartsRemoved int64 `json:"run_parts_removed"`
+	MemoRemoved     int64 `json:"memo_removed"`
 }
 
 // Run collects garbage once, as the package doc describes, and returns what
