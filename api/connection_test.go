@@ -208,6 +208,54 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 	}
 }
 
+// TestTransferCodingsBesideChunkedRefused: a body sent with a transfer
+// coding the server does not implement ("gzip, chunked") gets 501
+// unsupported_transfer_encoding and nothing is stored; fasthttp alone
+// de-chunks it and would store the gzip bytes as the executable. Chunked
+// alone, in any case, is served.
+func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		te   string
+		want int
+	}{
+		{"gzip, chunked", http.StatusNotImplemented},
+		{"GZIP,chunked", http.StatusNotImplemented},
+		{"x-custom, chunked", http.StatusNotImplemented},
+		{"Chunked", http.StatusCreated},
+		{"chunked", http.StatusCreated},
+	} {
+		t.Run(tc.te, func(t *testing.T) {
+			key := keyOf("coding-" + tc.te)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n5\r\nhello\r\n0\r\n\r\n", key, tc.te)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, body %s; want %d", resp.StatusCode, body, tc.want)
+			}
+			if tc.want == http.StatusCreated {
+				return
+			}
+			if !strings.Contains(string(body), `"code":"unsupported_transfer_encoding"`) || !strings.Contains(string(body), tc.te) {
+				t.Errorf("body %s: want unsupported_transfer_encoding naming %q", body, tc.te)
+			}
+			if st, _, _ := getDigest(t, srv, "default", key); st != 404 {
+				t.Errorf("GET after a refused upload = %d, want 404", st)
+			}
+		})
+	}
+}
+
 // TestUnparsableRequestEchoesNoHeaders: a 400 for headers fasthttp cannot
 // parse says what is wrong without copying the request (and so its bearer
 // token) into the body.

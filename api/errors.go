@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,6 +192,60 @@ func (s *Server) catchUnknownMethods() {
 			fh.ErrorHandler(fctx, herr)
 		}
 	}
+}
+
+// refuseTransferCodings answers a request whose Transfer-Encoding names a
+// coding besides chunked ("gzip, chunked") with 501, as RFC 9112 asks of a
+// coding the server does not implement. fasthttp reads any such body as
+// plain chunked and rewrites the header to "chunked", so the compressed
+// bytes would otherwise be stored as the executable.
+func (s *Server) refuseTransferCodings() {
+	fh := s.app.Server()
+	next := fh.Handler
+	fh.Handler = func(fctx *fasthttp.RequestCtx) {
+		// Only a chunked body can carry another coding: the rest (every
+		// GET) skip the scan of the raw headers.
+		if fctx.Request.Header.ContentLength() != -1 {
+			next(fctx)
+			return
+		}
+		coding := otherTransferCoding(fctx.Request.Header.RawHeaders())
+		if coding == "" {
+			next(fctx)
+			return
+		}
+		c := s.app.AcquireCtx(fctx)
+		defer s.app.ReleaseCtx(c)
+		err := Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", coding)
+		if herr := s.errorHandler(c, err); herr != nil {
+			fh.ErrorHandler(fctx, herr)
+		}
+	}
+}
+
+// otherTransferCoding returns the value of a Transfer-Encoding header in
+// raw (the request's header lines as received) that names a coding other
+// than chunked or identity, and "" when there is none.
+func otherTransferCoding(raw []byte) string {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderTransferEncoding)) {
+			continue
+		}
+		for coding := range bytes.SplitSeq(value, []byte{','}) {
+			coding = bytes.TrimSpace(coding)
+			if len(coding) > 0 && !bytes.EqualFold(coding, []byte("chunked")) && !bytes.EqualFold(coding, []byte("identity")) {
+				return string(bytes.TrimSpace(value))
+			}
+		}
+	}
+	return ""
 }
 
 // knownMethod reports whether m is one of the methods fiber routes.

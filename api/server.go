@@ -281,6 +281,7 @@ func (s *Server) init() error {
 	})
 	s.catchShortBodies()
 	s.catchUnknownMethods()
+	s.refuseTransferCodings()
 	s.app.Use(s.middleware)
 	// A handler's panic (a bug) costs its request a 500, not the process:
 	// the error reaches the middleware above like any other, so the
