@@ -166,6 +166,10 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 		}
 		if err := fs.Set(f.Name, v); err != nil {
 			envErr = usagef("invalid value %q for %s: %s", v, name, explainValueErr(f.Value, err.Error()))
+			return
+		}
+		if m, ok := f.Value.(interface{ markFromEnv() }); ok {
+			m.markFromEnv()
 		}
 	})
 	if envErr != nil {
