@@ -57,8 +57,14 @@ func FetchScope(ctx context.Context, hc *http.Client, server, ns, token, scope s
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
-		if json.NewDecoder(body).Decode(&e) == nil && e.Error.Message != "" {
+		data, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
 			return nil, fmt.Errorf("get %s: %s (%s, HTTP %d)", u, e.Error.Message, e.Error.Code, resp.StatusCode)
+		}
+		// Another service answered (wrong port, a proxy): say so, not a
+		// bare status.
+		if foreign := wire.ForeignAnswer(resp.Header.Get("Content-Type"), data); foreign != "" {
+			return nil, fmt.Errorf("get %s: HTTP %d, %s", u, resp.StatusCode, foreign)
 		}
 		return nil, fmt.Errorf("get %s: HTTP %d", u, resp.StatusCode)
 	}
