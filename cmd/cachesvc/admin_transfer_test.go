@@ -220,6 +220,7 @@ func TestAdminBadInput(t *testing.T) {
 		// are read), and delete KEY says how to act on one entry.
 		{"stray argument before flags", adminSecret, []string{"list", "extra", "--namespace", "team"}, 2, "unexpected arguments: extra\n"},
 		{"bad flag after a stray argument", adminSecret, []string{"list", "extra", "--bogus"}, 2, "unknown flag --bogus"},
+		{"export FILE", adminSecret, []string{"export", "team.tar", "--namespace", "team"}, 2, "unexpected arguments: team.tar (the file goes in --out, e.g. --out team.tar)\n"},
 		{"delete KEY", adminSecret, []string{"delete", f.a1.key, "--namespace", "team", "--yes"}, 2, "unexpected arguments: " + f.a1.key + ": delete selects entries by filters, not KEYs; to stop serving one entry, restorably, run 'cachesvc admin quarantine KEY"},
 	}
 	for _, tc := range tests {
