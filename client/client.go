@@ -160,8 +160,10 @@ func decodeError(resp *http.Response) error {
 	} else if code := resp.Header.Get(wire.HeaderError); code != "" { // a HEAD's answer: no body
 		e.Code, e.Message = code, http.StatusText(resp.StatusCode)
 	} else {
+		// Not cachesvc's JSON: another service answered (an S3 endpoint, a
+		// proxy's page). Quote its start, not up to 64 KiB of XML or HTML.
 		e.Code = "http_" + strconv.Itoa(resp.StatusCode)
-		e.Message = strings.TrimSpace(string(data))
+		e.Message = wire.ForeignAnswer(resp.Header.Get("Content-Type"), data)
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}

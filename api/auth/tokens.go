@@ -301,6 +301,15 @@ func ValidateName(name string) error {
 
 func parseRule(text string) (Rule, error) {
 	f := strings.Fields(text)
+	// The usual slips when first writing the file: the output of `cachesvc
+	// token new` pasted as it is, or the token itself. Say which, and
+	// never echo a token.
+	switch {
+	case f[0] == "line:":
+		return Rule{}, errors.New(`starts with "line:": keep only what follows it in the output of 'cachesvc token new' (name, sha256 of the token, namespace:scope list)`)
+	case f[0] == "token:" || (len(f) != 3 && strings.HasPrefix(f[0], TokenPrefix)): // a rule may be named cachesvc_...
+		return Rule{}, errors.New("holds a token: the tokens file takes the line 'cachesvc token new' prints after \"line:\" (name, sha256 of the token, namespace:scope list), never the token itself; give the token to clients")
+	}
 	if len(f) != 3 {
 		return Rule{}, fmt.Errorf("want 3 fields (name, sha256 of the token, namespace:scope list), got %d", len(f))
 	}

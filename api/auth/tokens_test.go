@@ -64,6 +64,11 @@ func TestParseErrors(t *testing.T) {
 		{"two fields", "a " + h, 1, "want 3 fields"},
 		{"bad name", "-x " + h + " default:read", 1, "name"},
 		{"raw token", "# c\n\nci cachesvc_abcdef default:read", 3, "never the token itself"},
+		// The whole output of `cachesvc token new` pasted, or the token alone.
+		{"token alone", "cachesvc_abcdef", 1, "holds a token: the tokens file takes the line 'cachesvc token new' prints"},
+		{"token: line", "token: cachesvc_abcdef", 1, "holds a token"},
+		{"line: prefix", "line: ci " + h + " default:read", 1, `starts with "line:": keep only what follows it`},
+		{"rule named like a token", "cachesvc_ci " + h + " default:owner", 1, `scope "owner" is unknown`},
 		{"upper hex", "ci " + strings.ToUpper(h) + " default:read", 1, "64 lowercase hex"},
 		{"bad hex", "ci " + strings.Repeat("zz", 32) + " default:read", 1, "64 lowercase hex"},
 		{"no colon", "ci " + h + " default", 1, "namespace:scope"},

@@ -37,8 +37,17 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) (err error) {
 	yes := fs.Bool("yes", false, "delete without asking")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
 	commandLineOnly(fs, "dry-run", "all", "yes")
-	if err := parseOperandless(fs, args, sio); err != nil {
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		// quarantine and restore take KEYs, so a user tries delete KEY too:
+		// say what delete takes and how to act on one entry instead.
+		if checkKeys(pos) == nil {
+			return usagef("unexpected arguments: %s: delete selects entries by filters, not KEYs; to stop serving one entry, restorably, run 'cachesvc admin quarantine KEY --reason WHY' (or send DELETE /v1/{ns}/entries/{key} with an admin token)", strings.Join(pos, " "))
+		}
+		return usagef("unexpected arguments: %s", strings.Join(pos, " "))
 	}
 	f, err := ff.filter()
 	if err != nil {

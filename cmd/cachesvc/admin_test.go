@@ -432,6 +432,10 @@ func TestAdminClientFlagsFromEnv(t *testing.T) {
 	}
 	everything := append(f.all(), f.other.key)
 	slices.Sort(everything)
+	adminFile := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(adminFile, []byte(adminSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -453,6 +457,16 @@ func TestAdminClientFlagsFromEnv(t *testing.T) {
 			[]string{"import", empty}, 1, nil, "is empty", true},
 		{"import without any namespace", map[string]string{"CACHESVC_URL": f.srv.URL},
 			[]string{"import", empty}, 2, nil, "cachesvc admin import: --namespace is required", true},
+		// CACHESVC_TOKEN_FILE in a profile and --token for one command
+		// (and the other way round): the command line wins, as for every flag.
+		{"--token beats CACHESVC_TOKEN_FILE", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_TOKEN": "", "CACHESVC_TOKEN_FILE": empty},
+			[]string{"list", "--json", "--namespace", "team", "--token", adminSecret}, 0, f.all(), "6 entries", true},
+		{"--token-file beats CACHESVC_TOKEN", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_TOKEN": "not-a-known-token"},
+			[]string{"list", "--json", "--namespace", "team", "--token-file", adminFile}, 0, f.all(), "6 entries", true},
+		{"both variables", map[string]string{"CACHESVC_URL": f.srv.URL, "CACHESVC_TOKEN_FILE": adminFile},
+			[]string{"list", "--namespace", "team"}, 2, nil, "CACHESVC_TOKEN and CACHESVC_TOKEN_FILE are both set", true},
+		{"both flags", map[string]string{"CACHESVC_URL": f.srv.URL},
+			[]string{"list", "--namespace", "team", "--token", adminSecret, "--token-file", adminFile}, 2, nil, "give --token or --token-file, not both", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,14 +41,22 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	fs.StringVar(&out, "out", "", "tar `file` to write, or - for stdout (required)")
 	fs.StringVar(&out, "o", "", "short for --out")
 	commandLineOnly(fs, "out", "o")
-	if err := parseFlags(fs, args, sio); err != nil {
+	// Interspersed, so that "export team.tar --namespace team" names
+	// team.tar alone, not every flag after it (a --token's secret included).
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s (the file goes in --out)", strings.Join(fs.Args(), " "))
+	if len(pos) > 0 {
+		return usagef("unexpected arguments: %s (the file goes in --out, e.g. --out %s)", strings.Join(pos, " "), pos[0])
 	}
 	if out == "" {
 		return usagef("--out is required: a tar file to write, or - for stdout")
+	}
+	if out == "-" && isTerminal(sio.Stdout) {
+		// A tar of every entry is binary and may be gigabytes: never to a
+		// terminal (as gzip refuses), only to a redirect or a pipe.
+		return usagef("--out - writes the tar to stdout, which is a terminal: redirect it (> export.tar), pipe it, or give --out FILE")
 	}
 	if fi, err := os.Stat(out); err == nil && fi.IsDir() && out != "-" {
 		// Checked before the download, which would otherwise end in a

@@ -216,6 +216,12 @@ func TestAdminBadInput(t *testing.T) {
 		{"unknown subcommand", adminSecret, []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`},
 		{"min above max", adminSecret, []string{"list", "--min-size", "2MiB", "--max-size", "1MiB"}, 2, "no entry can match"},
 		{"ns and all namespaces", adminSecret, []string{"list", "--namespace", "team", "--all-namespaces"}, 2, "not both"},
+		// A stray argument before flags is named alone (the flags after it
+		// are read), and delete KEY says how to act on one entry.
+		{"stray argument before flags", adminSecret, []string{"list", "extra", "--namespace", "team"}, 2, "unexpected arguments: extra\n"},
+		{"bad flag after a stray argument", adminSecret, []string{"list", "extra", "--bogus"}, 2, "unknown flag --bogus"},
+		{"export FILE", adminSecret, []string{"export", "team.tar", "--namespace", "team"}, 2, "unexpected arguments: team.tar (the file goes in --out, e.g. --out team.tar)\n"},
+		{"delete KEY", adminSecret, []string{"delete", f.a1.key, "--namespace", "team", "--yes"}, 2, "unexpected arguments: " + f.a1.key + ": delete selects entries by filters, not KEYs; to stop serving one entry, restorably, run 'cachesvc admin quarantine KEY"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -166,6 +166,10 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 		}
 		if err := fs.Set(f.Name, v); err != nil {
 			envErr = usagef("invalid value %q for %s: %s", v, name, explainValueErr(f.Value, err.Error()))
+			return
+		}
+		if m, ok := f.Value.(interface{ markFromEnv() }); ok {
+			m.markFromEnv()
 		}
 	})
 	if envErr != nil {
@@ -175,13 +179,17 @@ func parseFlags(fs *flag.FlagSet, args []string, sio stdio) error {
 }
 
 // parseOperandless is parseFlags for a command that takes no positional
-// arguments: any left is a usageError.
+// arguments: any left is a usageError. Flags after a stray argument are
+// still parsed (as parseInterspersed does), so that the error names only
+// the stray arguments, not every flag that followed them, and a bad flag
+// among them is reported as such.
 func parseOperandless(fs *flag.FlagSet, args []string, sio stdio) error {
-	if err := parseFlags(fs, args, sio); err != nil {
+	pos, err := parseInterspersed(fs, args, sio)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if len(pos) > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(pos, " "))
 	}
 	return nil
 }

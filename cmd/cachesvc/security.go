@@ -132,26 +132,64 @@ func reloadOnSIGHUP(ctx context.Context, log *slog.Logger, g *auth.Guard, reload
 
 // tokenSource is the --token and --token-file flags of client subcommands:
 // a token given directly (or as CACHESVC_TOKEN), or read from a file (or
-// CACHESVC_TOKEN_FILE).
+// CACHESVC_TOKEN_FILE). tokenFromEnv and fileFromEnv say which came from the
+// environment, so that a flag on the command line beats the other's variable.
 type tokenSource struct {
-	token, file string
+	token, file               string
+	tokenFromEnv, fileFromEnv bool
 }
+
+// envString is a string flag that records whether its value came from the
+// environment (parseFlags calls markFromEnv) or from the command line (Set,
+// which parseFlags calls after the environment's).
+type envString struct {
+	p       *string
+	fromEnv *bool
+}
+
+func (v envString) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v envString) Set(s string) error {
+	*v.p, *v.fromEnv = s, false
+	return nil
+}
+
+// markFromEnv is called by parseFlags right after it set the value from a
+// CACHESVC_* variable.
+func (v envString) markFromEnv() { *v.fromEnv = true }
 
 // addTokenFlags defines --token and --token-file on fs.
 func addTokenFlags(fs *flag.FlagSet) *tokenSource {
 	ts := &tokenSource{}
-	fs.StringVar(&ts.token, "token", "", "bearer `token` for the server (prefer --token-file: flags show in ps)")
-	fs.StringVar(&ts.file, "token-file", "", "`file` holding the bearer token (first line)")
+	fs.Var(envString{&ts.token, &ts.tokenFromEnv}, "token", "bearer `token` for the server (prefer --token-file: flags show in ps)")
+	fs.Var(envString{&ts.file, &ts.fileFromEnv}, "token-file", "`file` holding the bearer token (first line)")
 	return ts
 }
 
 // resolve returns the token: --token, else the first line of --token-file,
-// else "".
+// else "". When both are set, the one given on the command line wins over
+// the other's environment variable (CACHESVC_TOKEN_FILE exported in a
+// profile must not refuse a --token given for one command); both on the
+// command line, or both in the environment, is a usage error.
 func (ts *tokenSource) resolve() (string, error) {
-	if ts.token != "" {
-		if ts.file != "" {
+	if ts.token != "" && ts.file != "" {
+		switch {
+		case ts.tokenFromEnv && !ts.fileFromEnv:
+			ts.token = ""
+		case ts.fileFromEnv && !ts.tokenFromEnv:
+			ts.file = ""
+		case ts.tokenFromEnv:
+			return "", usagef("CACHESVC_TOKEN and CACHESVC_TOKEN_FILE are both set: unset one (or give --token or --token-file, which wins over them)")
+		default:
 			return "", usagef("give --token or --token-file, not both")
 		}
+	}
+	if ts.token != "" {
 		return ts.token, nil
 	}
 	if ts.file == "" {

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-isatty"
 
 	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/fleet/registry"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/lease"
@@ -126,6 +128,12 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if o.Data == "" {
 		return o, usagef("--data is empty: give the store's directory (default ./cachesvc-data)")
 	}
+	if err := checkListenAddr("--addr", o.Addr); err != nil {
+		return o, err
+	}
+	if err := checkTLSFlags(o.Security.TLS); err != nil {
+		return o, err
+	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}
@@ -178,6 +186,42 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// checkListenAddr refuses a listen address that is not host:port with a
+// port number (or service name) before anything starts: "--addr 8080" has
+// no colon and would otherwise be refused as a non-loopback address without
+// authentication, and "127.0.0.1" would get as far as the listener.
+func checkListenAddr(flagName, addr string) error {
+	want := "want host:port, e.g. 127.0.0.1:8080 (port 0 picks a free port)"
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q is not host:port: %s", flagName, addr, want)
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return usagef("%s %q: port %d is out of range 0 to 65535", flagName, addr, n)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usagef("%s %q: port %q is not a number: %s", flagName, addr, port, want)
+	}
+	return nil
+}
+
+// checkTLSFlags refuses a partial TLS configuration as a usage error (exit
+// 2) before the store is opened, as every other flag combination is.
+func checkTLSFlags(f auth.TLSFiles) error {
+	switch {
+	case f.Cert != "" && f.Key == "":
+		return usagef("--tls-cert needs --tls-key: give the certificate's private key file too")
+	case f.Key != "" && f.Cert == "":
+		return usagef("--tls-key needs --tls-cert: give the certificate chain file too")
+	case f.ClientCA != "" && f.Cert == "":
+		return usagef("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over HTTPS")
+	}
+	return nil
 }
 
 // newLogger returns a slog logger writing to w in format ("text", "json" or

@@ -235,6 +235,16 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "s3://cache"), `--s3-bucket "s3://cache" is not a bucket name`},
 		// It served with every upload stored directly, nothing queued.
 		{append(started, "--write-mode", "behind"), "--write-mode behind needs a shared tier: give --s3-endpoint"},
+		// "--addr 8080" was refused as a non-loopback address without
+		// authentication; a missing or bad port failed at listen, exit 1.
+		{[]string{"serve", "--addr", "8080", "--data", filepath.Join(t.TempDir(), "data")}, `--addr "8080" is not host:port: want host:port, e.g. 127.0.0.1:8080`},
+		{append(started, "--addr", "127.0.0.1"), `--addr "127.0.0.1" is not host:port`},
+		{append(started, "--addr", "127.0.0.1:99999"), `--addr "127.0.0.1:99999": port 99999 is out of range 0 to 65535`},
+		{append(started, "--addr", "127.0.0.1:web"), `--addr "127.0.0.1:web": port "web" is not a number`},
+		// A partial TLS setup was exit 1, after the store was opened.
+		{append(started, "--tls-cert", "cert.pem"), "--tls-cert needs --tls-key"},
+		{append(started, "--tls-key", "key.pem"), "--tls-key needs --tls-cert"},
+		{append(started, "--tls-client-ca", "ca.pem"), "--tls-client-ca needs --tls-cert and --tls-key"},
 		// It named no flag: "the buffer limit (1073741824 bytes) is smaller than ...".
 		{append(started, "--redis-addr", "127.0.0.1:0", "--redis-max-value", "2GiB", "--max-entry-size", "4GiB"),
 			"--redis-max-buffered 1.0 GiB cannot hold one SET of the largest value (--redis-max-value 2.0 GiB"},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,6 +46,12 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	r, err := report.FetchScope(ctx, hc, cf.Server, cf.NS, token, *scope)
+	var se *report.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusForbidden && cf.NS == "" && *scope == "" {
+		// stats shows every namespace by default, which needs admin on
+		// "*": a team's read token is refused until it names its namespace.
+		return fmt.Errorf("%w (stats of every namespace need admin on \"*\": give --namespace NS for a namespace the token reads)", err)
+	}
 	if err != nil {
 		return serverHint(err, cf.Server)
 	}

@@ -91,3 +91,19 @@ func TestStatsEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsReadToken: stats shows every namespace unless given one, which
+// needs admin on "*"; a team's read token is refused with a hint to name
+// its namespace, and with --namespace it is not.
+func TestStatsReadToken(t *testing.T) {
+	srv := adminServer(t, nil) // viewer reads team
+	code, _, errOut := runCmd(t, "stats", "--url", srv.URL, "--token", viewerSecret)
+	want := `(stats of every namespace need admin on "*": give --namespace NS for a namespace the token reads)`
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("stats of every namespace with a read token: exit %d, stderr %q; want exit 1 and %q", code, errOut, want)
+	}
+	code, _, errOut = runCmd(t, "stats", "--url", srv.URL, "--token", viewerSecret, "--namespace", "other")
+	if code != 1 || !strings.Contains(errOut, `lacks read scope in namespace "other"`) || strings.Contains(errOut, "give --namespace") {
+		t.Errorf("stats of a namespace the token does not read: exit %d, stderr %q; want the server's 403 alone", code, errOut)
+	}
+}

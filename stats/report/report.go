@@ -24,6 +24,18 @@ func Fetch(ctx context.Context, hc *http.Client, server, ns, token string) (*wir
 	return FetchScope(ctx, hc, server, ns, token, "")
 }
 
+// StatusError is an answer of the stats route other than 200: its status,
+// its error code when the server sent cachesvc's JSON error ("" otherwise),
+// and a message naming the URL.
+type StatusError struct {
+	Status int
+	Code   string
+	msg    string
+}
+
+// Error returns "get URL: message (code, HTTP status)".
+func (e *StatusError) Error() string { return e.msg }
+
 // FetchScope is Fetch with the scope of GET /v1/stats: "" or "replica"
 // (the server's own numbers) or "fleet" (also every replica's health and
 // the fleet's merged totals; all namespaces only).
@@ -57,10 +69,17 @@ func FetchScope(ctx context.Context, hc *http.Client, server, ns, token, scope s
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
-		if json.NewDecoder(body).Decode(&e) == nil && e.Error.Message != "" {
-			return nil, fmt.Errorf("get %s: %s (%s, HTTP %d)", u, e.Error.Message, e.Error.Code, resp.StatusCode)
+		data, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			return nil, &StatusError{Status: resp.StatusCode, Code: e.Error.Code,
+				msg: fmt.Sprintf("get %s: %s (%s, HTTP %d)", u, e.Error.Message, e.Error.Code, resp.StatusCode)}
 		}
-		return nil, fmt.Errorf("get %s: HTTP %d", u, resp.StatusCode)
+		// Another service answered (wrong port, a proxy): say so, not a
+		// bare status.
+		if foreign := wire.ForeignAnswer(resp.Header.Get("Content-Type"), data); foreign != "" {
+			return nil, &StatusError{Status: resp.StatusCode, msg: fmt.Sprintf("get %s: HTTP %d, %s", u, resp.StatusCode, foreign)}
+		}
+		return nil, &StatusError{Status: resp.StatusCode, msg: fmt.Sprintf("get %s: HTTP %d", u, resp.StatusCode)}
 	}
 	var r wire.StatsResponse
 	if err := json.NewDecoder(body).Decode(&r); err != nil {
