@@ -11,6 +11,7 @@ package explain
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func Label(component string) string {
 func ReasonLabel(reason string) string {
 	switch reason {
 	case ReasonNoEntries:
-		return "no entry of this backend in the namespace yet"
+		return "no entry of this backend (or kind) in the namespace yet"
 	case ReasonNoComponents:
 		return "signature has no components to compare"
 	case ReasonIdentical:
@@ -283,6 +284,17 @@ func opaque(components map[string]string) bool {
 // not identify the program (passthrough's opaque keys), the reason is
 // ReasonNotComparable with no Nearest.
 func Explain(want map[string]string, candidates []Candidate) Explanation {
+	// Only entries of want's kind are comparable (KindComponent).
+	same := make([]Candidate, 0, len(candidates))
+	for _, c := range candidates {
+		if c.Components[KindComponent] == want[KindComponent] {
+			same = append(same, c)
+		}
+	}
+	if len(same) == 0 && len(candidates) > 0 && len(want) > 0 {
+		return firstOfKind(want, len(candidates))
+	}
+	candidates = same
 	if ex, ok := special(want, len(candidates)); ok {
 		return ex
 	}
@@ -334,6 +346,19 @@ func special(want map[string]string, n int) (ex Explanation, ok bool) {
 			Summary: "This backend's keys are opaque: the client computed its own key, and the signature's components only say where the key came from, so there is nothing to compare with stored entries."}, true
 	}
 	return Explanation{}, false
+}
+
+// firstOfKind explains a miss when the namespace holds others entries of
+// the backend but none of want's kind: the first compile of its kind, not a
+// difference from an entry of another kind.
+func firstOfKind(want map[string]string, others int) Explanation {
+	kind := want[KindComponent]
+	what := "without a " + Label(KindComponent)
+	if kind != "" {
+		what = Label(KindComponent) + " " + quote(kind)
+	}
+	return Explanation{Reason: ReasonNoEntries, Compared: 0,
+		Summary: fmt.Sprintf("No entry of this kind (%s) exists in the namespace yet, only %d of other kinds: this is the first compile of its kind.", what, others)}
 }
 
 // explanation builds the explanation from the nearest entries, closest

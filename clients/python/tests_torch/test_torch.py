@@ -42,6 +42,13 @@ def test_process_a_compiles_and_writes(process_a: Any) -> None:
     # count the g++ time twice (it claimed ~1.7x the first step here).
     assert s["compile_seconds_written"] <= a["first_step_seconds"], (s["compile_seconds_written"], a["first_step_seconds"])
     assert s["components_captured"] >= 6  # 4 FX graphs + 2 AOTAutograd graphs
+    # A miss is compared only with entries of its own kind: block 2's C++
+    # libraries missed after block 1's FX graphs were stored, and were
+    # explained as "torch cache kind, FX graph, ... differ" from an FX graph.
+    for m in a["misses"]:
+        ex = m["explanation"] or {}
+        assert "cache" not in ex.get("reason", "").split("+"), m
+        assert all(d["component"] != "cache" for n in ex.get("nearest", []) for d in n["diffs"]), m
     assert a["cxx"]["compiles"] >= 4, a["cxx"]
     assert a["mega_saved"], "process A saved no Mega-Cache"
     assert a["flushed"] is True
