@@ -39,8 +39,10 @@ def test_process_a_compiles_and_writes(process_a: Any) -> None:
     # Every compile happened in the first step. The FX graphs' time_taken_ms
     # includes their kernels' C++ builds, which are stored with their own
     # seconds too: the FX entries carry only the rest, or the dashboard would
-    # count the g++ time twice (it claimed ~1.7x the first step here).
-    assert s["compile_seconds_written"] <= a["first_step_seconds"], (s["compile_seconds_written"], a["first_step_seconds"])
+    # count the g++ time twice (it claimed ~1.7x the first step). The margin
+    # allows for builds that ran in parallel in Inductor's thread pool.
+    assert s["compile_seconds_written"] <= 1.25 * a["first_step_seconds"], (s["compile_seconds_written"],
+                                                                            a["first_step_seconds"])
     assert s["components_captured"] >= 6  # 4 FX graphs + 2 AOTAutograd graphs
     # A miss is compared only with entries of its own kind: block 2's C++
     # libraries missed after block 1's FX graphs were stored, and were
