@@ -141,6 +141,11 @@ func (c *conn) allow(need auth.Scope) bool {
 // the server's log is the only place a missing password shows.
 func (c *conn) noAuth(command string) {
 	c.replyError("NOAUTH Authentication required.")
+	c.logNoAuth(command)
+}
+
+// logNoAuth logs a NOAUTH answered to command, once per connection.
+func (c *conn) logNoAuth(command string) {
 	if !c.noauthLogged {
 		c.noauthLogged = true
 		c.s.log.Info("resp command refused: the client sent no token (NOAUTH), so it gets no cache "+
@@ -256,7 +261,9 @@ func cmdHello(c *conn, args [][]byte) {
 			return
 		}
 	} else if !c.mayProceed() {
+		// redis-py 8 (torch's backend) opens every connection with HELLO 3.
 		c.replyError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.logNoAuth("hello")
 		return
 	}
 	if name != nil && !c.setName(name) {
