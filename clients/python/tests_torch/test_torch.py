@@ -142,7 +142,7 @@ def test_mega_cache_warm_then_nothing_compiles(torch_server: Any, run_torch: Any
 def test_cli_missing_run_and_usage(torch_server: Any, tmp_path: Path) -> None:
     miss = _cli(torch_server.url, "ab", "load", "no-such-run", cache_dir=tmp_path)
     assert miss.returncode == 1, (miss.stdout, miss.stderr)
-    assert "no Mega-Cache blob" in miss.stdout
+    assert "no Mega-Cache blob in namespace ab " in miss.stdout, miss.stdout  # where it looked
     assert list(tmp_path.iterdir()) == []  # nothing was written
     usage = subprocess.run([sys.executable, "-m", "cachesvc.torch", "load"], env=clean_env(),
                            capture_output=True, text=True, timeout=120, cwd=PY_DIR)
