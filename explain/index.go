@@ -25,7 +25,7 @@ import (
 // need, and the compaction (O(entries), under the write lock) is amortized
 // over the removals.
 type IndexConfig struct {
-	// PerGroup bounds the entries kept per (namespace, backend). At the
+	// PerGroup bounds the entries kept per (namespace, backend, kind). At the
 	// bound the least recently written entry of the group leaves the index,
 	// and the group's explanations say they are approximate. Default
 	// MaxEntries. (Entries seeded at start come in the store's key order:
@@ -37,8 +37,9 @@ type IndexConfig struct {
 	// the index. Default 1<<20 (1,048,576).
 	MaxEntries int
 	// MaxGroups bounds the number of (namespace, backend, kind) groups (see
-	// KindComponent); once full,
-	// entries of new groups are not indexed. Default 256.
+	// KindComponent); once full, entries of new groups are not indexed.
+	// Default 1024: a namespace of torch entries makes a group per kind (up
+	// to eight), so 256 (namespace, backend) groups need that many.
 	MaxGroups int
 }
 
@@ -95,7 +96,7 @@ func NewIndex(cfg IndexConfig) *Index {
 		cfg.PerGroup = cfg.MaxEntries
 	}
 	if cfg.MaxGroups <= 0 {
-		cfg.MaxGroups = 256
+		cfg.MaxGroups = 1024
 	}
 	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group), commonList: 4096}
 }
