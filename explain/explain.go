@@ -367,7 +367,7 @@ func firstOfKind(want map[string]string, others int) Explanation {
 func explanation(compared int, nearest []Nearest) Explanation {
 	if len(nearest) == 0 {
 		return Explanation{Reason: ReasonNotComparable, Compared: compared,
-			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs (a different plugin version may have produced them)."}
+			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs: the key covers inputs the components do not show (a torch C++ library's key is its sources and compile command; the FX graph miss before it says why), or a different plugin version produced the entries."}
 	}
 	ex := Explanation{Compared: compared, Nearest: nearest}
 	top := nearest[0]

@@ -283,6 +283,14 @@ func TestKindsAreNotCompared(t *testing.T) {
 	if ex := x.Explain("ns", "pt2", want); ex.Reason != ReasonNoEntries {
 		t.Fatalf("after removing the C++ entry: %+v", ex)
 	}
+	// A C++ library of the same components: nothing to compare, and the
+	// summary says the key covers what they do not show (it blamed a
+	// different plugin version, the usual case of every torch C++ miss).
+	cpp2 := map[string]string{"cache": "cpp", "device": "cpu", "torch_version": "2"}
+	x.Add("ns", "pt2", "cpp2", "c2.so", t0.Add(2*time.Second), cpp2)
+	if ex := x.Explain("ns", "pt2", want); ex.Reason != ReasonNotComparable || !strings.Contains(ex.Summary, "C++ library's key is its sources") {
+		t.Fatalf("same components: %+v", ex)
+	}
 	// Entries without the kind component keep one group, as before.
 	if ex := x.Explain("ns", "xla", map[string]string{"module": "m"}); ex.Reason != ReasonNoEntries || strings.Contains(ex.Summary, "kind") {
 		t.Fatalf("empty backend: %+v", ex)
