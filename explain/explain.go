@@ -11,6 +11,7 @@ package explain
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func Label(component string) string {
 func ReasonLabel(reason string) string {
 	switch reason {
 	case ReasonNoEntries:
-		return "no entry of this backend in the namespace yet"
+		return "no entry of this backend (or kind) in the namespace yet"
 	case ReasonNoComponents:
 		return "signature has no components to compare"
 	case ReasonIdentical:
@@ -283,6 +284,17 @@ func opaque(components map[string]string) bool {
 // not identify the program (passthrough's opaque keys), the reason is
 // ReasonNotComparable with no Nearest.
 func Explain(want map[string]string, candidates []Candidate) Explanation {
+	// Only entries of want's kind are comparable (KindComponent).
+	same := make([]Candidate, 0, len(candidates))
+	for _, c := range candidates {
+		if c.Components[KindComponent] == want[KindComponent] {
+			same = append(same, c)
+		}
+	}
+	if len(same) == 0 && len(candidates) > 0 && len(want) > 0 {
+		return firstOfKind(want, len(candidates))
+	}
+	candidates = same
 	if ex, ok := special(want, len(candidates)); ok {
 		return ex
 	}
@@ -336,13 +348,26 @@ func special(want map[string]string, n int) (ex Explanation, ok bool) {
 	return Explanation{}, false
 }
 
+// firstOfKind explains a miss when the namespace holds others entries of
+// the backend but none of want's kind: the first compile of its kind, not a
+// difference from an entry of another kind.
+func firstOfKind(want map[string]string, others int) Explanation {
+	kind := want[KindComponent]
+	what := "without a " + Label(KindComponent)
+	if kind != "" {
+		what = Label(KindComponent) + " " + quote(kind)
+	}
+	return Explanation{Reason: ReasonNoEntries, Compared: 0,
+		Summary: fmt.Sprintf("No entry of this kind (%s) exists in the namespace yet, only %d of other kinds: this is the first compile of its kind.", what, others)}
+}
+
 // explanation builds the explanation from the nearest entries, closest
 // first (each with at least one diff), after comparing with compared
 // entries.
 func explanation(compared int, nearest []Nearest) Explanation {
 	if len(nearest) == 0 {
 		return Explanation{Reason: ReasonNotComparable, Compared: compared,
-			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs (a different plugin version may have produced them)."}
+			Summary: "Every stored entry of this backend compared has exactly this signature's components, so they cannot say why its key differs: the key covers inputs the components do not show (a torch C++ library's key is its sources and compile command; the FX graph miss before it says why), or a different plugin version produced the entries."}
 	}
 	ex := Explanation{Compared: compared, Nearest: nearest}
 	top := nearest[0]

@@ -25,7 +25,7 @@ import (
 // need, and the compaction (O(entries), under the write lock) is amortized
 // over the removals.
 type IndexConfig struct {
-	// PerGroup bounds the entries kept per (namespace, backend). At the
+	// PerGroup bounds the entries kept per (namespace, backend, kind). At the
 	// bound the least recently written entry of the group leaves the index,
 	// and the group's explanations say they are approximate. Default
 	// MaxEntries. (Entries seeded at start come in the store's key order:
@@ -36,8 +36,10 @@ type IndexConfig struct {
 	// bound the least recently written entry of the largest group leaves
 	// the index. Default 1<<20 (1,048,576).
 	MaxEntries int
-	// MaxGroups bounds the number of (namespace, backend) groups; once full,
-	// entries of new groups are not indexed. Default 256.
+	// MaxGroups bounds the number of (namespace, backend, kind) groups (see
+	// KindComponent); once full, entries of new groups are not indexed.
+	// Default 1024: a namespace of torch entries makes a group per kind (up
+	// to eight), so 256 (namespace, backend) groups need that many.
 	MaxGroups int
 }
 
@@ -73,7 +75,17 @@ type Index struct {
 	commonList int
 }
 
-type groupKey struct{ ns, backend string }
+// groupKey is one comparison group: a namespace's entries of one backend
+// and one kind (their KindComponent value, "" when they have none).
+type groupKey struct{ ns, backend, kind string }
+
+// KindComponent names the component that says what kind of artifact an
+// entry is: pt2's "cache" (an FX graph, an AOTAutograd entry, a C++
+// library, a Mega-Cache blob, ...). Entries of different kinds are
+// different things, not near misses of each other: a miss is compared only
+// with entries of its own kind (a C++ library's miss was explained by the
+// "nearest" FX graph, every component differing).
+const KindComponent = "cache"
 
 // NewIndex returns an empty index.
 func NewIndex(cfg IndexConfig) *Index {
@@ -84,7 +96,7 @@ func NewIndex(cfg IndexConfig) *Index {
 		cfg.PerGroup = cfg.MaxEntries
 	}
 	if cfg.MaxGroups <= 0 {
-		cfg.MaxGroups = 256
+		cfg.MaxGroups = 1024
 	}
 	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group), commonList: 4096}
 }
@@ -160,14 +172,21 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	gk := groupKey{ns, backend}
+	kind := components[KindComponent]
+	gk := groupKey{ns, backend, kind}
 	g := x.groups[gk]
 	if g == nil {
 		if len(x.groups) >= x.cfg.MaxGroups {
 			return
 		}
 		g = newGroup()
-		x.groups[groupKey{strings.Clone(ns), strings.Clone(backend)}] = g
+		x.groups[groupKey{strings.Clone(ns), strings.Clone(backend), strings.Clone(kind)}] = g
+	}
+	// A key re-written with another kind leaves its old group.
+	for ok, og := range x.groups {
+		if og != g && ok.ns == ns && ok.backend == backend {
+			x.remove(og, key)
+		}
 	}
 	if id, ok := g.keys[key]; ok {
 		g.kill(id)
@@ -340,12 +359,16 @@ func (g *group) maybeCompact() {
 	}
 }
 
-// Remove forgets entry key in (ns, backend), e.g. after a delete or an
-// eviction. A missing key is ignored.
+// Remove forgets entry key in (ns, backend), whatever its kind, e.g. after
+// a delete or an eviction. A missing key is ignored.
 func (x *Index) Remove(ns, backend, key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.remove(x.groups[groupKey{ns, backend}], key)
+	for gk, g := range x.groups {
+		if gk.ns == ns && gk.backend == backend {
+			x.remove(g, key)
+		}
+	}
 }
 
 // Forget forgets entry key in ns whatever its backend, for callers that do
@@ -371,14 +394,22 @@ func (x *Index) remove(g *group, key string) {
 	}
 }
 
-// Len returns the number of indexed entries in (ns, backend).
+// Len returns the number of indexed entries in (ns, backend), of all kinds.
 func (x *Index) Len(ns, backend string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if g := x.groups[groupKey{ns, backend}]; g != nil {
-		return g.live
+	return x.lenOf(ns, backend)
+}
+
+// lenOf is Len with x.mu held.
+func (x *Index) lenOf(ns, backend string) int {
+	n := 0
+	for gk, g := range x.groups {
+		if gk.ns == ns && gk.backend == backend {
+			n += g.live
+		}
 	}
-	return 0
+	return n
 }
 
 // Entries returns the number of indexed entries in all groups (at most

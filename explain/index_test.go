@@ -153,7 +153,7 @@ func (tt matchCase) check(t *testing.T, commonList int) {
 	if x.Len("ns", "xla") != len(live) {
 		t.Fatalf("len = %d, want %d", x.Len("ns", "xla"), len(live))
 	}
-	if g := x.groups[groupKey{"ns", "xla"}]; tt.removes > 2000 && len(g.entries) >= tt.writes {
+	if g := x.groups[groupKey{"ns", "xla", ""}]; tt.removes > 2000 && len(g.entries) >= tt.writes {
 		t.Fatalf("%d ids for %d writes: never compacted", len(g.entries), tt.writes)
 	}
 	cands := make([]Candidate, 0, len(live))
@@ -246,5 +246,53 @@ func TestIndexConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := x.Len("ns", "xla"); n == 0 || n > 3000 || n != x.Entries() {
 		t.Fatalf("len %d, entries %d", n, x.Entries())
+	}
+}
+
+// TestKindsAreNotCompared: a miss is compared only with entries of its own
+// kind (KindComponent), by the index and by Explain alike; with none of its
+// kind it is the first compile of its kind, not a difference from another
+// kind's entry (a torch C++ library's miss was explained by an FX graph).
+func TestKindsAreNotCompared(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	fx := map[string]string{"cache": "fxgraph", "device": "cpu", "torch_version": "2"}
+	cpp1 := map[string]string{"cache": "cpp", "device": "cuda", "torch_version": "1"}
+	want := map[string]string{"cache": "cpp", "device": "cpu", "torch_version": "2"}
+
+	x := NewIndex(IndexConfig{})
+	x.Add("ns", "pt2", "fx1", "fx-graph-v1:a", t0, fx)
+	cands := []Candidate{{Key: "fx1", Name: "fx-graph-v1:a", Created: t0, Components: fx}}
+	for _, ex := range []Explanation{x.Explain("ns", "pt2", want), Explain(want, cands)} {
+		if ex.Reason != ReasonNoEntries || len(ex.Nearest) != 0 || !strings.Contains(ex.Summary, `torch cache kind "cpp"`) {
+			t.Fatalf("only an FX graph stored: %+v", ex)
+		}
+	}
+
+	// A C++ entry two components away is nearer than an FX graph one away.
+	x.Add("ns", "pt2", "cpp1", "c1.so", t0.Add(time.Second), cpp1)
+	cands = append(cands, Candidate{Key: "cpp1", Name: "c1.so", Created: t0.Add(time.Second), Components: cpp1})
+	for _, ex := range []Explanation{x.Explain("ns", "pt2", want), Explain(want, cands)} {
+		if ex.Reason != "device+torch_version" || len(ex.Nearest) != 1 || ex.Nearest[0].Key != "cpp1" || ex.Compared != 1 {
+			t.Fatalf("with a C++ entry: %+v", ex)
+		}
+	}
+	if n := x.Len("ns", "pt2"); n != 2 {
+		t.Fatalf("Len = %d, want 2 (both kinds)", n)
+	}
+	x.Remove("ns", "pt2", "cpp1")
+	if ex := x.Explain("ns", "pt2", want); ex.Reason != ReasonNoEntries {
+		t.Fatalf("after removing the C++ entry: %+v", ex)
+	}
+	// A C++ library of the same components: nothing to compare, and the
+	// summary says the key covers what they do not show (it blamed a
+	// different plugin version, the usual case of every torch C++ miss).
+	cpp2 := map[string]string{"cache": "cpp", "device": "cpu", "torch_version": "2"}
+	x.Add("ns", "pt2", "cpp2", "c2.so", t0.Add(2*time.Second), cpp2)
+	if ex := x.Explain("ns", "pt2", want); ex.Reason != ReasonNotComparable || !strings.Contains(ex.Summary, "C++ library's key is its sources") {
+		t.Fatalf("same components: %+v", ex)
+	}
+	// Entries without the kind component keep one group, as before.
+	if ex := x.Explain("ns", "xla", map[string]string{"module": "m"}); ex.Reason != ReasonNoEntries || strings.Contains(ex.Summary, "kind") {
+		t.Fatalf("empty backend: %+v", ex)
 	}
 }

@@ -18,7 +18,7 @@ var counts = sync.Pool{New: func() any { return new([]uint16) }}
 // would with all of them as candidates. When entries have left the group at
 // its bound (IndexConfig) the summary says the explanation is approximate.
 func (x *Index) Explain(ns, backend string, want map[string]string) Explanation {
-	gk := groupKey{ns, backend}
+	gk := groupKey{ns, backend, want[KindComponent]}
 	x.mu.RLock()
 	if g := x.groups[gk]; g != nil && g.unsorted {
 		// Sorted once after seeding (and after writes out of order),
@@ -37,6 +37,11 @@ func (x *Index) Explain(ns, backend string, want map[string]string) Explanation 
 	n := 0
 	if g != nil {
 		n = g.live
+	}
+	if n == 0 && len(want) > 0 {
+		if others := x.lenOf(ns, backend); others > 0 {
+			return firstOfKind(want, others)
+		}
 	}
 	if ex, ok := special(want, n); ok {
 		return ex

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,61 @@ func TestTLS(t *testing.T) {
 	defer plain.Close()
 	if err := plain.Ping(ctx).Err(); err == nil {
 		t.Error("a plain-text PING was answered by a TLS listener")
+	}
+}
+
+// lockedBuf is a bytes.Buffer safe for the logger's concurrent writes.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRefusedAuthIsLogged: torch's Redis backend turns its remote cache off
+// silently on NOAUTH or WRONGPASS, so the server's log says why the client
+// gets no cache and how to give the token: NOAUTH once per connection (a
+// GET without a password was not logged at all), WRONGPASS each time.
+func TestRefusedAuthIsLogged(t *testing.T) {
+	g, _ := guard(t, "")
+	var logs lockedBuf
+	e := start(t, options{auth: g, resp: func(c *resp.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}})
+	k := torchKey("logged")
+	r := e.dial()
+	converse(t, r, []step{
+		{[]string{"GET", k}, "-NOAUTH Authentication required.\r\n"},
+		{[]string{"SET", k, "v"}, "-NOAUTH Authentication required.\r\n"},
+	})
+	got := logs.String()
+	if n := strings.Count(got, "the client sent no token (NOAUTH)"); n != 1 {
+		t.Fatalf("NOAUTH logged %d times on one connection, want 1:\n%s", n, got)
+	}
+	for _, want := range []string{"TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port", "command=get", "namespace=default"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("NOAUTH log lacks %q:\n%s", want, got)
+		}
+	}
+	converse(t, e.dial(), []step{{[]string{"MGET", k}, "-NOAUTH Authentication required.\r\n"}})
+	// redis-py 8, torch's client, opens each connection with HELLO 3.
+	converse(t, e.dial(), []step{{[]string{"HELLO", "3"}, "-NOAUTH HELLO must be called with the client already authenticated, ..."}})
+	converse(t, e.dial(), []step{{[]string{"AUTH", "not-a-token"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"}})
+	got = logs.String()
+	if n := strings.Count(got, "the client sent no token (NOAUTH)"); n != 3 || !strings.Contains(got, "command=hello") {
+		t.Errorf("NOAUTH logged %d times on three connections (one HELLO), want 3:\n%s", n, got)
+	}
+	if !strings.Contains(got, "resp AUTH refused: unknown token") || !strings.Contains(got, "check the Redis password") {
+		t.Errorf("WRONGPASS log says nothing actionable:\n%s", got)
 	}
 }

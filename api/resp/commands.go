@@ -84,8 +84,9 @@ func (c *conn) dispatch(args [][]byte) {
 	case len(args) < cmd.minArgs || cmd.maxArgs >= 0 && len(args) > cmd.maxArgs:
 		c.replyErrorf("ERR wrong number of arguments for '%s' command", cmd.name)
 	case !cmd.beforeAuth && !c.mayProceed():
-		c.replyError("NOAUTH Authentication required.")
+		c.noAuth(cmd.name)
 	default:
+		c.running = cmd.name
 		cmd.run(c, args)
 	}
 	c.s.metrics.count(cmd, c.result)
@@ -129,9 +130,29 @@ func (c *conn) allow(need auth.Scope) bool {
 	case c.secret != "":
 		c.replyError("NOAUTH the token AUTH accepted is no longer in the tokens file; AUTH again")
 	default:
-		c.replyError("NOAUTH Authentication required.")
+		c.noAuth(c.running)
 	}
 	return false
+}
+
+// noAuth answers NOAUTH to a command sent without a token, and logs it once
+// per connection. The client side is silent: torch's Redis backend turns its
+// remote cache off for the process on the error and compiles everything, so
+// the server's log is the only place a missing password shows.
+func (c *conn) noAuth(command string) {
+	c.replyError("NOAUTH Authentication required.")
+	c.logNoAuth(command)
+}
+
+// logNoAuth logs a NOAUTH answered to command, once per connection.
+func (c *conn) logNoAuth(command string) {
+	if !c.noauthLogged {
+		c.noauthLogged = true
+		c.s.log.Info("resp command refused: the client sent no token (NOAUTH), so it gets no cache "+
+			"(torch turns its remote cache off for the process); give a token as the Redis password, "+
+			"e.g. TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port", "remote", c.remote, "command", command,
+			"namespace", c.s.cfg.Namespace)
+	}
 }
 
 // writer is what an entry records as its writer: the token's name, or the
@@ -192,7 +213,9 @@ func (c *conn) authenticate(token []byte) bool {
 	}
 	id, err := g.Authenticate(string(token))
 	if err != nil || id.Anonymous {
-		c.s.log.Info("resp AUTH refused: unknown token", "remote", c.remote)
+		c.s.log.Info("resp AUTH refused: unknown token, so the client gets no cache (torch turns its remote cache "+
+			"off for the process); check the Redis password (TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port) "+
+			"against --tokens", "remote", c.remote)
 		c.replyError("WRONGPASS invalid username-password pair or user is disabled.")
 		return false
 	}
@@ -238,7 +261,9 @@ func cmdHello(c *conn, args [][]byte) {
 			return
 		}
 	} else if !c.mayProceed() {
+		// redis-py 8 (torch's backend) opens every connection with HELLO 3.
 		c.replyError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.logNoAuth("hello")
 		return
 	}
 	if name != nil && !c.setName(name) {

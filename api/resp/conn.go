@@ -70,6 +70,11 @@ type conn struct {
 	name   string        // CLIENT SETNAME
 	secret string        // the token AUTH accepted; "" for none
 	ident  auth.Identity // who secret is
+	// noauthLogged: a NOAUTH was logged for this connection (once: torch
+	// turns its remote cache off after the first error, other clients may
+	// retry on the same connection).
+	noauthLogged bool
+	running      string // name of the command dispatched last (for logs)
 
 	result  resultKind // what the current command's reply was
 	quit    bool       // QUIT: close after the reply

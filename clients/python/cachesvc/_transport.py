@@ -369,6 +369,11 @@ class _Transport:
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 err = _transport_error(exc)
+                if err.code == "connection_failed":
+                    # "Connection refused" alone does not say where: a training
+                    # job's one warning must show the URL it was given.
+                    origin = urllib.parse.urlsplit(self.url)._replace(path="", query="", fragment="").geturl()
+                    err = Error(0, err.code, f"{method} {origin}{path}: {err.message}")
                 # A kept-alive connection the server closed meanwhile fails at
                 # once: retry that immediately, once, without counting it.
                 if reused and not stale_retry_used and err.code == "connection_failed":

@@ -182,6 +182,8 @@ def test_connection_refused_is_bounded():
         c.get(k("x"))
     assert ei.value.status == 0 and ei.value.code == "connection_failed" and ei.value.retryable
     assert time.monotonic() - t0 < 25  # bounded by retries, far from the budget
+    # The message names where it tried (a wrong port or host is then plain).
+    assert f"http://127.0.0.1:{port}/v1/default/entries/" in ei.value.message, ei.value.message
 
 
 def test_timeout_on_silent_server():

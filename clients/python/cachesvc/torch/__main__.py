@@ -111,8 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _out(a.json, doc, f"run {run}: loaded {res.size} bytes in {res.seconds:.2f}s: {res.artifacts}")
         return EXIT_OK
     if res.status == _mega.MISSING:
-        _out(a.json, doc, f"run {run}: no Mega-Cache blob in this environment "
-             f"({_env_text(_mega._keys.mega_signature(run))})")
+        # The namespace is named: a blob saved in another one (CACHESVC_NAMESPACE
+        # unset here) is the usual reason, beside a different environment.
+        _out(a.json, doc, f"run {run}: no Mega-Cache blob in namespace {s.namespace} for this environment "
+             f"({_env_text(_mega._keys.mega_signature(run))}); cachesvc.torch.save({run!r}) in the process "
+             f"that compiled stores one, in its namespace and for its environment")
         return EXIT_MISSING
     print(f"cachesvc.torch: load {run}: {res.error}", file=sys.stderr)
     if a.json:

@@ -118,6 +118,9 @@ class Service:
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
         self._hit = threading.local()  # server key of this thread's last hit (_heal)
+        # Seconds of C++ builds (_cpp) not yet taken out of an FX graph's
+        # compile time: see fx_graph_seconds.
+        self._cpp_unclaimed = 0.0
         # Compile leases on FX graph misses, taken once _lease's wrapper is in
         # place (install sets leasebook.renew): it ends the leases of a
         # compile that wrote nothing.
@@ -289,7 +292,34 @@ class Service:
         # their hits, which an AOTAutograd hit always makes) as FX graph
         # entries: sending it again would count those seconds twice.
         secs = 0.0 if cache.startswith("autograd") else time_taken_seconds(data)
+        if cache.startswith(_LEASED_CACHE):
+            secs = self.fx_graph_seconds(secs)
         self.submit(full_key, self.signature(full_key), cache, data, secs, name)
+
+    def cpp_built(self, secs: float) -> None:
+        """A C++ build (``_cpp``) compiled for ``secs``; its library is stored
+        with those seconds, so the FX graph that waited for it must not count
+        them again (``fx_graph_seconds``)."""
+        with self._lock:
+            self._cpp_unclaimed += max(0.0, secs)
+
+    def fx_graph_seconds(self, secs: float | None) -> float | None:
+        """The compile seconds to send with an FX graph entry: torch's
+        ``time_taken_ms`` less the C++ builds run since the last FX graph write.
+
+        On CPU an FX graph's ``time_taken_ms`` includes compiling its kernels,
+        and each kernel library is also stored (with its build time) by the
+        ``cpp`` tier: sending both counted the g++ time twice, so a second
+        process claimed about twice the compile time it really skipped.
+        Builds run in Inductor's thread pool while the graph's compile waits,
+        and graphs compile one after another, so the builds since the last
+        write belong to this graph; the sum of what is sent is then the larger
+        of the graph's time and its builds' (never both)."""
+        with self._lock:
+            cpp, self._cpp_unclaimed = self._cpp_unclaimed, 0.0
+        if secs is None:
+            return None
+        return max(0.0, secs - cpp)
 
     def submit(self, pending_id: str, sig: dict[str, Any], cache: str, data: bytes,
                compile_seconds: float | None, name: str) -> None:
