@@ -152,7 +152,9 @@
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);
-    $("kpi-saved").textContent = CS.hours(t.compile_seconds_saved || 0);
+    // The unit that reads best (s, min, h, days), as cachesvc stats prints
+    // it: a first run's seconds are not "0.00 h".
+    $("kpi-saved").textContent = CS.dur(t.compile_seconds_saved || 0);
     $("kpi-saved-sub").textContent = num(Math.round((t.compile_seconds_saved || 0) * 1000) / 1000) + " s of compiling avoided";
     $("kpi-bytes-out").textContent = bytes(t.bytes_out);
     $("kpi-bytes-in").textContent = bytes(t.bytes_in);
