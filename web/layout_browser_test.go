@@ -134,7 +134,7 @@ func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 	sigs := func(i int) [][]byte {
 		return [][]byte{
 			pt2Signature(fmt.Sprintf("fxgraph%02d", i), "aaaa"),
-			mustJSON(t, map[string]string{"backend": "passthrough", "kind": "triton", "key": fmt.Sprintf("triton_poi_fused_add_%d", i)}),
+			passthroughSignature(i),
 		}
 	}
 	for r := 0; r < rounds; r++ {
@@ -177,6 +177,17 @@ func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 		}
 	}
 	return s
+}
+
+// passthroughSignature is namespace i's passthrough signature: a Triton
+// kernel's key, or in every other namespace a JAX key as stock JAX and the
+// agent send it (its module name and 64 hex digits, one long word that
+// must still fit the recent misses' cards).
+func passthroughSignature(i int) []byte {
+	if i%2 == 0 {
+		return []byte(fmt.Sprintf(`{"backend":"passthrough","kind":"jax","key":"jit_train_step-%064x"}`, i))
+	}
+	return []byte(fmt.Sprintf(`{"backend":"passthrough","kind":"triton","key":"triton_poi_fused_add_%d"}`, i))
 }
 
 // caller returns a function that sends one request to base+path with
