@@ -382,6 +382,13 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	if !strings.HasPrefix(card, "Store · protein-folding-research-group|") || !strings.Contains(card, " / 4.0 KiB|4 entries · ") || !strings.HasSuffix(card, "% of quota") {
 		t.Errorf("store card in the namespace view = %q, want the namespace's usage against its quota", card)
 	}
+	// The store and evictions charts are the whole server's (the series
+	// are not kept per namespace), unlike the cards above them: they say so.
+	titles, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["store-chart-title", "evictions-chart-title"].map(function (id) {
+		return document.getElementById(id).textContent; }).join("|")`))
+	if err != nil || titles != "Store size against its limit (whole server)|Evictions and integrity failures (whole server)" {
+		t.Errorf("chart titles in the namespace view = %q (%v), want both marked as the whole server's", titles, err)
+	}
 	checkLayout(t, ctx, "dashboard-ns-1366.png", 1366, 768)
 
 	// Sweep view: the three arms side by side.
