@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -346,7 +347,8 @@ func Rate(r float64, lookups int64) string {
 func Duration(sec float64) string {
 	switch {
 	case sec < 120:
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", sec), "0"), ".") + " s"
+		// Halves up, as the dashboard's Math.round: 32.25 s is "32.3 s" in both.
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", math.Floor(sec*10+0.5)/10), "0"), ".") + " s"
 	case sec < 2*3600:
 		return fmt.Sprintf("%.1f min", sec/60)
 	case sec < 3*86400:
@@ -355,7 +357,7 @@ func Duration(sec float64) string {
 	return fmt.Sprintf("%.1f days", sec/86400)
 }
 
-// Bytes formats a byte count in binary units: "1.5 MiB".
+// Bytes formats a byte count in binary units: "1.5 MiB", "216 KiB".
 func Bytes(n int64) string {
 	f := float64(n)
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
@@ -367,7 +369,14 @@ func Bytes(n int64) string {
 	if i == 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
+	// As the dashboard prints it (util.js CS.bytes): no decimal from 100
+	// up, so that both show "216 KiB" for the same traffic.
+	// Halves round up, as JavaScript's toFixed does (fmt rounds them to
+	// even): 1280 bytes is "1.3 KiB" in both.
+	if f >= 100 {
+		return fmt.Sprintf("%.0f %s", math.Floor(f+0.5), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", math.Floor(f*10+0.5)/10, units[i])
 }
 
 // Ago formats how long before now t was: "12 s ago".
