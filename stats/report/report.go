@@ -122,7 +122,13 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 			p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
 		}
 	} else {
-		p.f("Store       %s\n", storeLine(r.Store))
+		// The persisted count: the store's own starts again at 0 with every
+		// restart (the larger of the two, for a server whose totals lack it).
+		u := r.Store
+		if r.Fleet == nil {
+			u.Evictions = max(u.Evictions, t.Evictions)
+		}
+		p.f("Store       %s\n", storeLine(u))
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if r.Fleet != nil {

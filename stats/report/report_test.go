@@ -34,6 +34,8 @@ func TestRenderSummary(t *testing.T) {
 			"Time saved  25.0 min (1,500 s) of compiling\n",
 			"in 2 writes\n",
 			"Store       2.0 KiB in 3 entries (no limit)"}, []string{"team-a", "compile lease"}},
+		{"evictions after a restart", wire.Totals{Lookups: 1, Evictions: 16}, wire.StoreUsage{Entries: 4, Bytes: 2048}, "", []string{
+			"Store       2.0 KiB in 4 entries (no limit); 16 evictions, 0 integrity failures\n"}, nil},
 		{"lease waits", wire.Totals{Lookups: 7, Hits: 3, Misses: 4, WaitHits: 3}, store, "", []string{
 			"Lookups     7  (hits 3, misses 4; 3 hits after waiting on a compile lease)\n"}, nil},
 		{"namespace usage", many, withNS, "team-a", []string{
