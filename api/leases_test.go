@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,8 +299,50 @@ func TestLeaseWaitHitAnswersItsMiss(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no run sweep:waiter in %+v", when, s.Runs)
 		}
+		// /metrics says the same, so that misses - wait hits is the
+		// compiles run there too.
+		m := metricSums(t, srv.URL, "cachesvc_lookups_total", "cachesvc_lease_wait_hits_total")
+		if got := [2]float64{m[`cachesvc_lookups_total{result="miss"}`], m["cachesvc_lease_wait_hits_total"]}; got != [2]float64{1, 1} {
+			t.Errorf("%s: /metrics: misses, wait hits = %v; want 1 1 as in /v1/stats", when, got)
+		}
 	}
 	check("live")
 	srv.Restart()
 	check("after a restart")
+}
+
+// metricSums scrapes base's /metrics and sums the samples of each named
+// family over its labels, and also per result label for
+// cachesvc_lookups_total-style families (key `name{result="hit"}`).
+func metricSums(t *testing.T, base string, names ...string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, n := range names {
+			rest, ok := strings.CutPrefix(line, n)
+			if !ok || (rest[0] != '{' && rest[0] != ' ') {
+				continue
+			}
+			var v float64
+			if _, err := fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v); err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			out[n] += v
+			for _, r := range []string{"hit", "miss"} {
+				if strings.Contains(rest, `result="`+r+`"`) {
+					out[n+`{result="`+r+`"}`] += v
+				}
+			}
+		}
+	}
+	return out
 }

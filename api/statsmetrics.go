@@ -87,6 +87,12 @@ var (
 	descServed = prometheus.NewDesc("cachesvc_lookup_bytes_total",
 		"Entry bytes by direction: out (served on hits) or in (stored), by namespace and backend. Persisted across restarts.",
 		[]string{"namespace", "backend", "direction"}, nil)
+	// descWaitHits exports wait_hits, so that a dashboard built on
+	// /metrics gets the compiles clients ran (misses minus these), as the
+	// stats view's "Compiles run" row does.
+	descWaitHits = prometheus.NewDesc("cachesvc_lease_wait_hits_total",
+		"Hits of GET ?wait= (a client that missed waited out another's compile lease), by namespace and backend; also counted in cachesvc_lookups_total{result=\"hit\"}. Misses minus these are the compiles clients ran. Persisted across restarts.",
+		[]string{"namespace", "backend"}, nil)
 	descReasons = prometheus.NewDesc("cachesvc_miss_explanations_total",
 		"Explained misses by reason: the components that differ from the nearest stored entry, e.g. xla_flags.",
 		[]string{"reason"}, nil)
@@ -100,7 +106,7 @@ var (
 
 // Describe sends the descriptors.
 func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descReasons, descIndexEntries, descIndexDropped} {
+	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descWaitHits, descReasons, descIndexEntries, descIndexDropped} {
 		ch <- d
 	}
 }
@@ -135,6 +141,7 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			t.Hits += b.Hits
 			t.Misses += b.Misses
+			t.WaitHits += b.WaitHits
 			t.Writes += b.Writes
 			t.BytesIn += b.BytesIn
 			t.BytesOut += b.BytesOut
@@ -145,6 +152,7 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, t := range sums {
 		ch <- prometheus.MustNewConstMetric(descLookups, prometheus.CounterValue, float64(t.Hits), k.ns, k.backend, "hit")
 		ch <- prometheus.MustNewConstMetric(descLookups, prometheus.CounterValue, float64(t.Misses), k.ns, k.backend, "miss")
+		ch <- prometheus.MustNewConstMetric(descWaitHits, prometheus.CounterValue, float64(t.WaitHits), k.ns, k.backend)
 		ch <- prometheus.MustNewConstMetric(descSaved, prometheus.CounterValue, t.CompileSecondsSaved, k.ns, k.backend)
 		ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(t.Writes), k.ns, k.backend)
 		ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(t.BytesOut), k.ns, k.backend, "out")

@@ -421,7 +421,14 @@ func reasonOf(diffs []Diff) string {
 	return strings.Join(names, "+")
 }
 
-func quote(s string) string { return "\"" + s + "\"" }
+// quote shows a component's value in a summary; an empty one (no XLA
+// flags, no platform version) is "none", which reads better than "".
+func quote(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "\"" + s + "\""
+}
 
 func upperFirst(s string) string {
 	if s == "" {

@@ -144,6 +144,16 @@ func ExampleExplain() {
 	// Jaxlib version differs from the nearest entry (jit_f): jaxlib_version "0.4.36" here, "0.4.38" there.
 }
 
+// An entry compiled without XLA flags stores the component empty: the
+// summary says "none" there, not "".
+func ExampleExplain_emptyValue() {
+	stored := []Candidate{{Key: "aa", Name: "jit_step", Components: map[string]string{"platform": "cpu", "xla_flags": ""}}}
+	ex := Explain(map[string]string{"platform": "cpu", "xla_flags": "--xla_cpu_enable_fast_math=true"}, stored)
+	fmt.Println(ex.Summary)
+	// Output:
+	// XLA flags differ from the nearest entry (jit_step): xla_flags "--xla_cpu_enable_fast_math=true" here, none there.
+}
+
 // TestExplainNeverPointsAtIncomparableEntries checks that a miss is never
 // explained by an entry whose components say nothing about why the key
 // differs: in passthrough (jax-key) mode every entry has the components

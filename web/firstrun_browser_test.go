@@ -9,13 +9,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/stats/statstest"
 )
 
 // TestDashboardChartsAFirstRunsSavingInSeconds checks what a new user sees
 // after a first hit that saved a few seconds: the cumulative chart's axis
 // and legend read in seconds, every tick label distinct (in hours they all
-// read 0.00 h).
+// read 0.00 h), and so does the "Compile time saved" card, in the unit
+// cachesvc stats prints ("6 s", not "0.00 h").
 func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
 	ctx := browser(t)
 	srv := statstest.Start(t, nil)
@@ -32,6 +34,13 @@ func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
 		chromedp.Sleep(300*time.Millisecond),
 	); err != nil {
 		t.Fatalf("load dashboard: %v", err)
+	}
+	kpi, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("kpi-saved").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := report.Duration(6); kpi != want {
+		t.Errorf("Compile time saved card reads %q, want %q as cachesvc stats prints it", kpi, want)
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
 		var u = window.cachesvcDashboard.charts["chart-saved"].u;

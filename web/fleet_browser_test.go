@@ -76,7 +76,7 @@ func TestDashboardShowsFleet(t *testing.T) {
 	for k, want := range map[string]string{
 		"a":       "replica-a|ok|",
 		"b":       "replica-b|ok|",
-		"summary": "fleet: 300 of 600 lookups hit, 2.00 h saved",
+		"summary": "fleet: 300 of 600 lookups hit, 2.0 h saved",
 	} {
 		if g := got[k]; !strings.Contains(g, want) {
 			t.Errorf("%s = %q, want it to contain %q", k, g, want)

@@ -61,7 +61,7 @@ const layoutCheckJS = `(function(){
   function box(r) { return "[" + Math.round(r.left) + "," + Math.round(r.top) + " → " + Math.round(r.right) + "," + Math.round(r.bottom) + "]"; }
   var doc = document.documentElement;
   if (doc.scrollWidth > innerWidth + 1) out.push("the page scrolls sideways: " + doc.scrollWidth + " px wide in a " + innerWidth + " px window");
-  document.querySelectorAll(".card, .kpi, .step, header.top").forEach(function (card) {
+  document.querySelectorAll(".card, .kpi, .step, header.top, .reason").forEach(function (card) {
     if (!vis(card)) return;
     var cr = card.getBoundingClientRect(), cn = name(card).slice(0, 50);
     [card].concat(Array.prototype.slice.call(card.querySelectorAll("*"))).forEach(function (e) {
@@ -90,14 +90,22 @@ const layoutCheckJS = `(function(){
 // checkLayout resizes the page to width × height, lets the charts follow,
 // fails t for every overflow or clipping layoutCheckJS finds, and saves a
 // full-page screenshot as name.
-func checkLayout(t *testing.T, ctx context.Context, name string, width, height int64) {
+//
+// A problem that begins with one of allowed is deliberate at that size.
+func checkLayout(t *testing.T, ctx context.Context, name string, width, height int64, allowed ...string) {
 	t.Helper()
 	screenshot(t, ctx, name, width, height)
 	bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](layoutCheckJS))
 	if err != nil {
 		t.Fatalf("layout check at %dx%d: %v", width, height, err)
 	}
+next:
 	for _, b := range bad {
+		for _, a := range allowed {
+			if strings.HasPrefix(b, a) {
+				continue next
+			}
+		}
 		t.Errorf("%dx%d (%s): %s", width, height, name, b)
 	}
 }
@@ -134,7 +142,7 @@ func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 	sigs := func(i int) [][]byte {
 		return [][]byte{
 			pt2Signature(fmt.Sprintf("fxgraph%02d", i), "aaaa"),
-			mustJSON(t, map[string]string{"backend": "passthrough", "kind": "triton", "key": fmt.Sprintf("triton_poi_fused_add_%d", i)}),
+			passthroughSignature(i),
 		}
 	}
 	for r := 0; r < rounds; r++ {
@@ -177,6 +185,17 @@ func seedNamespaces(t *testing.T, base string, advance func()) seeded {
 		}
 	}
 	return s
+}
+
+// passthroughSignature is namespace i's passthrough signature: a Triton
+// kernel's key, or in every other namespace a JAX key as stock JAX and the
+// agent send it (its module name and 64 hex digits, one long word that
+// must still fit the recent misses' cards).
+func passthroughSignature(i int) []byte {
+	if i%2 == 0 {
+		return []byte(fmt.Sprintf(`{"backend":"passthrough","kind":"jax","key":"jit_train_step-%064x"}`, i))
+	}
+	return []byte(fmt.Sprintf(`{"backend":"passthrough","kind":"triton","key":"triton_poi_fused_add_%d"}`, i))
 }
 
 // caller returns a function that sends one request to base+path with
@@ -272,6 +291,13 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 
 	checkLayout(t, ctx, "dashboard-1366.png", 1366, 768)
 	checkLayout(t, ctx, "dashboard-2560.png", 2560, 1440)
+	// A 1280-pixel laptop fits every table; at 1024 pixels the namespace
+	// table's twelve columns scroll sideways in their card (on purpose:
+	// dropping a column would hide a number), and nothing else does: the
+	// misses' reasons keep their counts out of the recent misses beside
+	// them.
+	checkLayout(t, ctx, "dashboard-1280.png", 1280, 800)
+	checkLayout(t, ctx, "dashboard-1024.png", 1024, 768, `div.scroll "NamespaceBackendLookups`)
 
 	view, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
 		var d = window.cachesvcDashboard, u = d.charts["chart-hit-rate"].u;
@@ -355,6 +381,13 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	}
 	if !strings.HasPrefix(card, "Store · protein-folding-research-group|") || !strings.Contains(card, " / 4.0 KiB|4 entries · ") || !strings.HasSuffix(card, "% of quota") {
 		t.Errorf("store card in the namespace view = %q, want the namespace's usage against its quota", card)
+	}
+	// The store and evictions charts are the whole server's (the series
+	// are not kept per namespace), unlike the cards above them: they say so.
+	titles, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["store-chart-title", "evictions-chart-title"].map(function (id) {
+		return document.getElementById(id).textContent; }).join("|")`))
+	if err != nil || titles != "Store size against its limit (whole server)|Evictions and integrity failures (whole server)" {
+		t.Errorf("chart titles in the namespace view = %q (%v), want both marked as the whole server's", titles, err)
 	}
 	checkLayout(t, ctx, "dashboard-ns-1366.png", 1366, 768)
 

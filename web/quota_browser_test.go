@@ -47,3 +47,32 @@ func TestDashboardShowsNamespaceQuotas(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-quotas.png", 1366, 768)
 }
+
+// TestDashboardEvictionsSurviveARestart: the Evictions card reads the
+// persisted count (the whole server's, or the namespace's in its view),
+// not the store's own, which starts again at 0 with every restart while
+// the evictions chart keeps its history.
+func TestDashboardEvictionsSurviveARestart(t *testing.T) {
+	ctx := browser(t)
+	srv := statstest.Start(t, nil)
+	statstest.Seed(t, srv.URL)
+	// What serve's eviction hook records for each entry the store evicts.
+	srv.Stats().RecordEvictions("team-a", "xla", 3)
+	srv.Stats().RecordEvictions("team-b", "xla", 2)
+	srv.Restart()
+	for _, tc := range []struct{ path, want string }{{"/", "5"}, {"/?ns=team-a", "3"}} {
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate(srv.URL+tc.path),
+			waitText("#kpi-hit-rate-sub", "lookups hit"),
+		); err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("kpi-evictions").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: Evictions card reads %q after a restart, want %q", tc.path, got, tc.want)
+		}
+	}
+}

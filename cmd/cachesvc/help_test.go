@@ -25,7 +25,7 @@ var commandFlags = map[string][]string{
 		"tls-key", "tokens", "upload-queue-entries", "upload-queue-size", "wasm-cache", "write-mode", "write-timeout"},
 	"token new":   {"name", "scopes"},
 	"signkey new": {"out"},
-	"stats":       {"namespace", "scope", "timeout", "token", "token-file", "client-cert", "client-key", "url"},
+	"stats":       {"namespace", "scope", "timeout", "token", "token-file", "client-cert", "client-key", "url", "json"},
 	"warm": {"chunk-size", "jax-cache-dir", "manifest", "namespace", "python", "run", "stall-timeout", "token",
 		"token-file", "client-cert", "client-key", "torch", "torch-cache-dir", "url", "verify-key"},
 	"agent": {"interval", "jax-cache-dir", "namespace", "once", "run", "stall-timeout", "state-file", "token", "token-file", "client-cert", "client-key",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store"
 )
 
@@ -246,10 +247,21 @@ func parseQuotaDuration(raw json.RawMessage) (time.Duration, error) {
 	return d, nil
 }
 
+// admitConfigured tracks the namespaces a namespaces file names in the
+// statistics under their own names. An operator configured them, so their
+// lookups count as theirs from the first one: a sweep's first misses come
+// before anything is stored there, and counted under "_other" they made
+// the runs table say "_other, team-a" and left team-a's misses short.
+func admitConfigured(sts *stats.Stats, q store.Quotas) {
+	for ns := range q.Namespaces {
+		sts.AdmitNamespace(ns)
+	}
+}
+
 // reloadNamespaces reloads the namespaces file into hot, all or nothing: a
 // file that does not parse keeps the quotas in force. It logs the outcome
-// and counts it in m.
-func reloadNamespaces(path string, hot *store.Badger, logger *slog.Logger, m *api.NamespacesReloads) {
+// and counts it in m; the namespaces it names are admitted into sts.
+func reloadNamespaces(path string, hot *store.Badger, sts *stats.Stats, logger *slog.Logger, m *api.NamespacesReloads) {
 	old := hot.Quotas()
 	q, err := loadNamespaces(path)
 	if err == nil {
@@ -260,6 +272,7 @@ func reloadNamespaces(path string, hot *store.Badger, logger *slog.Logger, m *ap
 		logger.Error("namespaces reload failed; keeping the quotas in force", "file", path, "err", err)
 		return
 	}
+	admitConfigured(sts, q)
 	added, removed, changed := diffQuotas(old, q)
 	logger.Info("namespaces reloaded", "file", path, "namespaces", len(q.Namespaces), "added", added, "removed", removed,
 		"changed", changed, "default_changed", old.Default != q.Default)

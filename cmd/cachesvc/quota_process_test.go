@@ -253,3 +253,72 @@ func waitLog(t *testing.T, p *proc, want ...string) string {
 		}
 	}
 }
+
+// TestServeCountsConfiguredNamespacesFromTheFirstLookup: a namespace the
+// namespaces file names is tracked in the statistics before it holds
+// anything, so a sweep's first misses (the first compiles) count under
+// it, not under _other; one added by a SIGHUP reload too.
+func TestServeCountsConfiguredNamespacesFromTheFirstLookup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	nsFile := filepath.Join(t.TempDir(), "namespaces.json")
+	writeAtomic(t, nsFile, []byte(`{"namespaces": {"team-a": {"max_bytes": "1MiB"}}}`))
+	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--namespaces", nsFile, "--log-level", "info")
+	miss := func(ns string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, p.url+"/v1/"+ns+"/entries/"+keyFor(ns), nil)
+		req.Header.Set("X-Cachesvc-Backend", "xla")
+		req.Header.Set("X-Cachesvc-Run", "sweep:arm-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("GET in %s = %d, want a 404 miss", ns, resp.StatusCode)
+		}
+	}
+	misses := func() (map[string]int64, []string) {
+		t.Helper()
+		resp, err := http.Get(p.url + "/v1/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st wire.StatsResponse
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, n := range st.Namespaces {
+			out[n.Namespace] = n.Misses
+		}
+		var runNS []string
+		for _, r := range st.Runs {
+			runNS = append(runNS, r.Namespaces...)
+		}
+		return out, runNS
+	}
+	miss("team-a")
+	miss("made-up") // not configured, holds nothing: _other
+	got, runNS := misses()
+	if got["team-a"] != 1 || got["_other"] != 1 {
+		t.Errorf("misses by namespace %v, want team-a 1 and _other 1 (made-up)", got)
+	}
+	if strings.Join(runNS, ",") != "_other,team-a" {
+		t.Errorf("the run's namespaces %v, want _other,team-a", runNS)
+	}
+
+	writeAtomic(t, nsFile, []byte(`{"namespaces": {"team-a": {"max_bytes": "1MiB"}, "team-b": {"max_entries": 10}}}`))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, p, `"namespaces reloaded"`, `"added":["team-b"]`)
+	miss("team-b")
+	if got, _ := misses(); got["team-b"] != 1 || got["_other"] != 1 {
+		t.Errorf("after the reload, misses by namespace %v, want team-b 1 and _other still 1", got)
+	}
+	p.stop(t, 30*time.Second)
+}

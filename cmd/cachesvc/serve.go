@@ -332,6 +332,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	defer closeStats(sts, logger)
 	hookStats.Store(sts)
+	admitConfigured(sts, o.quotas)                     // namespaces.go
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
 	replicaID := ""
 	if o.S3.enabled() {
@@ -410,7 +411,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		if err := srv.Registry().Register(nsReloads); err != nil {
 			return fmt.Errorf("register namespaces reload metrics: %w", err)
 		}
-		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, logger, nsReloads) }) // namespaces.go
+		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
 	}
 	reloadOnSIGHUP(ctx, logger, sec.Auth, reloads...) // security.go
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)

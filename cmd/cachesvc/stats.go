@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,7 @@ import (
 )
 
 // runStats prints a server's statistics as tables: `cachesvc stats [--url
-// URL] [--namespace NS]`.
+// URL] [--namespace NS] [--json]`.
 func runStats(ctx context.Context, args []string, sio stdio) error {
 	var cf clientFlags
 	var timeout time.Duration
@@ -24,6 +25,7 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	cf.register(fs, "", "only this `namespace` (default: all namespaces)") // clientflags.go
 	durationVar(fs, &timeout, "timeout", 30*time.Second, 0, noLimitOrMore, "give up after this long (0 = no limit; negative is refused)")
 	scope := fs.String("scope", "replica", "`scope` of the numbers: replica (the server's own) or fleet (every replica's health and the fleet's totals, read by the server from the shared tier)")
+	asJSON := fs.Bool("json", false, "print the server's answer as JSON (the fields of GET /v1/stats) instead of tables")
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
@@ -54,6 +56,12 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	}
 	if err != nil {
 		return serverHint(err, cf.Server)
+	}
+	if *asJSON {
+		// The very numbers the tables are printed from, for scripts.
+		enc := json.NewEncoder(sio.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
 	}
 	return report.Render(sio.Stdout, r, report.Options{Server: strings.TrimRight(cf.Server, "/"), Namespace: cf.NS})
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // TestStatsCommand runs `cachesvc stats` in-process against a real server
@@ -54,6 +57,44 @@ func TestStatsCommand(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tt.err)
 			}
 		})
+	}
+}
+
+// TestStatsJSON: `cachesvc stats --json` prints the numbers the tables are
+// made of, equal to GET /v1/stats (and /v1/{ns}/stats with --namespace),
+// for scripts.
+func TestStatsJSON(t *testing.T) {
+	srv := statstest.Start(t, nil)
+	statstest.Seed(t, srv.URL)
+	for _, tt := range []struct {
+		args []string
+		path string
+	}{
+		{[]string{"stats", "--url", srv.URL, "--json"}, "/v1/stats"},
+		{[]string{"stats", "--url", srv.URL, "--namespace", "team-b", "--json"}, "/v1/team-b/stats"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit %d; stderr: %s", tt.args, code, stderr.String())
+		}
+		var got wire.StatsResponse
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("%v: not JSON: %v\n%s", tt.args, err, stdout.String())
+		}
+		resp, err := http.Get(srv.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want wire.StatsResponse
+		err = json.NewDecoder(resp.Body).Decode(&want)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Totals != want.Totals || got.Totals.Lookups == 0 || len(got.Namespaces) != len(want.Namespaces) || len(got.Runs) != len(want.Runs) {
+			t.Errorf("%v: totals %+v (%d namespaces, %d runs); %s says %+v (%d, %d)", tt.args, got.Totals, len(got.Namespaces), len(got.Runs),
+				tt.path, want.Totals, len(want.Namespaces), len(want.Runs))
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -140,7 +141,13 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 			p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
 		}
 	} else {
-		p.f("Store       %s\n", storeLine(r.Store))
+		// The persisted count: the store's own starts again at 0 with every
+		// restart (the larger of the two, for a server whose totals lack it).
+		u := r.Store
+		if r.Fleet == nil {
+			u.Evictions = max(u.Evictions, t.Evictions)
+		}
+		p.f("Store       %s\n", storeLine(u))
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if r.Fleet != nil {
@@ -189,7 +196,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 			if i == 10 {
 				break
 			}
-			name := e.Name
+			name := cut(e.Name, maxNameWidth)
 			if name == "" {
 				name = "-"
 			}
@@ -220,6 +227,20 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		}
 	}
 	return p.err
+}
+
+// maxNameWidth is the widest entry name the top entries table prints: a
+// JAX key (jit_step-<64 hex>) is 70 characters and pushed the table past a
+// terminal's width, while its KEY column already tells entries apart.
+const maxNameWidth = 40
+
+// cut returns s, or its first n-1 runes and "…" when it has more than n.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // renderFleet writes the replicas' health and each one's hot tier and
@@ -344,14 +365,16 @@ func Rate(r float64, lookups int64) string {
 	if lookups == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%%", 100*r)
+	// Halves up, as the dashboard's toFixed: 1 hit of 16 is 6.3% in both.
+	return fmt.Sprintf("%.1f%%", math.Floor(1000*r+0.5)/10)
 }
 
 // Duration formats seconds for humans: "45 s", "12.5 min", "3.2 h".
 func Duration(sec float64) string {
 	switch {
 	case sec < 120:
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", sec), "0"), ".") + " s"
+		// Halves up, as the dashboard's Math.round: 32.25 s is "32.3 s" in both.
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", math.Floor(sec*10+0.5)/10), "0"), ".") + " s"
 	case sec < 2*3600:
 		return fmt.Sprintf("%.1f min", sec/60)
 	case sec < 3*86400:
@@ -360,7 +383,7 @@ func Duration(sec float64) string {
 	return fmt.Sprintf("%.1f days", sec/86400)
 }
 
-// Bytes formats a byte count in binary units: "1.5 MiB".
+// Bytes formats a byte count in binary units: "1.5 MiB", "216 KiB".
 func Bytes(n int64) string {
 	f := float64(n)
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
@@ -372,7 +395,14 @@ func Bytes(n int64) string {
 	if i == 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
+	// As the dashboard prints it (util.js CS.bytes): no decimal from 100
+	// up, so that both show "216 KiB" for the same traffic.
+	// Halves round up, as JavaScript's toFixed does (fmt rounds them to
+	// even): 1280 bytes is "1.3 KiB" in both.
+	if f >= 100 {
+		return fmt.Sprintf("%.0f %s", math.Floor(f+0.5), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", math.Floor(f*10+0.5)/10, units[i])
 }
 
 // Ago formats how long before now t was: "12 s ago".

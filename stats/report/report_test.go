@@ -34,6 +34,8 @@ func TestRenderSummary(t *testing.T) {
 			"Time saved  25.0 min (1,500 s) of compiling\n",
 			"in 2 writes\n",
 			"Store       2.0 KiB in 3 entries (no limit)"}, []string{"team-a", "compile lease"}},
+		{"evictions after a restart", wire.Totals{Lookups: 1, Evictions: 16}, wire.StoreUsage{Entries: 4, Bytes: 2048}, "", []string{
+			"Store       2.0 KiB in 4 entries (no limit); 16 evictions, 0 integrity failures\n"}, nil},
 		{"lease waits", wire.Totals{Lookups: 7, Hits: 3, Misses: 4, WaitHits: 3}, store, "", []string{
 			"Lookups     7  (hits 3, misses 4; 3 hits after waiting on a compile lease)\n"}, nil},
 		{"namespace usage", many, withNS, "team-a", []string{
@@ -61,6 +63,31 @@ func TestRenderSummary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRenderCutsLongEntryNames: an entry named by its JAX key (70
+// characters) is cut in the top entries table, so that the table fits a
+// terminal; the KEY column still tells entries apart.
+func TestRenderCutsLongEntryNames(t *testing.T) {
+	jaxKey := "jit_train_step-" + strings.Repeat("0a", 32)
+	r := &wire.StatsResponse{}
+	r.Totals = wire.Totals{Lookups: 2, Hits: 2, HitRate: 1}
+	r.TopEntries = []wire.TopEntry{
+		{Key: strings.Repeat("ab", 32), Name: jaxKey, Namespace: "team-a", CompileSeconds: 5, Hits: 1, SecondsSaved: 5},
+		{Key: strings.Repeat("cd", 32), Name: "jit_step", Namespace: "team-a", CompileSeconds: 5, Hits: 1, SecondsSaved: 5},
+	}
+	var out strings.Builder
+	if err := Render(&out, r, Options{Server: "http://h:8080"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "jit_") && len([]rune(line)) > 100 {
+			t.Errorf("top entries line is %d characters wide: %q", len([]rune(line)), line)
+		}
+	}
+	if want := jaxKey[:39] + "…  abababababab"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 }
 

@@ -111,13 +111,16 @@
 
   // renderStore fills the store card: the selected namespace's usage
   // against its quota when the server reports it, else the whole store.
-  function renderStore(st, u) {
+  // evicted is the persisted count of the totals (the whole server's, or
+  // the namespace's): the store's own counts start again at 0 with every
+  // restart, while the evictions chart keeps its history.
+  function renderStore(st, u, evicted) {
     var used = st.bytes, max = st.max_bytes || 0, entries = st.entries, scope = "Store size", what = "limit";
-    var evictions = st.evictions, evSub = "entries evicted to make room";
+    var evictions = evicted != null ? evicted : st.evictions, evSub = "entries evicted to make room or expired";
     if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
-      evictions = u.evictions + u.expirations;
-      evSub = num(u.evictions) + " evicted · " + num(u.expirations) + " expired (idle or age limit)";
+      if (evicted == null) evictions = u.evictions + u.expirations;
+      evSub = num(u.evictions) + " evicted · " + num(u.expirations) + " expired (idle or age limit) since the server started";
     } else if (state.ns) {
       scope = "Store size (whole server)";
     }
@@ -152,12 +155,14 @@
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);
-    $("kpi-saved").textContent = CS.hours(t.compile_seconds_saved || 0);
+    // The unit that reads best (s, min, h, days), as cachesvc stats prints
+    // it: a first run's seconds are not "0.00 h".
+    $("kpi-saved").textContent = CS.dur(t.compile_seconds_saved || 0);
     $("kpi-saved-sub").textContent = num(Math.round((t.compile_seconds_saved || 0) * 1000) / 1000) + " s of compiling avoided";
     $("kpi-bytes-out").textContent = bytes(t.bytes_out);
     $("kpi-bytes-in").textContent = bytes(t.bytes_in);
     $("kpi-writes").textContent = num(t.writes);
-    renderStore(st, state.ns ? CS.tables.usageOf(d, state.ns) : null);
+    renderStore(st, state.ns ? CS.tables.usageOf(d, state.ns) : null, t.evictions);
     $("kpi-integrity").textContent = num(st.integrity_failures);
     $("kpi-integrity").parentNode.classList.toggle("alert", (st.integrity_failures || 0) > 0);
     var le = d.leases || {};

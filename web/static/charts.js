@@ -105,6 +105,9 @@
     draw("chart-store", max ? ["store size", "limit"] : ["store size"], max ? [t, size, limit] : [t, size], bytes,
       { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
 
+    // The server's, like the store size: in a namespace's view the card
+    // above counts only that namespace's evictions, so say whose these are.
+    $("evictions-chart-title").textContent = "Evictions and integrity failures" + (scoped ? " (whole server)" : "");
     draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
       { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
   }

@@ -22,7 +22,7 @@
     var ft = (f && f.totals && f.totals.totals) || {};
     $("fleet-summary").innerHTML = "shared tier " + sharedCell(sh) + (sh.queue_depth ? " · " + num(sh.queue_depth) + " uploads queued" : "") +
       (f ? " · " + num(f.healthy) + " of " + num(reps.length) + " replicas healthy · fleet: " + num(ft.hits) + " of " + num(ft.lookups) +
-        " lookups hit, " + CS.hours(ft.compile_seconds_saved || 0) + " saved" : "") +
+        " lookups hit, " + CS.dur(ft.compile_seconds_saved || 0) + " saved" : "") +
       (fleetDown ? ' · <span class="health bad" title="' + esc(fleetDown) + '">fleet view unavailable</span>' : "");
     $("fleet-table").tBodies[0].innerHTML = reps.length ? reps.map(function (r) {
       var t = r.totals || {}, hot = r.hot || {};

@@ -27,7 +27,6 @@
     if (sec < 3 * 86400) return (sec / 3600).toFixed(1) + " h";
     return (sec / 86400).toFixed(1) + " days";
   };
-  CS.hours = function (sec) { return (sec / 3600).toFixed(sec >= 36000 ? 0 : 2) + " h"; };
   CS.ago = function (iso) {
     if (!iso) return "";
     var s = (Date.now() - Date.parse(iso)) / 1000;
