@@ -65,7 +65,11 @@ type Index struct {
 	cfg    IndexConfig
 	seed   maphash.Seed
 	groups map[groupKey]*group
-	live   int // entries indexed in all groups
+	// kinds lists the groups of each (namespace, backend), one per kind
+	// (a few at most), so that a write or a removal visits those and not
+	// every group. Groups are never deleted.
+	kinds map[[2]string][]*group
+	live  int // entries indexed in all groups
 	// dropped counts the entries that left at the bound, in all groups.
 	dropped int64
 	// commonList is the length above which a posting list (a flag value a
@@ -98,7 +102,7 @@ func NewIndex(cfg IndexConfig) *Index {
 	if cfg.MaxGroups <= 0 {
 		cfg.MaxGroups = 1024
 	}
-	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group), commonList: 4096}
+	return &Index{cfg: cfg, seed: maphash.MakeSeed(), groups: make(map[groupKey]*group), kinds: make(map[[2]string][]*group), commonList: 4096}
 }
 
 // entry is one indexed entry; its id is its position in group.entries, in
@@ -180,11 +184,13 @@ func (x *Index) Add(ns, backend, key, name string, created time.Time, components
 			return
 		}
 		g = newGroup()
-		x.groups[groupKey{strings.Clone(ns), strings.Clone(backend), strings.Clone(kind)}] = g
+		ns, backend = strings.Clone(ns), strings.Clone(backend)
+		x.groups[groupKey{ns, backend, strings.Clone(kind)}] = g
+		x.kinds[[2]string{ns, backend}] = append(x.kinds[[2]string{ns, backend}], g)
 	}
 	// A key re-written with another kind leaves its old group.
-	for ok, og := range x.groups {
-		if og != g && ok.ns == ns && ok.backend == backend {
+	for _, og := range x.kinds[[2]string{ns, backend}] {
+		if og != g {
 			x.remove(og, key)
 		}
 	}
@@ -364,10 +370,8 @@ func (g *group) maybeCompact() {
 func (x *Index) Remove(ns, backend, key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for gk, g := range x.groups {
-		if gk.ns == ns && gk.backend == backend {
-			x.remove(g, key)
-		}
+	for _, g := range x.kinds[[2]string{ns, backend}] {
+		x.remove(g, key)
 	}
 }
 
@@ -404,10 +408,8 @@ func (x *Index) Len(ns, backend string) int {
 // lenOf is Len with x.mu held.
 func (x *Index) lenOf(ns, backend string) int {
 	n := 0
-	for gk, g := range x.groups {
-		if gk.ns == ns && gk.backend == backend {
-			n += g.live
-		}
+	for _, g := range x.kinds[[2]string{ns, backend}] {
+		n += g.live
 	}
 	return n
 }
