@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 
@@ -44,20 +45,9 @@ const drainLimit = 4 << 20
 // the last Content-Length, or as chunked, where a proxy in front may have
 // used another length and passed the rest on as a second request.
 func ambiguousFraming(c *fiber.Ctx) error {
-	raw := c.Request().Header.RawHeaders()
 	var length []byte
 	hasLength, chunked := false, false
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
+	for name, value := range headerLines(c.Request().Header.RawHeaders()) {
 		switch {
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
 			value = bytes.TrimSpace(value)
@@ -75,6 +65,28 @@ func ambiguousFraming(c *fiber.Ctx) error {
 			"The request has both Content-Length and Transfer-Encoding; send one of them.")
 	}
 	return nil
+}
+
+// headerLines yields the name and value (as sent, untrimmed) of each line of
+// raw, a request's header block as received; a line without a colon is
+// skipped. fasthttp's parsed headers merge or rewrite what the framing
+// checks must see as sent (two Content-Lengths, "gzip, chunked").
+func headerLines(raw []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(name, value []byte) bool) {
+		rest := raw
+		for len(rest) > 0 {
+			line := rest
+			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = nil
+			}
+			name, value, ok := bytes.Cut(line, []byte{':'})
+			if ok && !yield(name, value) {
+				return
+			}
+		}
+	}
 }
 
 // closeIfBodyUnread deals with a streamed request body the handler left

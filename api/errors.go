@@ -227,15 +227,8 @@ func (s *Server) refuseTransferCodings() {
 // raw (the request's header lines as received) that names a coding other
 // than chunked or identity, and "" when there is none.
 func otherTransferCoding(raw []byte) string {
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		name, value, ok := bytes.Cut(line, []byte{':'})
-		if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderTransferEncoding)) {
+	for name, value := range headerLines(raw) {
+		if !bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderTransferEncoding)) {
 			continue
 		}
 		for coding := range bytes.SplitSeq(value, []byte{','}) {
