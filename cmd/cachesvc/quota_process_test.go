@@ -116,15 +116,7 @@ func TestServeQuotasAndReload(t *testing.T) {
 
 	stats := func() map[string]wire.NamespaceUsage {
 		t.Helper()
-		resp, err := http.Get(p.url + "/v1/stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var st wire.StatsResponse
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
+		st := serverStats(t, p.url)
 		out := map[string]wire.NamespaceUsage{}
 		for _, u := range st.Store.Namespaces {
 			out[u.Namespace] = u
@@ -282,15 +274,7 @@ func TestServeCountsConfiguredNamespacesFromTheFirstLookup(t *testing.T) {
 	}
 	misses := func() (map[string]int64, []string) {
 		t.Helper()
-		resp, err := http.Get(p.url + "/v1/stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var st wire.StatsResponse
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
+		st := serverStats(t, p.url)
 		out := map[string]int64{}
 		for _, n := range st.Namespaces {
 			out[n.Namespace] = n.Misses

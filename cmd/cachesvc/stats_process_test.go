@@ -30,20 +30,11 @@ func TestStatsSurviveProcessRestart(t *testing.T) {
 
 	p = startServer(t, bin, data)
 	defer p.stop(t, 30*time.Second)
-	resp, err := http.Get(p.url + "/v1/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st wire.StatsResponse
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := serverStats(t, p.url)
 	if tot := st.Totals; tot.Lookups != statstest.Lookups || tot.Hits != statstest.Hits || tot.CompileSecondsSaved != statstest.SavedSeconds || len(st.Runs) != 2 {
 		t.Fatalf("after restart: totals %+v, %d runs", tot, len(st.Runs))
 	}
-	resp, err = http.Get(p.url + "/metrics")
+	resp, err := http.Get(p.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +58,19 @@ func TestStatsSurviveProcessRestart(t *testing.T) {
 			t.Errorf("cachesvc stats output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// serverStats returns the GET /v1/stats answer of the server at url.
+func serverStats(t *testing.T, url string) wire.StatsResponse {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st wire.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
