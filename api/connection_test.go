@@ -172,19 +172,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := keyOf("framing-" + tc.name)
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\n%s\r\n%s", key, tc.headers, tc.body)
-			br := bufio.NewReader(conn)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body, br, conn := rawExchange(t, addr, fmt.Sprintf("PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\n%s\r\n%s", key, tc.headers, tc.body))
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d, body %s; want %d", resp.StatusCode, body, tc.want)
 			}
@@ -228,18 +216,7 @@ func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
 	} {
 		t.Run(tc.te, func(t *testing.T) {
 			key := keyOf("coding-" + tc.te)
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n5\r\nhello\r\n0\r\n\r\n", key, tc.te)
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body, _, _ := rawExchange(t, addr, fmt.Sprintf("PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n5\r\nhello\r\n0\r\n\r\n", key, tc.te))
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d, body %s; want %d", resp.StatusCode, body, tc.want)
 			}
@@ -254,6 +231,29 @@ func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawExchange sends req, as written, on a new connection to addr (closed at
+// the test's end) and returns the response with its body read, the reader
+// for anything after it, and the connection.
+func rawExchange(t *testing.T, addr, req string) (*http.Response, []byte, *bufio.Reader, net.Conn) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body, br, conn
 }
 
 // TestUnparsableRequestEchoesNoHeaders: a 400 for headers fasthttp cannot
