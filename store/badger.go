@@ -102,6 +102,12 @@ func Open(cfg Config) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	db, err := badger.Open(cfg.badgerOptions())
+	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		// Badger formats the lock's cause with %+v, wrapping nothing a
+		// caller could test: only its text tells (TestOpenInUse holds this
+		// to the Badger in go.mod).
+		return nil, fmt.Errorf("open store %s: %w: %w", cfg.Dir, ErrInUse, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}

@@ -426,3 +426,23 @@ func TestOpenDropsBrokenRecords(t *testing.T) {
 		t.Fatalf("collected %d chunks of the dropped blob, want 1", s.orphanChunks)
 	}
 }
+
+// TestOpenInUse: a second Open of a directory whose store is open is
+// ErrInUse (a second server on the same --data), which Badger reports only
+// in the text of its lock error.
+func TestOpenInUse(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := Open(Config{Dir: dir})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second Open of an open store succeeded")
+	}
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("second Open: %v; want ErrInUse", err)
+	}
+}

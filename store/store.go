@@ -77,6 +77,9 @@ var (
 	// ErrCorrupt means stored bytes failed their checksum; the entry has been
 	// quarantined and is no longer visible.
 	ErrCorrupt = errors.New("stored entry is corrupt")
+	// ErrInUse means Open found the store's directory locked by another
+	// process (most often a second server started on the same directory).
+	ErrInUse = errors.New("the store's directory is in use by another process")
 	// ErrClosed means the store has been closed.
 	ErrClosed = errors.New("store is closed")
 	// ErrSizeMismatch means the body was longer or shorter than the size the

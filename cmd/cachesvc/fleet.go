@@ -251,12 +251,9 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, hooks 
 		ExpiryInterval: o.ExpiryInterval,
 		Logger:         logger,
 	})
-	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
-		// Badger's directory lock is held: the common case is a second
-		// serve started on the same --data (or the first one still
-		// shutting down). Badger's own words do not say what to do, and
-		// it formats the cause with %+v, so only its text tells (a test,
-		// TestServeDataInUse, holds this to the Badger in go.mod).
+	if errors.Is(err, store.ErrInUse) {
+		// The common case is a second serve started on the same --data
+		// (or the first one still shutting down).
 		return out, fmt.Errorf("%w (another process, most likely a cachesvc serve, is using --data %s: stop it first, or give this server its own --data directory)", err, o.Data)
 	}
 	if err != nil {
