@@ -17,7 +17,7 @@ func TestForeignAnswer(t *testing.T) {
 			`not a cachesvc answer (text/html: "<html> <title>502 Bad Gateway</title> </html>"): check that the URL is the cachesvc server's`},
 		{"no content type", "", "nope", `not a cachesvc answer (no Content-Type: "nope"): check that the URL is the cachesvc server's`},
 		{"long body cut", "text/plain", long,
-			`not a cachesvc answer (text/plain: "` + strings.Repeat("é", foreignExcerptBytes/2) + `…"): check that the URL is the cachesvc server's`},
+			`not a cachesvc answer (text/plain: "` + strings.Repeat("é", foreignExcerptRunes-1) + `…"): check that the URL is the cachesvc server's`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

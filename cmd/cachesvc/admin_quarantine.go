@@ -10,6 +10,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 const adminQuarantineSummary = `Quarantine entries: they are no longer served (a lookup misses), stay
@@ -147,7 +148,7 @@ func listQuarantined(ctx context.Context, cl *client.Client, ns string, f client
 			fmt.Fprintln(tw, "KEY\tSIZE\tWRITER\tRUN\tQUARANTINED\tCAUSE\tREPORTS\tRESTORABLE\tREASON")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%t\t%s\n", e.Key, humanBytes(e.Size), dash(e.Writer), dash(e.Run),
-			e.QuarantinedAt.UTC().Format(time.RFC3339), e.Cause, e.Reports, e.Restorable, oneLine(e.Reason, 80))
+			e.QuarantinedAt.UTC().Format(time.RFC3339), e.Cause, e.Reports, e.Restorable, wire.OneLine(e.Reason, 80))
 		if rows++; rows == 1000 {
 			rows = 0
 			return tw.Flush()
@@ -162,13 +163,4 @@ func listQuarantined(ctx context.Context, cl *client.Client, ns string, f client
 	}
 	fmt.Fprintf(sio.Stderr, "%d quarantined entries (%s) %s\n", n, humanBytes(bytes), where(ns))
 	return nil
-}
-
-// oneLine shortens s to one line of at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -105,7 +105,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 // printReports lists reports, one per line.
 func printReports(w io.Writer, rs []client.Report) {
 	for _, r := range rs {
-		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), r.Reporter, oneLine(r.Reason, 200))
+		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), r.Reporter, wire.OneLine(r.Reason, 200))
 	}
 }
 

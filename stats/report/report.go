@@ -196,7 +196,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 			if i == 10 {
 				break
 			}
-			name := cut(e.Name, maxNameWidth)
+			name := wire.OneLine(e.Name, maxNameWidth)
 			if name == "" {
 				name = "-"
 			}
@@ -233,15 +233,6 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 // JAX key (jit_step-<64 hex>) is 70 characters and pushed the table past a
 // terminal's width, while its KEY column already tells entries apart.
 const maxNameWidth = 40
-
-// cut returns s, or its first n-1 runes and "…" when it has more than n.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
 
 // renderFleet writes the replicas' health and each one's hot tier and
 // numbers, as the dashboard's Fleet card does.
