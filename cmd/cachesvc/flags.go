@@ -327,6 +327,43 @@ func (b *byteSize) Set(s string) error {
 // Type names the value in usage output.
 func (b *byteSize) Type() string { return "size" }
 
+// positiveSize is a size flag that refuses 0, for a limit that a library
+// reads as its default when 0: there, 0 would quietly not mean "no limit".
+type positiveSize struct {
+	p   *int64
+	def int64 // named in the refusal as an example
+}
+
+// positiveSizeVar defines a size flag that must be above 0.
+func positiveSizeVar(fs *flag.FlagSet, p *int64, name string, def int64, usage string) {
+	*p = def
+	fs.Var(&positiveSize{p: p, def: def}, name, usage)
+}
+
+// String formats the size as byteSize does.
+func (s *positiveSize) String() string {
+	if s.p == nil { // the flag package may call String on a zero Value
+		return "0"
+	}
+	return formatSize(*s.p)
+}
+
+// Set parses v with parseSize and refuses 0.
+func (s *positiveSize) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return fmt.Errorf("want a positive size, e.g. %s", formatSize(s.def))
+	}
+	*s.p = n
+	return nil
+}
+
+// Type names the value in usage output.
+func (s *positiveSize) Type() string { return "size" }
+
 // age is a flag.Value holding a positive duration that also accepts whole
 // days ("30d"), as the admin filters and namespace expiry do (wire.ParseAge).
 type age time.Duration

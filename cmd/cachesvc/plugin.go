@@ -58,7 +58,7 @@ func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 	// plugins.Config reads a CallTimeout of 0 or less as its 10s default,
 	// so 0 would quietly not mean "no limit": there is none to ask for.
 	durationVar(fs, &o.Timeout, "plugin-timeout", plugins.DefaultCallTimeout, positiveDuration, "a positive duration, e.g. 10s (a plugin call is always bounded)", "wall-time limit of one plugin call (must be positive)")
-	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
+	positiveSizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 }
 
 // addPluginCallFlags defines the flags of keying calls: concurrency and the
@@ -70,7 +70,7 @@ func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
 
 // addMaxSignatureFlag defines --max-signature-size.
 func addMaxSignatureFlag(fs *flag.FlagSet, o *pluginOptions) {
-	sizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
+	positiveSizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
 }
 
 // defaultWasmCache is the compilation cache of the offline commands.

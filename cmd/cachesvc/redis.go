@@ -34,7 +34,7 @@ func (o *redisOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "redis-namespace", resp.DefaultNamespace, "`namespace` the Redis-protocol listener stores torch's and Triton's entries in")
 	sizeVar(fs, &o.MaxValue, "redis-max-value", resp.DefaultMaxValueBytes, "largest value a Redis SET may carry (held in memory while it arrives); at most --max-entry-size")
 	fs.IntVar(&o.MaxConns, "redis-max-conns", resp.DefaultMaxConns, "open Redis-protocol connections at once; one more is refused with \"ERR max number of clients reached\"")
-	sizeVar(fs, &o.MaxBuffered, "redis-max-buffered", resp.DefaultMaxBufferedBytes, "memory all Redis-protocol connections may hold for commands arriving; past it a connection gets an error to retry")
+	positiveSizeVar(fs, &o.MaxBuffered, "redis-max-buffered", resp.DefaultMaxBufferedBytes, "memory all Redis-protocol connections may hold for commands arriving; past it a connection gets an error to retry")
 	durationVar(fs, &o.IdleTimeout, "redis-idle-timeout", resp.DefaultIdleTimeout, 0, "0 (never close an idle connection) or more, e.g. 10m", "close a Redis-protocol connection idle this long (0 = never; negative is refused)")
 }
 

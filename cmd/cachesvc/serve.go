@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -141,6 +142,19 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 		// api.Limits reads 0 as its 64KiB default, so 0 would quietly not
 		// mean "no minimum".
 		return o, usagef("--min-transfer-rate 0: want a positive rate, e.g. 64KiB (bodies are always paced)")
+	}
+	// api.Limits reads 0 as its default and any negative value as no
+	// bound, so 0 would quietly mean 64 and -5 a typo for -1.
+	if n := o.Security.MaxConcurrentUploads; n == 0 || n < -1 {
+		return o, usagef("--max-concurrent-uploads %d: want at least 1, or -1 for no bound", n)
+	}
+	// A negative rate turned limiting off and a negative burst meant the
+	// default: neither is what the number says.
+	if r := o.Security.RateLimit; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return o, usagef("--rate-limit %v: want 0 (no limit) or a positive rate, requests per second", r)
+	}
+	if o.Security.RateBurst < 0 {
+		return o, usagef("--rate-burst %d: want 0 (twice --rate-limit) or more", o.Security.RateBurst)
 	}
 	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
 		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",

@@ -245,6 +245,16 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--tls-cert", "cert.pem"), "--tls-cert needs --tls-key"},
 		{append(started, "--tls-key", "key.pem"), "--tls-key needs --tls-cert"},
 		{append(started, "--tls-client-ca", "ca.pem"), "--tls-client-ca needs --tls-cert and --tls-key"},
+		// Each was read as its library's default, so a user's 0 quietly
+		// meant 64 uploads, 512MiB, 64MiB or 1GiB; a negative rate or
+		// burst quietly meant no limit or twice the rate.
+		{append(started, "--max-concurrent-uploads", "0"), "--max-concurrent-uploads 0: want at least 1, or -1 for no bound"},
+		{append(started, "--max-concurrent-uploads", "-5"), "--max-concurrent-uploads -5: want at least 1, or -1 for no bound"},
+		{append(started, "--rate-limit", "-1"), "--rate-limit -1: want 0 (no limit) or a positive rate"},
+		{append(started, "--rate-burst", "-1"), "--rate-burst -1: want 0 (twice --rate-limit) or more"},
+		{append(started, "--plugin-memory", "0"), `invalid value "0" for --plugin-memory: want a positive size, e.g. 512MiB`},
+		{append(started, "--max-signature-size", "0"), `invalid value "0" for --max-signature-size: want a positive size, e.g. 64MiB`},
+		{append(started, "--redis-max-buffered", "0"), `invalid value "0" for --redis-max-buffered: want a positive size, e.g. 1GiB`},
 		// It named no flag: "the buffer limit (1073741824 bytes) is smaller than ...".
 		{append(started, "--redis-addr", "127.0.0.1:0", "--redis-max-value", "2GiB", "--max-entry-size", "4GiB"),
 			"--redis-max-buffered 1.0 GiB cannot hold one SET of the largest value (--redis-max-value 2.0 GiB"},
