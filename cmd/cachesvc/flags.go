@@ -60,8 +60,8 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
 			return
 		}
 		typ, usage := flag.UnquoteUsage(f)
-		if _, ok := f.Value.(*boundedDuration); ok && typ == "value" {
-			typ = "duration" // as UnquoteUsage names the flag package's own
+		if typ == "value" {
+			typ = valueType(f.Value)
 		}
 		name := "--" + f.Name
 		if typ != "" {
@@ -81,6 +81,28 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// valueType names what a flag whose Value the flag package does not know
+// takes, where UnquoteUsage could only say "value": the Value's own Type
+// (a size), a duration as the flag package names its own, "string" for a
+// string flag wrapped by commandLineOnly.
+func valueType(v flag.Value) string {
+	if w, ok := v.(cmdLineOnly); ok {
+		v = w.Value
+	}
+	if t, ok := v.(interface{ Type() string }); ok {
+		return t.Type()
+	}
+	if g, ok := v.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			return "duration"
+		case string:
+			return "string"
+		}
+	}
+	return "value"
 }
 
 // hasFlags reports whether fs defines any flag.

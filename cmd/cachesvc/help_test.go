@@ -56,6 +56,7 @@ var commandFlags = map[string][]string{
 var (
 	helpFlagRE  = regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`)
 	helpAliasRE = regexp.MustCompile(`\(alias --([a-z0-9-]+)\)`)
+	helpValueRE = regexp.MustCompile(`(?m)^  --([a-z0-9-]+) value\b`)
 )
 
 // helpRun runs `cachesvc args...` in-process and returns the exit code,
@@ -145,6 +146,11 @@ func TestHelpEveryCommand(t *testing.T) {
 				if !slices.ContainsFunc(helpAliasRE.FindAllStringSubmatch(line, -1), func(m []string) bool { return m[1] == alias }) {
 					t.Errorf("help does not show --%s as an alias on --%s's line %q", alias, to, line)
 				}
+			}
+			// flag.UnquoteUsage names every custom Value "value", which
+			// tells a user nothing: each flag names what it takes.
+			for _, m := range helpValueRE.FindAllStringSubmatch(out, -1) {
+				t.Errorf("help shows --%s as taking a bare \"value\": name what it takes (a size, a string...)", m[1])
 			}
 			want, ok := commandFlags[name]
 			if !ok {

@@ -29,6 +29,9 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
+// Type names the value in help: one XLA flag per use.
+func (l *stringList) Type() string { return "flag" }
+
 func newModuleFlags(fs *flag.FlagSet) *moduleFlags {
 	m := &moduleFlags{}
 	fs.StringVar(&m.platform, "platform", "", "bare module: signature field platform (e.g. cpu, cuda, tpu)")
