@@ -58,14 +58,21 @@ func runGc(ctx context.Context, args []string, sio stdio) error {
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
-	if grace > olderThan {
-		return usagef("--grace %s is longer than --older-than %s", grace, olderThan)
-	}
+	// The age is checked first: a too short one is the user's own value,
+	// while the grace it is compared with may be the default.
 	if least := 2 * registry.DefaultAccessInterval; olderThan < least {
 		// Replicas flush their access logs every DefaultAccessInterval: an
 		// entry served only in the last minutes would look unused and go.
 		return usagef("--older-than %s is too short: replicas record what they serve in access logs flushed every %s, so an entry served in the last minutes would be removed; use at least %s",
 			formatAge(olderThan), registry.DefaultAccessInterval, formatAge(least))
+	}
+	if grace > olderThan {
+		given := ""
+		if !isSet(fs, "grace") {
+			given = " (the default)"
+		}
+		return usagef("--grace %s%s is longer than --older-than %s: give --grace %s or less (it keeps unnamed blobs and uploads that young), or a longer --older-than",
+			grace, given, olderThan, olderThan)
 	}
 	b, err := tier.dial(ctx)
 	if err != nil {

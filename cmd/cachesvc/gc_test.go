@@ -104,6 +104,13 @@ func TestGcCommand(t *testing.T) {
 		// Access logs are flushed every 5m: a shorter age removed entries served minutes ago.
 		{"age under the access logs' flush", []string{"--s3-bucket", "BUCKET", "--older-than", "2m", "--grace", "1m"}, nil, 2, nil,
 			"--older-than 2m0s is too short: replicas record what they serve in access logs flushed every 5m0s", 4},
+		// The default --grace (1h) was checked first: --older-than 5m was
+		// told about a grace the user never gave, and 30m, which the README
+		// allows, was refused without saying what to change.
+		{"short age without grace names the age", []string{"--s3-bucket", "BUCKET", "--older-than", "5m"}, nil, 2, nil,
+			"--older-than 5m0s is too short", 4},
+		{"age under the default grace says what to do", []string{"--s3-bucket", "BUCKET", "--older-than", "30m"}, nil, 2, nil,
+			"--grace 1h0m0s (the default) is longer than --older-than 30m0s: give --grace 30m0s or less", 4},
 		{"zero age", []string{"--s3-bucket", "BUCKET", "--older-than", "0s"}, nil, 2, nil, `age "0s" must be a positive duration such as 36h, 90m or 30d`, 4},
 		{"age not a duration", []string{"--s3-bucket", "BUCKET", "--older-than", "a month"}, nil, 2, nil, `invalid value "a month" for --older-than`, 4},
 		{"extra argument", []string{"--s3-bucket", "BUCKET", "now"}, nil, 2, nil, "unexpected arguments: now", 4},
