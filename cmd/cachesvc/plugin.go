@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,9 +65,43 @@ func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 // addPluginCallFlags defines the flags of keying calls: concurrency and the
 // largest signature.
 func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
-	fs.UintVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most 1024)")
+	fs.Var(&poolSize{p: &o.Pool}, "plugin-pool", "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most 1024)")
 	addMaxSignatureFlag(fs, o)
 }
+
+// maxPluginPool is the most instances --plugin-pool may ask for.
+const maxPluginPool = 1024
+
+// poolSize is --plugin-pool's value: a uint of at most maxPluginPool, so
+// that a larger one is refused rather than quietly cut to it.
+type poolSize struct{ p *uint }
+
+// String formats the pool size.
+func (v *poolSize) String() string {
+	if v.p == nil { // the flag package may call String on a zero Value
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*v.p), 10)
+}
+
+// Set parses s as a uint of at most maxPluginPool.
+func (v *poolSize) Set(s string) error {
+	n, err := strconv.ParseUint(s, 0, strconv.IntSize)
+	if err != nil {
+		return errors.New("parse error") // explainValueErr completes it
+	}
+	if n > maxPluginPool {
+		return fmt.Errorf("want 0 (min(CPUs, 4)) to %d", maxPluginPool)
+	}
+	*v.p = uint(n)
+	return nil
+}
+
+// Get returns the uint, so that explainValueErr says what it takes.
+func (v *poolSize) Get() any { return *v.p }
+
+// Type names the value in help, as the flag package names a uint flag's.
+func (v *poolSize) Type() string { return "uint" }
 
 // addMaxSignatureFlag defines --max-signature-size.
 func addMaxSignatureFlag(fs *flag.FlagSet, o *pluginOptions) {
@@ -91,7 +126,7 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		MaxMemoryBytes: o.Memory,
 		CallTimeout:    o.Timeout,
 		MaxInputBytes:  o.MaxSignature,
-		PoolSize:       int(min(o.Pool, 1024)),
+		PoolSize:       int(o.Pool), // at most maxPluginPool (poolSize)
 		Logger:         logger,
 		Observe:        o.observe,
 	})
