@@ -182,7 +182,9 @@ func (a *accounting) nsOf(ns string) *nsAcct {
 func (a *accounting) sweepNamespaces() {
 	kept := a.nsList[:0]
 	for _, n := range a.nsList {
-		if _, listed := a.quotas.Namespaces[n.name]; !listed && n.count == 0 && n.reserved == 0 && n.reservedEntries == 0 {
+		_, listed := a.quotas.Namespaces[n.name]
+		listed = listed || n.name == DefaultNamespace && !n.quota.IsZero() // setQuotas made it
+		if !listed && n.count == 0 && n.reserved == 0 && n.reservedEntries == 0 {
 			delete(a.ns, n.name)
 			a.nsByID[n.id] = nil
 			a.nsFree = append(a.nsFree, n.id)
@@ -201,7 +203,8 @@ func (a *accounting) sweepNamespaces() {
 
 // setQuotas puts q in force: every namespace record takes its quota, and
 // the namespaces q lists get a record (so their quota shows before they hold
-// anything).
+// anything), and so does DefaultNamespace, which always exists, when q's
+// default block bounds it.
 func (a *accounting) setQuotas(q Quotas) {
 	a.quotas = q
 	for name, n := range a.ns {
@@ -209,6 +212,9 @@ func (a *accounting) setQuotas(q Quotas) {
 	}
 	for name := range q.Namespaces {
 		a.nsOf(name)
+	}
+	if !q.For(DefaultNamespace).IsZero() {
+		a.nsOf(DefaultNamespace)
 	}
 }
 

@@ -151,6 +151,41 @@ func TestNamespaceUsage(t *testing.T) {
 	}
 }
 
+// TestDefaultNamespaceQuotaShows: a namespaces file's default block bounds
+// the namespace "default" too, which always exists, so its quota shows in
+// the usage (the dashboard's Namespace quotas card, store.namespaces) before
+// it holds anything, as a listed namespace's does. It did not appear until
+// its first upload.
+func TestDefaultNamespaceQuotaShows(t *testing.T) {
+	tests := []struct {
+		name   string
+		quotas Quotas
+		want   bool // "default" listed
+	}{
+		{"default block", Quotas{Default: Quota{MaxBytes: 5e9}}, true},
+		{"listed and default block", Quotas{Default: Quota{MaxIdle: time.Hour}, Namespaces: map[string]Quota{"ci": {MaxEntries: 1}}}, true},
+		{"no default block", Quotas{Namespaces: map[string]Quota{"ci": {MaxEntries: 1}}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccounting(0)
+			a.setQuotas(tc.quotas)
+			var got *NamespaceUsage
+			for _, u := range a.usage().Namespaces {
+				if u.Namespace == DefaultNamespace {
+					got = &u
+				}
+			}
+			if (got != nil) != tc.want {
+				t.Fatalf("usage lists %q: %v, want %v (%+v)", DefaultNamespace, got != nil, tc.want, a.usage().Namespaces)
+			}
+			if got != nil && (got.MaxBytes != tc.quotas.Default.MaxBytes || got.MaxIdleSeconds != tc.quotas.Default.MaxIdle.Seconds()) {
+				t.Fatalf("default namespace usage %+v, want the default block %+v", *got, tc.quotas.Default)
+			}
+		})
+	}
+}
+
 // TestNamespaceRecordsBounded checks that emptied namespaces without a
 // quota are forgotten once there are many, and listed ones never are.
 func TestNamespaceRecordsBounded(t *testing.T) {
