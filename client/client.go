@@ -59,11 +59,21 @@ type Client struct {
 	hc   *http.Client
 }
 
+// ParseBaseURL parses a server's base URL as New takes it: http or https,
+// with a host; a trailing slash is dropped.
+func ParseBaseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(s, "/"))
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q is not an http(s) URL such as http://cache:8080", s)
+	}
+	return u, nil
+}
+
 // New returns a client for cfg.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
-	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("server URL %q is not an http(s) URL such as http://cache:8080", cfg.BaseURL)
+	u, err := ParseBaseURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {

@@ -121,8 +121,8 @@ func (c *clientFlags) checkNamespace() error {
 // shares, whose namespace may be none (--all-namespaces) and whose requests
 // say they come from it.
 func (c *clientFlags) connect(cfg client.Config) (*client.Client, error) {
-	if c.Server == "" {
-		return nil, usagef("--url is empty: give the server's URL, e.g. --url %s", defaultURL)
+	if err := c.checkURL(); err != nil {
+		return nil, err
 	}
 	token, err := c.token.resolve()
 	if err != nil {
@@ -137,6 +137,17 @@ func (c *clientFlags) connect(cfg client.Config) (*client.Client, error) {
 		return nil, usagef("--url: %s", err)
 	}
 	return cl, nil
+}
+
+// checkURL checks --url: a usage error names the flag before any request.
+func (c *clientFlags) checkURL() error {
+	if c.Server == "" {
+		return usagef("--url is empty: give the server's URL, e.g. --url %s", defaultURL)
+	}
+	if _, err := client.ParseBaseURL(c.Server); err != nil {
+		return usagef("--url: %s", err)
+	}
+	return nil
 }
 
 // serverHint adds what to do to err when the server at url could not be

@@ -37,6 +37,16 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 	case *scope == "replica":
 		*scope = "" // the server's default: older servers know no scope
 	}
+	// Checked here, as warm, agent and admin check them: the server would
+	// answer a bad namespace 400 (exit 1) showing it URL-escaped.
+	if err := cf.checkURL(); err != nil {
+		return err
+	}
+	if cf.NS != "" {
+		if err := cf.checkNamespace(); err != nil {
+			return err
+		}
+	}
 	token, err := cf.token.resolve()
 	if err != nil {
 		return err

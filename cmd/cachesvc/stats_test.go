@@ -30,8 +30,12 @@ func TestStatsCommand(t *testing.T) {
 			[]string{"namespace team-b", "Lookups     500  (hits 375, misses 125)", "(1,500 s)"}, ""},
 		{"one namespace, new flag names", []string{"stats", "--url", srv.URL, "--namespace", "team-b"}, 0,
 			[]string{"namespace team-b", "Lookups     500  (hits 375, misses 125)"}, ""},
-		{"bad namespace", []string{"stats", "--server", srv.URL, "--ns", "Bad NS"}, 1, nil, "bad_namespace"},
-		{"not a url", []string{"stats", "--server", "cache:8080"}, 1, nil, "not an http(s) URL"},
+		// Usage errors (exit 2) naming the flag, as warm, agent and admin
+		// answer them; stats sent them to the server (exit 1, the namespace
+		// shown URL-escaped as "Bad%20NS") or failed with "server ...".
+		{"bad namespace", []string{"stats", "--server", srv.URL, "--ns", "Bad NS"}, 2, nil, `--namespace: namespace "Bad NS" is invalid`},
+		{"not a url", []string{"stats", "--server", "cache:8080"}, 2, nil, `--url: server URL "cache:8080" is not an http(s) URL`},
+		{"empty url", []string{"stats", "--url", ""}, 2, nil, "--url is empty: give the server's URL"},
 		{"extra argument", []string{"stats", "--server", srv.URL, "extra"}, 2, nil, "unexpected arguments"},
 		{"scope replica", []string{"stats", "--url", srv.URL, "--scope", "replica"}, 0, []string{"Lookups     1,000"}, ""},
 		{"bad scope", []string{"stats", "--url", srv.URL, "--scope", "world"}, 2, nil, `--scope "world": use replica or fleet`},
