@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cachesvc/cachesvc/stats"
 )
 
 // withSeries creates vec's series for each of the values of its one label,
@@ -39,8 +41,9 @@ type httpMetrics struct {
 }
 
 // newHTTPMetrics registers the transport metrics, a collector of the
-// store's usage and the Go and process collectors on reg.
-func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
+// store's usage (with the per-namespace eviction counts persisted in sts)
+// and the Go and process collectors on reg.
+func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_http_requests_total",
@@ -67,7 +70,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 	m.series = httpSeries{requests: m.requests, duration: m.duration}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut, m.panics,
-		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
+		&usageCollector{st: st, stats: sts, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -85,9 +88,11 @@ func (s *Server) metricsHandler() fiber.Handler {
 }
 
 // usageCollector exports the store's Usage at scrape time, the usage of
-// each namespace included (nsmetrics.go).
+// each namespace included (nsmetrics.go), its eviction counts the
+// persisted ones of stats.
 type usageCollector struct {
 	st         Store
+	stats      *stats.Stats
 	namespaces labelLimiter
 }
 
@@ -127,6 +132,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
+	withPersistedEvictions(us.Namespaces, u.stats.NamespaceEvictions()) // nsevictions.go
 	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }
 

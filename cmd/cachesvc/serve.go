@@ -305,9 +305,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	var hookStats atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
-		onEvict: func(m store.Meta) {
+		onEvict: func(m store.Meta, reason string) {
 			if st := hookStats.Load(); st != nil {
-				st.RecordEvictions(m.Namespace, m.Backend, 1)
+				st.RecordEvictions(m.Namespace, m.Backend, reason, 1)
 				st.ForgetEntry(m.Namespace, m.Backend, m.Key)
 			}
 		},
