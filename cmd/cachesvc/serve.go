@@ -76,7 +76,8 @@ type serveOptions struct {
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
-// (SIGINT/SIGTERM).
+// (SIGINT/SIGTERM). A server that then shuts down cleanly exits 0: a
+// requested stop of a daemon is its success.
 func runServe(ctx context.Context, args []string, sio stdio) error {
 	o, err := parseServeFlags(args, sio)
 	if err != nil {
@@ -86,6 +87,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return usagef("%s", err)
 	}
+	sio.markDaemon() // interrupt.go
 	return serve(ctx, o, sio, logger, nil)
 }
 
