@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -176,7 +178,9 @@ func (s *Server) catchShortBodies() {
 // catchUnknownMethods answers a request whose method fiber does not know
 // (PROPFIND, a lowercase "get") with the JSON 400 bad_request that every
 // error has; fiber itself would answer a text/plain "Invalid http method"
-// before any middleware runs.
+// before any middleware runs. As the middleware would, it logs and counts
+// the request, under the method label otherMethod; the log line names the
+// method sent (cut to 32 runes on one line) as unknown_method.
 func (s *Server) catchUnknownMethods() {
 	fh := s.app.Server()
 	next := fh.Handler
@@ -185,12 +189,15 @@ func (s *Server) catchUnknownMethods() {
 			next(fctx)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
 		err := Errorf(http.StatusBadRequest, "bad_request", "Method %.32q is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", fctx.Method())
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
+		sent := wire.OneLine(strings.ToValidUTF8(string(fctx.Method()), "\uFFFD"), 32)
+		s.recordRequest(c, unmatchedRoute, otherMethod, start, err, slog.String("unknown_method", sent)) // metrics.go
 	}
 }
 

@@ -167,8 +167,16 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	if routed(c) {
 		route = c.Route().Path
 	}
+	s.recordRequest(c, route, methodName(c.Method()), start, err)
+	return nil
+}
+
+// recordRequest counts a request that was answered in the request metrics
+// and logs it as one "request" line: the middleware's every request, and
+// the ones answered before fiber routes them (catchUnknownMethods). more
+// are attributes the line adds.
+func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Time, err error, more ...slog.Attr) {
 	status := c.Response().StatusCode()
-	method := methodName(c.Method())
 	elapsed := time.Since(start)
 	s.http.series.observe(route, method, status, elapsed)
 
@@ -180,7 +188,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 		level = slog.LevelDebug
 	}
 	if !s.log.Enabled(c.UserContext(), level) {
-		return nil // at --log-level warn (run.sh) a 4 KiB GET formats nothing
+		return // at --log-level warn (run.sh) a 4 KiB GET formats nothing
 	}
 	attrs := []slog.Attr{
 		slog.String("method", method),
@@ -197,12 +205,17 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	if err != nil {
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
+	attrs = append(attrs, more...)
 	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
-	return nil
 }
 
 // unmatchedRoute is the route label of a request that matched no route.
 const unmatchedRoute = "unmatched"
+
+// otherMethod is the method label of every request whose method fiber does
+// not know: such a method is any token a client sends, and a label per
+// value would grow the metrics without bound.
+const otherMethod = "_other"
 
 // methodName returns m as a string that does not alias fiber's reused
 // buffers: a constant for the usual methods (no allocation per request).
