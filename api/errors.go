@@ -205,7 +205,9 @@ func (s *Server) catchUnknownMethods() {
 // coding besides chunked ("gzip, chunked") with 501, as RFC 9112 asks of a
 // coding the server does not implement. fasthttp reads any such body as
 // plain chunked and rewrites the header to "chunked", so the compressed
-// bytes would otherwise be stored as the executable.
+// bytes would otherwise be stored as the executable. As the middleware
+// would, it logs and counts the request (route unmatched: it was answered
+// before routing).
 func (s *Server) refuseTransferCodings() {
 	fh := s.app.Server()
 	next := fh.Handler
@@ -221,12 +223,20 @@ func (s *Server) refuseTransferCodings() {
 			next(fctx)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
 		err := Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", coding)
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
+		// Checked before the method is (catchUnknownMethods wraps
+		// inside): the label must fold an unknown one.
+		method := otherMethod
+		if knownMethod(fctx.Method()) {
+			method = methodName(string(fctx.Method()))
+		}
+		s.recordRequest(c, unmatchedRoute, method, start, err) // metrics.go
 	}
 }
 
