@@ -61,10 +61,16 @@ func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 	sizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 }
 
+// maxPluginPool bounds --plugin-pool: each live instance may hold up to
+// --plugin-memory, and no host has the cores to run more calls at once.
+const maxPluginPool = 1024
+
 // addPluginCallFlags defines the flags of keying calls: concurrency and the
 // largest signature.
 func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
-	fs.UintVar(&o.Pool, "plugin-pool", 0, "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most 1024)")
+	// Refused past the bound (exit 2): it was quietly cut to it.
+	uintVar(fs, &o.Pool, "plugin-pool", 0, maxPluginPool, fmt.Sprintf("0 (min(CPUs, 4)) to %d live instances per plugin", maxPluginPool),
+		fmt.Sprintf("live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most %d)", maxPluginPool))
 	addMaxSignatureFlag(fs, o)
 }
 
@@ -91,7 +97,7 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		MaxMemoryBytes: o.Memory,
 		CallTimeout:    o.Timeout,
 		MaxInputBytes:  o.MaxSignature,
-		PoolSize:       int(min(o.Pool, 1024)),
+		PoolSize:       int(o.Pool), // at most maxPluginPool: the flag refuses more
 		Logger:         logger,
 		Observe:        o.observe,
 	})
