@@ -64,6 +64,20 @@ func interruptOf(ctx context.Context) (interrupt, bool) {
 	return in, ok
 }
 
+// stoppedBy reports whether a command that returned err after SIGINT or
+// SIGTERM arrived exits 128 + the signal (interrupt.exitCode). A command run once (stats, warm, export...)
+// does, whatever it returned: it was interrupted, even if it got to its
+// end. A daemon does only when the signal cut its start short (its error
+// is the cancellation): a clean stop (nil) is its success, exit 0, and an
+// error of its own while stopping (its store failed to close) is a
+// failure, exit 1, as it would be without the signal.
+func stoppedBy(err error, daemon bool) bool {
+	if !daemon {
+		return true
+	}
+	return err != nil && errors.Is(err, context.Canceled)
+}
+
 // cmdState is what a running command tells dispatch about itself.
 type cmdState struct {
 	// daemon is set by a command that runs until it is asked to stop

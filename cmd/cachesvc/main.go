@@ -133,7 +133,7 @@ func dispatch(ctx context.Context, args []string, sio stdio) int {
 		state := &cmdState{}
 		sio.state = state
 		err := c.run(ctx, args[1:], sio)
-		if in, ok := interruptOf(ctx); ok && (err != nil || !state.daemon) {
+		if in, ok := interruptOf(ctx); ok && stoppedBy(err, state.daemon) {
 			// What the command cleans up on an error it has cleaned up
 			// (an export's partial file is removed): say what it did not
 			// finish, and that a signal stopped it.
