@@ -114,6 +114,18 @@ func TestShortBodyIsIncomplete(t *testing.T) {
 			t.Errorf("GET %s after a short upload = %d, want 404", name, st)
 		}
 	}
+	// Each is counted: the streamed one by its route; the small ones,
+	// answered as fasthttp read them (which forgets their method and path),
+	// as unmatched _other.
+	m := string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil)))
+	for _, want := range []string{
+		`cachesvc_http_requests_total{method="PUT",route="/v1/:ns/entries/:key",status="400"} 1`,
+		`cachesvc_http_requests_total{method="_other",route="unmatched",status="400"} 3`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s; request lines:\n%s", want, grepLines(m, "cachesvc_http_requests_total"))
+		}
+	}
 }
 
 // TestStalledBodyIsTimeout sends part of a body and then nothing, without

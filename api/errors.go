@@ -158,7 +158,10 @@ var entryHeaders = []string{fiber.HeaderETag, fiber.HeaderAcceptRanges,
 // such a body with the headers, before any handler runs, and reports the
 // short read as a bare io.ErrUnexpectedEOF, which fiber would render as 400
 // bad_request ("unparsable HTTP"); longer bodies are streamed and reach the
-// handlers' own incomplete_body.
+// handlers' own incomplete_body. As the middleware would, it logs and
+// counts the request: route unmatched and method otherMethod, since
+// fasthttp has reset the request it failed to read (its method and path
+// are gone), and a duration from when the body was found short.
 func (s *Server) catchShortBodies() {
 	fh := s.app.Server()
 	next := fh.ErrorHandler
@@ -167,11 +170,14 @@ func (s *Server) catchShortBodies() {
 			next(fctx, err)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
-		if herr := s.errorHandler(c, fmt.Errorf("%w: the client sent less than its Content-Length; nothing was stored", errIncompleteBody)); herr != nil {
+		err = fmt.Errorf("%w: the client sent less than its Content-Length; nothing was stored", errIncompleteBody)
+		if herr := s.errorHandler(c, err); herr != nil {
 			next(fctx, herr)
 		}
+		s.recordRequest(c, unmatchedRoute, otherMethod, start, err) // metrics.go
 	}
 }
 
@@ -232,11 +238,7 @@ func (s *Server) refuseTransferCodings() {
 		}
 		// Checked before the method is (catchUnknownMethods wraps
 		// inside): the label must fold an unknown one.
-		method := otherMethod
-		if knownMethod(fctx.Method()) {
-			method = methodName(string(fctx.Method()))
-		}
-		s.recordRequest(c, unmatchedRoute, method, start, err) // metrics.go
+		s.recordRequest(c, unmatchedRoute, methodLabel(fctx.Method()), start, err) // metrics.go
 	}
 }
 
@@ -256,6 +258,16 @@ func otherTransferCoding(raw []byte) string {
 		}
 	}
 	return ""
+}
+
+// methodLabel returns the method label of a request answered before
+// fiber checked its method: its name when fiber knows it, otherMethod for
+// any other token a client sends.
+func methodLabel(m []byte) string {
+	if knownMethod(m) {
+		return methodName(string(m))
+	}
+	return otherMethod
 }
 
 // knownMethod reports whether m is one of the methods fiber routes.

@@ -213,8 +213,9 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 const unmatchedRoute = "unmatched"
 
 // otherMethod is the method label of every request whose method fiber does
-// not know: such a method is any token a client sends, and a label per
-// value would grow the metrics without bound.
+// not know (such a method is any token a client sends, and a label per
+// value would grow the metrics without bound), or whose method is lost (a
+// request fasthttp reset after failing to read its body).
 const otherMethod = "_other"
 
 // methodName returns m as a string that does not alias fiber's reused
