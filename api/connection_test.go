@@ -114,6 +114,18 @@ func TestShortBodyIsIncomplete(t *testing.T) {
 			t.Errorf("GET %s after a short upload = %d, want 404", name, st)
 		}
 	}
+	// Each is counted: the streamed one by its route; the small ones,
+	// answered as fasthttp read them (which forgets their method and path),
+	// as unmatched _other.
+	m := string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil)))
+	for _, want := range []string{
+		`cachesvc_http_requests_total{method="PUT",route="/v1/:ns/entries/:key",status="400"} 1`,
+		`cachesvc_http_requests_total{method="_other",route="unmatched",status="400"} 3`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s; request lines:\n%s", want, grepLines(m, "cachesvc_http_requests_total"))
+		}
+	}
 }
 
 // TestStalledBodyIsTimeout sends part of a body and then nothing, without
@@ -230,6 +242,22 @@ func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
 				t.Errorf("GET after a refused upload = %d, want 404", st)
 			}
 		})
+	}
+	// An unknown method is refused for its coding first; its label still
+	// folds into _other.
+	resp, _, _, _ := rawExchange(t, addr, "FOO /v1/default/entries/"+keyOf("foo")+" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("FOO with gzip, chunked = %d, want 501", resp.StatusCode)
+	}
+	// Refused before fiber routes them, they are counted all the same.
+	m := string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil)))
+	for _, want := range []string{
+		`cachesvc_http_requests_total{method="PUT",route="unmatched",status="501"} 3`,
+		`cachesvc_http_requests_total{method="_other",route="unmatched",status="501"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s; request lines:\n%s", want, grepLines(m, "cachesvc_http_requests_total"))
+		}
 	}
 }
 

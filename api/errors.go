@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -156,7 +158,10 @@ var entryHeaders = []string{fiber.HeaderETag, fiber.HeaderAcceptRanges,
 // such a body with the headers, before any handler runs, and reports the
 // short read as a bare io.ErrUnexpectedEOF, which fiber would render as 400
 // bad_request ("unparsable HTTP"); longer bodies are streamed and reach the
-// handlers' own incomplete_body.
+// handlers' own incomplete_body. As the middleware would, it logs and
+// counts the request: route unmatched and method otherMethod, since
+// fasthttp has reset the request it failed to read (its method and path
+// are gone), and a duration from when the body was found short.
 func (s *Server) catchShortBodies() {
 	fh := s.app.Server()
 	next := fh.ErrorHandler
@@ -165,18 +170,23 @@ func (s *Server) catchShortBodies() {
 			next(fctx, err)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
-		if herr := s.errorHandler(c, fmt.Errorf("%w: the client sent less than its Content-Length; nothing was stored", errIncompleteBody)); herr != nil {
+		err = fmt.Errorf("%w: the client sent less than its Content-Length; nothing was stored", errIncompleteBody)
+		if herr := s.errorHandler(c, err); herr != nil {
 			next(fctx, herr)
 		}
+		s.recordRequest(c, unmatchedRoute, otherMethod, start, err) // metrics.go
 	}
 }
 
 // catchUnknownMethods answers a request whose method fiber does not know
 // (PROPFIND, a lowercase "get") with the JSON 400 bad_request that every
 // error has; fiber itself would answer a text/plain "Invalid http method"
-// before any middleware runs.
+// before any middleware runs. As the middleware would, it logs and counts
+// the request, under the method label otherMethod; the log line names the
+// method sent (cut to 32 runes on one line) as unknown_method.
 func (s *Server) catchUnknownMethods() {
 	fh := s.app.Server()
 	next := fh.Handler
@@ -185,12 +195,15 @@ func (s *Server) catchUnknownMethods() {
 			next(fctx)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
 		err := Errorf(http.StatusBadRequest, "bad_request", "Method %.32q is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", fctx.Method())
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
+		sent := wire.OneLine(strings.ToValidUTF8(string(fctx.Method()), "\uFFFD"), 32)
+		s.recordRequest(c, unmatchedRoute, otherMethod, start, err, slog.String("unknown_method", sent)) // metrics.go
 	}
 }
 
@@ -198,7 +211,9 @@ func (s *Server) catchUnknownMethods() {
 // coding besides chunked ("gzip, chunked") with 501, as RFC 9112 asks of a
 // coding the server does not implement. fasthttp reads any such body as
 // plain chunked and rewrites the header to "chunked", so the compressed
-// bytes would otherwise be stored as the executable.
+// bytes would otherwise be stored as the executable. As the middleware
+// would, it logs and counts the request (route unmatched: it was answered
+// before routing).
 func (s *Server) refuseTransferCodings() {
 	fh := s.app.Server()
 	next := fh.Handler
@@ -214,12 +229,16 @@ func (s *Server) refuseTransferCodings() {
 			next(fctx)
 			return
 		}
+		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
 		err := Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", coding)
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
+		// Checked before the method is (catchUnknownMethods wraps
+		// inside): the label must fold an unknown one.
+		s.recordRequest(c, unmatchedRoute, methodLabel(fctx.Method()), start, err) // metrics.go
 	}
 }
 
@@ -239,6 +258,16 @@ func otherTransferCoding(raw []byte) string {
 		}
 	}
 	return ""
+}
+
+// methodLabel returns the method label of a request answered before
+// fiber checked its method: its name when fiber knows it, otherMethod for
+// any other token a client sends.
+func methodLabel(m []byte) string {
+	if knownMethod(m) {
+		return methodName(string(m))
+	}
+	return otherMethod
 }
 
 // knownMethod reports whether m is one of the methods fiber routes.

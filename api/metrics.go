@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cachesvc/cachesvc/stats"
 )
 
 // withSeries creates vec's series for each of the values of its one label,
@@ -39,8 +41,9 @@ type httpMetrics struct {
 }
 
 // newHTTPMetrics registers the transport metrics, a collector of the
-// store's usage and the Go and process collectors on reg.
-func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
+// store's usage (with the per-namespace eviction counts persisted in sts)
+// and the Go and process collectors on reg.
+func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_http_requests_total",
@@ -67,7 +70,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store) (*httpMetrics, error) {
 	m.series = httpSeries{requests: m.requests, duration: m.duration}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.bytesIn, m.bytesOut, m.panics,
-		&usageCollector{st: st, namespaces: labelLimiter{max: maxUsageNamespaces}},
+		&usageCollector{st: st, stats: sts, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -85,9 +88,11 @@ func (s *Server) metricsHandler() fiber.Handler {
 }
 
 // usageCollector exports the store's Usage at scrape time, the usage of
-// each namespace included (nsmetrics.go).
+// each namespace included (nsmetrics.go), its eviction counts the
+// persisted ones of stats.
 type usageCollector struct {
 	st         Store
+	stats      *stats.Stats
 	namespaces labelLimiter
 }
 
@@ -127,6 +132,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
+	withPersistedEvictions(us.Namespaces, u.stats.NamespaceEvictions()) // nsevictions.go
 	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }
 
@@ -161,8 +167,16 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	if routed(c) {
 		route = c.Route().Path
 	}
+	s.recordRequest(c, route, methodName(c.Method()), start, err)
+	return nil
+}
+
+// recordRequest counts a request that was answered in the request metrics
+// and logs it as one "request" line: the middleware's every request, and
+// the ones answered before fiber routes them (catchUnknownMethods). more
+// are attributes the line adds.
+func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Time, err error, more ...slog.Attr) {
 	status := c.Response().StatusCode()
-	method := methodName(c.Method())
 	elapsed := time.Since(start)
 	s.http.series.observe(route, method, status, elapsed)
 
@@ -174,7 +188,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 		level = slog.LevelDebug
 	}
 	if !s.log.Enabled(c.UserContext(), level) {
-		return nil // at --log-level warn (run.sh) a 4 KiB GET formats nothing
+		return // at --log-level warn (run.sh) a 4 KiB GET formats nothing
 	}
 	attrs := []slog.Attr{
 		slog.String("method", method),
@@ -191,12 +205,18 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	if err != nil {
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
+	attrs = append(attrs, more...)
 	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
-	return nil
 }
 
 // unmatchedRoute is the route label of a request that matched no route.
 const unmatchedRoute = "unmatched"
+
+// otherMethod is the method label of every request whose method fiber does
+// not know (such a method is any token a client sends, and a label per
+// value would grow the metrics without bound), or whose method is lost (a
+// request fasthttp reset after failing to read its body).
+const otherMethod = "_other"
 
 // methodName returns m as a string that does not alias fiber's reused
 // buffers: a constant for the usual methods (no allocation per request).

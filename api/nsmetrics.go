@@ -35,7 +35,7 @@ var (
 		"A namespace's max_entries quota (serve --namespaces); 0 means none.",
 		[]string{"namespace"}, nil)
 	descNSEvictions = prometheus.NewDesc("cachesvc_namespace_evictions_total",
-		"Entries the store removed on its own since the process started, by namespace and reason: size (--max-size), quota (max_bytes or max_entries), idle (max_idle) or age (max_age).",
+		"Entries the store removed on its own, by namespace and reason: size (--max-size), quota (max_bytes or max_entries), idle (max_idle) or age (max_age); persisted with the statistics, so a restart does not reset it.",
 		[]string{"namespace", "reason"}, nil)
 )
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -147,10 +148,14 @@ func TestClientHeadNamesTheErrorCode(t *testing.T) {
 // TestUnknownMethodIsJSON checks that a method fiber does not know (WebDAV's
 // PROPFIND, a lowercase get) gets the documented JSON 400 bad_request, not
 // fiber's text/plain "Invalid http method", and that the connection still
-// serves the next request.
+// serves the next request. Each is logged as one request line and counted
+// in the request metrics, every unknown method under the one method label
+// _other (a label per method sent would be unbounded).
 func TestUnknownMethodIsJSON(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{})
-	for _, m := range []string{"PROPFIND", "get"} {
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	methods := []string{"PROPFIND", "get", "FOO"}
+	for _, m := range methods {
 		resp := srv.Do(m, srv.URL+"/v1/stats", nil)
 		body := apitest.ReadAll(t, resp)
 		var e struct {
@@ -168,6 +173,27 @@ func TestUnknownMethodIsJSON(t *testing.T) {
 	apitest.ReadAll(t, resp)
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz after an unknown method = %d", resp.StatusCode)
+	}
+	for _, m := range methods {
+		var lines []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "msg=request") && strings.HasSuffix(l, " unknown_method="+m) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], "status=400") || !strings.Contains(lines[0], "method=_other") {
+			t.Errorf("log lines of %s: %q, want one request line with status=400 method=_other; logs:\n%s", m, lines, logs.String())
+		}
+	}
+	m := string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil)))
+	want := fmt.Sprintf(`cachesvc_http_requests_total{method="_other",route="unmatched",status="400"} %d`, len(methods))
+	if !strings.Contains(m, want) {
+		t.Errorf("/metrics lacks %s; request lines:\n%s", want, grepLines(m, "cachesvc_http_requests_total"))
+	}
+	for _, meth := range methods {
+		if strings.Contains(m, `method="`+meth+`"`) {
+			t.Errorf("/metrics has a method label %q: unknown methods must fold into _other", meth)
+		}
 	}
 }
 

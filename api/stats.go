@@ -57,6 +57,7 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 	if ns != "" {
 		r.Store.Namespaces = []wire.NamespaceUsage{g.namespaceUsage(ns, r.Store.Namespaces)}
 	}
+	withPersistedEvictions(r.Store.Namespaces, persistedEvictions(r.Snapshot.Namespaces)) // nsevictions.go
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)
 	if g.shared != nil {
 		st := g.shared()

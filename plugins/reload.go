@@ -32,6 +32,13 @@ type Replacement struct {
 	Old, New Info
 }
 
+// SameVersion reports whether the new file kept the old one's name@version:
+// its code serves from now on, but keys hash only name@version, so nothing
+// tells a key it made from one the old code made. That is right for a
+// rebuild that canonicalizes as before, and wrong for a change that does
+// not: the caller should warn.
+func (r Replacement) SameVersion() bool { return r.Old.ID == r.New.ID }
+
 // Changed reports whether the reload added, replaced or removed anything.
 func (r ReloadReport) Changed() bool {
 	return len(r.Added)+len(r.Replaced)+len(r.Removed) > 0

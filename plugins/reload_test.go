@@ -147,7 +147,7 @@ func TestReloadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(r.Replaced) != 1 || r.Replaced[0].Old.ID != "cmdline@0.1.0" || r.Replaced[0].New.ID != "cmdline@0.2.0" ||
-		names(r.Unchanged) != "empty@1,faults@1" || len(r.Added)+len(r.Removed) != 0 {
+		r.Replaced[0].SameVersion() || names(r.Unchanged) != "empty@1,faults@1" || len(r.Added)+len(r.Removed) != 0 {
 		t.Fatalf("replace: %+v", r)
 	}
 	cur := mustPlugin(t, h, "cmdline")
@@ -158,6 +158,22 @@ func TestReloadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRetired(t, old)
+
+	// Rebuilt: other bytes under the same name@version. The new code
+	// serves, and the report says the version stayed.
+	writeFile(t, filepath.Join(dir, "cmdline.wasm"), withCustomSection(v2, "rebuild"))
+	if r, err = h.ReloadDir(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Replaced) != 1 || !r.Replaced[0].SameVersion() || r.Replaced[0].New.ID != "cmdline@0.2.0" {
+		t.Fatalf("rebuild: %+v", r)
+	}
+	if rebuilt := mustPlugin(t, h, "cmdline"); rebuilt == cur {
+		t.Fatal("the rebuilt file did not replace its plugin")
+	} else {
+		checkRetired(t, cur)
+		cur = rebuilt
+	}
 
 	// Remove.
 	os.Remove(filepath.Join(dir, "empty.wasm"))

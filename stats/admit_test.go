@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // TestMissesDoNotCreateNamespaces is issue 12's bug 9: one GET miss in any
@@ -22,7 +24,7 @@ func TestMissesDoNotCreateNamespaces(t *testing.T) {
 	for i := range 100 {
 		s.RecordLookup(Lookup{Namespace: fresh(i), Key: key(i)})
 		s.RecordMiss(Miss{Namespace: fresh(i), Key: fmt.Sprint(i)})
-		s.RecordEvictions(fresh(i), "xla", 1)
+		s.RecordEvictions(fresh(i), "xla", wire.ReasonSize, 1)
 	}
 	// Namespaces that hold entries after the flood still get their rows.
 	s.RecordWrite(Write{Namespace: "team-b", Backend: "xla", Key: key(2), Bytes: 10})

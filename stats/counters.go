@@ -23,6 +23,9 @@ type Counters struct {
 	// missing while another client compiles: Misses-WaitHits is how many
 	// compiles clients ran.
 	WaitHits int64 `json:"wait_hits,omitempty"`
+	// EvictedBy splits Evictions by reason; evictions counted before the
+	// reason was recorded are in Evictions only.
+	EvictedBy wire.EvictionReasons `json:"evicted_by,omitzero"`
 }
 
 // add adds o to c, saturating: one absurd entry must not wrap a total
@@ -38,6 +41,15 @@ func (c *Counters) add(o *Counters) {
 	c.Evictions = satAdd(c.Evictions, o.Evictions)
 	c.SavedMicros = satAdd(c.SavedMicros, o.SavedMicros)
 	c.WaitHits = satAdd(c.WaitHits, o.WaitHits)
+	addReasons(&c.EvictedBy, o.EvictedBy)
+}
+
+// addReasons adds o to e, saturating.
+func addReasons(e *wire.EvictionReasons, o wire.EvictionReasons) {
+	e.Size = satAdd(e.Size, o.Size)
+	e.Quota = satAdd(e.Quota, o.Quota)
+	e.Idle = satAdd(e.Idle, o.Idle)
+	e.Age = satAdd(e.Age, o.Age)
 }
 
 // clampNegative sets every negative counter to 0 and reports whether it
@@ -45,7 +57,9 @@ func (c *Counters) add(o *Counters) {
 // can, written before sums saturated.
 func (c *Counters) clampNegative() bool {
 	bad := false
-	for _, p := range []*int64{&c.Lookups, &c.Hits, &c.Misses, &c.BytesIn, &c.BytesOut, &c.Writes, &c.Evictions, &c.SavedMicros, &c.WaitHits} {
+	e := &c.EvictedBy
+	for _, p := range []*int64{&c.Lookups, &c.Hits, &c.Misses, &c.BytesIn, &c.BytesOut, &c.Writes, &c.Evictions, &c.SavedMicros, &c.WaitHits,
+		&e.Size, &e.Quota, &e.Idle, &e.Age} {
 		if *p < 0 {
 			*p, bad = 0, true
 		}
@@ -74,6 +88,7 @@ func (c Counters) Totals() Totals {
 		Lookups: c.Lookups, Hits: c.Hits, Misses: c.Misses, WaitHits: c.WaitHits,
 		BytesIn: c.BytesIn, BytesOut: c.BytesOut, Writes: c.Writes, Evictions: c.Evictions,
 		CompileSecondsSaved: float64(c.SavedMicros) / 1e6,
+		EvictionsByReason:   c.EvictedBy,
 	}
 	if c.Lookups > 0 {
 		t.HitRate = float64(c.Hits) / float64(c.Lookups)

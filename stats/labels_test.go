@@ -135,7 +135,7 @@ func TestBadLabelsAreSanitized(t *testing.T) {
 	s.RecordMiss(Miss{Namespace: "team-\xff", Backend: "\xff", Key: "\xff", DisplayName: "\xffname", Run: "\xff", Explanation: ex})
 	s.RecordMiss(Miss{Namespace: "team-a", Backend: "xla", Key: "k", Explanation: explain.Explanation{Reason: "flags\xff", Summary: "bad \xff",
 		Nearest: []explain.Nearest{{Key: "\xff", Name: "\xff", Diffs: []explain.Diff{{Component: "\xff", Want: "\xff", Have: "\xfe"}}}}}})
-	s.RecordEvictions("\xff", "\xff", 2)
+	s.RecordEvictions("\xff", "\xff", wire.ReasonSize, 2)
 	checkLabels(t, "recorded", s)
 	tot := s.Snapshot(SnapshotOptions{}).Totals
 	if tot.Lookups != 5 || tot.Hits != 3 || tot.Writes != 1 || tot.Evictions != 2 {

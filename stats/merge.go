@@ -193,6 +193,7 @@ func addTotals(t *Totals, o Totals) {
 	t.BytesOut = satAdd(t.BytesOut, o.BytesOut)
 	t.Writes = satAdd(t.Writes, o.Writes)
 	t.Evictions = satAdd(t.Evictions, o.Evictions)
+	addReasons(&t.EvictionsByReason, o.EvictionsByReason)
 	t.CompileSecondsSaved += o.CompileSecondsSaved
 	t.HitRate = 0
 	if t.Lookups > 0 {

@@ -72,6 +72,15 @@ func TestMergeSnapshots(t *testing.T) {
 				t.Errorf("store counters %+v", g)
 			}
 		}},
+		{"evictions by reason", []Snapshot{
+			{Namespaces: []NamespaceTotals{{Namespace: "team-a", Totals: Totals{Evictions: 3, EvictionsByReason: wire.EvictionReasons{Quota: 2, Idle: 1}}}}},
+			{Namespaces: []NamespaceTotals{{Namespace: "team-a", Totals: Totals{Evictions: 5, EvictionsByReason: wire.EvictionReasons{Quota: 1, Age: 4}}}}},
+		}, MergeOptions{}, func(t *testing.T, m Snapshot) {
+			want := wire.EvictionReasons{Quota: 3, Idle: 1, Age: 4}
+			if len(m.Namespaces) != 1 || m.Namespaces[0].Evictions != 8 || m.Namespaces[0].EvictionsByReason != want {
+				t.Errorf("namespaces %+v, want team-a with 8 evictions split %+v", m.Namespaces, want)
+			}
+		}},
 		{"runs merged by name", []Snapshot{a, b}, MergeOptions{}, func(t *testing.T, m Snapshot) {
 			if len(m.Runs) != 2 || m.Runs[0].Run != "sweep-1" {
 				t.Fatalf("runs %+v", m.Runs)

@@ -135,6 +135,27 @@ func (s *Stats) Snapshot(opt SnapshotOptions) Snapshot {
 	return snap
 }
 
+// NamespaceEvictions merges what was recorded and returns each tracked
+// namespace's persisted evictions by reason (RecordEvictions), the
+// namespaces with none left out. It does no I/O; it is cheaper than a
+// Snapshot, for a metrics scrape.
+func (s *Stats) NamespaceEvictions() map[string]wire.EvictionReasons {
+	s.collect()
+	a := &s.agg
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]wire.EvictionReasons{}
+	for nb, c := range a.totals {
+		if c.EvictedBy == (wire.EvictionReasons{}) {
+			continue
+		}
+		e := out[nb.ns]
+		addReasons(&e, c.EvictedBy)
+		out[nb.ns] = e
+	}
+	return out
+}
+
 // Points is the wire type of the same name (wire).
 type Points = wire.Points
 

@@ -375,15 +375,19 @@ func (s *Stats) ForgetEntry(ns, backend string, key [32]byte) {
 	s.index.Remove(ns, BackendOrUnknown(backend), k)
 }
 
-// RecordEvictions counts n entries of (ns, backend) evicted. Use it when the
-// evicting code knows the entries; store-wide evictions sampled through
-// Config.Usage are counted separately. Like a lookup, it counts under Other
-// when ns is not admitted.
-func (s *Stats) RecordEvictions(ns, backend string, n int64) {
+// RecordEvictions counts n entries of (ns, backend) that the store removed
+// for reason (wire.ReasonSize, ReasonQuota, ReasonIdle or ReasonAge; any
+// other counts in Evictions only). Use it when the evicting code knows the
+// entries; store-wide evictions sampled through Config.Usage are counted
+// separately. Like a lookup, it counts under Other when ns is not admitted.
+func (s *Stats) RecordEvictions(ns, backend, reason string, n int64) {
 	if s.closed.Load() || n <= 0 {
 		return
 	}
 	c := Counters{Evictions: n}
+	if p := c.EvictedBy.Of(reason); p != nil {
+		*p = n
+	}
 	sh := s.shard(ns, [32]byte{})
 	sh.mu.Lock()
 	sh.addSeries(s.now().Unix()/60, s.namespaces.labelOf(ns), s.backends.admit(backend), &c)

@@ -48,14 +48,16 @@ type Config struct {
 	// fail with ErrTooLarge.
 	MaxEntryBytes int64
 	// OnEvict, when set, is called with the metadata of every entry the
-	// store removes on its own (not for Delete or quarantine): evicted to
-	// make room under MaxBytes or a namespace's Quota, or expired under a
-	// namespace's MaxIdle or MaxAge. It runs after the removal commits and
-	// outside the store's locks, on the goroutine of the Put that needed
-	// the room or of the expiry loop. It must be quick; it may call the
-	// store. Usage.Evictions counts the same events; Usage.Namespaces
-	// splits them by namespace and reason.
-	OnEvict func(Meta)
+	// store removes on its own (not for Delete or quarantine) and why:
+	// reason is ReasonSize or ReasonQuota (evicted to make room under
+	// MaxBytes or a namespace's Quota) or ReasonIdle or ReasonAge (expired
+	// under a namespace's MaxIdle or MaxAge). It runs after the removal
+	// commits and outside the store's locks, on the goroutine of the Put
+	// that needed the room or of the expiry loop. It must be quick; it may
+	// call the store. Usage.Evictions counts the same events and
+	// Usage.Namespaces splits them by namespace and reason, since the store
+	// opened: a caller that keeps them across restarts counts them here.
+	OnEvict func(m Meta, reason string)
 	// OnQuarantine, when set, is called with the namespace and key of every
 	// entry the store quarantines (by an admin, by clients' reports, or
 	// because its bytes failed their checksum; an entry sharing a corrupt

@@ -297,10 +297,10 @@ func (s *Badger) evictIf(reason evictReason, pick func() (entryRef, bool)) (bool
 	s.wmu.Lock()
 	ref, ok := pick()
 	var purge func()
-	var m Meta
+	var e evicted
 	var err error
 	if ok {
-		purge, m, err = s.evictLocked(ref, reason)
+		purge, e, err = s.evictLocked(ref, reason)
 	}
 	s.wmu.Unlock()
 	s.leaveWrite()
@@ -311,7 +311,7 @@ func (s *Badger) evictIf(reason evictReason, pick func() (entryRef, bool)) (bool
 		return false, err
 	}
 	purge()
-	s.notifyEvicted([]Meta{m})
+	s.notifyEvicted([]evicted{e})
 	return true, nil
 }
 

@@ -12,18 +12,21 @@ import (
 )
 
 // TestOnEvict checks that Config.OnEvict sees every eviction, with the
-// evicted entry's metadata, and that it may call back into the store.
+// evicted entry's metadata and why it went, and that it may call back into
+// the store.
 func TestOnEvict(t *testing.T) {
 	const size = 100 << 10
 	var mu sync.Mutex
 	var got []store.Meta
+	var reasons []string
 	var s *store.Badger
 	s, err := store.Open(store.Config{
 		Dir: t.TempDir(), MaxBytes: 3 * size, Logger: testLogger(t),
-		OnEvict: func(m store.Meta) {
+		OnEvict: func(m store.Meta, reason string) {
 			_ = s.Usage() // callbacks run outside the store's locks
 			mu.Lock()
 			got = append(got, m)
+			reasons = append(reasons, reason)
 			mu.Unlock()
 		},
 	})
@@ -46,8 +49,8 @@ func TestOnEvict(t *testing.T) {
 		t.Fatalf("OnEvict saw %d evictions, Usage %+v; want 2", len(got), s.Usage())
 	}
 	for i, m := range got {
-		if m.Key != keys[i] || m.Namespace != "default" || m.Size != size {
-			t.Fatalf("eviction %d: %+v, want key %s of %d bytes", i, m, keys[i], size)
+		if m.Key != keys[i] || m.Namespace != "default" || m.Size != size || reasons[i] != store.ReasonSize {
+			t.Fatalf("eviction %d: %+v (%s), want key %s of %d bytes (%s)", i, m, reasons[i], keys[i], size, store.ReasonSize)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // ErrQuota means an entry cannot fit under its namespace's quota even after
@@ -57,17 +59,19 @@ func (q Quotas) clone() Quotas {
 	return c
 }
 
-// Eviction reasons, the reason label of per-namespace eviction counts.
+// Eviction reasons, the reason label of per-namespace eviction counts and
+// of Config.OnEvict: the wire's, so that the statistics that persist the
+// counts and the API that reports them use the very same values.
 const (
 	// ReasonSize is an eviction to make room under Config.MaxBytes.
-	ReasonSize = "size"
+	ReasonSize = wire.ReasonSize
 	// ReasonQuota is an eviction to make room under a namespace's
 	// MaxBytes or MaxEntries.
-	ReasonQuota = "quota"
+	ReasonQuota = wire.ReasonQuota
 	// ReasonIdle is an expiry under a namespace's MaxIdle.
-	ReasonIdle = "idle"
+	ReasonIdle = wire.ReasonIdle
 	// ReasonAge is an expiry under a namespace's MaxAge.
-	ReasonAge = "age"
+	ReasonAge = wire.ReasonAge
 )
 
 // evictReason indexes nsAcct.evicted.

@@ -23,7 +23,7 @@ import (
 type quotaStore struct {
 	*store.Badger
 	mu      sync.Mutex
-	evicted []string // ns/name
+	evicted []string // ns/name (reason)
 	names   map[store.Key]string
 }
 
@@ -31,9 +31,9 @@ func openQuotaStore(t *testing.T, dir string, cfg store.Config) *quotaStore {
 	t.Helper()
 	qs := &quotaStore{names: map[store.Key]string{}}
 	cfg.Dir, cfg.Logger, cfg.ExpiryInterval = dir, testLogger(t), -1
-	cfg.OnEvict = func(m store.Meta) {
+	cfg.OnEvict = func(m store.Meta, reason string) {
 		qs.mu.Lock()
-		qs.evicted = append(qs.evicted, m.Namespace+"/"+qs.name(m.Key))
+		qs.evicted = append(qs.evicted, m.Namespace+"/"+qs.name(m.Key)+" ("+reason+")")
 		qs.mu.Unlock()
 	}
 	s, err := store.Open(cfg)
@@ -144,7 +144,7 @@ func TestQuotaEvictsOnlyItsNamespace(t *testing.T) {
 			if got := qs.present(t, "team-b", "b1", "b2"); len(got) != 2 {
 				t.Fatalf("team-b holds %v, want both of its entries", got)
 			}
-			if got, want := qs.evictions(), []string{"team-a/a2", "team-a/a3"}; !slices.Equal(got, want) {
+			if got, want := qs.evictions(), []string{"team-a/a2 (quota)", "team-a/a3 (quota)"}; !slices.Equal(got, want) {
 				t.Fatalf("OnEvict saw %v, want %v", got, want)
 			}
 			u := qs.Usage()
@@ -261,8 +261,13 @@ func TestExpiry(t *testing.T) {
 			if u.Expirations != int64(3-len(tc.remain)) || u.Evictions != 0 || u.EvictionsByReason[tc.reason] == 0 {
 				t.Fatalf("exp usage %+v", u)
 			}
-			if len(qs.evictions()) != 3-len(tc.remain) {
-				t.Fatalf("OnEvict saw %v", qs.evictions())
+			if got := qs.evictions(); len(got) != 3-len(tc.remain) {
+				t.Fatalf("OnEvict saw %v", got)
+			}
+			for _, e := range qs.evictions() {
+				if !strings.HasSuffix(e, " ("+tc.reason+")") {
+					t.Fatalf("OnEvict saw %v, want every one for %s", qs.evictions(), tc.reason)
+				}
 			}
 			if n := qs.ExpirePass(now); n != 0 {
 				t.Fatalf("a second pass removed %d more", n)

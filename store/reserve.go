@@ -98,12 +98,12 @@ func (s *Badger) reserveOnce(c claim) error {
 		s.mu.Unlock()
 	}
 	var purges []func()
-	var evicted []Meta
+	var gone []evicted
 	defer func() {
 		for _, p := range purges {
 			p()
 		}
-		s.notifyEvicted(evicted)
+		s.notifyEvicted(gone)
 	}()
 	if err := s.enterWrite(); err != nil {
 		return err
@@ -143,44 +143,51 @@ func (s *Badger) reserveOnce(c claim) error {
 			}
 			continue
 		}
-		purge, m, err := s.evictLocked(ref, reason)
+		purge, e, err := s.evictLocked(ref, reason)
 		if err != nil {
 			return err
 		}
 		purges = append(purges, purge)
 		if s.cfg.OnEvict != nil {
-			evicted = append(evicted, m)
+			gone = append(gone, e)
 		}
 	}
 }
 
+// evicted is an entry the store removed on its own, for Config.OnEvict.
+type evicted struct {
+	meta   Meta
+	reason evictReason
+}
+
 // evictLocked removes an entry the store chose to remove for reason and
 // counts it; with Config.OnEvict set it also returns the entry's metadata
-// for notifyEvicted. The caller holds wmu and must call purge after
-// releasing it, then notifyEvicted.
-func (s *Badger) evictLocked(ref entryRef, reason evictReason) (purge func(), m Meta, err error) {
+// and the reason for notifyEvicted. The caller holds wmu and must call
+// purge after releasing it, then notifyEvicted.
+func (s *Badger) evictLocked(ref entryRef, reason evictReason) (purge func(), e evicted, err error) {
+	e.reason = reason
 	if s.cfg.OnEvict != nil {
-		m = s.evictedMeta(ref)
+		e.meta = s.evictedMeta(ref)
 	}
 	purge, err = s.deleteLocked(ref, "")
 	if err != nil {
-		return nil, m, fmt.Errorf("evict %s/%s (%s): %w", ref.ns, ref.key, reason, err)
+		return nil, e, fmt.Errorf("evict %s/%s (%s): %w", ref.ns, ref.key, reason, err)
 	}
 	s.mu.Lock()
 	s.acct.countEviction(ref.ns, reason)
 	s.mu.Unlock()
 	s.log.Debug("entry evicted", "namespace", ref.ns, "key", ref.key.String(), "reason", reason.String())
-	return purge, m, nil
+	return purge, e, nil
 }
 
 // notifyEvicted calls Config.OnEvict for each evicted entry. Callers call it
 // after every lock is released: the callback may call the store.
-func (s *Badger) notifyEvicted(ms []Meta) {
+func (s *Badger) notifyEvicted(es []evicted) {
 	if s.cfg.OnEvict == nil {
 		return
 	}
-	for _, m := range ms {
-		s.cfg.OnEvict(m)
+	for _, e := range es {
+		s.cfg.OnEvict(e.meta, e.reason.String())
 	}
 }
 

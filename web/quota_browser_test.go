@@ -57,8 +57,8 @@ func TestDashboardEvictionsSurviveARestart(t *testing.T) {
 	srv := statstest.Start(t, nil)
 	statstest.Seed(t, srv.URL)
 	// What serve's eviction hook records for each entry the store evicts.
-	srv.Stats().RecordEvictions("team-a", "xla", 3)
-	srv.Stats().RecordEvictions("team-b", "xla", 2)
+	srv.Stats().RecordEvictions("team-a", "xla", store.ReasonQuota, 3)
+	srv.Stats().RecordEvictions("team-b", "xla", store.ReasonIdle, 2)
 	srv.Restart()
 	for _, tc := range []struct{ path, want string }{{"/", "5"}, {"/?ns=team-a", "3"}} {
 		if err := chromedp.Do(ctx,
@@ -74,5 +74,13 @@ func TestDashboardEvictionsSurviveARestart(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: Evictions card reads %q after a restart, want %q", tc.path, got, tc.want)
 		}
+	}
+	// The namespace's split, persisted with its reasons, survives too.
+	sub, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("kpi-evictions-sub").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "3 evicted · 0 expired (idle or age limit)"; sub != want {
+		t.Errorf("team-a's Evictions card says %q after a restart, want %q", sub, want)
 	}
 }

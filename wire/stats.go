@@ -19,7 +19,55 @@ type Totals struct {
 	Writes              int64   `json:"writes"`
 	Evictions           int64   `json:"evictions"`
 	CompileSecondsSaved float64 `json:"compile_seconds_saved"`
+	// EvictionsByReason splits the evictions counted with a reason
+	// (absent when none was): Evictions also counts those recorded before
+	// reasons were, so it may be larger than their sum.
+	EvictionsByReason EvictionReasons `json:"evictions_by_reason,omitzero"`
 }
+
+// Eviction reasons: why the store removed an entry on its own.
+const (
+	// ReasonSize is an eviction to make room under the store's --max-size.
+	ReasonSize = "size"
+	// ReasonQuota is an eviction to make room under a namespace's max_bytes
+	// or max_entries.
+	ReasonQuota = "quota"
+	// ReasonIdle is an expiry under a namespace's max_idle.
+	ReasonIdle = "idle"
+	// ReasonAge is an expiry under a namespace's max_age.
+	ReasonAge = "age"
+)
+
+// EvictionReasons counts evictions by reason: size and quota are evictions
+// to make room, idle and age are expirations.
+type EvictionReasons struct {
+	Size  int64 `json:"size,omitempty"`
+	Quota int64 `json:"quota,omitempty"`
+	Idle  int64 `json:"idle,omitempty"`
+	Age   int64 `json:"age,omitempty"`
+}
+
+// Of returns the count of reason (ReasonSize...); nil for a reason it does
+// not know.
+func (e *EvictionReasons) Of(reason string) *int64 {
+	switch reason {
+	case ReasonSize:
+		return &e.Size
+	case ReasonQuota:
+		return &e.Quota
+	case ReasonIdle:
+		return &e.Idle
+	case ReasonAge:
+		return &e.Age
+	}
+	return nil
+}
+
+// Evictions is how many entries were evicted to make room (size, quota).
+func (e EvictionReasons) Evictions() int64 { return e.Size + e.Quota }
+
+// Expirations is how many entries expired (idle, age).
+func (e EvictionReasons) Expirations() int64 { return e.Idle + e.Age }
 
 // BackendTotals are the totals of one backend.
 type BackendTotals struct {

@@ -21,3 +21,25 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
+
+func TestCutRunes(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 3, ""},
+		{"abcd", 3, "abcd"}, // n+1 runes: not cut ("…" would take the place of one)
+		{"abcde", 3, "abc…"},
+		{"ééé", 2, "ééé"},
+		{"éééé", 2, "éé…"},           // 8 bytes: a cut by bytes would split the second é
+		{"€€€€€", 1, "€…"},           // three-byte runes
+		{"a\xffb\xfec", 2, "a\xff…"}, // a byte that is not UTF-8 is one rune, kept as is
+		{"  two\n lines", 20, "  two\n lines"},
+	}
+	for _, tc := range tests {
+		if got := CutRunes(tc.in, tc.n); got != tc.want {
+			t.Errorf("CutRunes(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

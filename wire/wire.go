@@ -226,10 +226,12 @@ type NamespaceUsage struct {
 	// MaxAgeSeconds evicts an entry this long after it was stored.
 	MaxAgeSeconds float64 `json:"max_age_s,omitempty"`
 	// Evictions counts entries removed to make room (the global size
-	// bound or the namespace's quota) since the process started.
+	// bound or the namespace's quota): a store counts them since it
+	// opened, the API reports the count persisted with the statistics,
+	// which a restart does not reset.
 	Evictions int64 `json:"evictions"`
-	// Expirations counts entries removed by max_idle or max_age since the
-	// process started.
+	// Expirations counts entries removed by max_idle or max_age, counted
+	// and reported as Evictions is.
 	Expirations int64 `json:"expirations"`
 	// EvictionsByReason splits Evictions and Expirations by cause: size
 	// (the store's --max-size), quota (max_bytes or max_entries), idle

@@ -37,6 +37,7 @@ import (
 	"strings"
 
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Sentinel errors returned by Authorize. The api package maps them to 401
@@ -342,11 +343,12 @@ func parseRule(text string) (Rule, error) {
 	return r, nil
 }
 
+// truncate cuts a name or scope for an error message to 40 runes and "…",
+// never inside a rune (wire.CutRunes); the message quotes it with %q, which
+// shows what is kept as it was sent: not wire.OneLine, whose joined white
+// space would hide the tab or no-break space that made the name invalid.
 func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
+	return wire.CutRunes(s, 40)
 }
 
 // TokenPrefix starts every token made by NewToken, so that secret scanners

@@ -221,3 +221,31 @@ func BenchmarkAuthorize(b *testing.B) {
 		tk.Authorize("secret-reader", "default", ScopeRead)
 	}
 }
+
+// TestLongNamesAreCutByRunes: a name or scope quoted in an error is cut to
+// 40 characters, never inside one (a cut by bytes split "é" and the
+// message showed a stray \xc3), and what is kept is quoted as it was sent,
+// invisible characters escaped, so that the one that makes it invalid
+// shows.
+func TestLongNamesAreCutByRunes(t *testing.T) {
+	a39 := strings.Repeat("a", 39)
+	tests := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"name cut after a two-byte rune", func() error { return ValidateName(a39 + "éééé") }, `name "` + a39 + `é…" is invalid`},
+		{"name short enough", func() error { return ValidateName("ci bot") }, `name "ci bot" is invalid`},
+		{"name with a no-break space", func() error { return ValidateName("ci\u00a0bot") }, `name "ci\u00a0bot" is invalid`},
+		{"scope cut after a three-byte rune", func() error { _, err := ParseScopes(a39 + "€€€"); return err }, `scope "` + a39 + `€…" must be namespace:scope`},
+		{"invalid bytes stay escaped", func() error { return ValidateName("a\xffb") }, `name "a\xffb" is invalid`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %s", err, tc.want)
+			}
+		})
+	}
+}

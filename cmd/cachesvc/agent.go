@@ -14,7 +14,9 @@ const agentSummary = `Watch a JAX cache directory written by stock JAX (jax_comp
 and upload each new entry once it is complete, under JAX's own key (passthrough
 backend, the JAX key as the entry's name). With --warm-run, first fill the
 directory from that run's manifest. Restart-safe: what was uploaded is kept
-in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM.`
+in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM:
+watching, that is a success (exit 0); --once or the pre-warm interrupted exits
+130 (SIGINT) or 143 (SIGTERM).`
 
 func runAgent(ctx context.Context, args []string, sio stdio) error {
 	fs := newFlagSet("agent", agentSummary, sio)
@@ -97,5 +99,8 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 		}
 		return nil
 	}
+	// Watching runs until SIGINT/SIGTERM: that stop is its success (exit
+	// 0), as serve's; an interrupted --once or pre-warm exits 130/143.
+	sio.markDaemon() // interrupt.go
 	return a.Run(ctx)
 }

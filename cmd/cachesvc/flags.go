@@ -468,6 +468,50 @@ func (b *boundedDuration) Set(s string) error {
 	return nil
 }
 
+// boundedUint is a flag.Value holding a non-negative integer no greater
+// than most. A value past it is refused as it is parsed, from the command
+// line or the environment, rather than quietly cut to most.
+type boundedUint struct {
+	n    *uint
+	most uint
+	want string // what the flag takes, e.g. "0 (the default) to 1024"
+}
+
+// uintVar defines an unsigned flag that refuses a value above most with
+// "want " + want.
+func uintVar(fs *flag.FlagSet, p *uint, name string, def, most uint, want, usage string) {
+	*p = def
+	fs.Var(&boundedUint{n: p, most: most, want: want}, name, usage)
+}
+
+// String formats the value in decimal.
+func (b *boundedUint) String() string {
+	if b.n == nil { // the flag package may call String on a zero Value
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*b.n), 10)
+}
+
+// Get returns the uint, so that explainValueErr says what an unparsable
+// value should look like, as for any unsigned flag.
+func (b *boundedUint) Get() any { return *b.n }
+
+// Type names the value in help, as the flag package names a uint flag's.
+func (b *boundedUint) Type() string { return "uint" }
+
+// Set parses s as a non-negative integer and refuses one above most.
+func (b *boundedUint) Set(s string) error {
+	v, err := strconv.ParseUint(s, 0, strconv.IntSize)
+	if err != nil {
+		return errors.New("parse error") // explainValueErr completes it
+	}
+	if v > uint64(b.most) {
+		return errors.New("want " + b.want)
+	}
+	*b.n = uint(v)
+	return nil
+}
+
 // withTimeout bounds ctx by d, or only by ctx when d is 0: the "0 (no
 // limit)" of the client commands' --timeout.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -231,7 +231,7 @@ func (s serveStores) close() error {
 // storeHooks are the callbacks openStores passes on: the hot tier's
 // evictions and quarantines (store.Config) and the tiered store's events.
 type storeHooks struct {
-	onEvict      func(store.Meta)
+	onEvict      func(m store.Meta, reason string)
 	onQuarantine func(ns string, key store.Key)
 	observe      func(tiered.Event)
 }

@@ -17,12 +17,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 )
 
 // command is one subcommand: its name, a one-line help and the function that
 // runs it. run returns nil on success; a usageError exits 2, any other error 1.
+// A command that SIGINT or SIGTERM stopped exits 128 + the signal (130, 143)
+// whatever it returned, unless it is a daemon that stopped cleanly
+// (stdio.markDaemon): that is a success.
 type command struct {
 	name string
 	help string
@@ -56,6 +58,9 @@ type stdio struct {
 	// observeFlags, when set (by tests), sees each flag set parseFlags
 	// parses, before it parses.
 	observeFlags func(*flag.FlagSet)
+	// state, set by dispatch, is what the command tells it about itself
+	// (interrupt.go); nil for a command function called directly.
+	state *cmdState
 }
 
 // getenv looks up key through s.Getenv, or os.Getenv when it is nil.
@@ -89,7 +94,7 @@ func isHelp(arg string) bool {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyInterrupt(context.Background()) // interrupt.go
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -125,31 +130,52 @@ func dispatch(ctx context.Context, args []string, sio stdio) int {
 		if c.name != name {
 			continue
 		}
+		state := &cmdState{}
+		sio.state = state
 		err := c.run(ctx, args[1:], sio)
+		if in, ok := interruptOf(ctx); ok && stoppedBy(err, state.daemon) {
+			// What the command cleans up on an error it has cleaned up
+			// (an export's partial file is removed): say what it did not
+			// finish, and that a signal stopped it.
+			msg := in.Error()
+			if err != nil && !errors.Is(err, flag.ErrHelp) {
+				if msg = err.Error(); !strings.Contains(msg, in.Error()) {
+					msg += " (" + in.Error() + ")"
+				}
+			}
+			reportError(sio, errPath(c.name, err), msg)
+			return in.exitCode()
+		}
 		var ue *usageError
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.As(err, &ue):
-			path := c.name
-			if ue.cmd != "" {
-				path = ue.cmd
-			}
+			path := errPath(c.name, err)
 			reportError(sio, path, ue.msg)
 			fmt.Fprintf(sio.Stderr, "Run 'cachesvc %s --help' for usage.\n", path)
 			return 2
 		default:
-			path := c.name
-			if ce := (*cmdError)(nil); errors.As(err, &ce) {
-				path = ce.cmd
-			}
-			reportError(sio, path, err.Error())
+			reportError(sio, errPath(c.name, err), err.Error())
 			return 1
 		}
 	}
 	fmt.Fprintf(sio.Stderr, "cachesvc: unknown command %q\n\n", name)
 	printUsage(sio.Stderr)
 	return 2
+}
+
+// errPath is the command path an error of command name is reported under:
+// the subcommand a usageError or cmdError names, else name.
+func errPath(name string, err error) string {
+	var ue *usageError
+	if errors.As(err, &ue) && ue.cmd != "" {
+		return ue.cmd
+	}
+	if ce := (*cmdError)(nil); errors.As(err, &ce) {
+		return ce.cmd
+	}
+	return name
 }
 
 // observeError, when set (by tests), sees the message of every error a
@@ -173,4 +199,6 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nRun 'cachesvc help <command>' or 'cachesvc <command> --help' for a command's flags.\n")
 	fmt.Fprintf(w, "Every flag can also be set as CACHESVC_<FLAG_NAME>, e.g. CACHESVC_MAX_SIZE=10GiB.\n")
+	fmt.Fprintf(w, "\nExit status: 0 success, 1 failure, 2 bad command line, 130 interrupted by SIGINT (Ctrl-C),\n")
+	fmt.Fprintf(w, "143 by SIGTERM. serve, and agent while watching, stop cleanly on either and exit 0.\n")
 }

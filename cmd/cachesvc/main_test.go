@@ -16,6 +16,7 @@ func TestRunDispatch(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, "serve", ""},
 		{[]string{"help"}, 0, "version", ""},
+		{[]string{"--help"}, 0, "130 interrupted by SIGINT", ""},
 		{nil, 2, "", "Commands:"},
 		{[]string{"version"}, 0, "cachesvc ", ""},
 		{[]string{"--version"}, 0, "cachesvc ", ""},

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,46 +61,18 @@ func addPluginRuntimeFlags(fs *flag.FlagSet, o *pluginOptions) {
 	positiveSizeVar(fs, &o.Memory, "plugin-memory", plugins.DefaultMaxMemoryBytes, "memory limit of one plugin instance")
 }
 
+// maxPluginPool bounds --plugin-pool: each live instance may hold up to
+// --plugin-memory, and no host has the cores to run more calls at once.
+const maxPluginPool = 1024
+
 // addPluginCallFlags defines the flags of keying calls: concurrency and the
 // largest signature.
 func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
-	fs.Var(&poolSize{p: &o.Pool}, "plugin-pool", "live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most 1024)")
+	// Refused past the bound (exit 2): it was quietly cut to it.
+	uintVar(fs, &o.Pool, "plugin-pool", 0, maxPluginPool, fmt.Sprintf("0 (min(CPUs, 4)) to %d live instances per plugin", maxPluginPool),
+		fmt.Sprintf("live instances per plugin, i.e. concurrent calls (0 = min(CPUs, 4); at most %d)", maxPluginPool))
 	addMaxSignatureFlag(fs, o)
 }
-
-// maxPluginPool is the most instances --plugin-pool may ask for.
-const maxPluginPool = 1024
-
-// poolSize is --plugin-pool's value: a uint of at most maxPluginPool, so
-// that a larger one is refused rather than quietly cut to it.
-type poolSize struct{ p *uint }
-
-// String formats the pool size.
-func (v *poolSize) String() string {
-	if v.p == nil { // the flag package may call String on a zero Value
-		return "0"
-	}
-	return strconv.FormatUint(uint64(*v.p), 10)
-}
-
-// Set parses s as a uint of at most maxPluginPool.
-func (v *poolSize) Set(s string) error {
-	n, err := strconv.ParseUint(s, 0, strconv.IntSize)
-	if err != nil {
-		return errors.New("parse error") // explainValueErr completes it
-	}
-	if n > maxPluginPool {
-		return fmt.Errorf("want 0 (min(CPUs, 4)) to %d", maxPluginPool)
-	}
-	*v.p = uint(n)
-	return nil
-}
-
-// Get returns the uint, so that explainValueErr says what it takes.
-func (v *poolSize) Get() any { return *v.p }
-
-// Type names the value in help, as the flag package names a uint flag's.
-func (v *poolSize) Type() string { return "uint" }
 
 // addMaxSignatureFlag defines --max-signature-size.
 func addMaxSignatureFlag(fs *flag.FlagSet, o *pluginOptions) {
@@ -126,7 +97,7 @@ func openHost(ctx context.Context, o pluginOptions, logger *slog.Logger, lazy bo
 		MaxMemoryBytes: o.Memory,
 		CallTimeout:    o.Timeout,
 		MaxInputBytes:  o.MaxSignature,
-		PoolSize:       int(o.Pool), // at most maxPluginPool (poolSize)
+		PoolSize:       int(o.Pool), // at most maxPluginPool: the flag refuses more
 		Logger:         logger,
 		Observe:        o.observe,
 	})
@@ -213,8 +184,19 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 	}, nil
 }
 
+// sameVersionHint is what the warning of a plugin file replaced under the
+// same name@version says: where its keys may now differ, and what to do.
+const sameVersionHint = "the new code serves from now on, but keys hash only name@version: if it canonicalizes a signature " +
+	"differently, that signature now gets another key than the stored entries the old code keyed (they miss), while " +
+	"signatures already keyed keep their old key from this server's memo (and the fleet's shared memo) until it forgets them, " +
+	"and replicas or 'cachesvc key' still on the old file make the old keys; bump version in the plugin's describe when its " +
+	"canonical bytes change (a rebuild that canonicalizes as before needs nothing)"
+
 // reloadPluginDir reloads the plugin directory dir into h (serve, on
-// SIGHUP), logs the outcome in one line and counts it in m.
+// SIGHUP), logs the outcome in one line and counts it in m. A plugin whose
+// file changed but whose version did not is loaded too (it may be a mere
+// rebuild) with a warning of its own: nothing else would tell an operator
+// that new code now answers under the old name@version.
 func reloadPluginDir(ctx context.Context, h *plugins.Host, dir string, logger *slog.Logger, m *api.PluginMetrics) {
 	start := time.Now()
 	r, err := h.ReloadDir(ctx, dir)
@@ -229,6 +211,10 @@ func reloadPluginDir(ctx context.Context, h *plugins.Host, dir string, logger *s
 	}
 	for _, x := range r.Replaced {
 		replaced = append(replaced, x.Old.ID+" -> "+x.New.ID+" "+x.New.Source)
+		if x.SameVersion() {
+			logger.Warn("plugin file changed but its version did not", "plugin", x.New.ID, "file", x.New.Source,
+				"old_file", x.Old.Source, "hint", sameVersionHint)
+		}
 	}
 	for _, i := range r.Removed {
 		removed = append(removed, i.ID+" "+i.Source)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -38,7 +39,8 @@ func TestServeQuotasAndReload(t *testing.T) {
     "brief":  {"max_idle": "1s"}
   }
 }`)
-	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--namespaces", nsFile, "--expiry-interval", "200ms", "--log-level", "info")
+	data := filepath.Join(t.TempDir(), "data")
+	p := startServer(t, bin, data, "--namespaces", nsFile, "--expiry-interval", "200ms", "--log-level", "info")
 
 	put := func(ns, name string, seed uint64, n int64) (int, []byte) {
 		t.Helper()
@@ -164,26 +166,48 @@ func TestServeQuotasAndReload(t *testing.T) {
 	if a := stats()["team-a"]; a.MaxEntries != 2 {
 		t.Fatalf("a failed reload changed team-a's quota: %+v", a)
 	}
-	resp, err := http.Get(p.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	evictionMetrics := []string{
+		`cachesvc_namespace_evictions_total{namespace="team-a",reason="quota"} 6`,
+		`cachesvc_namespace_evictions_total{namespace="brief",reason="idle"} 1`,
 	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{
+	checkMetrics(t, p.url, append([]string{
 		`cachesvc_namespaces_reloads_total{result="ok"} 1`,
 		`cachesvc_namespaces_reloads_total{result="failed"} 1`,
 		`cachesvc_namespace_entries{namespace="team-a"} 2`,
 		`cachesvc_namespace_quota_entries{namespace="team-a"} 2`,
 		`cachesvc_namespace_entries{namespace="team-b"} 3`,
-		`cachesvc_namespace_evictions_total{namespace="team-a",reason="quota"} 6`,
-		`cachesvc_namespace_evictions_total{namespace="brief",reason="idle"} 1`,
-	} {
-		if !strings.Contains(string(metrics), want) {
-			t.Errorf("/metrics lacks %s", want)
+	}, evictionMetrics...))
+	p.stop(t, 30*time.Second)
+
+	// A restart keeps the per-namespace eviction and expiry counts, as it
+	// keeps hits and misses: they are persisted with the statistics.
+	write(`{"namespaces": {"team-a": {"max_entries": 2}, "brief": {"max_idle": "1s"}}}`)
+	p = startServer(t, bin, data, "--namespaces", nsFile, "--expiry-interval", "200ms", "--log-level", "info")
+	u = stats()
+	if a := u["team-a"]; a.Entries != 2 || a.Evictions != 6 || a.EvictionsByReason[store.ReasonQuota] != 6 {
+		t.Errorf("team-a usage after a restart %+v, want 6 evictions (quota)", a)
+	}
+	if br := u["brief"]; br.Expirations != 1 || br.EvictionsByReason[store.ReasonIdle] != 1 {
+		t.Errorf("brief usage after a restart %+v, want 1 expiration (idle)", br)
+	}
+	checkMetrics(t, p.url, evictionMetrics)
+	p.stop(t, 30*time.Second)
+}
+
+// checkMetrics fails t for each of want that the server's /metrics lacks.
+func checkMetrics(t *testing.T, url string, want []string) {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, w := range want {
+		if !strings.Contains(string(metrics), w) {
+			t.Errorf("/metrics lacks %s", w)
 		}
 	}
-	p.stop(t, 30*time.Second)
 }
 
 // TestServeRefusesBadNamespacesFile checks that serve does not start on a

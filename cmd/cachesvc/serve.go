@@ -77,7 +77,8 @@ type serveOptions struct {
 }
 
 // runServe parses the serve flags and runs the server until ctx ends
-// (SIGINT/SIGTERM).
+// (SIGINT/SIGTERM). A server that then shuts down cleanly exits 0: a
+// requested stop of a daemon is its success.
 func runServe(ctx context.Context, args []string, sio stdio) error {
 	o, err := parseServeFlags(args, sio)
 	if err != nil {
@@ -87,6 +88,7 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return usagef("%s", err)
 	}
+	sio.markDaemon() // interrupt.go
 	return serve(ctx, o, sio, logger, nil)
 }
 
@@ -319,9 +321,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	var hookStats atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
-		onEvict: func(m store.Meta) {
+		onEvict: func(m store.Meta, reason string) {
 			if st := hookStats.Load(); st != nil {
-				st.RecordEvictions(m.Namespace, m.Backend, 1)
+				st.RecordEvictions(m.Namespace, m.Backend, reason, 1)
 				st.ForgetEntry(m.Namespace, m.Backend, m.Key)
 			}
 		},

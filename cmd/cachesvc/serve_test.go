@@ -212,8 +212,9 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--plugin-timeout", "0"), `invalid value "0" for --plugin-timeout: want a positive duration`},
 		// plugins.Config reads a pool of 0 or less as its default: -3 quietly meant min(CPUs, 4).
 		{append(started, "--plugin-pool", "-3"), `invalid value "-3" for --plugin-pool: not understood: use a non-negative integer`},
-		// Its help says "at most 1024", and 2000 quietly ran 1024 instances.
-		{append(started, "--plugin-pool", "2000"), `invalid value "2000" for --plugin-pool: want 0 (min(CPUs, 4)) to 1024`},
+		// It was quietly cut to 1024.
+		{append(started, "--plugin-pool", "1025"), `invalid value "1025" for --plugin-pool: want 0 (min(CPUs, 4)) to 1024 live instances per plugin`},
+		{[]string{"key", "--plugin-pool", "5000", "sig.json"}, `invalid value "5000" for --plugin-pool: want 0 (min(CPUs, 4)) to 1024`},
 		// Every connection holds a buffer this large: 64GiB was "fatal
 		// error: runtime: out of memory" on the first request, and 0 quietly
 		// meant 16KiB.

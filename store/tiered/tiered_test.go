@@ -69,7 +69,7 @@ func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *r
 	r := &replica{rt: &counter{next: http.DefaultTransport}}
 	hot, err := store.Open(store.Config{
 		Dir: dir, MaxBytes: o.hotMax, MaxEntryBytes: o.entryMax, Logger: quiet,
-		OnEvict: func(store.Meta) { r.evictions.Add(1) },
+		OnEvict: func(store.Meta, string) { r.evictions.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)

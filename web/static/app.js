@@ -120,7 +120,7 @@
     if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
       if (evicted == null) evictions = u.evictions + u.expirations;
-      evSub = num(u.evictions) + " evicted · " + num(u.expirations) + " expired (idle or age limit) since the server started";
+      evSub = num(u.evictions) + " evicted · " + num(u.expirations) + " expired (idle or age limit)";
     } else if (state.ns) {
       scope = "Store size (whole server)";
     }

@@ -1,0 +1,57 @@
+package api
+
+import (
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// withPersistedEvictions raises each namespace's eviction and expiry counts
+// in nss to the persisted ones (persisted, by namespace, from the
+// statistics), reason by reason. The store counts since it opened, so its
+// own counts start again at 0 with every restart; the statistics keep them
+// as they keep hits and misses. The larger of the two is reported: the
+// statistics lag the store until their next merge, and a namespace they
+// fold into _other (past their bound) has no persisted row, so the store's
+// count is then the best there is. Both only grow, so the result does too.
+func withPersistedEvictions(nss []wire.NamespaceUsage, persisted map[string]wire.EvictionReasons) {
+	for i := range nss {
+		p, ok := persisted[nss[i].Namespace]
+		if !ok {
+			continue
+		}
+		u := &nss[i]
+		var e wire.EvictionReasons
+		for _, r := range evictionReasons {
+			*e.Of(r) = max(*p.Of(r), u.EvictionsByReason[r])
+		}
+		u.Evictions, u.Expirations = e.Evictions(), e.Expirations()
+		u.EvictionsByReason = reasonMap(e)
+	}
+}
+
+// reasonMap returns e as NamespaceUsage.EvictionsByReason: the reasons
+// that happened, nil for none.
+func reasonMap(e wire.EvictionReasons) map[string]int64 {
+	var m map[string]int64
+	for _, r := range evictionReasons {
+		if n := *e.Of(r); n != 0 {
+			if m == nil {
+				m = make(map[string]int64, len(evictionReasons))
+			}
+			m[r] = n
+		}
+	}
+	return m
+}
+
+// persistedEvictions returns each namespace's persisted evictions by
+// reason from a snapshot's namespace totals.
+func persistedEvictions(nss []stats.NamespaceTotals) map[string]wire.EvictionReasons {
+	out := make(map[string]wire.EvictionReasons, len(nss))
+	for _, n := range nss {
+		if n.EvictionsByReason != (wire.EvictionReasons{}) {
+			out[n.Namespace] = n.EvictionsByReason
+		}
+	}
+	return out
+}

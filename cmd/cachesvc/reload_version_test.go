@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/plugins"
+)
+
+// rebuilt returns wasm with a custom section appended: other bytes, the
+// same plugin and the same name@version, as a rebuild or a changed build
+// whose author forgot to bump the version.
+func rebuilt(wasm []byte, tag string) []byte {
+	c := binary.AppendUvarint(nil, uint64(len(tag)))
+	c = append(c, tag...)
+	c = append(c, "rebuilt"...)
+	out := append(bytes.Clone(wasm), 0)
+	out = binary.AppendUvarint(out, uint64(len(c)))
+	return append(out, c...)
+}
+
+// TestReloadWarnsWhenAFileChangesButNotItsVersion: a reload whose plugin
+// file has new bytes under the same name@version loads the new code (it
+// may be a harmless rebuild) and warns, naming the plugin, its file and
+// where keys may now differ; a replacement with a new version, or an
+// unchanged file, warns of nothing.
+func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
+	ctx := context.Background()
+	empty, err := os.ReadFile("../../plugins/testdata/empty.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: testWasmCache(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "empty.wasm")
+	writeAtomic(t, file, empty)
+	if _, err := h.LoadDir(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.ForBackend("empty")
+
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	m := api.NewPluginMetrics()
+	warning := "plugin file changed but its version did not"
+
+	// Unchanged: no warning.
+	reloadPluginDir(ctx, h, dir, logger, m)
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("an unchanged file warned:\n%s", logs.String())
+	}
+	// New bytes, same empty@1: loaded, and warned about.
+	writeAtomic(t, file, rebuilt(empty, "v2"))
+	reloadPluginDir(ctx, h, dir, logger, m)
+	after, _ := h.ForBackend("empty")
+	if after == before || after.ID() != "empty@1" {
+		t.Fatalf("the changed file was not loaded: %v -> %v", before.ID(), after.ID())
+	}
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, warning) {
+			line = l
+		}
+	}
+	for _, want := range []string{"level=WARN", "plugin=empty@1", "file=" + file, "stored entries", "memo", "bump"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("warning line lacks %q: %s\nlogs:\n%s", want, line, logs.String())
+		}
+	}
+}
