@@ -49,24 +49,28 @@ type trackingListener struct {
 // server down for everyone.
 func (l *trackingListener) Accept() (net.Conn, error) {
 	var delay time.Duration
-	var c net.Conn
 	for {
-		var err error
-		if c, err = l.Listener.Accept(); err == nil {
-			break
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if !retryableAccept(err) || l.s.closing.Load() {
+				return nil, err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			l.logFailure(err)
+			time.Sleep(delay)
+			continue
 		}
-		if !retryableAccept(err) || l.s.closing.Load() {
-			return nil, err
+		delay = 0
+		if l.s.overConnLimit() {
+			l.s.refuseConn(c)
+			continue
 		}
-		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-		l.logFailure(err)
-		time.Sleep(delay)
+		tc := &trackedConn{Conn: c, s: l.s}
+		l.s.mu.Lock()
+		l.s.conns[tc] = struct{}{}
+		l.s.mu.Unlock()
+		return tc, nil
 	}
-	tc := &trackedConn{Conn: c, s: l.s}
-	l.s.mu.Lock()
-	l.s.conns[tc] = struct{}{}
-	l.s.mu.Unlock()
-	return tc, nil
 }
 
 // retryableAccept reports whether an accept failed for want of a resource

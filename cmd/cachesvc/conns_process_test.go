@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -40,10 +42,11 @@ func waitServing(t *testing.T, p *proc, what string, cond func() bool) {
 // has file descriptors. Its accepts then fail (EMFILE); fasthttp returned
 // that error and serve exited, so one client could take the server down.
 // Now the server logs it, keeps the connections it has, and serves new ones
-// once others close.
+// once others close. (--max-conns -1: the default bound would refuse the
+// connections before the descriptors ran out.)
 func TestServeSurvivesOpenFilesLimit(t *testing.T) {
 	bin := withFileLimit(t, buildBinary(t), 256)
-	p := startServer(t, bin, t.TempDir())
+	p := startServer(t, bin, t.TempDir(), "--max-conns", "-1")
 	addr := strings.TrimPrefix(p.url, "http://")
 	var conns []net.Conn
 	defer func() {
@@ -68,6 +71,67 @@ func TestServeSurvivesOpenFilesLimit(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	waitServing(t, p, "an answer to /healthz", func() bool {
 		resp, err := client.Get(p.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// TestServeDefaultMaxConns: by default the server keeps descriptors for
+// its store below the open-files limit, so a client opening more
+// connections than that gets 503 too_many_connections, the server never
+// runs out of descriptors, and it serves again once they close.
+func TestServeDefaultMaxConns(t *testing.T) {
+	bin := withFileLimit(t, buildBinary(t), 256) // default bound: 64
+	p := startServer(t, bin, t.TempDir())
+	addr := strings.TrimPrefix(p.url, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	ok, refused := 0, 0
+	for i := 0; i < 200; i++ {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		switch {
+		case resp.StatusCode == 200:
+			ok++
+			conns = append(conns, c) // held open, idle
+		case resp.StatusCode == 503 && strings.Contains(string(body), "too_many_connections"):
+			refused++
+			_ = c.Close()
+		default:
+			t.Fatalf("connection %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if ok != 64 || refused != 136 {
+		t.Errorf("200 connections under ulimit -n 256: %d served, %d refused; want 64 and 136", ok, refused)
+	}
+	if strings.Contains(p.stderr.String(), "too many open files") {
+		t.Errorf("the server ran out of descriptors:\n%s", p.stderr.String())
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	conns = nil
+	client := &http.Client{Timeout: 5 * time.Second}
+	waitServing(t, p, "a ready server", func() bool {
+		resp, err := client.Get(p.url + "/readyz")
 		if err != nil {
 			return false
 		}
