@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -33,19 +34,69 @@ func (s *Server) abortConns() {
 type trackingListener struct {
 	net.Listener
 	s *Server
+
+	// lastLog is when a failed accept was last logged, and failed how many
+	// have failed since: a flood logs one line a minute, not one per try.
+	lastLog time.Time
+	failed  int
 }
 
-// Accept accepts a connection and tracks it until it is closed.
+// Accept accepts a connection and tracks it until it is closed. An accept
+// that fails for want of a resource (the open-files limit reached, kernel
+// memory) is retried after a backoff of 5 ms doubling to 1 s, as net/http
+// does: fasthttp would return the error, and serve would exit, so that a
+// client opening connections up to the process's file limit took the
+// server down for everyone.
 func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if !retryableAccept(err) || l.s.closing.Load() {
+				return nil, err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			l.logFailure(err)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if l.s.overConnLimit() {
+			l.s.refuseConn(c)
+			continue
+		}
+		tc := &trackedConn{Conn: c, s: l.s}
+		l.s.mu.Lock()
+		l.s.conns[tc] = struct{}{}
+		l.s.mu.Unlock()
+		return tc, nil
 	}
-	tc := &trackedConn{Conn: c, s: l.s}
-	l.s.mu.Lock()
-	l.s.conns[tc] = struct{}{}
-	l.s.mu.Unlock()
-	return tc, nil
+}
+
+// retryableAccept reports whether an accept failed for want of a resource
+// that frees up as connections close, rather than because the listener is
+// closed or broken.
+func retryableAccept(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// logFailure logs a retried accept failure, at most once a minute.
+func (l *trackingListener) logFailure(err error) {
+	l.failed++
+	if time.Since(l.lastLog) < time.Minute {
+		return
+	}
+	msg := "accepting a connection failed; retrying"
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		msg = "accepting a connection failed: the open-files limit is reached; connections are refused until some close (raise the limit, e.g. LimitNOFILE= or ulimit -n); retrying"
+	}
+	l.s.log.Error(msg, "err", err, "failures_since_last_log", l.failed)
+	l.lastLog, l.failed = time.Now(), 0
 }
 
 // trackedConn removes itself from the server's set when closed, remembers

@@ -36,6 +36,12 @@ type Limits struct {
 	// MaxHeaderBytes bounds a request's header block (431 past it).
 	// Default 16 KiB.
 	MaxHeaderBytes int
+	// MaxConns bounds the HTTP connections open at once, idle keep-alive
+	// ones included; one more is answered 503 too_many_connections with
+	// Retry-After and closed, so that connections cannot take every file
+	// descriptor the store needs. Default DefaultMaxConns(); negative means
+	// no bound.
+	MaxConns int
 	// MaxConcurrentUploads bounds PUTs of entries in progress at once; one
 	// more gets 503 with Retry-After. Default 64; negative means no bound.
 	MaxConcurrentUploads int
@@ -62,6 +68,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = 16 << 10
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxConns()
 	}
 	if l.MaxConcurrentUploads == 0 {
 		l.MaxConcurrentUploads = 64
@@ -93,8 +102,8 @@ func newSecurity(cfg *Config) (*security, error) {
 		}, []string{"reason"}), "unauthenticated", "forbidden"),
 		rejected: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_limited_total",
-			Help: "Requests refused by a limit: rate (429) or uploads (503, too many concurrent uploads).",
-		}, []string{"limit"}), "rate", "uploads"),
+			Help: "Requests refused by a limit: rate (429), uploads (503, too many concurrent uploads) or connections (503, a connection past --max-conns).",
+		}, []string{"limit"}), "rate", "uploads", "connections"),
 	}
 	uploads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_uploads_in_progress",

@@ -179,6 +179,9 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
 	lns   []net.Listener        // what Serve was given, closed by Shutdown
+
+	refusing chan struct{} // refusals of connections past MaxConns under way (connlimit.go)
+	refusal  []byte        // the answer they get
 }
 
 // New returns a Server for cfg with every route registered. It fails if
@@ -244,6 +247,9 @@ func (s *Server) init() error {
 		return err
 	}
 	if s.sec, err = newSecurity(cfg); err != nil {
+		return err
+	}
+	if err := s.initConnLimit(); err != nil {
 		return err
 	}
 	cnt, err := newCounter(cfg.Stats, cfg.Touch, cfg.Registry)

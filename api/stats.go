@@ -56,6 +56,12 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 	}
 	if ns != "" {
 		r.Store.Namespaces = []wire.NamespaceUsage{g.namespaceUsage(ns, r.Store.Namespaces)}
+	} else {
+		tracked := make(map[string]bool, len(r.Snapshot.Namespaces))
+		for _, n := range r.Snapshot.Namespaces {
+			tracked[n.Namespace] = true
+		}
+		r.Store.Namespaces = boundUsage(r.Store.Namespaces, tracked, maxStatsNamespaces)
 	}
 	withPersistedEvictions(r.Store.Namespaces, persistedEvictions(r.Snapshot.Namespaces)) // nsevictions.go
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)

@@ -260,9 +260,10 @@ func (s *Badger) deleteKeys(keys [][]byte) error {
 	return nil
 }
 
-// purgeChunks deletes the chunks of an upload that no blob names (any more).
-// Failures are logged: whatever is left is collected at the next Open.
-func (s *Badger) purgeChunks(u uploadID, n uint32) {
+// purgeChunks deletes the n chunks, size bytes in all, of an upload that no
+// blob names (any more). Failures are logged: whatever is left is collected
+// at the next Open.
+func (s *Badger) purgeChunks(u uploadID, n uint32, size int64) {
 	if n == 0 {
 		return
 	}
@@ -278,7 +279,10 @@ func (s *Badger) purgeChunks(u uploadID, n uint32) {
 		keys = keys[:0]
 	}
 	s.garbageChunks.Add(int64(n))
-	if s.garbageBytes.Add(int64(n)*int64(s.cfg.ChunkSize)) >= 2*s.cfg.ValueLogFileSize {
+	// The chunks' real bytes, not n whole chunks: counting each 4 KiB
+	// entry as a 1 MiB chunk kicked a GC pass (a memtable flush that pauses
+	// writes) every few dozen evictions or deletes of small entries.
+	if s.garbageBytes.Add(size) >= 2*s.cfg.ValueLogFileSize {
 		// Reclaim as eviction frees: a file's worth of garbage is a GC step.
 		s.garbageBytes.Store(0)
 		s.kickGC()
@@ -455,8 +459,8 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 	if err != nil {
 		return nop, nil
 	}
-	n := blob.chunks()
-	return func() { s.purgeChunks(u, n) }, nil
+	n, size := blob.chunks(), blob.Size
+	return func() { s.purgeChunks(u, n, size) }, nil
 }
 
 // deleteBlobLocked deletes the record of a blob no entry uses and returns
@@ -491,8 +495,8 @@ func (s *Badger) deleteBlobLocked(sha [32]byte) (purge func(), err error) {
 	if err != nil {
 		return nop, nil
 	}
-	n := blob.chunks()
-	return func() { s.purgeChunks(u, n) }, nil
+	n, size := blob.chunks(), blob.Size
+	return func() { s.purgeChunks(u, n, size) }, nil
 }
 
 // Usage returns sizes and counters.

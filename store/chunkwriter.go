@@ -23,6 +23,9 @@ type chunkWriter struct {
 	err   error       // the first failed commit's error
 	n     uint32      // chunks handed to Badger
 	bytes int64       // their data bytes, not yet settled (diskbound.go)
+	// written is every data byte handed to Badger, settled or not: what
+	// purging the chunks frees.
+	written int64
 }
 
 // chunkSlot is one buffer of the ring and the commit that holds it.
@@ -82,6 +85,7 @@ func (w *chunkWriter) write(n int) error {
 	sl.busy = true
 	w.n++
 	w.bytes += int64(n)
+	w.written += int64(n)
 	w.s.diskWrote(int64(n), true)
 	w.cur = (w.cur + 1) % len(w.slots)
 	done := sl.done

@@ -75,3 +75,38 @@ func TestEvictedBytesReturnToDisk(t *testing.T) {
 		t.Fatalf("after reopen: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestGarbageCountsRealBytes: deleting entries counts their bytes as
+// garbage toward the next GC kick, not one whole chunk each. Counting a
+// 4 KiB entry as a 1 MiB chunk kicked a GC pass (a memtable flush that
+// pauses writes, then a compaction) every 32 deletes or evictions with
+// 16 MiB value-log files: `admin delete --all` of 122,070 entries of 4 KiB
+// took 510 s. The test reads the count, not the time.
+func TestGarbageCountsRealBytes(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int
+		entries int
+	}{
+		{"small entries", 4 << 10, 100},
+		{"a chunk and a half", 3 << 19, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openInternal(t, Config{Dir: t.TempDir(), ValueLogFileSize: 64 << 20})
+			defer s.Close()
+			for i := range tt.entries {
+				mustPut(t, s, "default", keyOf(fmt.Sprint(i)), pattern(byte(i), tt.size))
+			}
+			s.garbageBytes.Store(0)
+			for i := range tt.entries {
+				if err := s.Delete(context.Background(), "default", keyOf(fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := s.garbageBytes.Load(), int64(tt.entries*tt.size); got != want {
+				t.Errorf("garbage counted %d bytes after deleting %d entries of %d bytes, want %d", got, tt.entries, tt.size, want)
+			}
+		})
+	}
+}

@@ -155,7 +155,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		werr := w.close()
 		s.diskSettle(w.bytes) // before the reservation's release (diskbound.go)
 		if !keepChunks {
-			s.purgeChunks(u, w.n)
+			s.purgeChunks(u, w.n, w.written)
 		} else if werr != nil {
 			s.log.Error("chunk write failed after commit", "namespace", ns, "key", key.String(), "err", werr)
 		}

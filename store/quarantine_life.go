@@ -90,8 +90,8 @@ func (s *Badger) chunkPurge(blob blobRecord) func() {
 	if blob.ChunkSize == 0 || err != nil {
 		return func() {}
 	}
-	n := blob.chunks()
-	return func() { s.purgeChunks(u, n) }
+	n, size := blob.chunks(), blob.Size
+	return func() { s.purgeChunks(u, n, size) }
 }
 
 // replaceHeldLocked is a Put's commit meeting a quarantined entry under its

@@ -206,8 +206,9 @@ type StoreUsage struct {
 	QuarantinesReported int64 `json:"quarantines_reported"`
 	QuarantinesAdmin    int64 `json:"quarantines_admin"`
 	// Namespaces is each namespace's usage against its quota: every
-	// namespace with entries or a quota on GET /v1/stats, just the one asked
-	// for on GET /v1/{ns}/stats; absent on a store that keeps none.
+	// namespace with entries or a quota on GET /v1/stats (up to 256, then an
+	// "_other" row summing the rest), just the one asked for on GET
+	// /v1/{ns}/stats; absent on a store that keeps none.
 	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
 }
 

@@ -249,19 +249,26 @@ func (r *Registry) publish(ctx context.Context, state string) error {
 	return err
 }
 
-// encodeStatus marshals st, trimming its snapshot until it fits
-// MaxStatusBytes: runs and top entries first, then namespaces.
+// encodeStatus marshals st, trimming it until it fits MaxStatusBytes: the
+// hot tier's per-namespace usage first (the fleet view shows a replica's
+// hot tier in total, and a replica of thousands of namespaces made a
+// heartbeat of megabytes), then the snapshot's runs and top entries, then
+// its namespaces.
 func encodeStatus(st wire.ReplicaStatus) ([]byte, error) {
 	for {
 		js, err := json.Marshal(st)
 		if err != nil {
 			return nil, fmt.Errorf("encode heartbeat: %w", err)
 		}
-		s := st.Stats
-		if len(js) <= MaxStatusBytes || s == nil {
+		if len(js) <= MaxStatusBytes {
 			return js, nil
 		}
+		s := st.Stats
 		switch {
+		case len(st.Hot.Namespaces) > 0:
+			st.Hot.Namespaces = st.Hot.Namespaces[:len(st.Hot.Namespaces)/2]
+		case s == nil:
+			return js, nil // identity and totals only: nothing left to trim
 		case len(s.Runs) > 0 || len(s.TopEntries) > 0 || len(s.MissReasons) > 0:
 			s.Runs, s.TopEntries, s.MissReasons = s.Runs[:len(s.Runs)/2], s.TopEntries[:len(s.TopEntries)/2], s.MissReasons[:len(s.MissReasons)/2]
 		case len(s.Namespaces) > 0:

@@ -261,18 +261,25 @@ func TestEncodeStatusIsBounded(t *testing.T) {
 	for i := range 64 {
 		big.Namespaces = append(big.Namespaces, wire.NamespaceTotals{Namespace: fmt.Sprintf("ns-%d", i)})
 	}
+	// A hot tier of 20,000 namespaces (each with its usage) alone is ~2 MB.
+	var manyNS wire.StoreUsage
+	for i := range 20000 {
+		manyNS.Namespaces = append(manyNS.Namespaces, wire.NamespaceUsage{Namespace: fmt.Sprintf("team-%05d", i), Entries: 1, Bytes: 4096})
+	}
 	tests := []struct {
 		name     string
 		maxRuns  int
 		wantRuns int
+		hot      wire.StoreUsage
 	}{
-		{"trimmed by config", 20, 20},
-		{"trimmed to fit", 5000, 0}, // checked against MaxStatusBytes below
+		{"trimmed by config", 20, 20, wire.StoreUsage{}},
+		{"trimmed to fit", 5000, 0, wire.StoreUsage{}}, // checked against MaxStatusBytes below
+		{"hot tier of many namespaces", 20, 20, manyNS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := New(Config{Bucket: &Bucket{}, ID: "a", MaxRuns: tt.maxRuns, MaxTopEntries: tt.maxRuns,
-				Sample: func() Sample { return Sample{Stats: big} }})
+				Sample: func() Sample { return Sample{Stats: big, Hot: tt.hot} }})
 			if err != nil {
 				t.Fatal(err)
 			}
