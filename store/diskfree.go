@@ -1,7 +1,11 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -76,4 +80,42 @@ func (s *Badger) checkDiskFree(n int64) error {
 		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve: %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
 	}
 	return nil
+}
+
+// openFree is the free space Open needs under the store's directory: one
+// memtable's worth. Badger writes its memtables through memory maps, and
+// replaying the memtables left by a killed process faults pages in from
+// them; with the disk full (another process filled it), a page the kernel
+// cannot allocate is a SIGBUS that kills serve with a runtime stack trace,
+// over and over under a supervisor. A store with less than MinFreeDisk
+// free still opens and serves reads (its uploads get ErrFull), as it did
+// before it stopped: only a disk too full for the writes that reads make
+// (access times, statistics) is refused.
+func (c Config) openFree() int64 { return c.MemTableSize }
+
+// checkOpenFree fails with ErrFull, saying what to free, when the
+// filesystem that holds (or will hold) dir has less than need bytes free.
+// read stands in for diskFree (tests). A dir that does not exist yet is
+// measured at its nearest existing parent; a statfs that fails skips the
+// check (Badger's own open then reports the directory's problem).
+func checkOpenFree(dir string, need int64, read func(string) (int64, error)) error {
+	at := dir
+	for {
+		if _, err := os.Stat(at); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		parent := filepath.Dir(at)
+		if parent == at {
+			break
+		}
+		at = parent
+	}
+	free, err := read(at)
+	if err != nil || free >= need {
+		return nil
+	}
+	return fmt.Errorf("the disk under %s has %d bytes free and opening the store needs at least %d "+
+		"(Badger writes its memtables through memory maps, and a full disk under them kills the process): "+
+		"free space on that filesystem, or move the data directory to a larger one, then start again: %w",
+		dir, free, need, ErrFull)
 }
