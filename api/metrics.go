@@ -153,6 +153,10 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	} else {
 		err = c.Next()
 	}
+	if s.draining.Load() {
+		// Move kept-alive clients off this server while it still answers.
+		c.Context().SetConnectionClose()
+	}
 	if err != nil && !routed(c) {
 		err = s.unmatched(c, err)
 	}

@@ -49,6 +49,9 @@ type serveOptions struct {
 	LogFormat     string
 	LogLevel      string
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long serve goes on serving after SIGTERM, with
+	// /readyz failing, before it stops accepting (drain.go).
+	ShutdownDelay time.Duration
 	PprofAddr     string
 	Plugins       pluginOptions   // plugin.go
 	Security      securityOptions // security.go
@@ -110,6 +113,7 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	// context.WithTimeout takes a negative grace as an expired one, so -1s
 	// would quietly mean 0: refused rather than guessed.
 	durationVar(fs, &o.ShutdownGrace, "shutdown-grace", 30*time.Second, 0, "0 (abort in-flight requests at once) or more, e.g. 30s", "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once; negative is refused)")
+	durationVar(fs, &o.ShutdownDelay, "shutdown-delay", 0, 0, "0 (stop accepting at once) or more, e.g. 10s", "after SIGTERM, go on serving this long with /readyz answering 503 shutting_down (and every response closing its connection), so that a load balancer stops sending before the listener closes; then --shutdown-grace applies (0: no delay; a second SIGTERM or SIGINT ends the delay)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	fs.IntVar(&o.Plugins.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered, at most 16 MiB of results, kept in <data>/signature-memo across restarts (digest-first lookups answer from them); 0 turns the memo off")
@@ -463,6 +467,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	drainFirst(srv, o.ShutdownDelay, logger) // drain.go
 	logger.Info("shutting down", "grace", o.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
