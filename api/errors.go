@@ -70,6 +70,7 @@ var sentinels = []struct {
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
+	{errAborted, http.StatusServiceUnavailable, "shutting_down"},   // before errIncompleteBody, which wraps it
 	{errBodyTimeout, http.StatusRequestTimeout, "request_timeout"}, // before errIncompleteBody, which it wraps
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
