@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +52,24 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
+// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestBehindOutage: with S3 stopped, write-behind Puts succeed into the
 // queue, and entries the small hot tier evicts before their upload are
 // still served (from the queue's copy). The queue is then snapshotted as a
@@ -59,7 +80,8 @@ func TestBehindOutage(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	dir := t.TempDir()
 	const size = 1 << 20
-	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size})
+	var logsA, logsA2 lockedBuffer // the uploaders log while the test reads
+	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size, logger: slog.New(slog.NewJSONHandler(&logsA, nil))})
 	srv.Stop()
 	sizes := []int{4 << 10, size, size, size, size, 0}
 	keys := make([]store.Key, len(sizes))
@@ -80,10 +102,17 @@ func TestBehindOutage(t *testing.T) {
 	}
 	snapshot := copyDir(t, dir+"-queue")
 	a.Close()
+	// The operator learns what stays queued, and that it is not lost.
+	if l := logsA.String(); !strings.Contains(l, "upload queue not empty at shutdown") || !strings.Contains(l, `"entries":6`) {
+		t.Errorf("closing with 6 entries queued logs no word of them:\n%s", l)
+	}
 
 	srv.Restart(t)
-	a2 := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, queueDir: snapshot})
+	a2 := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, queueDir: snapshot, logger: slog.New(slog.NewJSONHandler(&logsA2, nil))})
 	defer a2.Close()
+	if l := logsA2.String(); !strings.Contains(l, "upload queue resumed") || !strings.Contains(l, `"entries":6`) {
+		t.Errorf("opening a queue of 6 entries logs no word of them:\n%s", l)
+	}
 	waitFor(t, 30*time.Second, "the queue did not drain", func() bool { return a2.Stats().QueueEntries == 0 })
 	if st := a2.Stats(); st.Uploaded != int64(len(sizes)) || st.QueueBytes != 0 || !st.OldestQueued.IsZero() {
 		t.Fatalf("Stats after draining = %+v", st)

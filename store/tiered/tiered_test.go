@@ -62,6 +62,7 @@ type opts struct {
 	maxQueueBytes    int64
 	probe            time.Duration // default: no probe
 	observe          func(tiered.Event)
+	logger           *slog.Logger // the tiered store's; default quiet
 }
 
 func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
@@ -92,10 +93,13 @@ func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *r
 	if o.probe == 0 {
 		o.probe = -1
 	}
+	if o.logger == nil {
+		o.logger = quiet
+	}
 	ts, err := tiered.New(tiered.Config{
 		Hot: hot, Shared: shared, Mode: o.mode, SpoolDir: dir + "-spool",
 		QueueDir: o.queueDir, MaxQueueEntries: o.maxQueueEntries, MaxQueueBytes: o.maxQueueBytes,
-		ProbeInterval: o.probe, Observe: o.observe, Logger: quiet,
+		ProbeInterval: o.probe, Observe: o.observe, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)
