@@ -324,7 +324,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// is away (the heartbeat probes it every few seconds).
 		c.Set(fiber.HeaderRetryAfter, "5")
 	}
-	if e.Status >= 500 {
+	if e.Status >= 500 && !isProbe(c) {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}
 	// A body we did not read to the end cannot be followed by another

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -87,5 +88,33 @@ func TestReadyzWhileDraining(t *testing.T) {
 				t.Errorf("while draining the answer keeps its connection open; want Connection: close")
 			}
 		})
+	}
+}
+
+// TestProbeNotReadyIsNotAnError checks that a /readyz 503 (the server
+// draining, here) is logged at debug, not as a failed request at ERROR:
+// probes answer it every second of a start or a rolling restart.
+func TestProbeNotReadyIsNotAnError(t *testing.T) {
+	st, err := store.Open(store.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var logs syncBuffer
+	srv, err := api.New(api.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Drain()
+	resp, err := srv.App().Test(httptest.NewRequest("GET", "/readyz", nil), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("/readyz while draining = %d, want 503", resp.StatusCode)
+	}
+	if l := logs.String(); strings.Contains(l, `"level":"ERROR"`) {
+		t.Errorf("a not-ready probe is logged as an error:\n%s", l)
 	}
 }
