@@ -273,9 +273,10 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // serve opens the store, serves the API on o.Addr until ctx ends, then shuts
-// down: it stops accepting, lets in-flight requests finish for up to
-// o.ShutdownGrace, aborts the rest (an aborted upload stores nothing) and
-// closes the store. ready, if non-nil, is called with the bound address once
+// down: it serves on for o.ShutdownDelay with /readyz failing, stops
+// accepting, lets in-flight requests finish for up to o.ShutdownGrace,
+// aborts the rest (an aborted upload stores nothing), gives the write-behind
+// queue what is left of the grace to upload, and closes the store. ready, if non-nil, is called with the bound address once
 // the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
 	// Tokens, TLS files and signing key first: a bad file, or serving
@@ -477,6 +478,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		logger.Warn("shutdown incomplete", "err", err)
 	}
 	<-rdone
+	if stores.tiered != nil {
+		flushUploads(sctx, stores.tiered, logger) // drain.go
+	}
 	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Warn("serve ended", "err", err)
 	}

@@ -203,3 +203,43 @@ func TestBehindConflict(t *testing.T) {
 		t.Fatalf("read after the conflict: %d bytes, %v; want the fleet's bytes", len(got), err)
 	}
 }
+
+// TestBehindFlush: Flush with S3 down returns when its context ends and
+// keeps every entry queued; once S3 is back, Flush wakes the uploaders out
+// of the backoff that the outage built up and returns with the queue empty
+// and every entry in the bucket, well before that backoff would have ended.
+func TestBehindFlush(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	a := newReplica(t, srv, bucket, t.TempDir(), opts{mode: tiered.ModeBehind})
+	defer a.Close()
+	srv.Stop()
+	keys := []store.Key{storetest.KeyOf("f1"), storetest.KeyOf("f2"), storetest.KeyOf("f3")}
+	for i, k := range keys {
+		put(t, a, k, storetest.Data(uint64(i), 10<<10))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := a.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush with S3 down = %v, want the context's deadline", err)
+	}
+	if n := a.Stats().QueueEntries; n != int64(len(keys)) {
+		t.Fatalf("after a Flush cut short, %d entries queued, want %d", n, len(keys))
+	}
+	// Let the backoff grow past what the wait below allows: after 8
+	// retries each, both uploaders wait 12.8 s before the next.
+	waitFor(t, time.Minute, "the uploaders never retried", func() bool { return a.Stats().UploadRetries >= 16 })
+	srv.Restart(t)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel2()
+	if err := a.Flush(ctx2); err != nil {
+		t.Fatalf("Flush with S3 back = %v, want nil; stats %+v", err, a.Stats())
+	}
+	b := newReplica(t, srv, bucket, t.TempDir(), opts{})
+	defer b.Close()
+	for i, k := range keys {
+		if got, err := read(t, b, k, 0, -1); err != nil || !bytes.Equal(got, storetest.Data(uint64(i), 10<<10)) {
+			t.Fatalf("entry %d not in the bucket after Flush: %d bytes, %v", i, len(got), err)
+		}
+	}
+}
