@@ -9,8 +9,10 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -279,6 +281,13 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // queue what is left of the grace to upload, and closes the store. ready, if non-nil, is called with the bound address once
 // the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
+	// SIGHUP's default action ends the process at once. Opening a large
+	// store or reaching the bucket takes seconds, and a reload sent then
+	// (systemctl reload, a config tool) killed serve with exit 129 and no
+	// word: catch it first; the reload loop answers it once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// Tokens, TLS files and signing key first: a bad file, or serving
 	// without auth beyond loopback, stops serve before anything opens.
 	var sec api.Config
@@ -434,7 +443,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
 	}
-	reloadOnSIGHUP(ctx, logger, sec.Auth, reloads...) // security.go
+	reloadOnSIGHUP(ctx, hup, logger, sec.Auth, reloads...) // security.go
 	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {
