@@ -44,7 +44,7 @@ type freeSpace struct {
 	read func(dir string) (int64, error)
 }
 
-// checkDiskFree fails with ErrFull when writing n more bytes would leave
+// CheckDiskFree fails with ErrFull when writing n more bytes would leave
 // less than Config.MinFreeDisk free under the store's directory. Badger
 // writes its value log and tables through memory maps: running the disk
 // out of space there is a SIGBUS, not an error, so the store refuses first.
@@ -52,7 +52,11 @@ type freeSpace struct {
 // to absorb that. A recent reading of the free space, less what the store
 // has written since, stands in for a new one (freeSpaceMaxAge); a refusal
 // is always decided on a new reading.
-func (s *Badger) checkDiskFree(n int64) error {
+//
+// Files written beside the store on its filesystem (a tiered store's upload
+// queue) are checked too: a disk they fill is a SIGBUS for Badger's next
+// write all the same.
+func (s *Badger) CheckDiskFree(n int64) error {
 	if s.cfg.MinFreeDisk < 0 {
 		return nil
 	}
@@ -119,3 +123,6 @@ func checkOpenFree(dir string, need int64, read func(string) (int64, error)) err
 		"free space on that filesystem, or move the data directory to a larger one, then start again: %w",
 		dir, free, need, ErrFull)
 }
+
+// checkDiskFree is CheckDiskFree, for the store's own chunk writes.
+func (s *Badger) checkDiskFree(n int64) error { return s.CheckDiskFree(n) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -241,5 +242,40 @@ func TestBehindFlush(t *testing.T) {
 		if got, err := read(t, b, k, 0, -1); err != nil || !bytes.Equal(got, storetest.Data(uint64(i), 10<<10)) {
 			t.Fatalf("entry %d not in the bucket after Flush: %d bytes, %v", i, len(got), err)
 		}
+	}
+}
+
+// countingReader counts what is read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// TestBehindQueueKeepsDiskReserve puts an entry into the write-behind
+// queue of a hot tier whose free-disk reserve no disk has: the queue
+// refuses (store.ErrFull) before it has copied the body, instead of filling
+// the disk under Badger's memory maps with its copy first and leaving the
+// refusal to the hot tier's Put, and nothing stays queued.
+func TestBehindQueueKeepsDiskReserve(t *testing.T) {
+	srv := s3test.Start(t)
+	a := newReplica(t, srv, srv.NewBucket(t), t.TempDir(), opts{mode: tiered.ModeBehind, minFreeDisk: 1 << 60})
+	defer a.Close()
+	const size = 4 << 20
+	body := &countingReader{r: bytes.NewReader(storetest.Data(1, size))}
+	_, err := a.Put(context.Background(), "default", storetest.KeyOf("big"), body, store.PutOptions{Size: size})
+	if !errors.Is(err, store.ErrFull) || !strings.Contains(err.Error(), "upload queue") {
+		t.Fatalf("Put over the reserve = %v, want ErrFull from the upload queue", err)
+	}
+	if body.n >= size {
+		t.Errorf("the queue read all %d bytes of the body before refusing", body.n)
+	}
+	if st := a.Stats(); st.QueueEntries != 0 || st.QueueBytes != 0 {
+		t.Errorf("after the refusal: %d entries, %d bytes queued", st.QueueEntries, st.QueueBytes)
 	}
 }

@@ -381,6 +381,7 @@ func (q *queue) write(ctx context.Context, seq uint64, ns string, key store.Key,
 			_ = os.Remove(tmpBody)
 			_ = os.Remove(tmpRec)
 			q.removeFiles(seq)
+			err = diskFull(q.dir, err)
 		}
 	}()
 	f, err := os.OpenFile(tmpBody, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -460,6 +461,10 @@ func (w *queueWriter) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		*w.reserved += more
+	}
+	if err := w.q.s.checkDisk(len(p)); err != nil { // diskfull.go
+		w.err = err
+		return 0, err
 	}
 	return w.w.Write(p)
 }

@@ -63,13 +63,14 @@ type opts struct {
 	probe            time.Duration // default: no probe
 	observe          func(tiered.Event)
 	logger           *slog.Logger // the tiered store's; default quiet
+	minFreeDisk      int64        // the hot tier's free-disk reserve; 0: its default
 }
 
 func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
 	t.Helper()
 	r := &replica{rt: &counter{next: http.DefaultTransport}}
 	hot, err := store.Open(store.Config{
-		Dir: dir, MaxBytes: o.hotMax, MaxEntryBytes: o.entryMax, Logger: quiet,
+		Dir: dir, MaxBytes: o.hotMax, MaxEntryBytes: o.entryMax, Logger: quiet, MinFreeDisk: o.minFreeDisk,
 		OnEvict: func(store.Meta, string) { r.evictions.Add(1) },
 	})
 	if err != nil {
