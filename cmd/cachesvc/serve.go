@@ -311,6 +311,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	// Until the API serves, probes get an answer (starting.go).
+	starting := answerWhileStarting(ln, sec.TLS, logger)
+	defer starting.stop() // a start that fails ends it too
 	// The profiling listener too, before anything is announced: a script
 	// that reads the "serving on" line must not see a start that then
 	// fails on a taken --pprof-addr.
@@ -444,13 +447,6 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
 	}
 	reloadOnSIGHUP(ctx, hup, logger, sec.Auth, reloads...) // security.go
-	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
-	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
-	if o.S3.enabled() {
-		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
-		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
-	}
-
 	var redis *redisListener
 	if rln != nil {
 		if redis, err = o.Redis.start(rln, srv, acfg, keyer, logger); err != nil { // redis.go
@@ -458,13 +454,25 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		// The store closes after this: no command may outlive it.
 		defer redis.shutdown(context.Background(), logger)
+	}
+	// The API takes the listener over before "serving on" is printed: a
+	// script that waits for that line must not get a 503 "starting".
+	starting.stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
+	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
+	if o.S3.enabled() {
+		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
+		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
+	}
+
+	if redis != nil {
 		fmt.Fprintf(sio.Stdout, "redis protocol on redis://%s (namespace %s)\n", displayAddr(rln.Addr()), o.Redis.Namespace)
 		logger.Info("redis protocol listener", "addr", rln.Addr().String(), "namespace", o.Redis.Namespace,
 			"max_value", o.Redis.MaxValue, "max_conns", o.Redis.MaxConns)
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	if member != nil {
 		member.start()
 	}

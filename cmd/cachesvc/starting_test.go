@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store/s3/s3test"
+)
+
+// TestServeAnswersProbesWhileStarting starts serve against a shared tier
+// that accepts connections and never answers (a firewall that drops, an
+// overloaded gateway), so that its start takes a minute: meanwhile its
+// listener answers /healthz 200 "starting" (a liveness probe must not kill
+// it) and /readyz and an entry's GET 503 "starting" with Retry-After,
+// instead of leaving every probe to time out.
+func TestServeAnswersProbesWhileStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		var held []net.Conn // answered never, closed with the test
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	cmd := exec.Command(buildBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"),
+		"--log-format", "json", "--log-level", "info", "--wasm-cache", testWasmCache(t),
+		"--s3-endpoint", "http://"+hole.Addr().String(), "--s3-bucket", "cache")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var addr string
+	sc := bufio.NewScanner(stderr)
+	for addr == "" && sc.Scan() {
+		var line struct{ Msg, Addr string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasPrefix(line.Msg, "starting:") {
+			addr = line.Addr
+		}
+	}
+	if addr == "" {
+		t.Fatalf("serve never said it answers while starting (%v)", sc.Err())
+	}
+	go io.Copy(io.Discard, stderr) // keep the pipe flowing
+	tests := []struct {
+		path       string
+		status     int
+		retryAfter bool
+	}{
+		{"/healthz", http.StatusOK, false},
+		{"/readyz", http.StatusServiceUnavailable, true},
+		{"/v1/default/entries/" + strings.Repeat("ab", 32), http.StatusServiceUnavailable, true},
+	}
+	for _, tt := range tests {
+		resp, err := http.Get("http://" + addr + tt.path)
+		if err != nil {
+			t.Fatalf("GET %s while starting: %v", tt.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(body), `"starting"`) || (resp.Header.Get("Retry-After") != "") != tt.retryAfter {
+			t.Errorf("GET %s while starting: %d %s (Retry-After %q), want %d saying starting", tt.path, resp.StatusCode, body, resp.Header.Get("Retry-After"), tt.status)
+		}
+	}
+}
+
+// TestStartingHandOverDropsNothing hands a listener from the starting
+// responder to the server that follows it while clients hammer it: every
+// request gets an answer, 503 starting before and 200 after, none a
+// connection closed unanswered (net/http's Shutdown drops a request read
+// while it runs) or refused.
+func TestStartingHandOverDropsNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r := answerWhileStarting(ln, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if r == nil {
+		t.Fatal("no responder on a TCP listener")
+	}
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		failures []error
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: w%2 == 0}}
+			for !stop.Load() {
+				resp, err := client.Get("http://" + ln.Addr().String() + "/readyz")
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					statuses[resp.StatusCode]++
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func(status int) int { mu.Lock(); defer mu.Unlock(); return statuses[status] }
+	for count(http.StatusServiceUnavailable) < 200 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.stop()
+	next := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}
+	go next.Serve(ln)
+	defer next.Close()
+	for count(http.StatusOK) < 200 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests failed across the hand-over, e.g. %v", len(failures), len(failures)+count(200)+count(503), failures[0])
+	}
+}
