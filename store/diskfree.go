@@ -81,7 +81,7 @@ func (s *Badger) CheckDiskFree(n int64) error {
 	fs.free, fs.at, fs.written = free, time.Now(), n
 	if free-n < s.cfg.MinFreeDisk {
 		fs.written = 0 // refused: nothing will be written
-		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve: %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
+		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve (free space on that disk, or set serve --max-size below it so that eviction makes room): %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func TestCheckDiskFreeReadings(t *testing.T) {
 		wantInErr string
 	}{
 		{name: "refused: every check reads again", reserve: gib, free: gib + kib, size: 4 * kib, checks: 5,
-			minReads: 5, wantInErr: "1073742848 bytes free, and the store keeps 1073741824 in reserve"},
+			minReads: 5, wantInErr: "1073742848 bytes free, and the store keeps 1073741824 in reserve (free space on that disk, or set serve --max-size"},
 		{name: "small writes share readings", reserve: gib, free: 100 * gib, size: 4 * kib, checks: 1000,
 			wantOK: true, minReads: 1, maxReads: 500},
 		{name: "own writes count against the reserve", reserve: gib, free: gib + 10*mib, size: mib, checks: 11,
