@@ -274,12 +274,13 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("invalid --log-format %q: use text, json or auto", format)
 }
 
-// serve opens the store, serves the API on o.Addr until ctx ends, then shuts
-// down: it serves on for o.ShutdownDelay with /readyz failing, stops
-// accepting, lets in-flight requests finish for up to o.ShutdownGrace,
-// aborts the rest (an aborted upload stores nothing), gives the write-behind
-// queue what is left of the grace to upload, and closes the store. ready, if non-nil, is called with the bound address once
-// the server accepts connections.
+// serve opens the store (answering probes with "starting" meanwhile),
+// serves the API on o.Addr until ctx ends, then shuts down: it serves on
+// for o.ShutdownDelay with /readyz failing, stops accepting, lets in-flight
+// requests finish for up to o.ShutdownGrace, aborts the rest (an aborted
+// upload stores nothing), gives the write-behind queue what is left of the
+// grace to upload, and closes the store. ready, if non-nil, is called with
+// the bound address once the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
 	// SIGHUP's default action ends the process at once. Opening a large
 	// store or reaching the bucket takes seconds, and a reload sent then
