@@ -94,7 +94,15 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 		return usagef("%s", err)
 	}
 	sio.markDaemon() // interrupt.go
-	return serve(ctx, o, sio, logger, nil)
+	err = serve(ctx, o, sio, logger, nil)
+	var ue *usageError
+	if err != nil && !errors.As(err, &ue) {
+		// In the log's own format too: with --log-format json a log
+		// shipper could not parse the plain "cachesvc serve: ..." line
+		// that main prints, the one that says why the process ended.
+		logger.Error("serve failed", "err", err)
+	}
+	return err
 }
 
 // parseServeFlags parses and checks the serve flags, resolving the values

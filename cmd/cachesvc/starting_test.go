@@ -153,3 +153,34 @@ func TestStartingHandOverDropsNothing(t *testing.T) {
 		t.Errorf("%d of %d requests failed across the hand-over, e.g. %v", len(failures), len(failures)+count(200)+count(503), failures[0])
 	}
 }
+
+// TestServeFailureIsLogged starts serve on a port that is taken, with JSON
+// logs: it exits 1, and the reason is in a JSON line at level ERROR as
+// well as in the plain "cachesvc serve:" line, so that a log shipper
+// parsing JSON sees why the process ended.
+func TestServeFailureIsLogged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cmd := exec.Command(buildBinary(t), "serve", "--addr", taken.Addr().String(), "--data", filepath.Join(t.TempDir(), "data"),
+		"--log-format", "json", "--wasm-cache", testWasmCache(t))
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("serve on a taken port: exit %d, want 1:\n%s", code, out)
+	}
+	found := false
+	for _, line := range strings.Split(string(out), "\n") {
+		var rec struct{ Level, Msg, Err string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "ERROR" && rec.Msg == "serve failed" && strings.Contains(rec.Err, "listen on") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no JSON line at ERROR says why serve ended:\n%s", out)
+	}
+}
