@@ -51,6 +51,13 @@ func TestSIGTERMFinishesOrDiscardsUploads(t *testing.T) {
 	}
 	pwDone, done := start(finishing)
 	pwStall, stall := start(stalled)
+	// Both handlers must be reading their bodies before the SIGTERM: a
+	// connection whose request the server has not read yet is idle to
+	// the shutdown, which closes it (the client then sees its body pipe
+	// closed, a flake under load).
+	for metricSum(t, p, "cachesvc_bytes_in_total") < 2<<20 {
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
