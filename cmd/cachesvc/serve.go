@@ -96,6 +96,13 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sio.markDaemon() // interrupt.go
 	err = serve(ctx, o, sio, logger, nil)
 	var ue *usageError
+	if err != nil && ctx.Err() != nil {
+		// SIGTERM or SIGINT cut the start short: a stop asked for, not a
+		// failure to page anyone about (the exit status says which
+		// signal).
+		logger.Info("stopped while starting", "cause", err)
+		return err
+	}
 	if err != nil && !errors.As(err, &ue) {
 		// In the log's own format too: with --log-format json a log
 		// shipper could not parse the plain "cachesvc serve: ..." line

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,51 +29,7 @@ func TestServeAnswersProbesWhileStarting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test skipped in -short mode")
 	}
-	hole, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hole.Close()
-	go func() {
-		var held []net.Conn // answered never, closed with the test
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := hole.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
-	cmd := exec.Command(buildBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"),
-		"--log-format", "json", "--log-level", "info", "--wasm-cache", testWasmCache(t),
-		"--s3-endpoint", "http://"+hole.Addr().String(), "--s3-bucket", "cache")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var addr string
-	sc := bufio.NewScanner(stderr)
-	for addr == "" && sc.Scan() {
-		var line struct{ Msg, Addr string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasPrefix(line.Msg, "starting:") {
-			addr = line.Addr
-		}
-	}
-	if addr == "" {
-		t.Fatalf("serve never said it answers while starting (%v)", sc.Err())
-	}
-	go io.Copy(io.Discard, stderr) // keep the pipe flowing
+	_, addr, _ := startStuck(t)
 	tests := []struct {
 		path       string
 		status     int
@@ -182,5 +139,82 @@ func TestServeFailureIsLogged(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no JSON line at ERROR says why serve ended:\n%s", out)
+	}
+}
+
+// startStuck starts serve against a shared tier that accepts connections
+// and never answers, so that serve stays in its start for a minute. It
+// returns the process, the address it answers on while starting (from its
+// log) and all it logs, which keeps coming.
+func startStuck(t *testing.T) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hole.Close() })
+	go func() {
+		var held []net.Conn // answered never, closed with the test
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	cmd := exec.Command(buildBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"),
+		"--log-format", "json", "--log-level", "info", "--wasm-cache", testWasmCache(t),
+		"--s3-endpoint", "http://"+hole.Addr().String(), "--s3-bucket", "cache")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var addr string
+	logs := &syncBuffer{}
+	sc := bufio.NewScanner(stderr)
+	for addr == "" && sc.Scan() {
+		logs.Write(append(sc.Bytes(), '\n'))
+		var line struct{ Msg, Addr string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasPrefix(line.Msg, "starting:") {
+			addr = line.Addr
+		}
+	}
+	if addr == "" {
+		t.Fatalf("serve never said it answers while starting (%v):\n%s", sc.Err(), logs.String())
+	}
+	go io.Copy(logs, stderr) // keep the pipe flowing
+	return cmd, addr, logs
+}
+
+// TestServeStoppedWhileStarting sends SIGTERM to serve in the middle of
+// its start: it ends at once, and logs that as a stop at info, not as
+// "serve failed" at ERROR, which would page someone for a deploy. (The
+// exit status, which names the signal, is main's business.)
+func TestServeStoppedWhileStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	cmd, _, logs := startStuck(t)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if st := cmd.ProcessState; st == nil || !st.Exited() {
+		t.Fatalf("serve did not exit on its own after SIGTERM while starting: %v", st)
+	}
+	if l := logs.String(); strings.Contains(l, `"serve failed"`) || !strings.Contains(l, "stopped while starting") {
+		t.Errorf("serve stopped while starting logs it as a failure, or not at all:\n%s", l)
 	}
 }
