@@ -18,14 +18,15 @@ import (
 // adminAPI serves health, readiness, metrics, the API's own description and
 // the deletion of entries.
 type adminAPI struct {
-	store   Store
-	keyer   *keying.Keyer
-	metrics fiber.Handler
-	closing *atomic.Bool
-	version string
-	shared  func() wire.SharedTierState // nil without a shared tier
-	stats   *stats.Stats                // forgets deleted entries
-	log     *slog.Logger
+	store    Store
+	keyer    *keying.Keyer
+	metrics  fiber.Handler
+	closing  *atomic.Bool
+	draining *atomic.Bool // Server.Drain: /readyz fails first
+	version  string
+	shared   func() wire.SharedTierState // nil without a shared tier
+	stats    *stats.Stats                // forgets deleted entries
+	log      *slog.Logger
 }
 
 // routes declares the admin routes.
@@ -45,13 +46,14 @@ func (g *adminAPI) handleHealthz(c *fiber.Ctx) error {
 }
 
 // handleReadyz serves GET /readyz: 200 while the store is open, the built-in
-// plugins have compiled and the server is not shutting down; 503 otherwise
+// plugins have compiled and the server is neither draining nor shutting
+// down; 503 otherwise
 // (plugins_compiling while they compile, plugins_failed if they could not
 // load).
 // A replica of a fleet adds its view of the shared tier, and says
 // "degraded" while the shared tier cannot be reached.
 func (g *adminAPI) handleReadyz(c *fiber.Ctx) error {
-	if g.closing.Load() {
+	if g.closing.Load() || g.draining.Load() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "The server is shutting down."}
 	}
 	if err := storeReady(c.UserContext(), g.store); err != nil {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -421,10 +422,12 @@ func TestEarlyRejectionDrainsSmallBody(t *testing.T) {
 }
 
 // TestShutdownAbortsStalledUpload checks that Shutdown returns within its
-// grace period plus the abort wait, and that the stalled upload stores
-// nothing.
+// grace period plus the abort wait, that the stalled upload stores nothing,
+// and that the log calls it what it was: cut short by the shutdown (503
+// shutting_down), not a client too slow for --min-transfer-rate (408).
 func TestShutdownAbortsStalledUpload(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{})
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	key := keyOf("stalled")
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
@@ -454,6 +457,10 @@ func TestShutdownAbortsStalledUpload(t *testing.T) {
 	<-done
 	if u := srv.Store.Usage(); u.Entries != 0 {
 		t.Errorf("entries after aborted upload = %d", u.Entries)
+	}
+	if l := logs.String(); !strings.Contains(l, `"status":503`) || !strings.Contains(l, "shutdown-grace ran out") ||
+		strings.Contains(l, "min-transfer-rate") || strings.Contains(l, `"status":408`) {
+		t.Errorf("the aborted upload is logged as something else than cut short by the shutdown:\n%s", l)
 	}
 	srv.Restart()
 	if st, _, _ := getDigest(t, srv, "default", key); st != 404 {

@@ -135,7 +135,7 @@ func lingerOnClose(conn net.Conn) {
 
 // errAborted is what reads and writes return on a connection aborted by a
 // forced shutdown.
-var errAborted = errors.New("connection aborted: server shutting down")
+var errAborted = errors.New("connection aborted: the server is shutting down and its --shutdown-grace ran out")
 
 // Read reads from the connection, noting io.EOF: fasthttp reports a chunked
 // body cut short at a chunk boundary as a clean io.EOF, and this is how
@@ -148,7 +148,11 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 	if errors.Is(err, io.EOF) {
 		c.sawEOF.Store(true)
 	}
-	if err == nil && c.aborted.Load() {
+	if c.aborted.Load() && (err == nil || !errors.Is(err, io.EOF)) {
+		// The read that abortConns cut short by its past deadline: say
+		// so, or the body reader takes it for a client too slow for
+		// --min-transfer-rate (a 408 "send the body faster", logged and
+		// counted as the client's fault).
 		err = errAborted
 	}
 	return n, err

@@ -70,6 +70,7 @@ var sentinels = []struct {
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
+	{errAborted, http.StatusServiceUnavailable, "shutting_down"},   // before errIncompleteBody, which wraps it
 	{errBodyTimeout, http.StatusRequestTimeout, "request_timeout"}, // before errIncompleteBody, which it wraps
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
@@ -323,7 +324,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// is away (the heartbeat probes it every few seconds).
 		c.Set(fiber.HeaderRetryAfter, "5")
 	}
-	if e.Status >= 500 {
+	if e.Status >= 500 && !isProbe(c) {
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}
 	// A body we did not read to the end cannot be followed by another

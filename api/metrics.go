@@ -153,6 +153,10 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	} else {
 		err = c.Next()
 	}
+	if s.draining.Load() {
+		// Move kept-alive clients off this server while it still answers.
+		c.Context().SetConnectionClose()
+	}
 	if err != nil && !routed(c) {
 		err = s.unmatched(c, err)
 	}
@@ -182,9 +186,15 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 
 	level := slog.LevelInfo
 	switch {
+	case isProbe(c):
+		// A 503 from /readyz is the answer a probe asks for while the
+		// server starts, drains or its plugins compile (each logged once
+		// where it happens); at ERROR, every probe of a rolling restart
+		// paged as a server failure.
+		level = slog.LevelDebug
 	case status >= 500:
 		level = slog.LevelError
-	case route == "/metrics" || route == "/healthz" || route == "/readyz":
+	case route == "/metrics":
 		level = slog.LevelDebug
 	}
 	if !s.log.Enabled(c.UserContext(), level) {
@@ -233,6 +243,16 @@ func methodName(m string) string {
 // route's handlers (fiber's own Route() of an unmatched request looks like
 // a real one).
 const routedKey = "cachesvc.routed"
+
+// isProbe reports whether c is a health or readiness probe (/healthz,
+// /readyz), whose 503s say "not now", not that a request failed.
+func isProbe(c *fiber.Ctx) bool {
+	if !routed(c) {
+		return false
+	}
+	p := c.Route().Path
+	return p == "/healthz" || p == "/readyz"
+}
 
 // routed reports whether the request matched a declared route.
 func routed(c *fiber.Ctx) bool {

@@ -175,6 +175,7 @@ type Server struct {
 
 	inflight atomic.Int64 // requests inside a handler, and response bodies streaming
 	closing  atomic.Bool  // set by Shutdown; /readyz then fails
+	draining atomic.Bool  // set by Drain; /readyz fails while everything is still served
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
@@ -308,7 +309,7 @@ func (s *Server) init() error {
 	}
 	return s.register(
 		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log},
-		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, version: cfg.Version,
+		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, draining: &s.draining, version: cfg.Version,
 			shared: cfg.SharedTier, stats: cfg.Stats, log: s.log},
 		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},
 		&entriesAPI{store: cfg.Store, out: s.out, io: s.io, leases: s.leases, runs: s.runs, keyer: cfg.Keyer,
@@ -382,6 +383,15 @@ func (s *Server) closeListeners() {
 		_ = ln.Close()
 	}
 }
+
+// Drain makes /readyz answer 503 shutting_down, and every response close
+// its connection, while the server goes on serving everything else: a load
+// balancer that probes /readyz stops sending new requests, and clients on
+// kept-alive connections reconnect (through it, to another replica), before
+// Shutdown closes the listener. Without it, SIGTERM closed the listener at
+// once, and requests routed in the balancer's probe interval were refused.
+// /healthz stays 200: a liveness probe must not kill a draining process.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Shutdown stops accepting connections and waits for in-flight requests to
 // finish until ctx ends. Then it cancels what is still running (an upload

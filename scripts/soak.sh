@@ -47,11 +47,12 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 "$work/cachesvc" serve --addr "127.0.0.1:$port" --data "$work/data" --tokens "$work/tokens" \
   --log-level warn --log-format json >"$work/server.log" 2>&1 &
 server_pid=$!
+# /healthz answers {"status":"starting"} while the store opens: wait for "ok".
 for _ in $(seq 100); do
-  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+  curl -fsS "http://127.0.0.1:$port/healthz" 2>/dev/null | grep -q '"status":"ok"' && break
   sleep 0.1
 done
-curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || { echo "soak: server did not start:"; cat "$work/server.log"; exit 2; }
+curl -fsS "http://127.0.0.1:$port/healthz" | grep -q '"status":"ok"' || { echo "soak: server did not start:"; cat "$work/server.log"; exit 2; }
 
 status=0
 CACHESVC_TOKEN=$token "$work/soak" -url "http://127.0.0.1:$port" -pid "$server_pid" -minutes "$minutes" "$@" || status=$?

@@ -101,6 +101,11 @@ func Open(cfg Config) (*Badger, error) {
 	if err := cfg.Quotas.validate(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
+	if cfg.MinFreeDisk >= 0 {
+		if err := checkOpenFree(cfg.Dir, cfg.openFree(), diskFree); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+		}
+	}
 	db, err := badger.Open(cfg.badgerOptions())
 	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
 		// Badger formats the lock's cause with %+v, wrapping nothing a

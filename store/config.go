@@ -135,7 +135,8 @@ type Config struct {
 	// Badger writes through memory maps, where a full disk is a SIGBUS that
 	// kills the process, so the store stops short of it. Default
 	// 2×MemTableSize + 16 MiB (room for memtable flushes and compactions);
-	// negative disables the check.
+	// negative disables the check. Open also refuses (ErrFull) a disk with
+	// less than MemTableSize free, unless this is negative.
 	MinFreeDisk int64
 	// MaxDiskBytes bounds the store directory's files, so that a burst of
 	// uploads evicting as fast as it writes cannot take the disk far past

@@ -1,7 +1,11 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +44,7 @@ type freeSpace struct {
 	read func(dir string) (int64, error)
 }
 
-// checkDiskFree fails with ErrFull when writing n more bytes would leave
+// CheckDiskFree fails with ErrFull when writing n more bytes would leave
 // less than Config.MinFreeDisk free under the store's directory. Badger
 // writes its value log and tables through memory maps: running the disk
 // out of space there is a SIGBUS, not an error, so the store refuses first.
@@ -48,7 +52,11 @@ type freeSpace struct {
 // to absorb that. A recent reading of the free space, less what the store
 // has written since, stands in for a new one (freeSpaceMaxAge); a refusal
 // is always decided on a new reading.
-func (s *Badger) checkDiskFree(n int64) error {
+//
+// Files written beside the store on its filesystem (a tiered store's upload
+// queue) are checked too: a disk they fill is a SIGBUS for Badger's next
+// write all the same.
+func (s *Badger) CheckDiskFree(n int64) error {
 	if s.cfg.MinFreeDisk < 0 {
 		return nil
 	}
@@ -73,7 +81,48 @@ func (s *Badger) checkDiskFree(n int64) error {
 	fs.free, fs.at, fs.written = free, time.Now(), n
 	if free-n < s.cfg.MinFreeDisk {
 		fs.written = 0 // refused: nothing will be written
-		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve: %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
+		return fmt.Errorf("disk under %s has %d bytes free, and the store keeps %d in reserve (free space on that disk, or set serve --max-size below it so that eviction makes room): %w", s.cfg.Dir, free, s.cfg.MinFreeDisk, ErrFull)
 	}
 	return nil
 }
+
+// openFree is the free space Open needs under the store's directory: one
+// memtable's worth. Badger writes its memtables through memory maps, and
+// replaying the memtables left by a killed process faults pages in from
+// them; with the disk full (another process filled it), a page the kernel
+// cannot allocate is a SIGBUS that kills serve with a runtime stack trace,
+// over and over under a supervisor. A store with less than MinFreeDisk
+// free still opens and serves reads (its uploads get ErrFull), as it did
+// before it stopped: only a disk too full for the writes that reads make
+// (access times, statistics) is refused.
+func (c Config) openFree() int64 { return c.MemTableSize }
+
+// checkOpenFree fails with ErrFull, saying what to free, when the
+// filesystem that holds (or will hold) dir has less than need bytes free.
+// read stands in for diskFree (tests). A dir that does not exist yet is
+// measured at its nearest existing parent; a statfs that fails skips the
+// check (Badger's own open then reports the directory's problem).
+func checkOpenFree(dir string, need int64, read func(string) (int64, error)) error {
+	at := dir
+	for {
+		if _, err := os.Stat(at); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		parent := filepath.Dir(at)
+		if parent == at {
+			break
+		}
+		at = parent
+	}
+	free, err := read(at)
+	if err != nil || free >= need {
+		return nil
+	}
+	return fmt.Errorf("the disk under %s has %d bytes free and opening the store needs at least %d "+
+		"(Badger writes its memtables through memory maps, and a full disk under them kills the process): "+
+		"free space on that filesystem, or move the data directory to a larger one, then start again: %w",
+		dir, free, need, ErrFull)
+}
+
+// checkDiskFree is CheckDiskFree, for the store's own chunk writes.
+func (s *Badger) checkDiskFree(n int64) error { return s.CheckDiskFree(n) }

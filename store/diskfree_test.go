@@ -31,7 +31,7 @@ func TestCheckDiskFreeReadings(t *testing.T) {
 		wantInErr string
 	}{
 		{name: "refused: every check reads again", reserve: gib, free: gib + kib, size: 4 * kib, checks: 5,
-			minReads: 5, wantInErr: "1073742848 bytes free, and the store keeps 1073741824 in reserve"},
+			minReads: 5, wantInErr: "1073742848 bytes free, and the store keeps 1073741824 in reserve (free space on that disk, or set serve --max-size"},
 		{name: "small writes share readings", reserve: gib, free: 100 * gib, size: 4 * kib, checks: 1000,
 			wantOK: true, minReads: 1, maxReads: 500},
 		{name: "own writes count against the reserve", reserve: gib, free: gib + 10*mib, size: mib, checks: 11,
@@ -111,5 +111,58 @@ func TestPutKeepsDiskReserve(t *testing.T) {
 				t.Errorf("%d chunks left after the refused Put", n)
 			}
 		})
+	}
+}
+
+// TestCheckOpenFree checks the free space Open needs before it lets Badger
+// map its memtables (a fake statfs stands in for a full disk): too little
+// is ErrFull naming the directory, the bytes and what to do; a directory
+// not made yet is measured at its nearest existing parent.
+func TestCheckOpenFree(t *testing.T) {
+	existing := t.TempDir()
+	tests := []struct {
+		name      string
+		dir       string
+		free      int64
+		readErr   error
+		wantAt    string // the path statfs is asked about
+		wantInErr string // empty: no error
+	}{
+		{name: "enough", dir: existing, free: 64 * mib, wantAt: existing},
+		{name: "exactly enough", dir: existing, free: 16 * mib, wantAt: existing},
+		{name: "full disk", dir: existing, free: 0, wantAt: existing,
+			wantInErr: "has 0 bytes free and opening the store needs at least 16777216"},
+		{name: "not made yet", dir: existing + "/a/b", free: 4096, wantAt: existing,
+			wantInErr: "free space on that filesystem, or move the data directory"},
+		{name: "statfs fails: Badger reports", dir: existing, readErr: errors.New("EIO"), wantAt: existing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var at string
+			err := checkOpenFree(tt.dir, 16*mib, func(dir string) (int64, error) { at = dir; return tt.free, tt.readErr })
+			if at != tt.wantAt {
+				t.Errorf("statfs of %q, want %q", at, tt.wantAt)
+			}
+			if tt.wantInErr == "" {
+				if err != nil {
+					t.Fatalf("checkOpenFree = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), tt.wantInErr) || !strings.Contains(err.Error(), tt.dir) {
+				t.Fatalf("checkOpenFree = %v, want ErrFull naming %s and saying %q", err, tt.dir, tt.wantInErr)
+			}
+		})
+	}
+}
+
+// TestOpenRefusesWithoutRoomForMemtable opens a store whose memtable could
+// not fit on any disk: Open refuses with ErrFull before Badger maps
+// anything.
+func TestOpenRefusesWithoutRoomForMemtable(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Open(Config{Dir: dir, MemTableSize: 1 << 55})
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "opening the store needs at least") {
+		t.Fatalf("Open with a memtable larger than the disk = %v, want ErrFull", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,5 +104,78 @@ func TestDiskFullTmpfs(t *testing.T) {
 	p.stop(t, 30*time.Second)
 	p = startServer(t, bin, data)
 	check("after restart")
+	p.stop(t, 30*time.Second)
+}
+
+// TestRestartOnFullDisk kills serve, fills its disk to the last byte (as
+// another process on the host would) and starts it again: it must refuse
+// with exit 1 and a message that says the disk is full and what to free
+// (Badger used to die of SIGBUS replaying its memtables, with a runtime
+// stack trace, on every restart), and once space returns it starts with
+// every acknowledged entry intact.
+func TestRestartOnFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	mnt := mountTmpfs(t, "64m")
+	data := filepath.Join(mnt, "data")
+	bin := buildBinary(t)
+	p := startServer(t, bin, data)
+	acked := map[string]string{}
+	for i := uint64(1); i <= 8; i++ {
+		key := fmt.Sprintf("%064x", i)
+		h := sha256.New()
+		io.Copy(h, newGen(i, 100<<10))
+		req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+key, newGen(i, 100<<10))
+		req.ContentLength = 100 << 10
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("upload %d: %d", i, resp.StatusCode)
+		}
+		acked[key] = hex.EncodeToString(h.Sum(nil))
+	}
+	p.kill() // its memtable is replayed at the next start
+
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break // ENOSPC: the disk is full
+		}
+	}
+	f.Close()
+
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json",
+		"--wasm-cache", testWasmCache(t))
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("serve on a full disk: exit %d (%v), want 1:\n%.3000s", code, err, out)
+	}
+	for _, want := range []string{"bytes free and opening the store needs at least", "free space on that filesystem"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("serve on a full disk does not say %q:\n%.3000s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "SIGBUS") || strings.Contains(string(out), "goroutine ") {
+		t.Errorf("serve on a full disk crashed:\n%.3000s", out)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	p = startServer(t, bin, data)
+	for key, sum := range acked {
+		if status, got := getSum(t, p.url+"/v1/default/entries/"+key); status != 200 || got != sum {
+			t.Errorf("entry %s after space returned: GET %d sha256 %s, want 200 %s", key, status, got, sum)
+		}
+	}
 	p.stop(t, 30*time.Second)
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -141,4 +143,57 @@ func TestServeSurvivesSIGHUPWithNothingToReload(t *testing.T) {
 		t.Fatalf("healthz after SIGHUP: %d", resp.StatusCode)
 	}
 	p.stop(t, time.Minute)
+}
+
+// TestServeSurvivesSIGHUPDuringStart sends SIGHUP while serve is still
+// starting (its first log line is out, its store not yet open): it must
+// not die of it (SIGHUP's default action, exit 129 with no word, as it did
+// until the reload loop ran), but start, serve and answer the reload.
+func TestServeSurvivesSIGHUPDuringStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"),
+		"--log-format", "json", "--log-level", "info", "--wasm-cache", testWasmCache(t))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout syncBuffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var logs syncBuffer
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() { // the first line: serve is past its flags, before its store
+		t.Fatalf("serve wrote nothing to stderr: %v", sc.Err())
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	logs.Write(append(sc.Bytes(), '\n'))
+	ended := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+			logs.Write(append(sc.Bytes(), '\n'))
+		}
+		close(ended)
+	}()
+	waitFor(t, "serve to start and answer the SIGHUP", func() bool {
+		select {
+		case <-ended:
+			_ = cmd.Wait()
+			t.Fatalf("serve ended on a SIGHUP during its start (%v):\n%s", cmd.ProcessState, logs.String())
+		default:
+		}
+		return strings.Contains(stdout.String(), "serving on") && strings.Contains(logs.String(), "nothing to reload")
+	})
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-ended
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v\n%s", err, logs.String())
+	}
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cachesvc/cachesvc/api"
@@ -106,22 +104,22 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 // bad plugin directory the plugins, a bad namespaces file the quotas.
 // With nothing to reload, SIGHUP is logged and ignored: its default action
 // would end the process with no graceful shutdown, and logrotate and
-// config tools send it routinely.
-func reloadOnSIGHUP(ctx context.Context, log *slog.Logger, g *auth.Guard, reloads ...func(context.Context)) {
+// config tools send it routinely. hup is the channel signal.Notify delivers
+// SIGHUP to, set up by the caller before its start began, so that one sent
+// meanwhile is not the end of the process but a reload as soon as this
+// runs; the caller stops it.
+func reloadOnSIGHUP(ctx context.Context, hup <-chan os.Signal, log *slog.Logger, g *auth.Guard, reloads ...func(context.Context)) {
 	if g == nil && len(reloads) == 0 {
 		reloads = append(reloads, func(context.Context) {
 			log.Info("SIGHUP: nothing to reload (no --tokens, --namespaces or --plugins); still serving")
 		})
 	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
 	go func() {
-		defer signal.Stop(ch)
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-ch:
+			case <-hup:
 				if g != nil {
 					_ = g.Reload() // it logs the outcome
 				}

@@ -9,8 +9,10 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -49,6 +51,9 @@ type serveOptions struct {
 	LogFormat     string
 	LogLevel      string
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long serve goes on serving after SIGTERM, with
+	// /readyz failing, before it stops accepting (drain.go).
+	ShutdownDelay time.Duration
 	PprofAddr     string
 	Plugins       pluginOptions   // plugin.go
 	Security      securityOptions // security.go
@@ -89,7 +94,22 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 		return usagef("%s", err)
 	}
 	sio.markDaemon() // interrupt.go
-	return serve(ctx, o, sio, logger, nil)
+	err = serve(ctx, o, sio, logger, nil)
+	var ue *usageError
+	if err != nil && ctx.Err() != nil {
+		// SIGTERM or SIGINT cut the start short: a stop asked for, not a
+		// failure to page anyone about (the exit status says which
+		// signal).
+		logger.Info("stopped while starting", "cause", err)
+		return err
+	}
+	if err != nil && !errors.As(err, &ue) {
+		// In the log's own format too: with --log-format json a log
+		// shipper could not parse the plain "cachesvc serve: ..." line
+		// that main prints, the one that says why the process ended.
+		logger.Error("serve failed", "err", err)
+	}
+	return err
 }
 
 // parseServeFlags parses and checks the serve flags, resolving the values
@@ -110,6 +130,7 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	// context.WithTimeout takes a negative grace as an expired one, so -1s
 	// would quietly mean 0: refused rather than guessed.
 	durationVar(fs, &o.ShutdownGrace, "shutdown-grace", 30*time.Second, 0, "0 (abort in-flight requests at once) or more, e.g. 30s", "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once; negative is refused)")
+	durationVar(fs, &o.ShutdownDelay, "shutdown-delay", 0, 0, "0 (stop accepting at once) or more, e.g. 10s", "after SIGTERM, go on serving this long with /readyz answering 503 shutting_down (and every response closing its connection), so that a load balancer stops sending before the listener closes; then --shutdown-grace applies (0: no delay; a second SIGTERM or SIGINT ends the delay)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
 	fs.IntVar(&o.Plugins.MemoEntries, "signature-memo-entries", keying.DefaultMemoEntries, "signature digests whose keys are remembered, at most 16 MiB of results, kept in <data>/signature-memo across restarts (digest-first lookups answer from them); 0 turns the memo off")
@@ -268,12 +289,21 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("invalid --log-format %q: use text, json or auto", format)
 }
 
-// serve opens the store, serves the API on o.Addr until ctx ends, then shuts
-// down: it stops accepting, lets in-flight requests finish for up to
-// o.ShutdownGrace, aborts the rest (an aborted upload stores nothing) and
-// closes the store. ready, if non-nil, is called with the bound address once
-// the server accepts connections.
+// serve opens the store (answering probes with "starting" meanwhile),
+// serves the API on o.Addr until ctx ends, then shuts down: it serves on
+// for o.ShutdownDelay with /readyz failing, stops accepting, lets in-flight
+// requests finish for up to o.ShutdownGrace, aborts the rest (an aborted
+// upload stores nothing), gives the write-behind queue what is left of the
+// grace to upload, and closes the store. ready, if non-nil, is called with
+// the bound address once the server accepts connections.
 func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, ready func(addr string)) (err error) {
+	// SIGHUP's default action ends the process at once. Opening a large
+	// store or reaching the bucket takes seconds, and a reload sent then
+	// (systemctl reload, a config tool) killed serve with exit 129 and no
+	// word: catch it first; the reload loop answers it once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// Tokens, TLS files and signing key first: a bad file, or serving
 	// without auth beyond loopback, stops serve before anything opens.
 	var sec api.Config
@@ -297,6 +327,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	// Until the API serves, probes get an answer (starting.go).
+	starting := answerWhileStarting(ln, sec.TLS, logger)
+	defer starting.stop() // a start that fails ends it too
 	// The profiling listener too, before anything is announced: a script
 	// that reads the "serving on" line must not see a start that then
 	// fails on a taken --pprof-addr.
@@ -429,14 +462,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
 	}
-	reloadOnSIGHUP(ctx, logger, sec.Auth, reloads...) // security.go
-	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
-	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
-	if o.S3.enabled() {
-		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
-		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
-	}
-
+	reloadOnSIGHUP(ctx, hup, logger, sec.Auth, reloads...) // security.go
 	var redis *redisListener
 	if rln != nil {
 		if redis, err = o.Redis.start(rln, srv, acfg, keyer, logger); err != nil { // redis.go
@@ -444,13 +470,25 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		// The store closes after this: no command may outlive it.
 		defer redis.shutdown(context.Background(), logger)
+	}
+	// The API takes the listener over before "serving on" is printed: a
+	// script that waits for that line must not get a 503 "starting".
+	starting.stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
+	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
+	if o.S3.enabled() {
+		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
+		logger.Info("shared tier", "endpoint", o.S3.Endpoint, "bucket", o.S3.Bucket, "prefix", o.S3.Prefix, "write_mode", o.WriteMode)
+	}
+
+	if redis != nil {
 		fmt.Fprintf(sio.Stdout, "redis protocol on redis://%s (namespace %s)\n", displayAddr(rln.Addr()), o.Redis.Namespace)
 		logger.Info("redis protocol listener", "addr", rln.Addr().String(), "namespace", o.Redis.Namespace,
 			"max_value", o.Redis.MaxValue, "max_conns", o.Redis.MaxConns)
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	if member != nil {
 		member.start()
 	}
@@ -463,6 +501,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	drainFirst(srv, o.ShutdownDelay, logger) // drain.go
 	logger.Info("shutting down", "grace", o.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
@@ -472,6 +511,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		logger.Warn("shutdown incomplete", "err", err)
 	}
 	<-rdone
+	if stores.tiered != nil {
+		flushUploads(sctx, stores.tiered, logger) // drain.go
+	}
 	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Warn("serve ended", "err", err)
 	}

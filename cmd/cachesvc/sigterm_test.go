@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,13 @@ func TestSIGTERMFinishesOrDiscardsUploads(t *testing.T) {
 	}
 	pwDone, done := start(finishing)
 	pwStall, stall := start(stalled)
+	// Both handlers must be reading their bodies before the SIGTERM: a
+	// connection whose request the server has not read yet is idle to
+	// the shutdown, which closes it (the client then sees its body pipe
+	// closed, a flake under load).
+	for metricSum(t, p, "cachesvc_bytes_in_total") < 2<<20 {
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -83,6 +91,77 @@ func TestSIGTERMFinishesOrDiscardsUploads(t *testing.T) {
 	}
 	if status, _ := getSum(t, p.url+"/v1/default/entries/"+stalled); status != 404 {
 		t.Errorf("aborted upload after restart: %d, want 404", status)
+	}
+	p.stop(t, 30*time.Second)
+}
+
+// TestSIGTERMShutdownDelay sends SIGTERM to `cachesvc serve
+// --shutdown-delay`: during the delay the server still answers every
+// request on new connections (a load balancer may still route there), with
+// /readyz 503 shutting_down and /healthz 200; a second SIGTERM ends the
+// delay, and the server exits 0 with the upload made meanwhile kept.
+// Without the delay SIGTERM closed the listener at once: probes and
+// requests alike were refused.
+func TestSIGTERMShutdownDelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	// Long enough that nothing below races it; the second SIGTERM ends it.
+	p := startServer(t, bin, data, "--shutdown-delay", "5m", "--log-level", "info")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // a new connection each time
+	get := func(path string) (int, string) {
+		resp, err := client.Get(p.url + path)
+		if err != nil {
+			t.Fatalf("GET %s during the shutdown delay: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for status, _ := get("/readyz"); status != http.StatusOK; status, _ = get("/readyz") {
+		time.Sleep(10 * time.Millisecond) // the built-in plugins are loading
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (without a deadline of our own) for the signal to be handled.
+	for !strings.Contains(p.stderr.String(), "draining") {
+		select {
+		case <-p.exited:
+			t.Fatalf("serve exited during its shutdown delay:\n%s", p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if status, body := get("/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "shutting_down") {
+		t.Errorf("/readyz during the shutdown delay: %d %s, want 503 shutting_down", status, body)
+	}
+	if status, _ := get("/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz during the shutdown delay: %d, want 200", status)
+	}
+	key := fmt.Sprintf("%064x", 7)
+	req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+key, strings.NewReader("exe"))
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT during the shutdown delay: %v %v, want 201", resp, err)
+	}
+	resp.Body.Close()
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a second SIGTERM did not end the shutdown delay")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM:\n%s", code, p.stderr.String())
+	}
+	p = startServer(t, bin, data)
+	if status, _ := getSum(t, p.url+"/v1/default/entries/"+key); status != 200 {
+		t.Errorf("upload made during the shutdown delay, after restart: %d, want 200", status)
 	}
 	p.stop(t, 30*time.Second)
 }

@@ -5,8 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +53,24 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
+// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestBehindOutage: with S3 stopped, write-behind Puts succeed into the
 // queue, and entries the small hot tier evicts before their upload are
 // still served (from the queue's copy). The queue is then snapshotted as a
@@ -59,7 +81,8 @@ func TestBehindOutage(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	dir := t.TempDir()
 	const size = 1 << 20
-	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size})
+	var logsA, logsA2 lockedBuffer // the uploaders log while the test reads
+	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size, logger: slog.New(slog.NewJSONHandler(&logsA, nil))})
 	srv.Stop()
 	sizes := []int{4 << 10, size, size, size, size, 0}
 	keys := make([]store.Key, len(sizes))
@@ -80,10 +103,17 @@ func TestBehindOutage(t *testing.T) {
 	}
 	snapshot := copyDir(t, dir+"-queue")
 	a.Close()
+	// The operator learns what stays queued, and that it is not lost.
+	if l := logsA.String(); !strings.Contains(l, "upload queue not empty at shutdown") || !strings.Contains(l, `"entries":6`) {
+		t.Errorf("closing with 6 entries queued logs no word of them:\n%s", l)
+	}
 
 	srv.Restart(t)
-	a2 := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, queueDir: snapshot})
+	a2 := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, queueDir: snapshot, logger: slog.New(slog.NewJSONHandler(&logsA2, nil))})
 	defer a2.Close()
+	if l := logsA2.String(); !strings.Contains(l, "upload queue resumed") || !strings.Contains(l, `"entries":6`) {
+		t.Errorf("opening a queue of 6 entries logs no word of them:\n%s", l)
+	}
 	waitFor(t, 30*time.Second, "the queue did not drain", func() bool { return a2.Stats().QueueEntries == 0 })
 	if st := a2.Stats(); st.Uploaded != int64(len(sizes)) || st.QueueBytes != 0 || !st.OldestQueued.IsZero() {
 		t.Fatalf("Stats after draining = %+v", st)
@@ -172,5 +202,80 @@ func TestBehindConflict(t *testing.T) {
 	}
 	if got, err := read(t, a, key, 0, -1); err != nil || !bytes.Equal(got, winner) {
 		t.Fatalf("read after the conflict: %d bytes, %v; want the fleet's bytes", len(got), err)
+	}
+}
+
+// TestBehindFlush: Flush with S3 down returns when its context ends and
+// keeps every entry queued; once S3 is back, Flush wakes the uploaders out
+// of the backoff that the outage built up and returns with the queue empty
+// and every entry in the bucket, well before that backoff would have ended.
+func TestBehindFlush(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	a := newReplica(t, srv, bucket, t.TempDir(), opts{mode: tiered.ModeBehind})
+	defer a.Close()
+	srv.Stop()
+	keys := []store.Key{storetest.KeyOf("f1"), storetest.KeyOf("f2"), storetest.KeyOf("f3")}
+	for i, k := range keys {
+		put(t, a, k, storetest.Data(uint64(i), 10<<10))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := a.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush with S3 down = %v, want the context's deadline", err)
+	}
+	if n := a.Stats().QueueEntries; n != int64(len(keys)) {
+		t.Fatalf("after a Flush cut short, %d entries queued, want %d", n, len(keys))
+	}
+	// Let the backoff grow past what the wait below allows: after 8
+	// retries each, both uploaders wait 12.8 s before the next.
+	waitFor(t, time.Minute, "the uploaders never retried", func() bool { return a.Stats().UploadRetries >= 16 })
+	srv.Restart(t)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel2()
+	if err := a.Flush(ctx2); err != nil {
+		t.Fatalf("Flush with S3 back = %v, want nil; stats %+v", err, a.Stats())
+	}
+	b := newReplica(t, srv, bucket, t.TempDir(), opts{})
+	defer b.Close()
+	for i, k := range keys {
+		if got, err := read(t, b, k, 0, -1); err != nil || !bytes.Equal(got, storetest.Data(uint64(i), 10<<10)) {
+			t.Fatalf("entry %d not in the bucket after Flush: %d bytes, %v", i, len(got), err)
+		}
+	}
+}
+
+// countingReader counts what is read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// TestBehindQueueKeepsDiskReserve puts an entry into the write-behind
+// queue of a hot tier whose free-disk reserve no disk has: the queue
+// refuses (store.ErrFull) before it has copied the body, instead of filling
+// the disk under Badger's memory maps with its copy first and leaving the
+// refusal to the hot tier's Put, and nothing stays queued.
+func TestBehindQueueKeepsDiskReserve(t *testing.T) {
+	srv := s3test.Start(t)
+	a := newReplica(t, srv, srv.NewBucket(t), t.TempDir(), opts{mode: tiered.ModeBehind, minFreeDisk: 1 << 60})
+	defer a.Close()
+	const size = 4 << 20
+	body := &countingReader{r: bytes.NewReader(storetest.Data(1, size))}
+	_, err := a.Put(context.Background(), "default", storetest.KeyOf("big"), body, store.PutOptions{Size: size})
+	if !errors.Is(err, store.ErrFull) || !strings.Contains(err.Error(), "upload queue") {
+		t.Fatalf("Put over the reserve = %v, want ErrFull from the upload queue", err)
+	}
+	if body.n >= size {
+		t.Errorf("the queue read all %d bytes of the body before refusing", body.n)
+	}
+	if st := a.Stats(); st.QueueEntries != 0 || st.QueueBytes != 0 {
+		t.Errorf("after the refusal: %d entries, %d bytes queued", st.QueueEntries, st.QueueBytes)
 	}
 }

@@ -87,6 +87,8 @@ type queue struct {
 	reserved int               // entries being written
 	seq      uint64
 	wake     chan struct{}
+	hurry    chan struct{} // closed by Flush (flush.go)
+	hurried  sync.Once
 }
 
 func openQueue(s *Store, dir string) (*queue, error) {
@@ -96,7 +98,7 @@ func openQueue(s *Store, dir string) (*queue, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open upload queue: %w", err)
 	}
-	q := &queue{s: s, dir: dir, items: make(map[string]*qitem), wake: make(chan struct{}, 1)}
+	q := &queue{s: s, dir: dir, items: make(map[string]*qitem), wake: make(chan struct{}, 1), hurry: make(chan struct{})}
 	names, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open upload queue: %w", err)
@@ -379,6 +381,7 @@ func (q *queue) write(ctx context.Context, seq uint64, ns string, key store.Key,
 			_ = os.Remove(tmpBody)
 			_ = os.Remove(tmpRec)
 			q.removeFiles(seq)
+			err = diskFull(q.dir, err)
 		}
 	}()
 	f, err := os.OpenFile(tmpBody, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -459,6 +462,10 @@ func (w *queueWriter) Write(p []byte) (int, error) {
 		}
 		*w.reserved += more
 	}
+	if err := w.q.s.checkDisk(len(p)); err != nil { // diskfull.go
+		w.err = err
+		return 0, err
+	}
 	return w.w.Write(p)
 }
 
@@ -521,12 +528,14 @@ func (q *queue) uploader() {
 		q.release(it, false)
 		q.s.n.uploadRetries.Add(1)
 		backoff = min(max(2*backoff, minBackoff), maxBackoff)
+		wait, hurry := q.backoff(backoff)
 		q.s.log.Warn("upload to the shared tier failed; retrying", "namespace", it.rec.Namespace, "key", it.rec.Key,
-			"backoff", backoff, "err", err)
+			"backoff", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-hurry:
+		case <-time.After(wait):
 		}
 	}
 }

@@ -280,6 +280,12 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("new tiered store: %w", err)
 		}
 		s.q = q
+		if n, b, oldest := q.depth(); n > 0 {
+			// Left by the last process (stopped, or killed) before they
+			// reached the bucket: say that they are not lost.
+			s.log.Info("upload queue resumed: entries the last process left are uploaded now",
+				"dir", cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339))
+		}
 		q.start()
 	}
 	if cfg.ProbeInterval > 0 {
@@ -410,6 +416,13 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	var qerr error
 	if s.q != nil {
+		if n, b, oldest := s.q.depth(); n > 0 {
+			// Kept on this replica's disk only: the operator must know
+			// not to wipe it (a pod's emptyDir, a reimaged host) before
+			// the next start uploads them.
+			s.log.Warn("upload queue not empty at shutdown: these entries are on this replica's disk only, and are uploaded when it starts again on the same data directory",
+				"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339))
+		}
 		qerr = s.q.close()
 	}
 	s.mu.Lock()

@@ -62,13 +62,15 @@ type opts struct {
 	maxQueueBytes    int64
 	probe            time.Duration // default: no probe
 	observe          func(tiered.Event)
+	logger           *slog.Logger // the tiered store's; default quiet
+	minFreeDisk      int64        // the hot tier's free-disk reserve; 0: its default
 }
 
 func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *replica {
 	t.Helper()
 	r := &replica{rt: &counter{next: http.DefaultTransport}}
 	hot, err := store.Open(store.Config{
-		Dir: dir, MaxBytes: o.hotMax, MaxEntryBytes: o.entryMax, Logger: quiet,
+		Dir: dir, MaxBytes: o.hotMax, MaxEntryBytes: o.entryMax, Logger: quiet, MinFreeDisk: o.minFreeDisk,
 		OnEvict: func(store.Meta, string) { r.evictions.Add(1) },
 	})
 	if err != nil {
@@ -92,10 +94,13 @@ func newReplica(t testing.TB, srv *s3test.Server, bucket, dir string, o opts) *r
 	if o.probe == 0 {
 		o.probe = -1
 	}
+	if o.logger == nil {
+		o.logger = quiet
+	}
 	ts, err := tiered.New(tiered.Config{
 		Hot: hot, Shared: shared, Mode: o.mode, SpoolDir: dir + "-spool",
 		QueueDir: o.queueDir, MaxQueueEntries: o.maxQueueEntries, MaxQueueBytes: o.maxQueueBytes,
-		ProbeInterval: o.probe, Observe: o.observe, Logger: quiet,
+		ProbeInterval: o.probe, Observe: o.observe, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)
