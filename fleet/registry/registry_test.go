@@ -203,9 +203,22 @@ func TestHeartbeatOutage(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatalf("close: %v", err)
 	}
+	// The outage of several failed heartbeats is one warning, then one
+	// recovery. A loaded machine may see the restarted server fail one more
+	// heartbeat: that is a new outage, a warning and a recovery again, never
+	// a warning repeated without a recovery between.
 	lines := logs.lines()
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "WARN heartbeat failed") || !strings.HasPrefix(lines[1], "INFO shared tier reachable again") {
-		t.Errorf("logs %q, want one warning and one recovery", lines)
+	if len(lines) < 2 {
+		t.Fatalf("logs %q, want a warning and a recovery", lines)
+	}
+	for i, l := range lines {
+		want := "WARN heartbeat failed"
+		if i%2 == 1 {
+			want = "INFO shared tier reachable again"
+		}
+		if !strings.HasPrefix(l, want) {
+			t.Errorf("log line %d %q, want %q…: an outage must log one warning, then one recovery (all: %q)", i, l, want, lines)
+		}
 	}
 	st, err := readStatus(context.Background(), b, b.ReplicaObject("a"))
 	if err != nil || st.State != wire.ReplicaStopping {
