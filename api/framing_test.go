@@ -13,7 +13,8 @@ import (
 
 // TestUnknownBodyLengthRefused sends uploads whose body length a proxy in
 // front could frame otherwise than the server (RFC 9112, 6.3): a
-// Transfer-Encoding other than chunked alone. Each gets its error and a closed connection, nothing is stored,
+// Transfer-Encoding other than chunked alone, or a chunk size that fails to
+// parse. Each gets its error and a closed connection, nothing is stored,
 // and the bytes after it, a request of their own, never run.
 func TestUnknownBodyLengthRefused(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
@@ -38,6 +39,9 @@ func TestUnknownBodyLengthRefused(t *testing.T) {
 		{"two lines", "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", chunked + smuggled, 400, "bad_request"},
 		{"empty", "Transfer-Encoding: \r\n", chunked + smuggled, 400, "bad_request"},
 		{"gzip", "Transfer-Encoding: gzip, chunked\r\n", chunked + smuggled, 501, "unsupported_transfer_encoding"},
+		// The size fails after 16 hex digits and leaves "5\r\n", a valid
+		// chunk: draining from there would run the request after it.
+		{"chunk size overflow", "Transfer-Encoding: chunked\r\n", "10000000000000005\r\nhello\r\n0\r\n\r\n" + smuggled, 400, "incomplete_body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := keyOf("unknown-length-" + tc.name)
