@@ -63,6 +63,8 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		r.Store = wire.StoreUsage{Entries: own.Entries, Bytes: own.Bytes, MaxBytes: r.Store.MaxBytes,
 			Namespaces: []wire.NamespaceUsage{own}}
 		r.Snapshot.StoreCounters = wire.Global{MaxBytes: r.Snapshot.StoreCounters.MaxBytes}
+		h, w := g.leases.CountsIn(ns)
+		r.Leases = wire.LeaseCounts{Held: int64(h), Waiting: int64(w)}
 	}
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)
 	if g.shared != nil {

@@ -557,20 +557,6 @@ func (t *Table) Close() {
 	clear(t.waitersNS)
 }
 
-// Counts returns the number of live (unexpired) leases this table granted
-// and of parked waiters, for metrics.
-func (t *Table) Counts() (held, waiting int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	for _, s := range t.slots {
-		if s.holder != "" && !s.remote && now.Before(s.expires) {
-			held++
-		}
-	}
-	return held, t.waiters
-}
-
 // endLocked ends the slot's lease and wakes its waiters with o.
 func (t *Table) endLocked(id slotID, s *slot, o Outcome) {
 	if s.holder != "" && !s.remote {
