@@ -200,6 +200,10 @@ func (e *exportStream) Close() error {
 	return nil
 }
 
+// maxFailureName and maxFailureMessage bound, in runes, the member name and
+// the message of each failure an import answer lists.
+const maxFailureName, maxFailureMessage = 200, 400
+
 // handleImport serves POST /v1/{ns}/import: an application/x-tar body in
 // the export format (GET /v1/{ns}/export), read one member at a time and
 // streamed into the store, keeping each entry's writer, run, created time,
@@ -219,10 +223,14 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 	body := bodyStream(c, 0, func(n int) { g.bytesIn.Add(float64(n)) })
 	tr := tar.NewReader(body)
 	res := wire.ImportResult{Namespace: ns, Failures: []wire.ImportFailure{}}
+	// A member's name may be a PAX record of up to a megabyte, quoted in
+	// its message: both are cut, or MaxImportFailures of them would hold
+	// (and answer) gigabytes once JSON-escaped.
 	fail := func(member string, e *Error) {
 		res.Failed++
 		if len(res.Failures) < wire.MaxImportFailures {
-			res.Failures = append(res.Failures, wire.ImportFailure{Member: member, Code: e.Code, Message: e.Message})
+			res.Failures = append(res.Failures, wire.ImportFailure{Member: wire.OneLine(member, maxFailureName),
+				Code: e.Code, Message: wire.OneLine(e.Message, maxFailureMessage)})
 		}
 	}
 	// stopped logs the end of an import cut short; at names the member's
@@ -272,7 +280,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			return stopped(body.Err())
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
-				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", h.Name, res.Imported))
+				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", wire.OneLine(h.Name, maxFailureName), res.Imported))
 		// A member no retry can store, one that can never fit included, is
 		// listed as failed and the import goes on, so that a rerun gets past it.
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),

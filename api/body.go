@@ -29,6 +29,11 @@ var errBodyTimeout = fmt.Errorf("%w: it stalled past the server's read timeout",
 // end, so the connection can carry another request.
 const bodyDoneKey = "cachesvc.body_done"
 
+// bodyBrokenKey marks, in fiber Locals, that reading the request body failed
+// mid-stream (a malformed chunk, a read error): where the body ends is then
+// unknown, so the connection must close rather than be drained.
+const bodyBrokenKey = "cachesvc.body_broken"
+
 // prefetchBytes is how much of a streamed body fasthttp reads with the
 // headers; a body this small is always fully in memory.
 const prefetchBytes = 8 << 10
@@ -102,6 +107,15 @@ func closeIfBodyUnread(c *fiber.Ctx) {
 	if done, _ := c.Locals(bodyDoneKey).(bool); done {
 		return
 	}
+	if broken, _ := c.Locals(bodyBrokenKey).(bool); broken {
+		// Draining would go on parsing from wherever the bad chunk left
+		// the stream ("10000000000000005" fails after 16 digits and leaves
+		// "5\r\n...", a valid chunk): the bytes after it, which a proxy in
+		// front may have framed otherwise, would run as the next request.
+		c.Response().Header.SetConnectionClose()
+		lingerOnClose(c.Context().Conn())
+		return
+	}
 	cl := req.Header.ContentLength()
 	if cl >= 0 && cl <= prefetchBytes {
 		return
@@ -132,6 +146,7 @@ func bodyStream(c *fiber.Ctx, limit int64, count func(int)) *bodyReader {
 		limit: limit,
 		count: count,
 		done:  func() { c.Locals(bodyDoneKey, true) },
+		broke: func() { c.Locals(bodyBrokenKey, true) },
 	}
 	if tc, ok := c.Context().Conn().(*trackedConn); ok {
 		br.peerClosed = tc.sawEOF.Load
@@ -149,6 +164,7 @@ type bodyReader struct {
 	eof   bool
 	count func(int)
 	done  func()
+	broke func() // the stream itself failed: its end is unknown
 	// peerClosed reports whether the client closed the connection; a chunked
 	// body that "ends" after that was cut short (fasthttp does not tell).
 	peerClosed func() bool
@@ -186,6 +202,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		}
 		return n, io.EOF
 	case err != nil:
+		if b.broke != nil {
+			b.broke()
+		}
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			b.err = fmt.Errorf("%w after %d bytes (send the body faster than serve --min-transfer-rate); nothing was stored", errBodyTimeout, b.n)
 			return n, b.err

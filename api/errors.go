@@ -208,32 +208,40 @@ func (s *Server) catchUnknownMethods() {
 	}
 }
 
-// refuseTransferCodings answers a request whose Transfer-Encoding names a
-// coding besides chunked ("gzip, chunked") with 501, as RFC 9112 asks of a
-// coding the server does not implement. fasthttp reads any such body as
-// plain chunked and rewrites the header to "chunked", so the compressed
-// bytes would otherwise be stored as the executable. As the middleware
-// would, it logs and counts the request (route unmatched: it was answered
-// before routing).
+// refuseTransferCodings answers a request whose Transfer-Encoding is
+// anything but chunked alone. A coding besides chunked ("gzip, chunked")
+// gets 501, as RFC 9112 asks of a coding the server does not implement:
+// fasthttp reads any such body as plain chunked and rewrites the header to
+// "chunked", so the compressed bytes would otherwise be stored as the
+// executable. Codings that leave the length unknown ("identity", which
+// fasthttp reads as no body at all, "chunked, identity", "chunked" twice,
+// an empty value) get 400, as RFC 9112 section 6.3 asks: a proxy in front
+// may frame such a body otherwise, and fasthttp would run its bytes as the
+// next request. Either way the connection closes after the answer. As the
+// middleware would, it logs and counts the request (route unmatched: it was
+// answered before routing).
 func (s *Server) refuseTransferCodings() {
 	fh := s.app.Server()
 	next := fh.Handler
 	fh.Handler = func(fctx *fasthttp.RequestCtx) {
-		// Only a chunked body can carry another coding: the rest (every
-		// GET) skip the scan of the raw headers.
-		if fctx.Request.Header.ContentLength() != -1 {
+		// A positive Content-Length (every upload that is not chunked)
+		// means fasthttp saw no coding it acts on (one beside it is
+		// ambiguousFraming's 400). "identity" alone reads as an empty
+		// body (length 0, or -2 on a GET), so those are scanned.
+		if fctx.Request.Header.ContentLength() > 0 {
 			next(fctx)
 			return
 		}
-		coding := otherTransferCoding(fctx.Request.Header.RawHeaders())
-		if coding == "" {
+		err := transferCodingError(fctx.Request.Header.RawHeaders())
+		if err == nil {
 			next(fctx)
 			return
 		}
 		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
-		err := Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", coding)
+		c.Response().Header.SetConnectionClose()
+		lingerOnClose(fctx.Conn())
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
@@ -243,22 +251,36 @@ func (s *Server) refuseTransferCodings() {
 	}
 }
 
-// otherTransferCoding returns the value of a Transfer-Encoding header in
-// raw (the request's header lines as received) that names a coding other
-// than chunked or identity, and "" when there is none.
-func otherTransferCoding(raw []byte) string {
+// transferCodingError returns the error for the Transfer-Encoding lines of
+// raw (the request's header lines as received), all taken together, or nil
+// when there are none or they say chunked alone, in any case.
+func transferCodingError(raw []byte) error {
+	var codings [][]byte
+	var values []string
 	for name, value := range headerLines(raw) {
 		if !bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderTransferEncoding)) {
 			continue
 		}
+		values = append(values, string(bytes.TrimSpace(value)))
 		for coding := range bytes.SplitSeq(value, []byte{','}) {
-			coding = bytes.TrimSpace(coding)
-			if len(coding) > 0 && !bytes.EqualFold(coding, []byte("chunked")) && !bytes.EqualFold(coding, []byte("identity")) {
-				return string(bytes.TrimSpace(value))
+			if coding = bytes.TrimSpace(coding); len(coding) > 0 {
+				codings = append(codings, coding)
 			}
 		}
 	}
-	return ""
+	if values == nil {
+		return nil
+	}
+	all := strings.Join(values, ", ")
+	for _, coding := range codings {
+		if !bytes.EqualFold(coding, []byte("chunked")) && !bytes.EqualFold(coding, []byte("identity")) {
+			return Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", all)
+		}
+	}
+	if len(codings) != 1 || !bytes.EqualFold(codings[0], []byte("chunked")) {
+		return Errorf(http.StatusBadRequest, "bad_request", "Transfer-Encoding %.60q leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.", all)
+	}
+	return nil
 }
 
 // methodLabel returns the method label of a request answered before

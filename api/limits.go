@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -84,8 +85,13 @@ func (l Limits) withDefaults() Limits {
 // security is the server's limiters and the metrics of what auth and
 // limits refuse.
 type security struct {
-	rates        *limit.Rates
-	uploads      *limit.Gate
+	rates   *limit.Rates
+	uploads *limit.Gate
+	// uploadsMu guards uploadsBy, the upload places each identity holds
+	// (uploadShare).
+	uploadsMu    sync.Mutex
+	uploadsBy    map[string]int
+	maxUploads   int
 	authFailures *prometheus.CounterVec
 	rejected     *prometheus.CounterVec
 }
@@ -94,8 +100,10 @@ type security struct {
 // carries a token or a token name.
 func newSecurity(cfg *Config) (*security, error) {
 	sec := &security{
-		rates:   limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
-		uploads: limit.NewGate(cfg.Limits.MaxConcurrentUploads),
+		rates:      limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
+		uploads:    limit.NewGate(cfg.Limits.MaxConcurrentUploads),
+		uploadsBy:  map[string]int{},
+		maxUploads: cfg.Limits.MaxConcurrentUploads,
 		authFailures: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_auth_failures_total",
 			Help: "Requests refused by authentication (unauthenticated: 401) or authorization (forbidden: 403).",
@@ -127,24 +135,67 @@ func (s *Server) limit(r Route) fiber.Handler {
 			return c.Next()
 		}
 		if s.sec.rates.Limited() { // without a limit, no key to build per request
-			who := "addr:" + c.IP()
-			if id, ok := requestIdentity(c); ok && !id.Anonymous {
-				who = "token:" + id.Name
-			}
-			if err := s.rateLimit(c, who); err != nil {
+			if err := s.rateLimit(c, limitIdentity(c)); err != nil {
 				return err
 			}
 		}
 		if r.Upload {
-			if !s.sec.uploads.TryEnter() {
+			who := limitIdentity(c)
+			held, ok := s.sec.enterUpload(who)
+			if !ok {
 				s.sec.rejected.WithLabelValues("uploads").Inc()
 				c.Set(fiber.HeaderRetryAfter, "1")
+				if held > 0 {
+					return Errorf(http.StatusServiceUnavailable, "too_many_uploads",
+						"%s holds %d of this server's %d upload places; the last quarter is kept for other writers: retry in a second, once one of its uploads ends.",
+						strings.TrimPrefix(strings.TrimPrefix(who, "token:"), "addr:"), held, s.cfg.Limits.MaxConcurrentUploads)
+				}
 				return Errorf(http.StatusServiceUnavailable, "too_many_uploads",
 					"The server is receiving %d uploads, its limit; retry in a second.", s.cfg.Limits.MaxConcurrentUploads)
 			}
-			defer s.sec.uploads.Leave()
+			defer s.sec.leaveUpload(who)
 		}
 		return c.Next()
+	}
+}
+
+// limitIdentity is whom the rate and upload limits count a request against:
+// its token's name, or its client address when it has no token.
+func limitIdentity(c *fiber.Ctx) string {
+	if id, ok := requestIdentity(c); ok && !id.Anonymous {
+		return "token:" + id.Name
+	}
+	return "addr:" + c.IP()
+}
+
+// enterUpload takes an upload place for who, or reports how many who holds
+// and false. An identity holding half the places or more may not take one
+// of the last quarter: one token's slow uploads (a 4 GiB entry at
+// --min-transfer-rate takes 18 hours) would otherwise hold every place
+// and refuse every other writer. held is 0 when the gate is simply full.
+func (sec *security) enterUpload(who string) (held int, ok bool) {
+	sec.uploadsMu.Lock()
+	defer sec.uploadsMu.Unlock()
+	if n := sec.maxUploads; n > 0 {
+		held = sec.uploadsBy[who]
+		if free := n - sec.uploads.InUse(); 2*held >= n && free-1 < n/4 {
+			return held, false
+		}
+	}
+	if !sec.uploads.TryEnter() {
+		return 0, false
+	}
+	sec.uploadsBy[who]++
+	return 0, true
+}
+
+// leaveUpload gives back an upload place who took.
+func (sec *security) leaveUpload(who string) {
+	sec.uploadsMu.Lock()
+	defer sec.uploadsMu.Unlock()
+	sec.uploads.Leave()
+	if sec.uploadsBy[who]--; sec.uploadsBy[who] <= 0 {
+		delete(sec.uploadsBy, who)
 	}
 }
 

@@ -106,10 +106,15 @@ func checkReason(field, v string, max int, optional bool) error {
 
 // reporter is who a report comes from, for counting distinct reporters:
 // the token's name when authentication is on, and the client id; without
-// authentication the client id or, without one, the remote address.
+// authentication the client id or, without one, the remote address. A
+// request without a token under the anonymous rule is its address alone:
+// anyone may send it, so a claimed client id proves nothing, and counting
+// it let two anonymous reports quarantine any entry.
 func reporter(c *fiber.Ctx, client string) string {
 	id, ok := requestIdentity(c)
 	switch {
+	case ok && id.Name == auth.AnonymousName:
+		return auth.AnonymousName + "@" + c.IP()
 	case ok && client != "":
 		return id.Name + "/" + client
 	case ok:

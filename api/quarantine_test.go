@@ -244,3 +244,27 @@ func TestQuarantineAfterBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestAnonymousReportersAreAddresses: a request without a token (allowed by
+// the tokens file's anonymous rule) counts as its client address, whatever
+// "client" id its body claims. Counting the claimed id let anyone on the
+// network quarantine any entry of an anonymous namespace with two reports.
+func TestAnonymousReportersAreAddresses(t *testing.T) {
+	srv := secureServer(t, nil, nil)
+	k := entryKey("anonymous-reports")
+	resp := srv.Do("PUT", srv.EntryURL("public", k), strings.NewReader("v"), bearer(tokAdmin)...)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != 201 {
+		t.Fatalf("PUT = %d %s", resp.StatusCode, body)
+	}
+	for i, client := range []string{"a", "b", "c"} {
+		resp := srv.Do("POST", srv.URL+"/v1/public/entries/"+k+"/reports", strings.NewReader(`{"reason":"x","client":"`+client+`"}`), "Content-Type", "application/json")
+		doc := apitest.ReadAll(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("report %d = %d %s", i, resp.StatusCode, doc)
+		}
+		reportIs(i+1, 1, false)(t, doc)
+	}
+	if resp := srv.Do("GET", srv.EntryURL("public", k), nil); resp.StatusCode != 200 {
+		t.Errorf("GET after anonymous reports = %d, want 200", resp.StatusCode)
+	}
+}

@@ -55,7 +55,16 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		Leases:   leaseCounts(g.leases),
 	}
 	if ns != "" {
-		r.Store.Namespaces = []wire.NamespaceUsage{g.namespaceUsage(ns, r.Store.Namespaces)}
+		// A reader of ns alone gets ns's usage, not the whole store's:
+		// the store's bytes and blobs count unique contents, so their
+		// growth would tell an uploader whether another namespace already
+		// held the very bytes it sent. The size limit is configuration.
+		own := g.namespaceUsage(ns, r.Store.Namespaces)
+		r.Store = wire.StoreUsage{Entries: own.Entries, Bytes: own.Bytes, MaxBytes: r.Store.MaxBytes,
+			Namespaces: []wire.NamespaceUsage{own}}
+		r.Snapshot.StoreCounters = wire.Global{MaxBytes: r.Snapshot.StoreCounters.MaxBytes}
+		h, w := g.leases.CountsIn(ns)
+		r.Leases = wire.LeaseCounts{Held: int64(h), Waiting: int64(w)}
 	} else {
 		tracked := make(map[string]bool, len(r.Snapshot.Namespaces))
 		for _, n := range r.Snapshot.Namespaces {

@@ -81,6 +81,9 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 			if w.Outcome() == lease.Closed {
 				return Errorf(http.StatusServiceUnavailable, "shutting_down", "The server is shutting down; entry %s was not written yet.", key)
 			}
+			if w.Outcome() == lease.Displaced {
+				return Errorf(http.StatusNotFound, "not_found", "Entry %s is not written yet and this wait gave its place to another namespace's: namespace %q parks more than half of the server's waiters; compile it yourself.", key, ns)
+			}
 			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
 		case <-expiry.C:
 			if cur, held := g.leases.Holder(ctx, ns, key); held {

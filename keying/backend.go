@@ -1,13 +1,16 @@
 package keying
 
-import "bytes"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // scanBackend finds the string value of the top-level "backend" field of a
 // JSON object without decoding the rest: string values are skipped with
 // bytes.IndexByte, so a 10 MiB module costs one fast pass instead of
 // encoding/json's validate-then-decode. ok is false when the input is not a
 // plain object it understands (an escape in a key or in the backend value,
-// malformed structure, no backend): the caller then falls back to
+// malformed structure, no backend, a backend that is not valid UTF-8): the caller then falls back to
 // encoding/json, which gives the precise error. The last "backend" wins, as
 // in encoding/json.
 func scanBackend(b []byte) (backend string, ok bool) {
@@ -39,7 +42,9 @@ func scanBackend(b []byte) (backend string, ok bool) {
 				return "", false
 			}
 			vend, vesc := stringEnd(b, i)
-			if vend < 0 || vesc {
+			// encoding/json turns invalid UTF-8 into U+FFFD: leave such
+			// a value to it, so that both paths name one backend.
+			if vend < 0 || vesc || !utf8.Valid(b[i+1:vend]) {
 				return "", false
 			}
 			backend, found = string(b[i+1:vend]), true

@@ -23,6 +23,11 @@ var backendSeeds = []string{
 	``,
 	`{"a":"\\\\","backend":"q"}`,
 	`{"a":"\\\"","backend":"q"}`,
+	// encoding/json matches field names regardless of case; the scan, and
+	// every plugin, does not.
+	`{"backend":"a","BACKEND":"b"}`,
+	`{"backend":"a","Backend":"b","\u0078":1}`,
+	`{"Backend":"xla"}`,
 }
 
 // FuzzScanBackend checks that the fast scan, when it answers, agrees with
@@ -77,5 +82,28 @@ func TestScanBackend(t *testing.T) {
 	}
 	if b, err := backendOf([]byte(backendSeeds[7])); err != nil || b != "xla" {
 		t.Errorf("escaped value: %q %v", b, err)
+	}
+}
+
+// TestBackendOfIsCaseSensitive: a signature's backend is its field named
+// exactly "backend", whichever parser reads it. encoding/json, the fallback
+// for signatures the fast scan does not understand (an escape anywhere),
+// matched "BACKEND" too, so one escaped key elsewhere sent a signature to
+// another plugin than the same signature without it.
+func TestBackendOfIsCaseSensitive(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+	}{
+		{`{"backend":"passthrough","BACKEND":"xla"}`, "passthrough"},
+		{`{"backend":"passthrough","BACKEND":"xla","\u0078":1}`, "passthrough"},
+		{`{"Backend":"xla","backend":"passthrough","\u0078":{"backend":"inner"}}`, "passthrough"},
+		{`{"back\u0065nd":"xla","Backend":"passthrough"}`, "xla"},
+		{`{"Backend":"xla"}`, ""},
+		{`{"Backend":"xla","\u0078":1}`, ""},
+	} {
+		got, err := backendOf([]byte(tt.in))
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("backendOf(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
 	}
 }

@@ -20,6 +20,7 @@
 package keying
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -424,7 +425,11 @@ func backendOf(signature []byte) (string, error) {
 	return backendOfSlow(signature)
 }
 
-// backendOfSlow is backendOf through encoding/json.
+// backendOfSlow is backendOf through encoding/json, whose errors are
+// precise. encoding/json matches a field name regardless of case, so the
+// value is then taken from the last field named exactly "backend"
+// (exactBackend): as the fast scan does, and as every plugin reads it, so
+// that an escape elsewhere in a signature never changes its backend.
 func backendOfSlow(signature []byte) (string, error) {
 	var s struct {
 		Backend *json.RawMessage `json:"backend"`
@@ -436,14 +441,54 @@ func backendOfSlow(signature []byte) (string, error) {
 		}
 		return "", &Error{Kind: ErrMalformed, Message: "signature is not valid JSON: " + err.Error(), Err: err}
 	}
-	if s.Backend == nil {
-		return "", &Error{Kind: ErrMalformed, Message: "signature has no \"backend\" field"}
+	raw, found := exactBackend(signature)
+	if !found {
+		return "", &Error{Kind: ErrMalformed, Message: "signature has no \"backend\" field (field names are case-sensitive)"}
 	}
 	var b string
-	if err := json.Unmarshal(*s.Backend, &b); err != nil || b == "" {
+	if err := json.Unmarshal(raw, &b); err != nil || b == "" {
 		return "", &Error{Kind: ErrMalformed, Message: "signature field \"backend\" must be a non-empty string"}
 	}
 	return b, nil
+}
+
+// exactBackend returns the value of the last top-level field of the JSON
+// object signature named exactly "backend" (escapes decoded), walking the
+// tokens so that no other value is copied whole.
+func exactBackend(signature []byte) (raw json.RawMessage, found bool) {
+	dec := json.NewDecoder(bytes.NewReader(signature))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		if name, _ := t.(string); name == "backend" {
+			if err := dec.Decode(&raw); err != nil {
+				return nil, false
+			}
+			found = true
+			continue
+		}
+		for depth := 0; ; {
+			t, err := dec.Token()
+			if err != nil {
+				return nil, false
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	return raw, found
 }
 
 // remember keeps res for Recall.

@@ -150,6 +150,10 @@ const (
 	Expired
 	// Closed means the table was closed (the server is shutting down).
 	Closed
+	// Displaced means the waiter was unparked to make room for another
+	// namespace's: the table's waiters were full and the waiter's namespace
+	// held more than half of them. The waiter should compile itself.
+	Displaced
 )
 
 // String names the outcome.
@@ -163,6 +167,8 @@ func (o Outcome) String() string {
 		return "expired"
 	case Closed:
 		return "closed"
+	case Displaced:
+		return "displaced"
 	default:
 		return "pending"
 	}
@@ -207,10 +213,15 @@ func (w *Waiter) Outcome() Outcome {
 
 // Table is the lease table. It is safe for concurrent use.
 type Table struct {
-	mu         sync.Mutex
-	slots      map[slotID]*slot
-	live       int // slots this table granted (possibly expired, not yet swept)
-	waiters    int
+	mu      sync.Mutex
+	slots   map[slotID]*slot
+	live    int // slots this table granted (possibly expired, not yet swept)
+	waiters int
+	// liveNS and waitersNS count live and waiters per namespace, so that a
+	// full table can take room back from a namespace holding more than
+	// half of it (fair shares) rather than refuse every other namespace.
+	liveNS     map[string]int
+	waitersNS  map[string]int
 	maxLeases  int
 	maxWaiters int
 	now        func() time.Time
@@ -231,6 +242,8 @@ type Table struct {
 func New(cfg Config) *Table {
 	t := &Table{
 		slots:      make(map[slotID]*slot),
+		liveNS:     make(map[string]int),
+		waitersNS:  make(map[string]int),
 		maxLeases:  cfg.MaxLeases,
 		maxWaiters: cfg.MaxWaiters,
 		now:        cfg.Now,
@@ -334,8 +347,8 @@ func (t *Table) reserveLocked(id slotID, now time.Time) error {
 	if t.live >= t.maxLeases {
 		t.sweepLocked(now)
 	}
-	if t.live >= t.maxLeases {
-		return fmt.Errorf("%w: %d live leases (the limit)", ErrTableFull, t.live)
+	if t.live >= t.maxLeases && !t.displaceLeaseLocked(id.ns) {
+		return fmt.Errorf("%w: %d live leases (the limit; namespace %q holds %d)", ErrTableFull, t.live, id.ns, t.liveNS[id.ns])
 	}
 	return nil
 }
@@ -351,8 +364,10 @@ func (t *Table) setLocked(id slotID, l Lease, remote bool) {
 	if now := !remote; was != now {
 		if now {
 			t.live++
+			t.liveNS[id.ns]++
 		} else {
 			t.live--
+			t.decLocked(t.liveNS, id.ns, 1)
 		}
 	}
 	s.holder, s.expires, s.remote, s.local = l.Holder, l.Expires, remote, l.Local
@@ -469,7 +484,7 @@ func (t *Table) Wait(ctx context.Context, ns string, key cachekey.Key) (w *Waite
 	}
 	s = t.slots[id]
 	if s == nil || s.holder == "" || !t.now().Before(s.expires) {
-		if t.waiters >= t.maxWaiters { // before creating a slot no one would clean up
+		if t.waiters >= t.maxWaiters && !t.displaceWaiterLocked(id.ns) { // before creating a slot no one would clean up
 			return nil, Lease{}, false, fmt.Errorf("%w: %d waiters parked (the limit)", ErrTooManyWaiters, t.waiters)
 		}
 		t.setLocked(id, v, true) // a copy of another replica's lease, for its waiters
@@ -480,8 +495,8 @@ func (t *Table) Wait(ctx context.Context, ns string, key cachekey.Key) (w *Waite
 
 // parkLocked adds a waiter to the live slot s.
 func (t *Table) parkLocked(id slotID, s *slot) (*Waiter, Lease, bool, error) {
-	if t.waiters >= t.maxWaiters {
-		return nil, Lease{}, false, fmt.Errorf("%w: %d waiters parked (the limit)", ErrTooManyWaiters, t.waiters)
+	if t.waiters >= t.maxWaiters && !t.displaceWaiterLocked(id.ns) {
+		return nil, Lease{}, false, fmt.Errorf("%w: %d waiters parked (the limit; namespace %q parks %d)", ErrTooManyWaiters, t.waiters, id.ns, t.waitersNS[id.ns])
 	}
 	w := &Waiter{id: id, c: make(chan struct{})}
 	if s.waiters == nil {
@@ -489,6 +504,7 @@ func (t *Table) parkLocked(id slotID, s *slot) (*Waiter, Lease, bool, error) {
 	}
 	s.waiters[w] = struct{}{}
 	t.waiters++
+	t.waitersNS[id.ns]++
 	return w, Lease{Holder: s.holder, Expires: s.expires, Local: s.local}, true, nil
 }
 
@@ -504,10 +520,17 @@ func (t *Table) Cancel(w *Waiter) {
 	if _, ok := s.waiters[w]; !ok {
 		return
 	}
+	t.unparkLocked(w.id, s, w)
+}
+
+// unparkLocked removes w from slot s (at id), and the slot when it was a
+// remote copy kept only for its waiters.
+func (t *Table) unparkLocked(id slotID, s *slot, w *Waiter) {
 	delete(s.waiters, w)
 	t.waiters--
+	t.decLocked(t.waitersNS, id.ns, 1)
 	if (s.holder == "" || s.remote) && len(s.waiters) == 0 {
-		delete(t.slots, w.id) // a remote copy is kept only for its waiters
+		delete(t.slots, id) // a remote copy is kept only for its waiters
 	}
 }
 
@@ -531,32 +554,21 @@ func (t *Table) Close() {
 		t.waiters -= len(s.waiters)
 		s.waiters = nil
 	}
-}
-
-// Counts returns the number of live (unexpired) leases this table granted
-// and of parked waiters, for metrics.
-func (t *Table) Counts() (held, waiting int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	for _, s := range t.slots {
-		if s.holder != "" && !s.remote && now.Before(s.expires) {
-			held++
-		}
-	}
-	return held, t.waiters
+	clear(t.waitersNS)
 }
 
 // endLocked ends the slot's lease and wakes its waiters with o.
 func (t *Table) endLocked(id slotID, s *slot, o Outcome) {
 	if s.holder != "" && !s.remote {
 		t.live--
+		t.decLocked(t.liveNS, id.ns, 1)
 	}
 	for w := range s.waiters {
 		w.outcome = o
 		close(w.c)
 	}
 	t.waiters -= len(s.waiters)
+	t.decLocked(t.waitersNS, id.ns, len(s.waiters))
 	delete(t.slots, id)
 }
 

@@ -74,6 +74,7 @@ type conn struct {
 	// turns its remote cache off after the first error, other clients may
 	// retry on the same connection).
 	noauthLogged bool
+	host         string // the client's IP, for Server.perHost
 	running      string // name of the command dispatched last (for logs)
 
 	result  resultKind // what the current command's reply was
@@ -197,6 +198,19 @@ func (c *conn) finish() bool {
 	defer c.mu.Unlock()
 	c.busy = false
 	return !c.closing
+}
+
+// closeIfIdle closes the connection when it is not running a command, and
+// reports whether it did.
+func (c *conn) closeIfIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy {
+		return false
+	}
+	c.closing = true
+	_ = c.nc.Close()
+	return true
 }
 
 // shutdown closes the connection now when it is idle, or once its current

@@ -203,6 +203,7 @@ type Server struct {
 	closing bool
 	lns     []net.Listener
 	conns   map[*conn]struct{}
+	perHost map[string]int // open connections per client address (its IP)
 }
 
 // New returns a Server for cfg. It fails if a required field is missing,
@@ -220,7 +221,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cachekey.ValidateNamespace(cfg.Namespace); err != nil {
 		return nil, fmt.Errorf("new resp server: namespace: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, limit: cfg.commandLimit(), conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, limit: cfg.commandLimit(), conns: map[*conn]struct{}{}, perHost: map[string]int{}}
 	if cfg.MaxBufferedBytes < s.limit {
 		return nil, fmt.Errorf("new resp server: the buffer limit (%d bytes) is smaller than one command of the largest value (%d bytes)",
 			cfg.MaxBufferedBytes, s.limit)
@@ -283,7 +284,8 @@ func (s *Server) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxConns {
+	host := hostOf(nc.RemoteAddr())
+	if len(s.conns) >= s.cfg.MaxConns && !s.displaceLocked(host) {
 		s.mu.Unlock()
 		s.metrics.refused.Inc()
 		s.log.Warn("resp connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
@@ -293,7 +295,9 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	c := newConn(s, nc)
+	c.host = host
 	s.conns[c] = struct{}{}
+	s.perHost[host]++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.metrics.accepted.Inc()
@@ -307,8 +311,50 @@ func (s *Server) accept(nc net.Conn) {
 // forget removes a finished connection.
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.dropLocked(c)
 	s.mu.Unlock()
+}
+
+// dropLocked removes c from the open connections, once.
+func (s *Server) dropLocked(c *conn) {
+	if _, ok := s.conns[c]; !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
+		delete(s.perHost, c.host)
+	}
+}
+
+// displaceLocked makes room, when every connection place is taken, for a
+// connection from host holding less than half of them, by closing an idle
+// connection of the address holding more than half. A client needs no
+// token to open connections and an idle one lasts IdleTimeout, so without
+// it one address could hold every place and lock every other host out. It
+// reports whether it made room; a busy connection is never closed.
+func (s *Server) displaceLocked(host string) bool {
+	if 2*s.perHost[host] >= s.cfg.MaxConns {
+		return false
+	}
+	for c := range s.conns {
+		if 2*s.perHost[c.host] > s.cfg.MaxConns && c.closeIfIdle() {
+			s.log.Warn("resp connection closed to make room for another address", "remote", c.remote,
+				"address_conns", s.perHost[c.host], "max_conns", s.cfg.MaxConns)
+			s.dropLocked(c)
+			return true
+		}
+	}
+	return false
+}
+
+// hostOf is the IP of a client address, or the whole address when it has
+// no port.
+func hostOf(a net.Addr) string {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 func (s *Server) isClosing() bool {

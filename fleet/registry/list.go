@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -99,7 +101,22 @@ func readStatus(ctx context.Context, b *Bucket, name string) (wire.ReplicaStatus
 	if json.Unmarshal(js, &st) != nil || CheckID(st.ID) != nil {
 		return st, errNotStatus
 	}
+	if !webURL(st.URL) {
+		// Every replica's dashboard links the URL: whoever can write
+		// the bucket must not get a "javascript:" link into it.
+		st.URL = ""
+	}
 	return st, nil
+}
+
+// webURL reports whether s is an absolute http or https URL with a host
+// and no control characters, the only kind a heartbeat may advertise.
+func webURL(s string) bool {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // Health judges a heartbeat at now: HealthGone past goneAfter,

@@ -135,8 +135,9 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	p.f("Bytes       %s served, %s stored in %s\n", Bytes(t.BytesOut), Bytes(t.BytesIn), Plural(t.Writes, "write", "writes"))
 	if o.Namespace != "" {
 		if nu, ok := namespaceUsage(r.Store, o.Namespace); ok {
+			// A namespace's answer carries no whole-server usage: it
+			// would tell its readers of other namespaces' contents.
 			p.f("Store       %s\n", nsStoreLine(nu))
-			p.f("Server      %s (all namespaces)\n", storeLine(r.Store))
 		} else {
 			p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
 		}
