@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// TestSmallEntriesPastDiskBound streams small entries into a store far
-// past MaxBytes. Each small entry costs more on disk than its bytes (its
-// metadata and blob records, keys, LSM tables), so a store full by its byte
-// count holds more than its disk bound on disk, all of it live. Before,
+// TestSmallEntriesPastDiskBound streams small entries into a store, 1.5
+// times what MaxBytes holds. Each small entry costs more on disk than its
+// bytes (its metadata and blob records, keys, LSM tables), so a store full
+// by its byte count holds more than its disk bound on disk, all of it live. Before,
 // the disk bound then refused every Put (ErrReclaiming) for good: nothing
 // was evicted for a Put the disk refused, and GC had nothing to reclaim:
 // evicted entries' tombstones waited in a level above their values, so
@@ -25,12 +25,12 @@ import (
 // (CollectGarbage), so that nothing depends on how fast the machine is.
 func TestSmallEntriesPastDiskBound(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 32,768 entries")
+		t.Skip("writes 24,576 entries")
 	}
 	const (
 		limit   = 32 << 20
 		size    = 2 << 10 // over ValueThreshold: in the value log
-		entries = 2 * limit / size
+		entries = 3 * limit / size / 2
 		tries   = 8
 	)
 	dir := t.TempDir()
