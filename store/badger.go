@@ -66,6 +66,17 @@ type Badger struct {
 	garbageBytes  atomic.Int64
 	// lastWide is when maintain last flushed a spanning table (UnixNano).
 	lastWide atomic.Int64
+	// lastFlatten is when maintain last flattened the LSM tree (UnixNano).
+	lastFlatten atomic.Int64
+	// lsmMu serializes flattens and memtable flushes (gc.go): Badger's
+	// Flatten and DropPrefix both stop and restart the compactors, which
+	// two at once would leave doubled. Lock order: lsmMu, then gcMu.
+	lsmMu sync.Mutex
+	// gcExhausted is set by a GC pass that found nothing to reclaim while
+	// the directory pressed on its disk bound, even after flattening the
+	// LSM tree: what the directory holds is live, and only evicting makes
+	// room (evictForDisk).
+	gcExhausted atomic.Bool
 	// gcKick asks the GC loop for a pass now (diskbound.go).
 	gcKick chan struct{}
 	// disk is the store's view of its directory's size (diskbound.go).

@@ -145,9 +145,12 @@ type Config struct {
 	// files (*.mem, DISCARD, KEYREGISTRY, MANIFEST, LOCK); subdirectories are
 	// not counted. Evictions kick GC as they go, and a Put whose bytes would
 	// pass the bound waits up to DiskWait for GC, then fails with
-	// ErrReclaiming. Default, with MaxBytes: 1.25×MaxBytes, but at least
-	// MaxBytes + 6×ValueLogFileSize (the value-log files a store of that
-	// size needs besides its live bytes). Ignored without MaxBytes or with
+	// ErrReclaiming. When GC finds nothing to reclaim (small entries take
+	// more disk than their bytes, so their live data alone can fill the
+	// bound), such a Put evicts least recently used entries first.
+	// Default, with MaxBytes: 1.25×MaxBytes, but at least MaxBytes +
+	// 6×ValueLogFileSize (the value-log files a store of that size needs
+	// besides its live bytes). Ignored without MaxBytes or with
 	// a negative GCInterval; negative disables the bound.
 	MaxDiskBytes int64
 	// DiskWait is how long a Put past MaxDiskBytes waits for GC before it

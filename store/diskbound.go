@@ -50,6 +50,15 @@ var ErrReclaiming = fmt.Errorf("disk is at the store's bound while garbage colle
 // cannot see: a new value-log file appears preallocated at twice its size
 // (sparse), and a GC rewrite writes a file's live values before it deletes
 // the file.
+//
+// A store of small entries needs more: each entry takes more disk than its
+// bytes (about 500 bytes of records, keys and LSM tables besides a 2 KiB
+// entry's 2 KiB), so the directory reaches the bound with live entries
+// alone before MaxBytes evicts anything, and GC has nothing to reclaim.
+// Then a GC pass that finds nothing under pressure flattens the LSM tree
+// (gc.go), and if that finds nothing either, the next Put the bound refuses
+// evicts least recently used entries (evictForDisk) for GC to reclaim: the
+// store settles below MaxBytes, at what fits on disk.
 
 // fixedDiskFile reports whether name is one of Badger's fixed files.
 func fixedDiskFile(name string) bool {
@@ -112,6 +121,13 @@ type diskState struct {
 	// still held (acct.reserved counts them too).
 	inflight int64
 
+	// evictedAt is the scan's bounded bytes when evictForDisk last evicted
+	// (0: never), lowSince the lowest scan since then, and unshrunk the
+	// steps it evicted in a row without a scan seeing the directory shrink
+	// in between (mayEvictForDisk).
+	evictedAt, lowSince int64
+	unshrunk            int
+
 	// passMu guards pass, closed and replaced at the end of every GC pass.
 	passMu sync.Mutex
 	pass   chan struct{}
@@ -141,6 +157,7 @@ func (s *Badger) rescanDisk() {
 	s.disk.mu.Lock()
 	s.disk.scan, s.disk.scannedAt = sc, time.Now()
 	s.disk.written -= before
+	s.disk.lowSince = min(s.disk.lowSince, sc.bounded)
 	s.disk.mu.Unlock()
 }
 
@@ -276,4 +293,104 @@ func (s *Badger) diskBytes() int64 {
 	s.disk.mu.Lock()
 	defer s.disk.mu.Unlock()
 	return s.disk.scan.allocated
+}
+
+// evictForDisk evicts least recently used entries (reason size) whose
+// bytes add up to diskEvictStep, for a Put the disk bound refuses while GC
+// found nothing left to reclaim (gcExhausted). A small entry costs more on
+// disk than its bytes (its metadata and blob records, keys and LSM tables:
+// about 500 bytes for a 2 KiB entry), so a store of small entries fills its
+// disk bound with live data before MaxBytes evicts anything; without this,
+// every Put was refused from then on, for good. The GC pass the refused Put
+// waits for reclaims what this evicted, and the Put is admitted. The
+// caller holds wmu and, after releasing it, runs the purges and then
+// notifyEvicted.
+func (s *Badger) evictForDisk() (purges []func(), gone []evicted, err error) {
+	var freed int64
+	n := 0
+	for step := s.diskEvictStep(); freed < step; n++ {
+		s.mu.Lock()
+		ref, ok := s.acct.oldest()
+		before := s.acct.bytes
+		s.mu.Unlock()
+		if !ok {
+			break
+		}
+		purge, e, err := s.evictLocked(ref, evictSize)
+		if err != nil {
+			return purges, gone, err
+		}
+		purges = append(purges, purge)
+		if s.cfg.OnEvict != nil {
+			gone = append(gone, e)
+		}
+		s.mu.Lock()
+		// A blob another entry shares frees nothing; count the entry
+		// anyway, so that the loop ends.
+		freed += max(before-s.acct.bytes, 1)
+		s.mu.Unlock()
+	}
+	s.rescanDisk()
+	s.disk.mu.Lock()
+	if s.disk.evictedAt != 0 && s.disk.lowSince >= s.disk.evictedAt {
+		s.disk.unshrunk++
+	} else {
+		s.disk.unshrunk = 1
+	}
+	s.disk.evictedAt, s.disk.lowSince = s.disk.scan.bounded, s.disk.scan.bounded
+	s.disk.mu.Unlock()
+	// The next GC pass must flatten at once to count what this evicted
+	// (maintain), not wait out its rate limit while Puts wait.
+	s.lastFlatten.Store(0)
+	s.log.Info("evicted to make room on disk: the store's entries take more disk than their bytes (small entries)",
+		"entries", n, "freed_bytes", freed, "disk_bound", s.cfg.MaxDiskBytes, "max_bytes", s.cfg.MaxBytes)
+	s.kickGC()
+	return purges, gone, nil
+}
+
+// diskPerEntry is about what an entry takes on disk besides its bytes
+// (metadata and blob records, keys, LSM tables: 450-670 bytes measured for
+// 2 KiB entries), for mayEvictForDisk's plausibility check.
+const diskPerEntry = 512
+
+// mayEvictForDisk reports whether evicting can make room on disk for a Put
+// the disk bound refuses while GC finds nothing to reclaim. Not when the
+// directory holds more than 1.5 times what the entries could take (their
+// bytes plus diskPerEntry each): the rest is garbage that GC has rewritten
+// but may not delete yet (an open reader pins the files), and evicting
+// would lose entries without freeing any disk. And not more than
+// maxUnshrunkSteps steps in a row unless a scan has seen the directory
+// shrink since the last: evicting is for a directory full of live entries,
+// where GC then returns the disk, and must not empty a store whose disk
+// does not come back. (One step may free nothing at once, as when the
+// evicted values sit in the value-log file Badger is writing, which its GC
+// never rewrites.)
+func (s *Badger) mayEvictForDisk() bool {
+	s.mu.Lock()
+	live := s.acct.bytes + int64(s.acct.live)*diskPerEntry
+	held, _ := s.diskEstimate(s.acct.reserved)
+	s.mu.Unlock()
+	if held > live+live/2 {
+		s.log.Debug("not evicting for the disk: the directory holds garbage GC cannot reclaim yet", "disk_estimate", held, "live_estimate", live)
+		return false
+	}
+	s.disk.mu.Lock()
+	defer s.disk.mu.Unlock()
+	if s.disk.evictedAt != 0 && s.disk.lowSince >= s.disk.evictedAt && s.disk.unshrunk >= maxUnshrunkSteps {
+		s.log.Debug("not evicting for the disk again: it has not shrunk since", "evicted_at", s.disk.evictedAt, "lowest_since", s.disk.lowSince, "steps", s.disk.unshrunk)
+		return false
+	}
+	return true
+}
+
+// maxUnshrunkSteps bounds the steps evictForDisk evicts in a row while the
+// directory does not shrink (mayEvictForDisk).
+const maxUnshrunkSteps = 2
+
+// diskEvictStep is how many bytes of entries evictForDisk evicts at once:
+// a sixteenth of MaxBytes, at least a value-log file. Each step costs a GC
+// pass that flattens the LSM tree (gc.go, maintain), so steps are not
+// made smaller.
+func (s *Badger) diskEvictStep() int64 {
+	return max(s.cfg.MaxBytes/16, s.cfg.ValueLogFileSize)
 }

@@ -28,7 +28,7 @@ func (s *Badger) gcLoop() {
 		case <-s.gcKick:
 		}
 		start := time.Now()
-		n := s.maintain(10*time.Second, maxPassRewrites)
+		n := s.maintain(10*time.Second, maxPassRewrites, false)
 		if n >= maxPassRewrites {
 			s.kickGC()
 		}
@@ -42,20 +42,22 @@ func (s *Badger) gcLoop() {
 const minDiscardRatio = 0.05
 
 // runGC runs value-log GC until it finds nothing more to rewrite or has
-// rewritten limit files (limit <= 0: no limit). Each rewrite pauses writes
-// (gcMu), never reads; the disk is rescanned after each.
+// rewritten limit files (limit <= 0: no limit), and reports how many it
+// rewrote and whether it stopped because nothing was left to rewrite
+// (rather than at the limit, on an error or on a concurrent pass). Each
+// rewrite pauses writes (gcMu), never reads; the disk is rescanned after
+// each.
 //
 // While the directory presses on its disk bound (diskPressed), a file with
 // less garbage than Config.GCDiscardRatio is rewritten too, halving the
 // ratio down to minDiscardRatio: rewriting moves a file's live values to
 // the head of the log among new ones, so after a while evicted bytes are
 // spread thinly over many files and none reaches the configured ratio.
-func (s *Badger) runGC(limit int) int {
-	n := 0
+func (s *Badger) runGC(limit int) (n int, dry bool) {
 	ratio := s.cfg.GCDiscardRatio
 	for limit <= 0 || n < limit {
 		if s.enter() != nil {
-			return n
+			return n, false
 		}
 		s.gcMu.Lock()
 		err := s.db.RunValueLogGC(ratio)
@@ -75,15 +77,15 @@ func (s *Badger) runGC(limit int) int {
 		if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 			s.log.Warn("value log gc failed", "err", err)
 		}
-		return n
+		return n, errors.Is(err, badger.ErrNoRewrite)
 	}
-	return n
+	return n, false
 }
 
 // CollectGarbage returns the disk space of deleted and evicted blobs now
 // (it also runs every Config.GCInterval) and reports how many value-log files
 // it rewrote.
-func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute, 0) }
+func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute, 0, true) }
 
 // maintain makes deleted chunks' value-log space reclaimable and reclaims it.
 //
@@ -99,7 +101,19 @@ func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute, 0) }
 // limit files (limit <= 0: no limit).
 //
 // maintain waits up to compactWait for the compaction.
-func (s *Badger) maintain(compactWait time.Duration, limit int) int {
+//
+// When that rewrites nothing while the directory presses on its disk bound,
+// maintain flattens the LSM tree and runs GC again (at most once a second,
+// unless explicit: CollectGarbage). A deleted key's tombstone counts its
+// value as garbage only when a compaction meets the value's own version,
+// and between them can lie a level that no compaction empties until it
+// outgrows its target: a store of small entries evicted 64 MiB of entries
+// whose tombstones all waited in level 5 above their values in level 6,
+// discard statistics empty, and GC rewrote nothing. If flattening finds
+// nothing either, everything on disk is live and the pass sets
+// gcExhausted, so that the next Put the disk bound refuses evicts
+// (evictForDisk).
+func (s *Badger) maintain(compactWait time.Duration, limit int, explicit bool) int {
 	flush, wide := s.garbageChunks.Swap(0) > 0, false
 	if !flush && s.diskPressed() && time.Since(time.Unix(0, s.lastWide.Load())) >= time.Second {
 		// Pressed with no new garbage: what is left was counted by no
@@ -121,7 +135,44 @@ func (s *Badger) maintain(compactWait time.Duration, limit int) int {
 		s.waitL0Compacted(compactWait)
 		s.log.Debug("gc flush", "wide", wide, "flush", t1.Sub(t0), "compact", time.Since(t1))
 	}
-	return s.runGC(limit)
+	n, dry := s.runGC(limit)
+	if n > 0 || !dry || !s.diskPressed() {
+		s.gcExhausted.Store(false)
+		return n
+	}
+	if explicit || time.Since(time.Unix(0, s.lastFlatten.Load())) >= time.Second {
+		// It rewrites the whole LSM tree (about 450 bytes per small
+		// entry), hence the rate limit.
+		s.lastFlatten.Store(time.Now().UnixNano())
+		t0 := time.Now()
+		if err := s.flatten(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return 0
+			}
+			s.log.Warn("flatten the LSM tree for gc failed", "err", err)
+		}
+		n, dry = s.runGC(limit)
+		s.log.Debug("gc flatten", "took", time.Since(t0), "rewrote", n)
+	}
+	s.gcExhausted.Store(n == 0 && dry && s.diskPressed())
+	return n
+}
+
+// flatten compacts every level of Badger's LSM tree into the last, where
+// compaction counts the value-log bytes of every deleted key as garbage
+// (discard statistics) and drops its tombstone. Writes go on; Badger's own
+// compactions wait for it.
+func (s *Badger) flatten() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.lsmMu.Lock()
+	defer s.lsmMu.Unlock()
+	if err := s.db.Flatten(1); err != nil {
+		return fmt.Errorf("flatten: %w", err)
+	}
+	return nil
 }
 
 // flushKey is written and dropped to make Badger flush its memtables.
@@ -140,6 +191,8 @@ func (s *Badger) flushMemtables(wide bool) error {
 		return err
 	}
 	defer s.leave()
+	s.lsmMu.Lock()
+	defer s.lsmMu.Unlock()
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
 	if err := s.db.Update(func(txn *badger.Txn) error {

@@ -18,7 +18,9 @@ import (
 // empty (other uploads' reservations count in both), and with
 // ErrReclaiming when writing its bytes would take the directory past
 // Config.MaxDiskBytes and GC has not made room within Config.DiskWait
-// (diskbound.go). Nothing is evicted for a reservation the disk refuses.
+// (diskbound.go). Nothing is evicted for a reservation the disk refuses
+// unless GC found nothing left to reclaim and the directory is full of
+// live entries (evictForDisk, mayEvictForDisk).
 //
 // Every successful reserve must be undone with release (or by commit).
 func (s *Badger) reserve(ctx context.Context, c claim) error {
@@ -112,6 +114,14 @@ func (s *Badger) reserveOnce(c claim) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if !s.diskAdmits(c.bytes) {
+		if s.gcExhausted.Load() && s.mayEvictForDisk() {
+			s.gcExhausted.Store(false)
+			p, ev, err := s.evictForDisk()
+			purges, gone = append(purges, p...), append(gone, ev...)
+			if err != nil {
+				return err
+			}
+		}
 		return errDiskBusy
 	}
 	for {
