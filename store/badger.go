@@ -66,8 +66,10 @@ type Badger struct {
 	garbageBytes  atomic.Int64
 	// lastWide is when maintain last flushed a spanning table (UnixNano).
 	lastWide atomic.Int64
-	// lastFlatten is when maintain last flattened the LSM tree (UnixNano).
-	lastFlatten atomic.Int64
+	// flattenAfter is when maintain may next flatten the LSM tree
+	// (UnixNano; 0: at once), set by the last flatten and cleared by
+	// evictForDisk (gc.go).
+	flattenAfter atomic.Int64
 	// lsmMu serializes flattens and memtable flushes (gc.go): Badger's
 	// Flatten and DropPrefix both stop and restart the compactors, which
 	// two at once would leave doubled. Lock order: lsmMu, then gcMu.

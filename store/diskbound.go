@@ -341,7 +341,7 @@ func (s *Badger) evictForDisk() (purges []func(), gone []evicted, err error) {
 	s.disk.mu.Unlock()
 	// The next GC pass must flatten at once to count what this evicted
 	// (maintain), not wait out its rate limit while Puts wait.
-	s.lastFlatten.Store(0)
+	s.flattenAfter.Store(0)
 	s.log.Info("evicted to make room on disk: the store's entries take more disk than their bytes (small entries)",
 		"entries", n, "freed_bytes", freed, "disk_bound", s.cfg.MaxDiskBytes, "max_bytes", s.cfg.MaxBytes)
 	s.kickGC()

@@ -104,7 +104,8 @@ func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute, 0, true) 
 //
 // When that rewrites nothing while the directory presses on its disk bound,
 // maintain flattens the LSM tree and runs GC again (at most once a second,
-// unless explicit: CollectGarbage). A deleted key's tombstone counts its
+// once in flattenIdle after a flatten that found nothing, always when
+// explicit: CollectGarbage). A deleted key's tombstone counts its
 // value as garbage only when a compaction meets the value's own version,
 // and between them can lie a level that no compaction empties until it
 // outgrows its target: a store of small entries evicted 64 MiB of entries
@@ -140,10 +141,7 @@ func (s *Badger) maintain(compactWait time.Duration, limit int, explicit bool) i
 		s.gcExhausted.Store(false)
 		return n
 	}
-	if explicit || time.Since(time.Unix(0, s.lastFlatten.Load())) >= time.Second {
-		// It rewrites the whole LSM tree (about 450 bytes per small
-		// entry), hence the rate limit.
-		s.lastFlatten.Store(time.Now().UnixNano())
+	if explicit || time.Now().UnixNano() >= s.flattenAfter.Load() {
 		t0 := time.Now()
 		if err := s.flatten(); err != nil {
 			if errors.Is(err, ErrClosed) {
@@ -152,11 +150,25 @@ func (s *Badger) maintain(compactWait time.Duration, limit int, explicit bool) i
 			s.log.Warn("flatten the LSM tree for gc failed", "err", err)
 		}
 		n, dry = s.runGC(limit)
+		// It rewrites the whole LSM tree (about 450 bytes per small entry).
+		// One that let GC reclaim may be needed again soon, as evictions
+		// go on; one that found nothing waits flattenIdle, unless
+		// evictForDisk makes new garbage first: a directory pinned full by
+		// an open reader must not be flattened every second.
+		next := time.Second
+		if n == 0 {
+			next = flattenIdle
+		}
+		s.flattenAfter.Store(time.Now().Add(next).UnixNano())
 		s.log.Debug("gc flatten", "took", time.Since(t0), "rewrote", n)
 	}
 	s.gcExhausted.Store(n == 0 && dry && s.diskPressed())
 	return n
 }
+
+// flattenIdle is how long maintain waits to flatten again after a flatten
+// that let GC reclaim nothing, unless evictForDisk evicts in between.
+const flattenIdle = 30 * time.Second
 
 // flatten compacts every level of Badger's LSM tree into the last, where
 // compaction counts the value-log bytes of every deleted key as garbage
