@@ -41,6 +41,29 @@ func drainFirst(srv drainer, delay time.Duration, logger *slog.Logger) {
 	}
 }
 
+// graceContext returns the context of the --shutdown-grace that follows
+// SIGTERM (and the delay): it ends after grace, or at once on another
+// SIGTERM or SIGINT, which aborts the requests still in flight (an aborted
+// upload stores nothing) and leaves the write-behind queue on disk for the
+// next start. An operator pressing Ctrl-C twice, or a supervisor
+// escalating, is never stuck behind a 30 s grace; before, a second signal
+// was ignored until the grace ran out.
+func graceContext(grace time.Duration, logger *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer signal.Stop(sig)
+		select {
+		case s := <-sig:
+			logger.Warn("shutdown grace cut short by a second signal: aborting the requests still in flight", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // flusher is the part of the tiered store that flushUploads needs.
 type flusher interface {
 	// Flush waits until the write-behind queue is empty or ctx ends.

@@ -129,7 +129,7 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	// context.WithTimeout takes a negative grace as an expired one, so -1s
 	// would quietly mean 0: refused rather than guessed.
-	durationVar(fs, &o.ShutdownGrace, "shutdown-grace", 30*time.Second, 0, "0 (abort in-flight requests at once) or more, e.g. 30s", "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once; negative is refused)")
+	durationVar(fs, &o.ShutdownGrace, "shutdown-grace", 30*time.Second, 0, "0 (abort in-flight requests at once) or more, e.g. 30s", "how long in-flight requests may finish after SIGTERM before they are aborted (0: abort them at once; negative is refused; another SIGTERM or SIGINT aborts them at once)")
 	durationVar(fs, &o.ShutdownDelay, "shutdown-delay", 0, 0, "0 (stop accepting at once) or more, e.g. 10s", "after SIGTERM, go on serving this long with /readyz answering 503 shutting_down (and every response closing its connection), so that a load balancer stops sending before the listener closes; then --shutdown-grace applies (0: no delay; a second SIGTERM or SIGINT ends the delay)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof on, for profiling (empty = off; keep it on loopback)")
 	addPluginFlags(fs, &o.Plugins) // plugin.go
@@ -503,7 +503,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	drainFirst(srv, o.ShutdownDelay, logger) // drain.go
 	logger.Info("shutting down", "grace", o.ShutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
+	sctx, cancel := graceContext(o.ShutdownGrace, logger) // drain.go
 	defer cancel()
 	rdone := make(chan struct{})
 	go func() { redis.shutdown(sctx, logger); close(rdone) }() // within the same grace

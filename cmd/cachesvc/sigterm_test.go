@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -162,6 +163,66 @@ func TestSIGTERMShutdownDelay(t *testing.T) {
 	p = startServer(t, bin, data)
 	if status, _ := getSum(t, p.url+"/v1/default/entries/"+key); status != 200 {
 		t.Errorf("upload made during the shutdown delay, after restart: %d, want 200", status)
+	}
+	p.stop(t, 30*time.Second)
+}
+
+// TestSecondSignalCutsTheGraceShort holds an upload open past SIGTERM under
+// a grace of ten minutes: a second SIGTERM must abort it and end serve at
+// once (exit 0, a requested stop), storing nothing of the upload. Before,
+// the second signal was ignored and serve waited out the whole grace.
+func TestSecondSignalCutsTheGraceShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	p := startServer(t, bin, data, "--shutdown-grace", "10m", "--log-level", "info")
+	key := fmt.Sprintf("%064x", 9)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and half the body: the upload stays in flight.
+	fmt.Fprintf(conn, "PUT /v1/default/entries/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", key, 2<<20)
+	if _, err := conn.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	for metricSum(t, p, "cachesvc_bytes_in_total") < 1<<20 {
+		select { // until the handler is reading the body
+		case <-p.exited:
+			t.Fatalf("serve exited:\n%s", p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(p.stderr.String(), `"shutting down"`) {
+		select {
+		case <-p.exited:
+			t.Fatalf("serve exited on the first SIGTERM with an upload in flight under a 10m grace:\n%s", p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Minute): // far below the 10m grace
+		t.Fatalf("a second SIGTERM did not cut the grace short:\n%s", p.stderr.String())
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0 (a requested stop):\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "shutdown grace cut short by a second signal") {
+		t.Errorf("the log does not say the grace was cut short:\n%s", p.stderr.String())
+	}
+	p = startServer(t, bin, data)
+	if status, _ := getSum(t, p.url+"/v1/default/entries/"+key); status != http.StatusNotFound {
+		t.Errorf("the aborted upload after restart: %d, want 404", status)
 	}
 	p.stop(t, 30*time.Second)
 }
