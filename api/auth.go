@@ -75,7 +75,7 @@ func (s *Server) admit(c *fiber.Ctx, acc Access, ns string) (auth.Identity, erro
 	case errors.Is(err, auth.ErrUnauthenticated):
 		// Failed attempts count against the client address, so that a
 		// flood of bad tokens meets the rate limit too.
-		if lerr := s.rateLimit(c, "addr:"+c.IP()); lerr != nil {
+		if lerr := s.rateLimit(c, "addr:"+clientAddr(c)); lerr != nil {
 			return id, lerr
 		}
 		s.sec.authFailures.WithLabelValues("unauthenticated").Inc()
@@ -116,5 +116,5 @@ func writerName(c *fiber.Ctx) string {
 	if id, ok := requestIdentity(c); ok {
 		return id.Name
 	}
-	return c.IP()
+	return clientAddr(c)
 }

@@ -165,7 +165,7 @@ func limitIdentity(c *fiber.Ctx) string {
 	if id, ok := requestIdentity(c); ok && !id.Anonymous {
 		return "token:" + id.Name
 	}
-	return "addr:" + c.IP()
+	return "addr:" + clientAddr(c)
 }
 
 // enterUpload takes an upload place for who, or reports how many who holds

@@ -144,6 +144,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	defer s.inflight.Add(-1)
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
+	s.resolveClient(c)
 
 	err := ambiguousFraming(c)
 	if err != nil {
@@ -205,6 +206,9 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Duration("duration", elapsed),
+		// Behind a reverse proxy the peer is the proxy: name the client
+		// it forwarded for (--trusted-proxies), as the limits count it.
+		slog.String("client", clientAddr(c)),
 	}
 	if r := reqOf(c); r.Namespace != "" {
 		attrs = append(attrs, slog.String("namespace", r.Namespace))

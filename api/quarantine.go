@@ -114,7 +114,7 @@ func reporter(c *fiber.Ctx, client string) string {
 	id, ok := requestIdentity(c)
 	switch {
 	case ok && id.Name == auth.AnonymousName:
-		return auth.AnonymousName + "@" + c.IP()
+		return auth.AnonymousName + "@" + clientAddr(c)
 	case ok && client != "":
 		return id.Name + "/" + client
 	case ok:
@@ -122,7 +122,7 @@ func reporter(c *fiber.Ctx, client string) string {
 	case client != "":
 		return client
 	}
-	return c.IP()
+	return clientAddr(c)
 }
 
 // isAdmin reports whether the request's token has the admin scope in ns.

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/api/proxyaddr"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/lease"
@@ -102,6 +103,12 @@ type Config struct {
 
 	// Limits are timeouts, rates and bounds (limits.go).
 	Limits Limits
+
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (clientaddr.go): the address that rate limits, upload
+	// places, anonymous reporters and an unauthenticated writer count by.
+	// Nil believes no header: the client is the connection's peer.
+	TrustedProxies *proxyaddr.Trusted
 
 	// Leases bounds the compile lease table. Zero means defaults.
 	Leases lease.Config

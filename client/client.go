@@ -173,7 +173,7 @@ func decodeError(resp *http.Response) error {
 		// Not cachesvc's JSON: another service answered (an S3 endpoint, a
 		// proxy's page). Quote its start, not up to 64 KiB of XML or HTML.
 		e.Code = "http_" + strconv.Itoa(resp.StatusCode)
-		e.Message = wire.ForeignAnswer(resp.Header.Get("Content-Type"), data)
+		e.Message = wire.ForeignAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), data)
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}

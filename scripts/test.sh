@@ -55,7 +55,9 @@ setup() {
 	fi
 	go version
 	# apt packages the suites need; add yours to the list.
-	local apt_pkgs=(g++) # g++: torch.compile's CPU kernels (suite torch)
+	# g++: torch.compile's CPU kernels (suite torch); nginx: README's reverse
+	# proxy configuration, run by cmd/cachesvc TestREADMEProxySnippet (~15 s).
+	local apt_pkgs=(g++ nginx)
 	local missing=()
 	for p in "${apt_pkgs[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -140,6 +142,8 @@ suite_go() {
 	# CACHESVC_REQUIRE_S3 turns the S3 tests' "versitygw missing" skip into
 	# a failure (setup_versitygw builds it). (owner: storage tiers)
 	export CACHESVC_REQUIRE_S3=1
+	# Likewise "nginx missing" (setup installs it).
+	export CACHESVC_REQUIRE_NGINX=1
 	# shellcheck disable=SC2086
 	CACHESVC_BIG_TESTS=0 go test -race -timeout 25m ${GO_TEST_FLAGS:-} ./... || rc=1
 	return "$rc"

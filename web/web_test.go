@@ -41,10 +41,15 @@ func TestDashboardWorksOffline(t *testing.T) {
 		}
 	}
 	idx, _ := fs.ReadFile(FS(), "index.html")
-	refs := []string{"/assets/vendor/uPlot.iife.min.js"}
+	// Relative references: behind a proxy that serves cachesvc under a
+	// path prefix, "/assets/..." would leave it (TestDashboardUnderPathPrefix).
+	if m := regexp.MustCompile(`(src|href)="/[^/]`).Find(idx); m != nil {
+		t.Errorf("index.html references a root path (%s): make it relative to the page", m)
+	}
+	refs := []string{`"assets/vendor/uPlot.iife.min.js"`}
 	for _, name := range ownFiles(t) {
 		if name != "index.html" {
-			refs = append(refs, "/assets/"+name)
+			refs = append(refs, `"assets/`+name+`"`)
 		}
 	}
 	for _, ref := range refs {

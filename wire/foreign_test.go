@@ -9,19 +9,28 @@ import (
 func TestForeignAnswer(t *testing.T) {
 	long := strings.Repeat("é", 200) // two bytes each: the cut must not split one
 	tests := []struct {
-		name, ctype, body, want string
+		name        string
+		status      int
+		ctype, body string
+		want        string
 	}{
-		{"empty body", "text/html", "", ""},
-		{"blank body", "text/html", " \n\t", ""},
-		{"one line", "text/html", "<html>\n  <title>502 Bad Gateway</title>\n</html>",
-			`not a cachesvc answer (text/html: "<html> <title>502 Bad Gateway</title> </html>"): check that the URL is the cachesvc server's`},
-		{"no content type", "", "nope", `not a cachesvc answer (no Content-Type: "nope"): check that the URL is the cachesvc server's`},
-		{"long body cut", "text/plain", long,
+		{"empty body", 502, "text/html", "", ""},
+		{"blank body", 404, "text/html", " \n\t", ""},
+		{"one line", 404, "text/html", "<html>\n  <title>404 Not Found</title>\n</html>",
+			`not a cachesvc answer (text/html: "<html> <title>404 Not Found</title> </html>"): check that the URL is the cachesvc server's`},
+		{"no content type", 400, "", "nope", `not a cachesvc answer (no Content-Type: "nope"): check that the URL is the cachesvc server's`},
+		{"long body cut", 403, "text/plain", long,
 			`not a cachesvc answer (text/plain: "` + strings.Repeat("é", foreignExcerptRunes-1) + `…"): check that the URL is the cachesvc server's`},
+		{"proxy's 413", 413, "text/html", "<html><title>413 Request Entity Too Large</title></html>",
+			`not a cachesvc answer (text/html: "<html><title>413 Request Entity Too Large</title></html>"): a proxy in front of cachesvc refused the body as too large: lift its limit (nginx: client_max_body_size 0; cachesvc applies --max-entry-size itself)`},
+		{"proxy's 502", 502, "text/html", "<title>502 Bad Gateway</title>",
+			`not a cachesvc answer (text/html: "<title>502 Bad Gateway</title>"): a proxy in front of cachesvc could not reach it: check that cachesvc serve runs at the proxy's upstream address`},
+		{"proxy's 504", 504, "text/html", "<title>504 Gateway Time-out</title>",
+			`not a cachesvc answer (text/html: "<title>504 Gateway Time-out</title>"): a proxy in front of cachesvc stopped waiting for its answer: raise its read timeout above the longest ?wait= long poll, 300 s (nginx: proxy_read_timeout 330s)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ForeignAnswer(tc.ctype, []byte(tc.body))
+			got := ForeignAnswer(tc.status, tc.ctype, []byte(tc.body))
 			if got != tc.want {
 				t.Errorf("ForeignAnswer = %q, want %q", got, tc.want)
 			}

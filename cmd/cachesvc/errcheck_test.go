@@ -159,6 +159,8 @@ func TestCommandErrors(t *testing.T) {
 		{"signing key is the public key", append(serve, "--data", filepath.Join(dir, "d5"), "--signing-key", privKey+".pub"), 1, privKey + ".pub is a public key (what clients check signatures with, their --verify-key), not the private key entries are signed with: give the private key, " + privKey},
 		{"signing key is a base64 public key", append(serve, "--data", filepath.Join(dir, "d6"), "--signing-key", b64Pub), 1, b64Pub + " is a public key"},
 		{"signing key is no key", append(serve, "--data", filepath.Join(dir, "d7"), "--signing-key", file), 1, file + " is not a private key: want the private key FILE"},
+		{"trusted proxy not an address", append(serve, "--data", filepath.Join(dir, "d8"), "--trusted-proxies", "127.0.0.1,nginx"), 2, `invalid value "127.0.0.1,nginx" for --trusted-proxies: "nginx" is neither an IP address nor a CIDR prefix`},
+		{"trusted proxy bad prefix", append(serve, "--data", filepath.Join(dir, "d9"), "--trusted-proxies", "10.0.0.0/33"), 2, `"10.0.0.0/33" is not a CIDR prefix such as 10.0.0.0/8`},
 		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
 		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
 		{"warm no server", []string{"warm", "--url", refused, "--run", "r", "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, "connection refused"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/auth"
+	"github.com/cachesvc/cachesvc/api/proxyaddr"
 )
 
 // securityOptions are serve's flags for authentication, TLS, signing and
@@ -29,6 +30,7 @@ type securityOptions struct {
 	MaxConcurrentUploads int
 	RateLimit            float64
 	RateBurst            int
+	TrustedProxies       *proxyaddr.Trusted
 }
 
 // register defines the flags on fs.
@@ -50,6 +52,14 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous); more get 429 with Retry-After (0 = unlimited)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "requests a token may make at once above --rate-limit (0 = twice the rate)")
+	fs.Func("trusted-proxies", "comma-separated `CIDRs` or addresses of reverse proxies whose X-Forwarded-For names the client, e.g. 127.0.0.1,10.0.0.0/8 (default none: the client is the connection's peer; never list addresses that clients reach the server from directly)", func(s string) error {
+		tp, err := proxyaddr.Parse(s)
+		if err != nil {
+			return err
+		}
+		o.TrustedProxies = tp
+		return nil
+	})
 }
 
 // apply loads the tokens file, TLS files and signing key into cfg and
@@ -93,6 +103,10 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 		MaxConcurrentUploads: o.MaxConcurrentUploads,
 		RequestsPerSecond:    o.RateLimit,
 		Burst:                o.RateBurst,
+	}
+	if o.TrustedProxies != nil {
+		cfg.TrustedProxies = o.TrustedProxies
+		logger.Info("client addresses from X-Forwarded-For of trusted proxies", "trusted_proxies", o.TrustedProxies.String())
 	}
 	return nil
 }

@@ -5,6 +5,11 @@
   "use strict";
   var CS = window.CS, $ = CS.$, num = CS.num, pct = CS.pct, bytes = CS.bytes;
   var REFRESH_MS = 3000;
+  // The server's base URL as the browser reaches it: the page's address
+  // without its file name, so that behind a proxy that serves cachesvc
+  // under a path prefix (https://host/cachesvc/) it keeps the prefix.
+  // Every URL the page fetches or links to is relative to the page.
+  var BASE_URL = location.origin + location.pathname.replace(/\/[^\/]*$/, "");
   var RANGES = { "1h": 3600, "6h": 6 * 3600, "24h": 86400, "48h": 2 * 86400, "168h": 7 * 86400, "720h": 30 * 86400, "2160h": 90 * 86400 };
   var STEPS = { "1h": "1m", "6h": "5m", "24h": "15m", "48h": "30m", "168h": "3h", "720h": "12h", "2160h": "24h" };
   // state.fitFrom is the first step with data (Unix seconds) once known:
@@ -32,8 +37,8 @@
     // asks for every replica's health and the fleet's totals; while those
     // cannot be read (the shared tier is down), a refresh asks again without
     // them, so that this replica's own numbers still show.
-    return state.ns ? "/v1/" + encodeURIComponent(state.ns) + "/stats" + q :
-      "/v1/stats" + q + (state.fleet && !state.skipFleet ? "&scope=fleet" : "");
+    return state.ns ? "v1/" + encodeURIComponent(state.ns) + "/stats" + q :
+      "v1/stats" + q + (state.fleet && !state.skipFleet ? "&scope=fleet" : "");
   }
 
   function refresh() {
@@ -231,7 +236,7 @@
     }
     if (params.get("range") && STEPS[params.get("range")]) { state.range = params.get("range"); $("range-select").value = state.range; }
     CS.runs.state.sweep = params.get("sweep") || "";
-    Array.prototype.forEach.call(document.querySelectorAll(".server-url"), function (e) { e.textContent = location.origin; });
+    Array.prototype.forEach.call(document.querySelectorAll(".server-url"), function (e) { e.textContent = BASE_URL; });
     $("ns-select").addEventListener("change", function (e) { state.ns = e.target.value; syncURL(); restart(); });
     $("range-select").addEventListener("change", function (e) { state.range = e.target.value; syncURL(); restart(); });
     $("auth-form").addEventListener("submit", function (e) {

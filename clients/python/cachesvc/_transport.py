@@ -194,6 +194,22 @@ def _transport_error(exc: BaseException) -> Error:
     return Error(0, "connection_failed", msg)
 
 
+# What to change on a reverse proxy that answered one of these statuses
+# itself: cachesvc answers each in JSON, so a page with one of them is the
+# proxy's (README, "Behind a reverse proxy"). Go's wire.ForeignAnswer says
+# the same.
+_PROXY_ADVICE = {
+    413: "a proxy in front of cachesvc refused the body as too large: lift its limit "
+         "(nginx: client_max_body_size 0; cachesvc applies --max-entry-size itself)",
+    502: "a proxy in front of cachesvc could not reach it: check that cachesvc serve runs at the "
+         "proxy's upstream address",
+    503: "a proxy in front of cachesvc has no server to send to: check that cachesvc serve runs at "
+         "the proxy's upstream address",
+    504: "a proxy in front of cachesvc stopped waiting for its answer: raise its read timeout above "
+         "the longest ?wait= long poll, 300 s (nginx: proxy_read_timeout 330s)",
+}
+
+
 def _error_from_body(status: int, body: bytes) -> Error:
     code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
     try:
@@ -203,9 +219,14 @@ def _error_from_body(status: int, body: bytes) -> Error:
             code = str(err.get("code") or code)
             message = str(err.get("message") or message)
     except (ValueError, UnicodeDecodeError):
-        text = body[:200].decode("utf-8", "replace").strip()
+        # Another service's page (a proxy's, a wrong port's): its start on
+        # one line, and what to check.
+        text = " ".join(body[:640].decode("utf-8", "replace").split())
         if text:
-            message = text
+            if len(text) > 160:
+                text = text[:159] + "…"
+            message = (f'not a cachesvc answer ("{text}"): '
+                       + _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's"))
     return Error(status, code, message)
 
 

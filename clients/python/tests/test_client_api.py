@@ -223,6 +223,52 @@ def test_a_url_of_another_http_service_is_an_error_not_a_miss():
         srv.server_close()
 
 
+@pytest.mark.parametrize("status,call,advice", [
+    (413, lambda c: c.put(k("big"), b"x" * 4096), "client_max_body_size 0"),
+    (504, lambda c: c.get(k("slow"), wait=90), "proxy_read_timeout"),
+    (502, lambda c: c.get(k("down")), "could not reach it"),
+])
+def test_a_proxys_own_error_page_says_what_to_change_there(status, call, advice):
+    """A reverse proxy in front of cachesvc answers some errors with its own
+    HTML page (nginx's 413 for a body over client_max_body_size, 504 when a
+    long poll outlasts proxy_read_timeout): the error quotes it on one line
+    and names the proxy setting, not a URL to check."""
+    import http.client
+    import http.server
+    import threading
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def answer(self):
+            body = (f"<html>\r\n<head><title>{status} {http.client.responses[status]}</title></head>\r\n"
+                    "<body>\r\n<center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n").encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_PUT = answer  # noqa: N815
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        c = cachesvc.Client(f"http://127.0.0.1:{srv.server_address[1]}", retries=0)
+        with pytest.raises(cachesvc.Error) as ei:
+            call(c)
+        e = ei.value
+        assert (e.status, e.code) == (status, f"http_{status}"), e
+        assert "not a cachesvc answer" in e.message and "nginx/1.22.1" in e.message, e.message
+        assert advice in e.message and "\n" not in e.message and "check that the URL" not in e.message, e.message
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_a_lookup_hit_holds_its_value_once_in_memory(server):
     """lookup() returns a hit's bytes without a second copy: a large
     executable costs its size in the trainer's memory, not twice that."""
