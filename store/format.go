@@ -28,9 +28,11 @@ const FormatVersion = 2
 // lower) or is new; Open writes it either way.
 const FormatFile = "cachesvc-format.json"
 
-// ErrNewerFormat means Open found a directory written in a store format
-// newer than FormatVersion, by a newer binary; nothing was read or changed.
-var ErrNewerFormat = errors.New("the store's directory has a newer format than this binary reads")
+// ErrNewerFormat means data was written in a format newer than this binary
+// reads, by a newer binary: Open found a directory of a store format above
+// FormatVersion, or a shared tier found a record of a newer version. The
+// data is left as it is.
+var ErrNewerFormat = errors.New("written in a newer format than this binary reads")
 
 // formatRecord is FormatFile's content.
 type formatRecord struct {
