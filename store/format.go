@@ -84,9 +84,11 @@ func checkFormat(dir, version string) error {
 // fsynced, renamed over it), unless it already says so.
 func writeFormat(dir, version string) error {
 	path := filepath.Join(dir, FormatFile)
-	if b, err := os.ReadFile(path); err == nil {
+	if f, err := os.Open(path); err == nil {
 		var rec formatRecord
-		if json.Unmarshal(b, &rec) == nil && rec.Format == FormatVersion && rec.WrittenBy == version {
+		err := json.NewDecoder(io.LimitReader(f, maxFormatFile)).Decode(&rec)
+		f.Close()
+		if err == nil && rec.Format == FormatVersion && rec.WrittenBy == version {
 			return nil
 		}
 	}
