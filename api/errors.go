@@ -68,6 +68,9 @@ var sentinels = []struct {
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
+	// A newer replica's record, during a rolling upgrade: this replica
+	// cannot serve or replace it; the message says to upgrade it.
+	{store.ErrNewerFormat, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{manifest.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
 	{errAborted, http.StatusServiceUnavailable, "shutting_down"},   // before errIncompleteBody, which wraps it

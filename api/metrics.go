@@ -132,7 +132,7 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
-	withPersistedEvictions(us.Namespaces, u.stats.NamespaceEvictions()) // nsevictions.go
+	withPersistedEvictions(us.Namespaces, byReason(u.stats.NamespaceEvictions())) // nsevictions.go
 	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }
 

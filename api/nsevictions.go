@@ -13,7 +13,7 @@ import (
 // statistics lag the store until their next merge, and a namespace they
 // fold into _other (past their bound) has no persisted row, so the store's
 // count is then the best there is. Both only grow, so the result does too.
-func withPersistedEvictions(nss []wire.NamespaceUsage, persisted map[string]wire.EvictionReasons) {
+func withPersistedEvictions(nss []wire.NamespaceUsage, persisted map[string]nsEvictions) {
 	for i := range nss {
 		p, ok := persisted[nss[i].Namespace]
 		if !ok {
@@ -24,9 +24,29 @@ func withPersistedEvictions(nss []wire.NamespaceUsage, persisted map[string]wire
 		for _, r := range evictionReasons {
 			*e.Of(r) = max(*p.Of(r), u.EvictionsByReason[r])
 		}
-		u.Evictions, u.Expirations = e.Evictions(), e.Expirations()
+		u.Evictions, u.Expirations = e.Evictions()+p.unattributed, e.Expirations()
 		u.EvictionsByReason = reasonMap(e)
 	}
+}
+
+// nsEvictions are a namespace's persisted evictions: by reason, and those
+// a build from before reasons were recorded (2026-12-03) persisted, which
+// have none. Those count in the namespace's evictions (as in its
+// statistics' totals, wire.Totals.Evictions) and in no reason, so that an
+// upgrade does not show a namespace that had evictions as having none.
+type nsEvictions struct {
+	wire.EvictionReasons
+	unattributed int64
+}
+
+// byReason returns persisted evictions that all have a reason (the
+// metrics' per-reason counts) as nsEvictions.
+func byReason(m map[string]wire.EvictionReasons) map[string]nsEvictions {
+	out := make(map[string]nsEvictions, len(m))
+	for ns, e := range m {
+		out[ns] = nsEvictions{EvictionReasons: e}
+	}
+	return out
 }
 
 // reasonMap returns e as NamespaceUsage.EvictionsByReason: the reasons
@@ -44,13 +64,15 @@ func reasonMap(e wire.EvictionReasons) map[string]int64 {
 	return m
 }
 
-// persistedEvictions returns each namespace's persisted evictions by
-// reason from a snapshot's namespace totals.
-func persistedEvictions(nss []stats.NamespaceTotals) map[string]wire.EvictionReasons {
-	out := make(map[string]wire.EvictionReasons, len(nss))
+// persistedEvictions returns each namespace's persisted evictions from a
+// snapshot's namespace totals: by reason, and those counted without one.
+func persistedEvictions(nss []stats.NamespaceTotals) map[string]nsEvictions {
+	out := make(map[string]nsEvictions, len(nss))
 	for _, n := range nss {
-		if n.EvictionsByReason != (wire.EvictionReasons{}) {
-			out[n.Namespace] = n.EvictionsByReason
+		e := nsEvictions{EvictionReasons: n.EvictionsByReason}
+		e.unattributed = max(0, n.Evictions-e.Evictions()-e.Expirations())
+		if e != (nsEvictions{}) {
+			out[n.Namespace] = e
 		}
 	}
 	return out

@@ -119,6 +119,11 @@ func Open(cfg Config) (*Badger, error) {
 			return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 		}
 	}
+	// Before Badger touches the directory: one written in a newer format
+	// is left exactly as it is (format.go).
+	if err := checkFormat(cfg.Dir, cfg.Version); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
 	db, err := badger.Open(cfg.badgerOptions())
 	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
 		// Badger formats the lock's cause with %+v, wrapping nothing a
@@ -143,6 +148,12 @@ func Open(cfg Config) (*Badger, error) {
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	s.hot.max = cfg.HotCacheBytes
 	if err := s.recover(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	// Only now, holding Badger's lock: a second process must not rewrite
+	// the marker of a directory it cannot open.
+	if err := writeFormat(cfg.Dir, cfg.Version); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}

@@ -79,6 +79,10 @@ type Config struct {
 	// and this many metadata records read (for MaxAge), besides a look at
 	// each bounded namespace's LRU tail in memory. Default 4096.
 	ExpiryBatch int
+	// Version names this binary (e.g. "cachesvc v1.2.3 (rev abc123)") in
+	// the directory's format marker (FormatFile), so that an older binary's
+	// refusal of the directory names the one that wrote it. Optional.
+	Version string
 	// Logger receives the store's logs (and Badger's, at debug level for its
 	// info messages). nil means slog.Default().
 	Logger *slog.Logger

@@ -229,7 +229,8 @@ type NamespaceUsage struct {
 	// Evictions counts entries removed to make room (the global size
 	// bound or the namespace's quota): a store counts them since it
 	// opened, the API reports the count persisted with the statistics,
-	// which a restart does not reset.
+	// which a restart does not reset, and adds those (expirations too) a
+	// build from before 2026-12-03 persisted without a cause.
 	Evictions int64 `json:"evictions"`
 	// Expirations counts entries removed by max_idle or max_age, counted
 	// and reported as Evictions is.

@@ -242,6 +242,7 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, hooks 
 	var out serveStores
 	hot, err := store.Open(store.Config{
 		Dir:            o.Data,
+		Version:        versionString(),
 		MaxBytes:       o.MaxSize,
 		MaxEntryBytes:  o.MaxEntrySize,
 		SyncWrites:     o.SyncWrites,

@@ -19,6 +19,7 @@ func TestRunDispatch(t *testing.T) {
 		{[]string{"--help"}, 0, "130 interrupted by SIGINT", ""},
 		{nil, 2, "", "Commands:"},
 		{[]string{"version"}, 0, "cachesvc ", ""},
+		{[]string{"version"}, 0, "\nstore format 2 (--data), shared-tier entry records up to v2\n", ""},
 		{[]string{"--version"}, 0, "cachesvc ", ""},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{[]string{"serve", "--no-such-flag"}, 2, "", "unknown flag --no-such-flag"},

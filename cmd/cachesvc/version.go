@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 // version is the release version, set at build time with
@@ -32,5 +35,13 @@ func runVersion(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	fmt.Fprintln(sio.Stdout, versionString())
+	fmt.Fprintln(sio.Stdout, dataFormats())
 	return nil
+}
+
+// dataFormats names the data formats this binary reads and writes, so that
+// an operator can tell before a rollback whether an older binary reads
+// what a newer one wrote (README, "Upgrading and rolling back").
+func dataFormats() string {
+	return fmt.Sprintf("store format %d (--data), shared-tier entry records up to v%d", store.FormatVersion, s3.MaxRecordVersion)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/fleet/registry"
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 // Paging: records of used entries are read recordPage at a time with
@@ -255,9 +256,17 @@ func (g *run) readDigests(ctx context.Context, page []string, refs []uint64) ([]
 				return err
 			}
 			var rec struct {
-				SHA256 string `json:"sha256"`
+				V      json.Number `json:"v"`
+				SHA256 string      `json:"sha256"`
 			}
 			sum, derr := []byte(nil), json.Unmarshal(js, &rec)
+			if v, err := rec.V.Int64(); err == nil && v > s3.MaxRecordVersion {
+				// A newer cachesvc's record may name its bytes some way
+				// this gc does not know: sweeping blobs now could delete
+				// them. Stop before any blob is touched.
+				return fmt.Errorf("entry record %s is of version %d, written by a newer cachesvc; this gc reads version %d at most and cannot tell which blobs it uses: "+
+					"run the gc of the cachesvc that wrote it (no blob was removed): %w", name, v, s3.MaxRecordVersion, store.ErrNewerFormat)
+			}
 			if derr == nil {
 				sum, derr = hex.DecodeString(rec.SHA256)
 			}

@@ -381,9 +381,25 @@ func encodeRecord(m store.Meta, inline []byte) ([]byte, error) {
 	})
 }
 
+// MaxRecordVersion is the newest entry record ("v") this binary reads: 1,
+// a record naming its blob object; 2, a record carrying its bytes inline.
+// A newer replica of a fleet may write a version this one does not know.
+const MaxRecordVersion = 2
+
 // decodeRecord decodes a record and returns the entry's inline bytes, nil
-// when it has a blob object.
+// when it has a blob object. A record of a version newer than
+// MaxRecordVersion is an error wrapping store.ErrNewerFormat, whether or not
+// it would decode: it is not damage, and it must not be quarantined.
 func decodeRecord(ns string, key store.Key, b []byte) (store.Meta, []byte, error) {
+	var ver struct {
+		V json.Number `json:"v"`
+	}
+	if json.Unmarshal(b, &ver) == nil {
+		if v, err := ver.V.Int64(); err == nil && v > MaxRecordVersion {
+			return store.Meta{}, nil, fmt.Errorf("entry record %s/%s is of version %d, written by a newer cachesvc; this one reads version %d at most: "+
+				"upgrade this replica (the record is left as it is): %w", ns, key, v, MaxRecordVersion, store.ErrNewerFormat)
+		}
+	}
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return store.Meta{}, nil, fmt.Errorf("decode entry record: %w", err)
@@ -428,6 +444,11 @@ func (s *Store) readRecordData(ctx context.Context, ns string, key store.Key) (s
 		return store.Meta{}, nil, s.fault("read entry record", name, err)
 	}
 	m, inline, err := decodeRecord(ns, key, b)
+	if errors.Is(err, store.ErrNewerFormat) {
+		s.log.Warn("entry record written by a newer cachesvc; left as it is: upgrade this replica",
+			"namespace", ns, "key", key.String(), "object", name, "err", err)
+		return store.Meta{}, nil, fmt.Errorf("s3://%s/%s: %w", s.cfg.Bucket, name, err)
+	}
 	if err != nil {
 		return store.Meta{}, nil, s.quarantineRecord(ns, key, err)
 	}
