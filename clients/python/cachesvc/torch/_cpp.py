@@ -19,7 +19,9 @@ this CPU's model and feature flags. Headers are covered through torch's version 
 headers) and the compiler's identity (the system's); a host whose system
 headers differ under the same compiler binary is outside what it checks.
 Builds it cannot key (preprocessing, precompiled headers, object files,
-relative-path builds) run as before.
+relative-path builds) run as before. A library served that is not a sound
+shared object for this machine (``_elf``) is reported like an FX graph torch
+cannot load, and built here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from . import _keys
+from . import _elf, _keys
 
 log = logging.getLogger("cachesvc.torch")
 
@@ -158,6 +160,14 @@ def wrap_build(orig: Callable[[Any], None], service: Any) -> Callable[[Any], Non
         sig, target = plan
         pending = f"{CACHE}:{sig['key']}"
         data = service.lookup(sig, CACHE, pending)
+        served = service.take_hit() if data is not None else None
+        bad = _elf.problem(data) if data is not None else None
+        if bad is not None:
+            # Written, torch would fail the job loading it: report it
+            # (quarantined after enough reporters) and compile instead.
+            service.load_failed(served or "", f"the C++ library {os.path.basename(target)} is not a "
+                                f"loadable shared library here: {bad}")
+            data = None
         if data is not None:
             try:
                 _write_target(target, data)

@@ -111,6 +111,7 @@ class Service:
         self.put_timeout = put_timeout
         self.breaker = breaker
         self.warner = Warner(log, breaker, warn_interval)
+        self.load_warner = Warner(log, breaker, warn_interval)  # entries that failed to load
         self.components = components
         self.flush_at_exit = flush_at_exit
         self._stats = CacheStats()
@@ -261,9 +262,11 @@ class Service:
         it (within REPORT_TIMEOUT, respecting the breaker); never raises."""
         with self._lock:
             self._stats.load_failures += 1
-        log.warning("cachesvc: entry %s fetched from the cache failed to load (%s); reporting it, torch compiles",
-                    server_key, reason[:200])
-        if not self.breaker.allow():
+        # Rate-limited: one bad upload can make every kernel library of a
+        # model fail alike (a warning per library buried the first one).
+        self.load_warner.notice(f"entry {server_key} fetched from the cache failed to load ({reason[:200]}); "
+                                "reporting it, torch compiles")
+        if not server_key or not self.breaker.allow():
             return
         try:
             res = self.client.report(server_key, reason, timeout=min(self.timeout, _REPORT_TIMEOUT))
