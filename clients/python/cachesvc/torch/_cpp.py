@@ -105,9 +105,16 @@ def signature(builder: Any) -> tuple[dict[str, Any], str] | None:
     if out_dir:
         cmd = cmd.replace(out_dir, "<out>")
     try:
-        from torch._inductor.runtime.runtime_utils import cache_dir
+        from torch._inductor.runtime.runtime_utils import cache_dir, default_cache_dir
 
-        cmd = cmd.replace(cache_dir(), "<cache>")
+        # The precompiled headers live under the default cache dir
+        # ($TMPDIR/torchinductor_$USER) even with TORCHINDUCTOR_CACHE_DIR set;
+        # their file names hash their contents and the header's bytes are in
+        # "inputs", so their directory only made other users and jobs with
+        # their own TMPDIR miss. The longer path first: one may hold the other.
+        places = {default_cache_dir(): "<default-cache>", cache_dir(): "<cache>"}
+        for path in sorted(places, key=len, reverse=True):
+            cmd = cmd.replace(path, places[path])
     except Exception:  # noqa: BLE001 - keep the paths: more misses, never a wrong hit
         pass
     doc = {
