@@ -202,6 +202,15 @@ def is_transient(exc: BaseException) -> bool:
 WRITE_CONSEQUENCE = "it was not stored, but lookups still use the shared cache"
 
 
+def auth_hint(exc: BaseException) -> str:
+    """What to check when the server does not know the token (401), as a
+    clause to append to the error; "" otherwise (a 403 already names the
+    scope the token lacks)."""
+    if isinstance(exc, Error) and exc.status == 401:
+        return "; check CACHESVC_TOKEN or CACHESVC_TOKEN_FILE (or the token argument)"
+    return ""
+
+
 class Warner:
     """Rate-limited warnings about failed calls, feeding a :class:`Breaker`.
 
@@ -222,9 +231,9 @@ class Warner:
         """Logs ``what failed (exc); consequence`` unless a warning was logged
         recently; ``consequence`` defaults to the one given at construction."""
         if self._due():
-            self.log.warning("cachesvc: %s failed (%s); %s "
+            self.log.warning("cachesvc: %s failed (%s%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
-                             what, exc, consequence or self.consequence, self.interval)
+                             what, exc, auth_hint(exc), consequence or self.consequence, self.interval)
         else:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
 

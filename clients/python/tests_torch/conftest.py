@@ -111,15 +111,16 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def run_torch(cxx_wrapper: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """run_torch(url, ns, *args, cache_dir=None, wait=True) runs torchprog.py
-    in a fresh interpreter with an empty cache dir (or ``cache_dir``) and the
-    counting compiler; returns a Proc, or the Popen with ``wait=False``."""
+    """run_torch(url, ns, *args, cache_dir=None, wait=True, env=None) runs
+    torchprog.py in a fresh interpreter with an empty cache dir (or
+    ``cache_dir``), the counting compiler and any ``env`` added; returns a
+    Proc, or the Popen with ``wait=False``."""
 
     def run(url: str, ns: str, *args: str, cache_dir: Path | None = None, wait: bool = True,
-            timeout: float = 300) -> Any:
+            timeout: float = 300, env: dict[str, str] | None = None) -> Any:
         d = cache_dir or tmp_path_factory.mktemp("inductor")
         env = clean_env({"TORCHINDUCTOR_CACHE_DIR": str(d), "CXX": cxx_wrapper,
-                         "CACHESVC_CXX_LOG": str(d / "cxx.log")})
+                         "CACHESVC_CXX_LOG": str(d / "cxx.log"), **(env or {})})
         cmd = [sys.executable, str(PROG), "--url", url, "--ns", ns, *args]
         if not wait:
             p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -98,3 +98,39 @@ def test_install_wraps_and_uninstall_restores_the_loader() -> None:
     finally:
         ct.uninstall()
     assert GuardedCache.__dict__["iterate_over_candidates"] is orig
+
+
+def test_truncated_cpp_library_is_reported_and_compiled_locally(torch_server: Any, run_torch: Any,
+                                                                process_a: Any) -> None:
+    """A C++ kernel library served by the ``cpp`` tier that is truncated (its
+    bytes were bad when uploaded: the server's digests cannot tell) is not
+    written where torch would dlopen it: before, the job died (torch's
+    vector-ISA probe failed to load its library, so every kernel failed to
+    compile, or a kernel's dlopen raised). Now each is reported, the kernels
+    are compiled here, training goes on bit-identically, with one warning."""
+    src, ns = Client(torch_server.url, "ab", timeout=30), "healcpp"
+    dst = Client(torch_server.url, ns, timeout=30)
+    libs = []
+    for e in src.manifest("mega-a")["keys"]:  # process A's entries, copied, its libraries cut in half
+        key = str(e["key"])
+        info, data = src.head(key), src.get(key)
+        if info is None or data is None:
+            continue
+        if info.name.endswith(".so"):
+            data = data[: len(data) // 2]
+            libs.append(key)
+        assert dst.put(key, data, backend=info.backend, name=info.name, compile_seconds=info.compile_seconds).created
+    assert len(libs) >= 4, libs
+    b = run_torch(torch_server.url, ns, "--run", "healcpp-b")
+    o = b.out
+    assert o["inductor"].get("fxgraph_cache_hit") == 4, o["inductor"]  # the FX graphs were fine
+    assert o["digests"] == process_a.out["digests"]
+    s = o["stats"]
+    assert s["load_failures"] == s["reports"] == s["by_cache"]["inductor-cpp"]["hits"] >= len(libs), s
+    assert s["errors"] == 0, s
+    assert o["cxx"]["compiles"] >= 4, o["cxx"]  # built here instead
+    assert len(b.warnings()) == 1, b.warnings()
+    assert "not a loadable shared library here: truncated" in b.warnings()[0], b.warnings()
+    rep = dst.reports(libs[0])
+    assert rep is not None and rep["distinct_reporters"] == 1, rep
+    assert "is not a loadable shared library here" in rep["recent"][0]["reason"], rep

@@ -28,3 +28,36 @@ def test_bad_config_from_env_installs_nothing(monkeypatch, caplog, env, needle):
     msgs = [r.getMessage() for r in caplog.records if "cannot use the configured server" in r.getMessage()]
     assert len(msgs) == 1 and needle in msgs[0] and "not installed" in msgs[0], msgs
     assert ct.installed() is None
+
+
+def test_wrong_token_warns_once_saying_which_setting(cachesvc_binary, wasm_cache, tmp_path, caplog):
+    """A token the server does not know (401): every lookup and write is a
+    miss, one warning names the settings to check, torch compiles."""
+    import hashlib
+
+    from conftest import Server
+
+    from cachesvc import Client
+    from cachesvc._failopen import Breaker
+    from cachesvc.torch._service import Service
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"t {hashlib.sha256(b'cachesvc_the-right-token-0123').hexdigest()} *:write\n")
+    srv = Server(cachesvc_binary, tmp_path / "data", extra=["--wasm-cache", wasm_cache, "--tokens", str(tokens)])
+    try:
+        srv.wait_ready()
+        svc = Service(Client(srv.url, namespace="tok", token="cachesvc_a-wrong-token-0123"), timeout=10.0,
+                      put_timeout=None, breaker=Breaker(3, 30.0), warn_interval=60.0, components=None,
+                      background_uploads=False, upload_queue_bytes=1 << 20, flush_at_exit=10.0)
+        with caplog.at_level(logging.WARNING, logger="cachesvc"):
+            for i in range(3):
+                key = f"pt2:fx-graph-v1::ftok{i:016d}:c1"
+                assert svc.get(key) is None
+                svc.put(key, b'{"data": "x", "time_taken_ms": 10}')
+        s = svc.stats()
+        assert (s["errors"], s["put_errors"], s["hits"]) == (3, 3, 0), s
+        msgs = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(msgs) == 1, msgs
+        assert "401" in msgs[0] and "CACHESVC_TOKEN" in msgs[0] and "compiling without the shared cache" in msgs[0], msgs
+    finally:
+        srv.stop()

@@ -7,6 +7,7 @@ torch._dynamo.utils.counters, C++ compiler runs with a counting wrapper.
 
 from __future__ import annotations
 
+import getpass
 import subprocess
 import sys
 import time
@@ -70,6 +71,21 @@ def test_process_b_hits_everything_and_runs_no_compiler(torch_server: Any, run_t
     assert o["cxx"]["compiles"] == 0, o["cxx"]  # the libraries came from the server
     assert o["digests"] == process_a.out["digests"]  # outputs and gradients bit-identical
     assert o["first_step_seconds"] < process_a.out["first_step_seconds"]
+
+
+def test_other_user_or_tmpdir_still_gets_the_libraries(torch_server: Any, run_torch: Any, process_a: Any,
+                                                      tmp_path: Path) -> None:
+    # Inductor compiles kernels with -include of a precompiled header under
+    # $TMPDIR/torchinductor_$USER (not TORCHINDUCTOR_CACHE_DIR): a job with its
+    # own TMPDIR (as batch schedulers set) or another user missed those
+    # kernels' libraries and ran g++ for each.
+    b = run_torch(torch_server.url, "ab", env={"TMPDIR": str(tmp_path)})
+    o = b.out
+    assert o["inductor"].get("fxgraph_cache_hit") == 4, o["inductor"]
+    assert "misses" not in o["stats"]["by_cache"]["inductor-cpp"], o["stats"]["by_cache"]
+    assert o["cxx"]["compiles"] == 0, o["cxx"]
+    assert o["digests"] == process_a.out["digests"]
+    assert (tmp_path / f"torchinductor_{getpass.getuser()}").is_dir()  # torch did use the other TMPDIR
 
 
 def test_changed_layer_misses_only_its_graphs(torch_server: Any, run_torch: Any, process_a: Any) -> None:

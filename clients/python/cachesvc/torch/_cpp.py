@@ -19,7 +19,9 @@ this CPU's model and feature flags. Headers are covered through torch's version 
 headers) and the compiler's identity (the system's); a host whose system
 headers differ under the same compiler binary is outside what it checks.
 Builds it cannot key (preprocessing, precompiled headers, object files,
-relative-path builds) run as before.
+relative-path builds) run as before. A library served that is not a sound
+shared object for this machine (``_elf``) is reported like an FX graph torch
+cannot load, and built here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from . import _keys
+from . import _elf, _keys
 
 log = logging.getLogger("cachesvc.torch")
 
@@ -103,9 +105,16 @@ def signature(builder: Any) -> tuple[dict[str, Any], str] | None:
     if out_dir:
         cmd = cmd.replace(out_dir, "<out>")
     try:
-        from torch._inductor.runtime.runtime_utils import cache_dir
+        from torch._inductor.runtime.runtime_utils import cache_dir, default_cache_dir
 
-        cmd = cmd.replace(cache_dir(), "<cache>")
+        # The precompiled headers live under the default cache dir
+        # ($TMPDIR/torchinductor_$USER) even with TORCHINDUCTOR_CACHE_DIR set;
+        # their file names hash their contents and the header's bytes are in
+        # "inputs", so their directory only made other users and jobs with
+        # their own TMPDIR miss. The longer path first: one may hold the other.
+        places = {default_cache_dir(): "<default-cache>", cache_dir(): "<cache>"}
+        for path in sorted(places, key=len, reverse=True):
+            cmd = cmd.replace(path, places[path])
     except Exception:  # noqa: BLE001 - keep the paths: more misses, never a wrong hit
         pass
     doc = {
@@ -158,6 +167,14 @@ def wrap_build(orig: Callable[[Any], None], service: Any) -> Callable[[Any], Non
         sig, target = plan
         pending = f"{CACHE}:{sig['key']}"
         data = service.lookup(sig, CACHE, pending)
+        served = service.take_hit() if data is not None else None
+        bad = _elf.problem(data) if data is not None else None
+        if bad is not None:
+            # Written, torch would fail the job loading it: report it
+            # (quarantined after enough reporters) and compile instead.
+            service.load_failed(served or "", f"the C++ library {os.path.basename(target)} is not a "
+                                f"loadable shared library here: {bad}")
+            data = None
         if data is not None:
             try:
                 _write_target(target, data)

@@ -83,6 +83,8 @@ def time_taken_seconds(value: bytes) -> float | None:
 
 # The cache whose misses take compile leases (_lease.py).
 _LEASED_CACHE = "fx-graph"
+# Dynamo's PGO profiles: written once, in their last state, at flush (put).
+_PGO_CACHE = "dynamo-pgo"
 
 
 def _cache_of(full_key: str) -> str:
@@ -111,11 +113,13 @@ class Service:
         self.put_timeout = put_timeout
         self.breaker = breaker
         self.warner = Warner(log, breaker, warn_interval)
+        self.load_warner = Warner(log, breaker, warn_interval)  # entries that failed to load
         self.components = components
         self.flush_at_exit = flush_at_exit
         self._stats = CacheStats()
         self._lock = threading.Lock()
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+        self._profiles: dict[str, bytes] = {}  # PGO profiles held until flush (put)
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
         self._hit = threading.local()  # server key of this thread's last hit (_heal)
         # Seconds of C++ builds (_cpp) not yet taken out of an FX graph's
@@ -261,9 +265,11 @@ class Service:
         it (within REPORT_TIMEOUT, respecting the breaker); never raises."""
         with self._lock:
             self._stats.load_failures += 1
-        log.warning("cachesvc: entry %s fetched from the cache failed to load (%s); reporting it, torch compiles",
-                    server_key, reason[:200])
-        if not self.breaker.allow():
+        # Rate-limited: one bad upload can make every kernel library of a
+        # model fail alike (a warning per library buried the first one).
+        self.load_warner.notice(f"entry {server_key} fetched from the cache failed to load ({reason[:200]}); "
+                                "reporting it, torch compiles")
+        if not server_key or not self.breaker.allow():
             return
         try:
             res = self.client.report(server_key, reason, timeout=min(self.timeout, _REPORT_TIMEOUT))
@@ -285,6 +291,8 @@ class Service:
             value = value.encode("utf-8")
         data = bytes(value)
         cache = _cache_of(full_key)
+        if cache == _PGO_CACHE and self._hold_profile(full_key, data):
+            return
         parts = _keys.split_key(full_key)
         name = f"{cache}:{parts[1][:16]}" if parts else full_key[:64]
         # AOTAutograd's time_taken_ms is the sum of its forward and backward
@@ -295,6 +303,33 @@ class Service:
         if cache.startswith(_LEASED_CACHE):
             secs = self.fx_graph_seconds(secs)
         self.submit(full_key, self.signature(full_key), cache, data, secs, name)
+
+    _MAX_PROFILES = 64  # PGO keys held at once (one per job id and rank); more are written at once
+
+    def _hold_profile(self, full_key: str, data: bytes) -> bool:
+        """Keeps the newest PGO profile of ``full_key`` until :meth:`flush`;
+        False when too many are held (then it is written now).
+
+        Dynamo rewrites a job's profile after every frame it compiles: the
+        first write holds the first compile's static sizes, later ones the
+        dimensions it found dynamic. Entries are immutable (the first write
+        wins), so writing each one stored the static profile for good and
+        every later process of the job compiled static, then again dynamic."""
+        with self._lock:
+            if full_key not in self._profiles and len(self._profiles) >= self._MAX_PROFILES:
+                return False
+            self._profiles[full_key] = data
+        return True
+
+    def _write_profiles(self) -> None:
+        """Submits the PGO profiles held (``_hold_profile``), in their last state."""
+        with self._lock:
+            held, self._profiles = self._profiles, {}
+        for full_key, data in held.items():
+            parts = _keys.split_key(full_key)
+            name = f"{_PGO_CACHE}:{parts[1][:16]}" if parts else full_key[:64]
+            # A profile is no compile: nothing to credit on its hits.
+            self.submit(full_key, self.signature(full_key), _PGO_CACHE, data, 0.0, name)
 
     def cpp_built(self, secs: float) -> None:
         """A C++ build (``_cpp``) compiled for ``secs``; its library is stored
@@ -394,7 +429,9 @@ class Service:
                 self._stats.put_existing += 1
 
     def flush(self, timeout: float | None = 60.0) -> bool:
-        """Waits until queued writes are done; False if ``timeout`` ran out."""
+        """Writes the PGO profiles held (``_hold_profile``), then waits until
+        queued writes are done; False if ``timeout`` ran out."""
+        self._write_profiles()
         return True if self.uploader is None else self.uploader.flush(timeout)
 
 
