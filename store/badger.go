@@ -467,6 +467,8 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
 	}
 	s.hotMeta.forget(ref) // hotmeta.go
+	// The tombstones go to a memtable too (diskbound_lsm.go).
+	s.diskIndexed()
 	s.mu.Lock()
 	s.acct.remove(ref)
 	s.mu.Unlock()
