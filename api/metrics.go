@@ -97,7 +97,7 @@ type usageCollector struct {
 }
 
 var (
-	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store.", nil, nil)
+	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store (on a fleet replica: the shared tier's blobs plus entry records, where entries of at most 64 KiB keep their bytes).", nil, nil)
 	descStoreDisk    = prometheus.NewDesc("cachesvc_store_disk_bytes", "Disk space the store's files occupy (allocated blocks, Badger's fixed files included); above cachesvc_store_bytes by what value-log GC has not reclaimed yet.", nil, nil)
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)

@@ -164,6 +164,9 @@ type Keyer struct {
 
 	mu     sync.Mutex
 	recall *lru[cachekey.Key, recalled]
+	// forgets counts ForgetPlugin calls (under mu): a result computed
+	// across one is not memoized (forget.go).
+	forgets uint64
 
 	shared sharedMemo
 
@@ -282,16 +285,17 @@ func (k *Keyer) KeyDigest(ctx context.Context, signature []byte, digest [32]byte
 		if res, ok := k.fromMemo(digest); ok { // a flight may have just landed
 			return res, nil
 		}
+		gen := k.forgetGen()
 		fctx := context.WithoutCancel(ctx)
 		if res, ok := k.fromShared(fctx, signature, digest); ok {
-			k.memoize(digest, res)
+			k.memoize(digest, res, gen)
 			return res, nil
 		}
 		res, err := k.compute(fctx, signature)
 		if err != nil {
 			return nil, err
 		}
-		k.memoize(digest, res)
+		k.memoize(digest, res, gen)
 		k.share(digest, res)
 		return res, nil
 	})
@@ -311,14 +315,19 @@ func (k *Keyer) KeyDigest(ctx context.Context, signature []byte, digest [32]byte
 	}
 }
 
-// memoize keeps res in the local memo.
-func (k *Keyer) memoize(digest [32]byte, res Result) {
+// memoize keeps res in the local memo, unless ForgetPlugin ran since gen
+// (forgetGen) was read: res may come from the code it forgot.
+func (k *Keyer) memoize(digest [32]byte, res Result, gen uint64) {
 	if k.memo == nil {
 		return
 	}
 	m := res
 	m.Canonical, m.Memo = nil, true
 	k.mu.Lock()
+	if k.forgets != gen {
+		k.mu.Unlock()
+		return
+	}
 	k.memo.put(digest, m)
 	k.mu.Unlock()
 	if k.persist != nil {

@@ -258,6 +258,7 @@ func (k *Keyer) LookupDigest(ctx context.Context, digest [32]byte, backend strin
 	if backend == "" {
 		backends = k.cfg.Host.Backends()
 	}
+	gen := k.forgetGen()
 	tried := make(map[string]bool)
 	for _, b := range backends {
 		p, ok := k.cfg.Host.ForBackend(b)
@@ -273,7 +274,7 @@ func (k *Keyer) LookupDigest(ctx context.Context, digest [32]byte, backend strin
 		if q, ok := k.cfg.Host.ForBackend(res.Backend); !ok || q.ID() != res.Plugin {
 			continue
 		}
-		k.memoize(digest, res)
+		k.memoize(digest, res, gen)
 		k.remember(res)
 		return res, true
 	}

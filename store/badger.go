@@ -24,6 +24,9 @@ type Badger struct {
 	db  *badger.DB
 	log *slog.Logger
 
+	// readers defers the purge of chunks that readers are streaming.
+	readers readerHolds
+
 	// closeMu is held shared by every short operation on db and exclusively
 	// by Close, so that the database never closes under an operation.
 	closeMu sync.RWMutex
@@ -293,7 +296,7 @@ func (s *Badger) deleteKeys(keys [][]byte) error {
 // blob names (any more). Failures are logged: whatever is left is collected
 // at the next Open.
 func (s *Badger) purgeChunks(u uploadID, n uint32, size int64) {
-	if n == 0 {
+	if n == 0 || s.readers.deferPurge(u, n, size) { // readerhold.go
 		return
 	}
 	if s.enterWrite() != nil {
@@ -478,6 +481,8 @@ func (s *Badger) deleteLocked(ref entryRef, reason string) (purge func(), err er
 		return nop, fmt.Errorf("delete entry %s/%s: %w", ref.ns, ref.key, err)
 	}
 	s.hotMeta.forget(ref) // hotmeta.go
+	// The tombstones go to a memtable too (diskbound_lsm.go).
+	s.diskIndexed()
 	s.mu.Lock()
 	s.acct.remove(ref)
 	s.mu.Unlock()

@@ -46,7 +46,8 @@ var ErrReclaiming = fmt.Errorf("disk is at the store's bound while garbage colle
 //
 // The estimate between scans is the last scan plus the chunk bytes written
 // since, plus the bytes reserved by uploads in flight that they have not
-// written yet. The headroom (2×ValueLogFileSize) covers what the estimate
+// written yet, plus room for what the LSM tree is about to add: memtable
+// flushes and the rewrites of compaction (diskbound_lsm.go). The headroom (2×ValueLogFileSize) covers what the estimate
 // cannot see: a new value-log file appears preallocated at twice its size
 // (sparse), and a GC rewrite writes a file's live values before it deletes
 // the file.
@@ -79,11 +80,18 @@ type diskScan struct {
 	// allocated is the disk space of every file at the top of Dir (blocks
 	// allocated, as du counts them; sparse preallocation is not counted).
 	allocated int64
+	// tables is the apparent size of the LSM tree's tables (*.sst), part
+	// of bounded.
+	tables int64
+	// memLow and memHigh are the lowest and highest ids of the memtables'
+	// write-ahead logs (NNNNN.mem), -1 when there are none: a memtable is
+	// flushed when its log goes (lsmRoom).
+	memLow, memHigh int64
 }
 
 // scanDir measures the regular files at the top of dir.
 func scanDir(dir string) (diskScan, error) {
-	var sc diskScan
+	sc := diskScan{memLow: -1, memHigh: -1}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return sc, fmt.Errorf("scan store directory: %w", err)
@@ -98,8 +106,12 @@ func scanDir(dir string) (diskScan, error) {
 		}
 		if fixedDiskFile(e.Name()) {
 			sc.fixed += info.Size()
+			sc.noteMemtable(e.Name())
 		} else {
 			sc.bounded += info.Size()
+			if strings.HasSuffix(e.Name(), ".sst") {
+				sc.tables += info.Size()
+			}
 		}
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
 			sc.allocated += st.Blocks * 512
@@ -128,6 +140,10 @@ type diskState struct {
 	evictedAt, lowSince int64
 	unshrunk            int
 
+	// lsm estimates what the LSM tree will add to the directory
+	// (diskbound_lsm.go).
+	lsm lsmState
+
 	// passMu guards pass, closed and replaced at the end of every GC pass.
 	passMu sync.Mutex
 	pass   chan struct{}
@@ -154,7 +170,11 @@ func (s *Badger) rescanDisk() {
 		s.log.Warn("measure the store's disk use", "err", err)
 		return
 	}
+	s.mu.Lock()
+	live := s.acct.live
+	s.mu.Unlock()
 	s.disk.mu.Lock()
+	s.disk.lsm.observe(sc, live)
 	s.disk.scan, s.disk.scannedAt = sc, time.Now()
 	s.disk.written -= before
 	s.disk.lowSince = min(s.disk.lowSince, sc.bounded)
@@ -191,7 +211,7 @@ func (s *Badger) diskSettle(n int64) {
 func (s *Badger) diskEstimate(reserved int64) (int64, bool) {
 	s.disk.mu.Lock()
 	defer s.disk.mu.Unlock()
-	est := s.disk.scan.bounded + s.disk.written + reserved - s.disk.inflight
+	est := s.disk.scan.bounded + s.disk.written + reserved - s.disk.inflight + s.disk.lsm.room(s.disk.scan)
 	return est, time.Since(s.disk.scannedAt) >= diskRescanEvery
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,16 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 	if n > 0 {
 		r.it = txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(u), PrefetchValues: false})
 	}
+	if n > 0 && (off+n-1)/blob.ChunkSize > off/blob.ChunkSize {
+		// Chunks after the first are read in transactions of their own:
+		// a Delete from now on leaves them until the reader closes
+		// (readerhold.go). One that committed since this snapshot has
+		// purged them, or may yet: then this reader keeps its snapshot
+		// (and with it the disk) to the end, as before.
+		s.readers.hold(u)
+		r.held = true
+		r.snapshot = !s.blobStillIsNow(m.SHA256, u)
+	}
 	keep = true
 	return m, r, nil
 }
@@ -143,7 +154,16 @@ func clampRange(off, n, size int64) (int64, int64) {
 	return off, n
 }
 
-// blobReader streams a blob's chunks from a read transaction.
+// blobReader streams a blob's chunks. The first comes from the transaction
+// that read the entry's metadata; each later one from a transaction of its
+// own, held only while the chunk is copied out (loadChunk). A reader holds
+// nothing between chunks: Badger deletes no value-log file that GC rewrote
+// while any iterator is open, and discards no deleted version that an open
+// transaction may see, so a client that stalls mid-transfer kept every byte
+// deleted meanwhile on disk until it finished. Chunks are immutable and
+// their keys name their upload, so what a later transaction finds is the
+// same entry's bytes: a Delete meanwhile leaves the chunks of a blob being
+// read until its readers close (readerhold.go).
 type blobReader struct {
 	s         *Badger
 	ref       entryRef
@@ -152,8 +172,14 @@ type blobReader struct {
 	size      int64
 	chunkSize int64
 
-	txn *badger.Txn
-	it  *badger.Iterator
+	// txn and it read the first chunk, then are released (nil), unless
+	// snapshot says to read every chunk from them (the entry was deleted
+	// since txn began).
+	txn      *badger.Txn
+	it       *badger.Iterator
+	snapshot bool
+	// held says the reader holds its upload's chunks (readerhold.go).
+	held bool
 
 	idx       uint32 // next chunk to load
 	skip      int64  // bytes to skip in the next chunk
@@ -248,16 +274,54 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 			r.buf = getSmallBuf(int(min(r.chunkSize, r.size)))
 		}
 	}
+	if r.it != nil {
+		corrupt, err = r.readChunk(r.txn, r.it)
+		if !r.snapshot {
+			r.release()
+		}
+		return corrupt, err
+	}
+	for try := 0; ; try++ {
+		txn := r.s.db.NewTransaction(false)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(r.upload), PrefetchValues: false})
+		corrupt, err = r.readChunk(txn, it)
+		it.Close()
+		txn.Discard()
+		// A value the log no longer holds may have been moved by a GC
+		// rewrite that committed between this transaction's start and
+		// its iterator's: a new transaction finds it where it went.
+		if strings.HasPrefix(corrupt, readValueFailed) && try == 0 {
+			continue
+		}
+		if corrupt != "" && !r.s.blobStillIsNow(r.sha, r.upload) {
+			// Deleted (and its value log reclaimed) since this
+			// transaction began: not damage.
+			return "", fmt.Errorf("read entry %s/%s: chunk %d: %w", r.ref.ns, r.ref.key, r.idx, errDeletedWhileRead)
+		}
+		return corrupt, err
+	}
+}
+
+// readValueFailed starts readChunk's answer when the value log no longer
+// holds a chunk's value.
+const readValueFailed = "read chunk value"
+
+// readChunk reads and verifies chunk r.idx with it, an iterator of txn over
+// the upload's chunks.
+func (r *blobReader) readChunk(txn *badger.Txn, it *badger.Iterator) (corrupt string, err error) {
 	key := chunkKey(r.upload, r.idx)
-	r.it.Seek(key)
-	if !r.it.Valid() || !bytes.Equal(r.it.Item().Key(), key) {
+	it.Seek(key)
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
+		if !r.s.blobStillIs(txn, r.sha, r.upload) {
+			return "", fmt.Errorf("read entry %s/%s: chunk %d: %w", r.ref.ns, r.ref.key, r.idx, errDeletedWhileRead)
+		}
 		return "chunk missing", nil
 	}
 	want := min(r.chunkSize, r.size-int64(r.idx)*r.chunkSize)
 	var data []byte
 	// The value is copied out of the value log's map and checksummed in
 	// one pass (copySum); the map is only valid inside the callback.
-	err = r.it.Item().Value(func(val []byte) error {
+	err = it.Item().Value(func(val []byte) error {
 		if int64(len(val)) != 4+want {
 			corrupt = fmt.Sprintf("chunk value is %d bytes, want %d", len(val), 4+want)
 			return nil
@@ -271,7 +335,7 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 	if err != nil {
 		// The value log no longer holds the chunk (truncated or damaged
 		// file): the entry's bytes are gone.
-		return fmt.Sprintf("read chunk value: %v", err), nil
+		return fmt.Sprintf("%s: %v", readValueFailed, err), nil
 	}
 	if corrupt != "" {
 		return corrupt, nil
@@ -285,7 +349,20 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 	return "", nil
 }
 
-// Close releases the reader's snapshot.
+// release closes the first chunk's iterator and transaction. The caller
+// is inside the store (enter).
+func (r *blobReader) release() {
+	if r.it != nil {
+		r.it.Close()
+		r.it = nil
+	}
+	if r.txn != nil {
+		r.txn.Discard()
+		r.txn = nil
+	}
+}
+
+// Close releases what the reader holds.
 func (r *blobReader) Close() error {
 	if r.closed {
 		return nil
@@ -293,11 +370,14 @@ func (r *blobReader) Close() error {
 	r.closed = true
 	r.cur = nil
 	if r.s.enter() == nil {
-		if r.it != nil {
-			r.it.Close()
-		}
-		r.txn.Discard()
+		r.release()
 		r.s.leave()
+	}
+	if r.held {
+		r.held = false
+		if p, ok := r.s.readers.release(r.upload); ok {
+			r.s.purgeChunks(r.upload, p.n, p.size)
+		}
 	}
 	if r.buf != nil {
 		if !putSmallBuf(r.buf) {
@@ -306,6 +386,31 @@ func (r *blobReader) Close() error {
 		r.buf = nil
 	}
 	return nil
+}
+
+// errDeletedWhileRead is a reader's answer when its entry was deleted (or
+// replaced) after the reader opened and before it read a later chunk.
+var errDeletedWhileRead = fmt.Errorf("the entry was deleted or replaced while it was being read; get it again: %w", ErrNotFound)
+
+// blobStillIsNow is blobStillIs in a transaction of its own.
+func (s *Badger) blobStillIsNow(sha [32]byte, u uploadID) bool {
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	return s.blobStillIs(txn, sha, u)
+}
+
+// blobStillIs reports whether txn sees blob sha as stored under upload u.
+func (s *Badger) blobStillIs(txn *badger.Txn, sha [32]byte, u uploadID) bool {
+	item, err := txn.Get(blobKey(sha))
+	if err != nil {
+		return false
+	}
+	var b blobRecord
+	err = item.Value(func(v []byte) error {
+		b, err = decodeBlob(v)
+		return err
+	})
+	return err == nil && b.Upload == u.String()
 }
 
 // quarantine removes every entry using the blob sha (moving their metadata

@@ -461,6 +461,7 @@ func (s *Badger) commit(ref entryRef, m Meta, blob *blobRecord, held claim, inli
 		s.diskWrote(int64(len(inline)), false)
 	}
 	s.diskSettle(written)
+	s.diskIndexed()
 	s.mu.Lock()
 	s.acct.add(ref, m.SHA256, m.Size, m.LastAccess)
 	s.acct.releaseClaim(held)

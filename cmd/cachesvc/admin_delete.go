@@ -17,17 +17,21 @@ import (
 	"github.com/cachesvc/cachesvc/client"
 )
 
-const adminDeleteSummary = `Delete the entries that pass every filter. See them first with --dry-run,
-which lists exactly what a delete with the same flags removes and deletes
-nothing. A delete needs at least one filter, or --all for every entry of
-the namespace; it asks before deleting unless --yes is given (and needs
---yes when stdin is not a terminal). Deleted entries are printed like
-'admin list' prints them. Filters and confirmations are read from the
-command line only, never from CACHESVC_* variables.`
+const adminDeleteSummary = `Delete the entries that pass every filter, or the entries named by KEY
+arguments or by --keys-from FILE (one KEY a line; - reads stdin) in one
+namespace. See them first with --dry-run, which lists exactly what a delete
+with the same flags removes and deletes nothing. A delete by filters needs
+at least one filter, or --all for every entry of the namespace. A delete
+asks before deleting unless --yes is given (and needs --yes when stdin is
+not a terminal). Deleted entries are printed like 'admin list' prints them
+(by KEY: one line each, or JSON with --json); a KEY not stored makes the
+command exit 1 after the others are deleted. Filters, KEYs and
+confirmations are read from the command line only, never from CACHESVC_*
+variables.`
 
 // runAdminDelete is `cachesvc admin delete`.
 func runAdminDelete(ctx context.Context, args []string, sio stdio) (err error) {
-	fs := newFlagSet("admin delete", adminDeleteSummary, sio)
+	fs := newFlagSet("admin delete [KEY...]", adminDeleteSummary, sio)
 	var af adminFlags
 	var ff filterFlags
 	af.register(fs, true)
@@ -36,18 +40,31 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) (err error) {
 	all := fs.Bool("all", false, "with no filter: delete every entry of the namespace")
 	yes := fs.Bool("yes", false, "delete without asking")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
-	commandLineOnly(fs, "dry-run", "all", "yes")
+	keysFrom := fs.String("keys-from", "", "delete the KEYs in `FILE`, one a line (blank lines and # comments skipped); - reads stdin")
+	commandLineOnly(fs, "dry-run", "all", "yes", "keys-from")
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		// quarantine and restore take KEYs, so a user tries delete KEY too:
-		// say what delete takes and how to act on one entry instead.
-		if checkKeys(pos) == nil {
-			return usagef("unexpected arguments: %s: delete selects entries by filters, not KEYs; to stop serving one entry, restorably, run 'cachesvc admin quarantine KEY --reason WHY' (or send DELETE /v1/{ns}/entries/{key} with an admin token)", strings.Join(pos, " "))
+	if len(pos) > 0 || *keysFrom != "" {
+		if !ff.empty() || *all {
+			return usagef("give KEYs (arguments or --keys-from) or filters (or --all), not both")
 		}
-		return usagef("unexpected arguments: %s", strings.Join(pos, " "))
+		keys, err := deleteKeys(pos, *keysFrom, sio)
+		if err != nil {
+			return err
+		}
+		cl, ns, err := af.client(args)
+		if err != nil {
+			return err
+		}
+		if ns == "" {
+			return usagef("KEYs name entries of one namespace: give --namespace, not --all-namespaces")
+		}
+		defer af.hint(&err)
+		ctx, cancel := af.withTimeout(ctx)
+		defer cancel()
+		return deleteByKey(ctx, cl, ns, keys, keyDeleteOptions{dryRun: *dry, yes: *yes, json: *asJSON, server: af.Server, stdinKeys: *keysFrom == "-"}, sio)
 	}
 	f, err := ff.filter()
 	if err != nil {
@@ -60,7 +77,7 @@ func runAdminDelete(ctx context.Context, args []string, sio stdio) (err error) {
 	defer af.hint(&err)
 	switch {
 	case ff.empty() && !*all:
-		return usagef("give at least one filter (--writer, --run, --backend, --older-than, --idle-for, --min-size, --max-size), or --all to delete every entry %s", where(ns))
+		return usagef("give KEYs (arguments or --keys-from FILE), at least one filter (--writer, --run, --backend, --older-than, --idle-for, --min-size, --max-size), or --all to delete every entry %s", where(ns))
 	case !ff.empty() && *all:
 		return usagef("--all means every entry: give it without filters")
 	}

@@ -306,7 +306,7 @@ func TestAdminDelete(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no filter", []string{"delete", "--namespace", "team", "--yes"}, 2, "give at least one filter"},
+		{"no filter", []string{"delete", "--namespace", "team", "--yes"}, 2, "at least one filter"},
 		{"all with filter", []string{"delete", "--namespace", "team", "--all", "--writer", "x", "--yes"}, 2, "without filters"},
 		{"no --yes off a terminal", []string{"delete", "--namespace", "team", "--writer", "alice"}, 2, "needs --yes"},
 		{"bad age", []string{"delete", "--namespace", "team", "--older-than", "soon", "--yes"}, 2, "--older-than"},
@@ -325,7 +325,7 @@ func TestAdminDelete(t *testing.T) {
 	// Filters never come from the environment.
 	os.Setenv("CACHESVC_WRITER", "alice")
 	defer os.Unsetenv("CACHESVC_WRITER")
-	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--namespace", "team", "--yes"); code != 2 || !strings.Contains(errOut, "give at least one filter") {
+	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "delete", "--namespace", "team", "--yes"); code != 2 || !strings.Contains(errOut, "at least one filter") {
 		t.Errorf("CACHESVC_WRITER acted as a filter: exit %d %s", code, errOut)
 	}
 }
@@ -396,7 +396,7 @@ func newSigner(t *testing.T, path string) *auth.Signer {
 func TestAdminSubcommandsHaveHelp(t *testing.T) {
 	usage := map[string]string{
 		"list":       "Usage: cachesvc admin list [flags]\n",
-		"delete":     "Usage: cachesvc admin delete [flags]\n",
+		"delete":     "Usage: cachesvc admin delete [flags] [KEY...]\n",
 		"show":       "Usage: cachesvc admin show [flags] KEY\n",
 		"export":     "Usage: cachesvc admin export [flags]\n",
 		"import":     "Usage: cachesvc admin import [flags] FILE|-\n",

@@ -217,11 +217,12 @@ func TestAdminBadInput(t *testing.T) {
 		{"min above max", adminSecret, []string{"list", "--min-size", "2MiB", "--max-size", "1MiB"}, 2, "no entry can match"},
 		{"ns and all namespaces", adminSecret, []string{"list", "--namespace", "team", "--all-namespaces"}, 2, "not both"},
 		// A stray argument before flags is named alone (the flags after it
-		// are read), and delete KEY says how to act on one entry.
+		// are read); delete takes KEYs or filters, not both.
 		{"stray argument before flags", adminSecret, []string{"list", "extra", "--namespace", "team"}, 2, "unexpected arguments: extra\n"},
 		{"bad flag after a stray argument", adminSecret, []string{"list", "extra", "--bogus"}, 2, "unknown flag --bogus"},
 		{"export FILE", adminSecret, []string{"export", "team.tar", "--namespace", "team"}, 2, "unexpected arguments: team.tar (the file goes in --out, e.g. --out team.tar)\n"},
-		{"delete KEY", adminSecret, []string{"delete", f.a1.key, "--namespace", "team", "--yes"}, 2, "unexpected arguments: " + f.a1.key + ": delete selects entries by filters, not KEYs; to stop serving one entry, restorably, run 'cachesvc admin quarantine KEY"},
+		{"delete KEY and a filter", adminSecret, []string{"delete", f.a1.key, "--namespace", "team", "--writer", "alice", "--yes"}, 2, "give KEYs (arguments or --keys-from) or filters (or --all), not both"},
+		{"delete a stray argument", adminSecret, []string{"delete", "extra", "--namespace", "team", "--yes"}, 2, `KEY "extra": `},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

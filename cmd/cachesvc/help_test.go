@@ -41,7 +41,7 @@ var commandFlags = map[string][]string{
 		"wasm-cache", "xla-flag"},
 	"admin list": {"all-namespaces", "backend", "idle-for", "json", "max-size", "min-size", "namespace", "older-than",
 		"quarantined", "run", "timeout", "token", "token-file", "client-cert", "client-key", "url", "writer"},
-	"admin delete": {"all", "all-namespaces", "backend", "dry-run", "idle-for", "json", "max-size", "min-size",
+	"admin delete": {"all", "all-namespaces", "backend", "dry-run", "idle-for", "json", "keys-from", "max-size", "min-size",
 		"namespace", "older-than", "run", "timeout", "token", "token-file", "client-cert", "client-key", "url", "writer", "yes"},
 	"admin show": {"json", "namespace", "timeout", "token", "token-file", "client-cert", "client-key", "url", "verify-key"},
 	"admin export": {"backend", "idle-for", "max-size", "min-size", "namespace", "o", "older-than", "out", "run",

@@ -188,16 +188,26 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 // same name@version says: where its keys may now differ, and what to do.
 const sameVersionHint = "the new code serves from now on, but keys hash only name@version: if it canonicalizes a signature " +
 	"differently, that signature now gets another key than the stored entries the old code keyed (they miss), while " +
-	"signatures already keyed keep their old key from this server's memo (and the fleet's shared memo) until it forgets them, " +
+	"this server forgot the keys its memo had from the old code (logged as memo_forgotten), but the fleet's shared memo " +
+	"keeps those of signatures already keyed until it forgets them, " +
 	"and replicas or 'cachesvc key' still on the old file make the old keys; bump version in the plugin's describe when its " +
 	"canonical bytes change (a rebuild that canonicalizes as before needs nothing)"
+
+// pluginMemo is the signature memo a reload clears of a replaced plugin's
+// results (*keying.Keyer).
+type pluginMemo interface {
+	// ForgetPlugin drops the results of plugin id and returns how many.
+	ForgetPlugin(id string) int
+}
 
 // reloadPluginDir reloads the plugin directory dir into h (serve, on
 // SIGHUP), logs the outcome in one line and counts it in m. A plugin whose
 // file changed but whose version did not is loaded too (it may be a mere
 // rebuild) with a warning of its own: nothing else would tell an operator
-// that new code now answers under the old name@version.
-func reloadPluginDir(ctx context.Context, h *plugins.Host, dir string, logger *slog.Logger, m *api.PluginMetrics) {
+// that new code now answers under the old name@version. Its results are
+// dropped from memo, which knows them by name@version only and would
+// otherwise go on answering the old code's keys.
+func reloadPluginDir(ctx context.Context, h *plugins.Host, memo pluginMemo, dir string, logger *slog.Logger, m *api.PluginMetrics) {
 	start := time.Now()
 	r, err := h.ReloadDir(ctx, dir)
 	m.ObserveReload(err)
@@ -212,8 +222,9 @@ func reloadPluginDir(ctx context.Context, h *plugins.Host, dir string, logger *s
 	for _, x := range r.Replaced {
 		replaced = append(replaced, x.Old.ID+" -> "+x.New.ID+" "+x.New.Source)
 		if x.SameVersion() {
+			forgot := memo.ForgetPlugin(x.New.ID)
 			logger.Warn("plugin file changed but its version did not", "plugin", x.New.ID, "file", x.New.Source,
-				"old_file", x.Old.Source, "hint", sameVersionHint)
+				"old_file", x.Old.Source, "memo_forgotten", forgot, "hint", sameVersionHint)
 		}
 	}
 	for _, i := range r.Removed {

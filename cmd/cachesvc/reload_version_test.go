@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/plugins"
 )
 
@@ -30,7 +31,9 @@ func rebuilt(wasm []byte, tag string) []byte {
 // file has new bytes under the same name@version loads the new code (it
 // may be a harmless rebuild) and warns, naming the plugin, its file and
 // where keys may now differ; a replacement with a new version, or an
-// unchanged file, warns of nothing.
+// unchanged file, warns of nothing. The replaced plugin's results leave the
+// signature memo (before, they stayed, and the old code's keys kept being
+// served for signatures it had keyed); an unchanged file's stay.
 func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
 	ctx := context.Background()
 	empty, err := os.ReadFile("../../plugins/testdata/empty.wasm")
@@ -49,6 +52,20 @@ func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := h.ForBackend("empty")
+	k, err := keying.New(keying.Config{Host: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := []byte(`{"backend":"empty","z":1}`)
+	memoized := func() bool {
+		t.Helper()
+		res, err := k.Key(ctx, sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Memo
+	}
+	memoized()
 
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
@@ -56,13 +73,16 @@ func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
 	warning := "plugin file changed but its version did not"
 
 	// Unchanged: no warning.
-	reloadPluginDir(ctx, h, dir, logger, m)
+	reloadPluginDir(ctx, h, k, dir, logger, m)
 	if strings.Contains(logs.String(), warning) {
 		t.Fatalf("an unchanged file warned:\n%s", logs.String())
 	}
+	if !memoized() {
+		t.Fatal("a reload of an unchanged file cleared the memo")
+	}
 	// New bytes, same empty@1: loaded, and warned about.
 	writeAtomic(t, file, rebuilt(empty, "v2"))
-	reloadPluginDir(ctx, h, dir, logger, m)
+	reloadPluginDir(ctx, h, k, dir, logger, m)
 	after, _ := h.ForBackend("empty")
 	if after == before || after.ID() != "empty@1" {
 		t.Fatalf("the changed file was not loaded: %v -> %v", before.ID(), after.ID())
@@ -73,9 +93,12 @@ func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
 			line = l
 		}
 	}
-	for _, want := range []string{"level=WARN", "plugin=empty@1", "file=" + file, "stored entries", "memo", "bump"} {
+	for _, want := range []string{"level=WARN", "plugin=empty@1", "file=" + file, "stored entries", "memo_forgotten=1", "shared memo", "bump"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("warning line lacks %q: %s\nlogs:\n%s", want, line, logs.String())
 		}
+	}
+	if memoized() {
+		t.Error("after the file changed under the same name@version, the memo still answered with the old code's key")
 	}
 }

@@ -454,7 +454,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 
 	var reloads []func(context.Context)
 	if o.Plugins.Dir != "" {
-		reloads = append(reloads, func(ctx context.Context) { reloadPluginDir(ctx, host, o.Plugins.Dir, logger, pluginMetrics) }) // plugin.go
+		reloads = append(reloads, func(ctx context.Context) { reloadPluginDir(ctx, host, keyer, o.Plugins.Dir, logger, pluginMetrics) }) // plugin.go
 	}
 	if o.Namespaces != "" {
 		nsReloads := api.NewNamespacesReloads()

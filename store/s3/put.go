@@ -349,7 +349,7 @@ func (s *Store) createRecord(ctx context.Context, m store.Meta, inline []byte) (
 	for attempt := 0; ; attempt++ {
 		_, err := s.core.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(js), int64(len(js)), "", "", popts)
 		if err == nil {
-			s.usage.add(1, 0, 0)
+			s.usage.add(1, 0, int64(len(js)))
 			return store.PutResult{Meta: m, Created: true}, nil
 		}
 		// 412: a record exists. 409: another conditional create of this key

@@ -101,7 +101,7 @@ func (s *Store) putRecord(ctx context.Context, m store.Meta, js []byte) (created
 	_, err = s.core.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(js), int64(len(js)), "", "", popts)
 	switch {
 	case err == nil:
-		s.usage.add(1, 0, 0)
+		s.usage.add(1, 0, int64(len(js)))
 		return true, nil
 	case isPreconditionFailed(err):
 		return false, nil

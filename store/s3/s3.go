@@ -508,13 +508,14 @@ func (s *Store) Delete(ctx context.Context, ns string, key store.Key) error {
 		return err
 	}
 	name := s.entryName(ns, key)
-	if _, err := s.core.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{}); err != nil {
+	info, err := s.core.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{})
+	if err != nil {
 		return s.fault("delete entry", name, err)
 	}
 	if err := s.core.RemoveObject(ctx, s.cfg.Bucket, name, minio.RemoveObjectOptions{}); err != nil {
 		return s.fault("delete entry", name, err)
 	}
-	s.usage.add(-1, 0, 0)
+	s.usage.add(-1, 0, -info.Size)
 	return nil
 }
 

@@ -199,8 +199,14 @@ func (u *usageCounts) get() (entries, blobs, bytes int64) {
 // (ScanUsage, at Open and every Config.UsageInterval) adjusted by this
 // process's own Puts and Deletes since. Other replicas' writes show at the
 // next listing; a write during a listing may be counted twice until the
-// next one. Bytes are those of blobs/, including blobs that no record names
-// any more (a later gc frees them). Nothing is evicted and MaxBytes is 0.
+// next one. Bytes are what the bucket holds for the entries: the objects of
+// blobs/, including blobs that no record names any more (a later gc frees
+// them), plus the records of entries/. An entry of at most InlineMax bytes
+// has no blob: its bytes are in its record, base64, so it counts about 4/3
+// of its size plus its metadata (before, it counted nothing, and a bucket
+// of small entries showed 0 bytes). The listing gives each object's size,
+// so no record is read. A record quarantined for damage is uncounted at
+// the next listing. Nothing is evicted and MaxBytes is 0.
 func (s *Store) Usage() store.Usage {
 	e, b, n := s.usage.get()
 	return store.Usage{Entries: e, Blobs: b, Bytes: n, IntegrityFailures: s.usage.integrity.Load()}
@@ -217,6 +223,7 @@ func (s *Store) ScanUsage(ctx context.Context) error {
 			return s.fault("list entries", s.cfg.Prefix+"entries/", obj.Err)
 		}
 		entries++
+		bytes += obj.Size
 	}
 	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "blobs/", Recursive: true}) {
 		if obj.Err != nil {
