@@ -106,11 +106,12 @@ func (s *Badger) get(ctx context.Context, ns string, key Key, off, n int64, touc
 		r.it = txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(u), PrefetchValues: false})
 	}
 	if n > 0 && (off+n-1)/blob.ChunkSize > off/blob.ChunkSize {
-		// Chunks after the first are read in transactions of their own:
-		// a Delete from now on leaves them until the reader closes
-		// (readerhold.go). One that committed since this snapshot has
-		// purged them, or may yet: then this reader keeps its snapshot
-		// (and with it the disk) to the end, as before.
+		// An idle reader gives up its snapshot (readerIdle), and reads
+		// later chunks in a transaction of its own: a Delete from now on
+		// leaves them until the reader closes (readerhold.go). One that
+		// committed since this snapshot has purged them, or may yet: then
+		// this reader keeps its snapshot (and with it the disk) to the
+		// end, as before.
 		s.readers.hold(u)
 		r.held = true
 		r.snapshot = !s.blobStillIsNow(m.SHA256, u)
@@ -154,16 +155,20 @@ func clampRange(off, n, size int64) (int64, int64) {
 	return off, n
 }
 
-// blobReader streams a blob's chunks. The first comes from the transaction
-// that read the entry's metadata; each later one from a transaction of its
-// own, held only while the chunk is copied out (loadChunk). A reader holds
-// nothing between chunks: Badger deletes no value-log file that GC rewrote
-// while any iterator is open, and discards no deleted version that an open
-// transaction may see, so a client that stalls mid-transfer kept every byte
-// deleted meanwhile on disk until it finished. Chunks are immutable and
-// their keys name their upload, so what a later transaction finds is the
-// same entry's bytes: a Delete meanwhile leaves the chunks of a blob being
-// read until its readers close (readerhold.go).
+// blobReader streams a blob's chunks, from the transaction that read the
+// entry's metadata while the transfer keeps going. A reader idle for
+// readerIdle between chunks (its client stalls) releases that transaction,
+// and its next chunk opens another: Badger deletes no value-log file that
+// GC rewrote while any iterator is open, and discards no deleted version
+// that an open transaction may see, so a client that stalled mid-transfer
+// kept every byte deleted meanwhile on disk until it finished. Chunks are
+// immutable and their keys name their upload, so what a later transaction
+// finds is the same entry's bytes: a Delete meanwhile leaves the chunks of a
+// blob being read until its readers close (readerhold.go).
+//
+// Not a transaction per chunk: Badger's read watermark wakes a goroutine at
+// each transaction's start and end, and that cost a 16 MiB GET 35% of its
+// throughput on 2 cores (BenchmarkGet).
 type blobReader struct {
 	s         *Badger
 	ref       entryRef
@@ -172,12 +177,15 @@ type blobReader struct {
 	size      int64
 	chunkSize int64
 
-	// txn and it read the first chunk, then are released (nil), unless
-	// snapshot says to read every chunk from them (the entry was deleted
-	// since txn began).
+	// mu guards txn and it against the idle timer (releaseIdle).
+	mu sync.Mutex
+	// txn and it read the chunks; nil after an idle release, until the
+	// next chunk. snapshot says never to release them (the entry was
+	// deleted since txn began, so only txn still sees its chunks).
 	txn      *badger.Txn
 	it       *badger.Iterator
 	snapshot bool
+	idle     *time.Timer
 	// held says the reader holds its upload's chunks (readerhold.go).
 	held bool
 
@@ -274,31 +282,72 @@ func (r *blobReader) loadChunk() (corrupt string, err error) {
 			r.buf = getSmallBuf(int(min(r.chunkSize, r.size)))
 		}
 	}
-	if r.it != nil {
-		corrupt, err = r.readChunk(r.txn, r.it)
-		if !r.snapshot {
-			r.release()
-		}
-		return corrupt, err
-	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.armIdle()
 	for try := 0; ; try++ {
-		txn := r.s.db.NewTransaction(false)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(r.upload), PrefetchValues: false})
-		corrupt, err = r.readChunk(txn, it)
-		it.Close()
-		txn.Discard()
+		if r.txn == nil {
+			r.txn = r.s.db.NewTransaction(false)
+			r.it = r.txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(r.upload), PrefetchValues: false})
+		}
+		corrupt, err = r.readChunk(r.txn, r.it)
+		if corrupt == "" || r.snapshot {
+			return corrupt, err
+		}
 		// A value the log no longer holds may have been moved by a GC
 		// rewrite that committed between this transaction's start and
 		// its iterator's: a new transaction finds it where it went.
 		if strings.HasPrefix(corrupt, readValueFailed) && try == 0 {
+			r.release()
 			continue
 		}
-		if corrupt != "" && !r.s.blobStillIsNow(r.sha, r.upload) {
+		if !r.s.blobStillIsNow(r.sha, r.upload) {
 			// Deleted (and its value log reclaimed) since this
 			// transaction began: not damage.
 			return "", fmt.Errorf("read entry %s/%s: chunk %d: %w", r.ref.ns, r.ref.key, r.idx, errDeletedWhileRead)
 		}
 		return corrupt, err
+	}
+}
+
+// readerIdle is how long a reader keeps its transaction between chunks.
+// A transfer that keeps going loads its next 1 MiB chunk well within it; a
+// client that stalls longer costs a new transaction when it resumes.
+const readerIdle = 200 * time.Millisecond
+
+// armIdle (re)starts the idle release after a chunk was loaded; with the
+// last chunk loaded, or a reader that must keep its snapshot, there is
+// nothing to wait for. The caller holds r.mu and is inside the store.
+func (r *blobReader) armIdle() {
+	if r.snapshot || r.txn == nil {
+		return
+	}
+	if r.remaining <= int64(len(r.cur)) {
+		r.release()
+		return
+	}
+	if r.idle == nil {
+		r.idle = time.AfterFunc(readerIdle, r.releaseIdle)
+		return
+	}
+	r.idle.Reset(readerIdle)
+}
+
+// releaseIdle releases the transaction of a reader that loaded no chunk for
+// readerIdle; one loading a chunk now is not idle.
+func (r *blobReader) releaseIdle() {
+	// enter first, as loadChunk does: r.mu held while waiting for the
+	// store's closeMu could deadlock with a store Close pending.
+	if r.s.enter() != nil {
+		return
+	}
+	defer r.s.leave()
+	if !r.mu.TryLock() {
+		return
+	}
+	defer r.mu.Unlock()
+	if !r.snapshot {
+		r.release()
 	}
 }
 
@@ -349,8 +398,8 @@ func (r *blobReader) readChunk(txn *badger.Txn, it *badger.Iterator) (corrupt st
 	return "", nil
 }
 
-// release closes the first chunk's iterator and transaction. The caller
-// is inside the store (enter).
+// release closes the reader's iterator and transaction. The caller holds
+// r.mu (or owns r alone) and is inside the store (enter).
 func (r *blobReader) release() {
 	if r.it != nil {
 		r.it.Close()
@@ -369,10 +418,15 @@ func (r *blobReader) Close() error {
 	}
 	r.closed = true
 	r.cur = nil
+	r.mu.Lock()
+	if r.idle != nil {
+		r.idle.Stop()
+	}
 	if r.s.enter() == nil {
 		r.release()
 		r.s.leave()
 	}
+	r.mu.Unlock()
 	if r.held {
 		r.held = false
 		if p, ok := r.s.readers.release(r.upload); ok {

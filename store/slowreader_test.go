@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 )
 
 // TestSlowReaderDoesNotPinDisk opens a Get of a three-chunk entry, reads a
@@ -13,8 +14,9 @@ import (
 // rewrites the value log. Before, the reader held a Badger iterator for its
 // whole transfer, and Badger deletes no value-log file that GC rewrote
 // while any iterator is open: the directory kept every byte deleted until
-// the client finished. Now the reader holds nothing between chunks, the
-// files go at once, and the stalled reader still reads its entry whole.
+// the client finished. Now a reader idle for readerIdle releases its
+// transaction, the files go at once, and the stalled reader still reads its
+// entry whole.
 func TestSlowReaderDoesNotPinDisk(t *testing.T) {
 	dir := t.TempDir()
 	s := openInternal(t, Config{Dir: dir, MaxBytes: 64 * mib, ValueLogFileSize: 2 * mib, GCInterval: -1})
@@ -34,6 +36,7 @@ func TestSlowReaderDoesNotPinDisk(t *testing.T) {
 	if _, err := io.ReadFull(rc, first); err != nil {
 		t.Fatal(err)
 	}
+	waitIdleRelease(t, rc)
 	for i := range n {
 		if err := s.Delete(context.Background(), "default", keyOf(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
@@ -71,6 +74,7 @@ func TestReaderOfDeletedEntry(t *testing.T) {
 	if _, err := io.ReadFull(rc, first); err != nil {
 		t.Fatal(err)
 	}
+	waitIdleRelease(t, rc) // later chunks come from a transaction after the Delete
 	if err := s.Delete(context.Background(), "default", keyOf("gone")); err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +92,24 @@ func TestReaderOfDeletedEntry(t *testing.T) {
 	}
 	if u := s.Usage(); u.IntegrityFailures != 0 || u.Entries != 0 || u.Bytes != 0 {
 		t.Fatalf("Usage = %+v, want nothing stored and no integrity failure", u)
+	}
+}
+
+// waitIdleRelease waits until the stalled reader rc has released its
+// transaction (readerIdle after its last chunk), failing after 10 s.
+func waitIdleRelease(t *testing.T, rc io.ReadCloser) {
+	t.Helper()
+	r := rc.(*blobReader)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r.mu.Lock()
+		released := r.txn == nil
+		r.mu.Unlock()
+		if released {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a reader idle for 10 s still holds its transaction (readerIdle is %v)", readerIdle)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
