@@ -181,6 +181,11 @@ type Server struct {
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
 	lns   []net.Listener        // what Serve was given, closed by Shutdown
 
+	// expectRefused maps the header of a request with "Expect:
+	// 100-continue" refused from its headers to its Content-Length
+	// (expect.go), from when its headers arrive until its handler runs.
+	expectRefused sync.Map
+
 	refusing chan struct{} // refusals of connections past MaxConns under way (connlimit.go)
 	refusal  []byte        // the answer they get
 }
@@ -289,6 +294,7 @@ func (s *Server) init() error {
 	s.catchShortBodies()
 	s.catchUnknownMethods()
 	s.refuseTransferCodings()
+	s.refuseExpectEarly() // outermost: it restores what the others read
 	s.app.Use(s.middleware)
 	// A handler's panic (a bug) costs its request a 500, not the process:
 	// the error reaches the middleware above like any other, so the
