@@ -186,8 +186,15 @@ type Server struct {
 	// (expect.go), from when its headers arrive until its handler runs.
 	expectRefused sync.Map
 
-	refusing chan struct{} // refusals of connections past MaxConns under way (connlimit.go)
-	refusal  []byte        // the answer they get
+	// perAddr counts the open connections by client address
+	// (MaxConnsPerAddr); perAddrLogged and perAddrRefused throttle the
+	// log of its refusals. All three under mu.
+	perAddr        map[string]int
+	perAddrLogged  time.Time
+	perAddrRefused int
+
+	refusing chan struct{}  // refusals of connections past a limit under way (connlimit.go)
+	refusals [2]connRefusal // at MaxConns, at MaxConnsPerAddr
 }
 
 // New returns a Server for cfg with every route registered. It fails if
