@@ -301,6 +301,7 @@ func (s *Server) init() error {
 	s.catchShortBodies()
 	s.catchUnknownMethods()
 	s.refuseTransferCodings()
+	s.answerHTTP10CloseDelimited()
 	s.refuseExpectEarly() // outermost: it restores what the others read
 	s.app.Use(s.middleware)
 	// A handler's panic (a bug) costs its request a 500, not the process:
