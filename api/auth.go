@@ -44,7 +44,10 @@ func (s *Server) authorize(acc Access) fiber.Handler {
 		if s.cfg.Auth == nil || acc.Public {
 			return c.Next()
 		}
-		id, err := s.admit(c, acc, accessNamespace(acc, c.Params("ns")))
+		// A namespace that does not decode is refused by the request
+		// parser; until then it needs the scope on every namespace.
+		ns, _ := pathParam(c, "ns")
+		id, err := s.admit(c, acc, accessNamespace(acc, ns))
 		if err != nil {
 			return err
 		}

@@ -78,7 +78,8 @@ func (s *Server) refusesBeforeBody(h *fasthttp.RequestHeader) bool {
 		if err != nil {
 			return true
 		}
-		_, err = s.checkToken(tok, r.Access, accessNamespace(r.Access, params["ns"]))
+		ns, _ := decodeParam("ns", params["ns"])
+		_, err = s.checkToken(tok, r.Access, accessNamespace(r.Access, ns))
 		if errors.Is(err, auth.ErrUnauthenticated) || errors.Is(err, auth.ErrForbidden) {
 			return true
 		}
