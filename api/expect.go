@@ -37,8 +37,15 @@ func (s *Server) refuseExpectEarly() {
 	fh.HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		// A mark left by a request that never reached its handler must
 		// not apply to the next one read into the same (pooled) header.
-		s.expectRefused.Delete(h)
-		if !bytes.Equal(h.Peek(fasthttp.HeaderExpect), []byte("100-continue")) || !s.refusesBeforeBody(h) {
+		// (Marks are rare: the common request pays one atomic load.)
+		if s.expectMarks.Load() > 0 {
+			if _, ok := s.expectRefused.LoadAndDelete(h); ok {
+				s.expectMarks.Add(-1)
+			}
+		}
+		// Only uploads carry a body worth sparing; other methods keep
+		// fasthttp's answer.
+		if !(h.IsPut() || h.IsPost()) || !bytes.Equal(h.Peek(fasthttp.HeaderExpect), []byte("100-continue")) || !s.refusesBeforeBody(h) {
 			return fasthttp.RequestConfig{}
 		}
 		cl := h.ContentLength()
@@ -48,11 +55,17 @@ func (s *Server) refuseExpectEarly() {
 			h.SetContentLength(0)
 		}
 		s.expectRefused.Store(h, cl)
+		s.expectMarks.Add(1)
 		return fasthttp.RequestConfig{}
 	}
 	next := fh.Handler
 	fh.Handler = func(fctx *fasthttp.RequestCtx) {
+		if s.expectMarks.Load() == 0 {
+			next(fctx)
+			return
+		}
 		if v, ok := s.expectRefused.LoadAndDelete(&fctx.Request.Header); ok {
+			s.expectMarks.Add(-1)
 			if cl, _ := v.(int); cl > 0 {
 				fctx.Request.Header.SetContentLength(cl)
 			}

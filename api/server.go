@@ -185,6 +185,7 @@ type Server struct {
 	// 100-continue" refused from its headers to its Content-Length
 	// (expect.go), from when its headers arrive until its handler runs.
 	expectRefused sync.Map
+	expectMarks   atomic.Int64 // entries in expectRefused
 
 	// perAddr counts the open connections by client address
 	// (MaxConnsPerAddr); perAddrLogged and perAddrRefused throttle the
