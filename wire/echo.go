@@ -19,7 +19,8 @@ const (
 // or as X-Cachesvc-Backend) may be one: so a value longer than
 // EchoMaxBytes, which no short typo is and every token (52 bytes) is, is
 // shown as its first EchoPrefixRunes characters and its length, e.g.
-// `"cach…" (52 bytes, not shown in full: a long value may be a secret)`.
+// `"cach"... (52 bytes, not shown in full: a long value may be a secret)`
+// (ASCII only: the message may be JSON-escaped or read on any terminal).
 // Every message that quotes a refused value of unknown shape uses it, so
 // that the rule is kept in one place; a value that parsed as a number, a
 // time or a duration is no secret and may be quoted as it is.
@@ -32,5 +33,5 @@ func Echo(v string) string {
 		_, w := utf8.DecodeRuneInString(v[i:])
 		i += w
 	}
-	return fmt.Sprintf("%s (%d bytes, not shown in full: a long value may be a secret)", strconv.QuoteToASCII(v[:i]+"…"), len(v))
+	return fmt.Sprintf("%s... (%d bytes, not shown in full: a long value may be a secret)", strconv.QuoteToASCII(v[:i]), len(v))
 }
