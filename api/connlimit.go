@@ -79,21 +79,32 @@ type connRefusal struct {
 // past: MaxConns, or MaxConnsPerAddr for its client address.
 func (s *Server) admitConn(c *trackedConn) *connRefusal {
 	addr, counted := perAddrKey(c.RemoteAddr())
+	r, refused, logIt := s.admitConnLocked(c, addr, counted)
+	if logIt {
+		// Logged outside mu, which every accept and close takes.
+		s.logPerAddrRefusal(addr, refused)
+	}
+	return r
+}
+
+// admitConnLocked is admitConn's work under mu; logIt asks for the
+// refusal at MaxConnsPerAddr to be logged, with refused since the last line.
+func (s *Server) admitConnLocked(c *trackedConn, addr string, counted bool) (r *connRefusal, refused int, logIt bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if max := s.cfg.Limits.MaxConns; max >= 0 && len(s.conns) >= max {
-		return &s.refusals[0]
+		return &s.refusals[0], 0, false
 	}
 	if max := s.cfg.Limits.MaxConnsPerAddr; counted && max >= 0 {
 		if s.perAddr[addr] >= max {
-			s.logPerAddrRefusal(addr)
-			return &s.refusals[1]
+			refused, logIt = s.perAddrLogDue()
+			return &s.refusals[1], refused, logIt
 		}
 		s.perAddr[addr]++
 		c.addr = addr
 	}
 	s.conns[c] = struct{}{}
-	return nil
+	return nil, 0, false
 }
 
 // forgetConn stops tracking c, freeing its places.
@@ -119,18 +130,25 @@ func perAddrKey(a net.Addr) (key string, counted bool) {
 	return ta.IP.String(), true
 }
 
-// logPerAddrRefusal logs a refusal at MaxConnsPerAddr at most once a
-// minute (a host opening connections in a loop would flood the log), with
-// how many were refused since the last line. s.mu is held.
-func (s *Server) logPerAddrRefusal(addr string) {
+// perAddrLogDue counts a refusal at MaxConnsPerAddr and reports whether
+// it is to be logged, with how many were refused since the last line: at
+// most one line a minute, as a host opening connections in a loop would
+// flood the log. s.mu is held.
+func (s *Server) perAddrLogDue() (refused int, ok bool) {
 	s.perAddrRefused++
 	if time.Since(s.perAddrLogged) < time.Minute {
-		return
+		return 0, false
 	}
+	refused = s.perAddrRefused
+	s.perAddrLogged, s.perAddrRefused = time.Now(), 0
+	return refused, true
+}
+
+// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr.
+func (s *Server) logPerAddrRefusal(addr string, refused int) {
 	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
 		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
-		"remote_addr", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", s.perAddrRefused)
-	s.perAddrLogged, s.perAddrRefused = time.Now(), 0
+		"remote_addr", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused)
 }
 
 // refuseConn answers c, a connection past MaxConns, with 503
