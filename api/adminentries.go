@@ -92,7 +92,7 @@ func parseFilter(c *fiber.Ctx, now time.Time) (entryFilter, error) {
 		if v := c.Query(s.param); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				return f, Errorf(http.StatusBadRequest, "bad_filter", "%s must be a number of bytes (0 or more), got %q.", s.param, v)
+				return f, Errorf(http.StatusBadRequest, "bad_filter", "%s must be a number of bytes (0 or more), got %s.", s.param, wire.Echo(v))
 			}
 			*s.into = n
 		}
@@ -135,7 +135,7 @@ func parseCursor(v, ns string) (*cursor, error) {
 	if ns == "" {
 		var ok bool
 		if c.ns, ks, ok = strings.Cut(v, "/"); !ok || cachekey.ValidateNamespace(c.ns) != nil {
-			return nil, Errorf(http.StatusBadRequest, "bad_cursor", "after must be the next cursor of the previous page (NAMESPACE/KEY here), got %q.", v)
+			return nil, Errorf(http.StatusBadRequest, "bad_cursor", "after must be the next cursor of the previous page (NAMESPACE/KEY here), got %s.", wire.Echo(v))
 		}
 	}
 	k, err := cachekey.ParseKey(ks)
@@ -243,7 +243,7 @@ func pageLimit(c *fiber.Ctx) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > wire.MaxListLimit {
-		return 0, Errorf(http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to %d, got %q.", wire.MaxListLimit, v)
+		return 0, Errorf(http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to %d, got %s.", wire.MaxListLimit, wire.Echo(v))
 	}
 	return n, nil
 }

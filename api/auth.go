@@ -19,7 +19,12 @@ const identityKey = "cachesvc.identity"
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // header, "" when there is none.
 func bearerToken(c *fiber.Ctx) (string, error) {
-	h := c.Get(fiber.HeaderAuthorization)
+	return parseBearer(c.Get(fiber.HeaderAuthorization))
+}
+
+// parseBearer returns the token of an Authorization header's value h, ""
+// when h is empty.
+func parseBearer(h string) (string, error) {
 	if h == "" {
 		return "", nil
 	}
@@ -39,21 +44,27 @@ func (s *Server) authorize(acc Access) fiber.Handler {
 		if s.cfg.Auth == nil || acc.Public {
 			return c.Next()
 		}
-		ns := auth.AllNamespaces
-		if !acc.AllNamespaces {
-			// An invalid {ns} is refused by the request parser after this;
-			// until then it needs the scope on every namespace.
-			if p := c.Params("ns"); cachekey.ValidateNamespace(p) == nil {
-				ns = p
-			}
-		}
-		id, err := s.admit(c, acc, ns)
+		// A namespace that does not decode is refused by the request
+		// parser; until then it needs the scope on every namespace.
+		ns, _ := pathParam(c, "ns")
+		id, err := s.admit(c, acc, accessNamespace(acc, ns))
 		if err != nil {
 			return err
 		}
 		c.Locals(identityKey, id)
 		return c.Next()
 	}
+}
+
+// accessNamespace returns the namespace a route with access acc needs its
+// scope in, given the route's {ns} parameter p ("" on routes without one).
+func accessNamespace(acc Access, p string) string {
+	// An invalid {ns} is refused by the request parser after the access
+	// check; until then it needs the scope on every namespace.
+	if acc.AllNamespaces || cachekey.ValidateNamespace(p) != nil {
+		return auth.AllNamespaces
+	}
+	return p
 }
 
 // admit checks the request's token against acc in namespace ns. 401 (with
@@ -65,12 +76,7 @@ func (s *Server) admit(c *fiber.Ctx, acc Access, ns string) (auth.Identity, erro
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="cachesvc", error="invalid_request"`)
 		return auth.Identity{}, &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: sentence(err.Error())}
 	}
-	var id auth.Identity
-	if acc.Scope == auth.ScopeNone {
-		id, err = s.cfg.Auth.Authenticate(tok)
-	} else {
-		id, err = s.cfg.Auth.Authorize(tok, ns, acc.Scope)
-	}
+	id, err := s.checkToken(tok, acc, ns)
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		// Failed attempts count against the client address, so that a
@@ -93,6 +99,15 @@ func (s *Server) admit(c *fiber.Ctx, acc Access, ns string) (auth.Identity, erro
 		return id, fmt.Errorf("authorize request: %w", err)
 	}
 	return id, nil
+}
+
+// checkToken checks tok against acc in namespace ns, with no side effect:
+// auth.ErrUnauthenticated, auth.ErrForbidden or nil.
+func (s *Server) checkToken(tok string, acc Access, ns string) (auth.Identity, error) {
+	if acc.Scope == auth.ScopeNone {
+		return s.cfg.Auth.Authenticate(tok)
+	}
+	return s.cfg.Auth.Authorize(tok, ns, acc.Scope)
 }
 
 // where phrases a namespace pattern for an error message.

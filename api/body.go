@@ -107,6 +107,14 @@ func closeIfBodyUnread(c *fiber.Ctx) {
 	if done, _ := c.Locals(bodyDoneKey).(bool); done {
 		return
 	}
+	if refused, _ := c.Locals(expectRefusedKey).(bool); refused {
+		// The client waits for the 100 Continue it was never sent: a
+		// drain would wait with it. It may send the body all the same.
+		c.Locals(bodyDoneKey, true)
+		c.Response().Header.SetConnectionClose()
+		lingerOnClose(c.Context().Conn())
+		return
+	}
 	if broken, _ := c.Locals(bodyBrokenKey).(bool); broken {
 		// Draining would go on parsing from wherever the bad chunk left
 		// the stream ("10000000000000005" fails after 16 digits and leaves

@@ -47,7 +47,13 @@ func DefaultMaxConns() int {
 // connections.
 func (s *Server) initConnLimit() error {
 	s.refusing = make(chan struct{}, maxRefusing)
-	s.refusal = connRefusal(s.cfg.Limits.MaxConns)
+	s.perAddr = make(map[string]int)
+	s.refusals = [2]connRefusal{
+		{"connections", refusalAnswer(fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
+			"A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConns))},
+		{"connections_per_addr", refusalAnswer(fmt.Sprintf("Your address has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
+			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConnsPerAddr))},
+	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_http_connections",
 		Help: "HTTP connections open, idle keep-alive ones included (bounded by --max-conns).",
@@ -62,16 +68,87 @@ func (s *Server) initConnLimit() error {
 	return nil
 }
 
-// overConnLimit reports whether the server already has MaxConns
-// connections open, so that one more must be refused.
-func (s *Server) overConnLimit() bool {
-	max := s.cfg.Limits.MaxConns
-	if max < 0 {
-		return false
+// connRefusal is the answer to a connection past a limit, and its label
+// in cachesvc_limited_total.
+type connRefusal struct {
+	limit  string
+	answer []byte
+}
+
+// admitConn starts tracking c, or returns the refusal of the limit it is
+// past: MaxConns, or MaxConnsPerAddr for its client address.
+func (s *Server) admitConn(c *trackedConn) *connRefusal {
+	addr, counted := perAddrKey(c.RemoteAddr())
+	r, refused, logIt := s.admitConnLocked(c, addr, counted)
+	if logIt {
+		// Logged outside mu, which every accept and close takes.
+		s.logPerAddrRefusal(addr, refused)
 	}
+	return r
+}
+
+// admitConnLocked is admitConn's work under mu; logIt asks for the
+// refusal at MaxConnsPerAddr to be logged, with refused since the last line.
+func (s *Server) admitConnLocked(c *trackedConn, addr string, counted bool) (r *connRefusal, refused int, logIt bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns) >= max
+	if max := s.cfg.Limits.MaxConns; max >= 0 && len(s.conns) >= max {
+		return &s.refusals[0], 0, false
+	}
+	if max := s.cfg.Limits.MaxConnsPerAddr; counted && max >= 0 {
+		if s.perAddr[addr] >= max {
+			refused, logIt = s.perAddrLogDue()
+			return &s.refusals[1], refused, logIt
+		}
+		s.perAddr[addr]++
+		c.addr = addr
+	}
+	s.conns[c] = struct{}{}
+	return nil, 0, false
+}
+
+// forgetConn stops tracking c, freeing its places.
+func (s *Server) forgetConn(c *trackedConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if c.addr != "" {
+		if s.perAddr[c.addr]--; s.perAddr[c.addr] <= 0 {
+			delete(s.perAddr, c.addr)
+		}
+	}
+}
+
+// perAddrKey returns the client address a connection from a counts
+// against for MaxConnsPerAddr: its IP. counted is false for loopback (a
+// proxy or sidecar on this host) and for an address that is not TCP's.
+func perAddrKey(a net.Addr) (key string, counted bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || ta.IP.IsLoopback() {
+		return "", false
+	}
+	return ta.IP.String(), true
+}
+
+// perAddrLogDue counts a refusal at MaxConnsPerAddr and reports whether
+// it is to be logged, with how many were refused since the last line: at
+// most one line a minute, as a host opening connections in a loop would
+// flood the log. s.mu is held.
+func (s *Server) perAddrLogDue() (refused int, ok bool) {
+	s.perAddrRefused++
+	if time.Since(s.perAddrLogged) < time.Minute {
+		return 0, false
+	}
+	refused = s.perAddrRefused
+	s.perAddrLogged, s.perAddrRefused = time.Now(), 0
+	return refused, true
+}
+
+// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr.
+func (s *Server) logPerAddrRefusal(addr string, refused int) {
+	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
+		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
+		"remote_addr", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused)
 }
 
 // refuseConn answers c, a connection past MaxConns, with 503
@@ -80,8 +157,8 @@ func (s *Server) overConnLimit() bool {
 // the close lingers briefly, reading what the client sends, lest a reset
 // destroy the answer. With maxRefusing refusals under way, c is closed at
 // once.
-func (s *Server) refuseConn(c net.Conn) {
-	s.sec.rejected.WithLabelValues("connections").Inc()
+func (s *Server) refuseConn(c net.Conn, r *connRefusal) {
+	s.sec.rejected.WithLabelValues(r.limit).Inc()
 	select {
 	case s.refusing <- struct{}{}:
 	default:
@@ -92,7 +169,7 @@ func (s *Server) refuseConn(c net.Conn) {
 		defer func() { <-s.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refuseTime))
-		if _, err := c.Write(s.refusal); err != nil {
+		if _, err := c.Write(r.answer); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -102,12 +179,10 @@ func (s *Server) refuseConn(c net.Conn) {
 	}()
 }
 
-// connRefusal renders the whole HTTP response a connection past the limit
-// gets.
-func connRefusal(max int) []byte {
-	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorObject{Code: "too_many_connections",
-		Message: fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
-			"A client should reuse a few keep-alive connections rather than open many.", max)}})
+// refusalAnswer renders the whole HTTP response, 503 too_many_connections
+// with message, that a connection past a limit gets.
+func refusalAnswer(message string) []byte {
+	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorObject{Code: "too_many_connections", Message: message}})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"+
 		"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -86,4 +87,95 @@ func limitedCount(t *testing.T, srv *apitest.Server, limit string) float64 {
 	}
 	t.Fatalf("no cachesvc_limited_total{limit=%q}", limit)
 	return 0
+}
+
+// nonLoopbackIP returns an address of this host's that is not loopback,
+// to connect from, or skips the test when the host has none.
+func nonLoopbackIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP
+		}
+	}
+	t.Skip("this host has no non-loopback IPv4 address to connect from")
+	return nil
+}
+
+// TestMaxConnsPerAddr: with MaxConnsPerAddr connections open from one
+// (non-loopback) address, one more from it is answered 503
+// too_many_connections naming --max-conns-per-addr, counted under
+// limit="connections_per_addr" and logged, while another address (here
+// loopback, which is exempt) still connects; a close frees the place.
+// Without the bound one host could hold every --max-conns place.
+func TestMaxConnsPerAddr(t *testing.T) {
+	from := nonLoopbackIP(t)
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		API:    func(c *api.Config) { c.Limits.MaxConns, c.Limits.MaxConnsPerAddr = 10, 2 },
+	})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	dialFrom := func() (net.Conn, *bufio.Reader, *http.Response) {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 10 * time.Second}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		io.WriteString(conn, get)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn, br, resp
+	}
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		conn, _, resp := dialFrom()
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("connection %d from %s: %d", i, from, resp.StatusCode)
+		}
+		held = append(held, conn)
+	}
+	_, _, resp := dialFrom()
+	body := apitest.ReadAll(t, resp)
+	if resp.StatusCode != 503 || errCode(t, body) != "too_many_connections" || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(body), "--max-conns-per-addr") {
+		t.Fatalf("third connection from %s: %d %s; want 503 naming --max-conns-per-addr", from, resp.StatusCode, body)
+	}
+	if got := limitedCount(t, srv, "connections_per_addr"); got != 1 {
+		t.Fatalf("cachesvc_limited_total{limit=connections_per_addr} = %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "max_conns_per_addr=2") || !strings.Contains(logs.String(), from.String()) {
+		t.Fatalf("the refusal is not logged with the address and limit:\n%s", logs.String())
+	}
+	// Loopback (a local proxy, a health check) is not limited per address.
+	for i := 0; i < 3; i++ {
+		if resp, _, _, _ := rawExchange(t, addr, get); resp.StatusCode != 200 {
+			t.Fatalf("loopback connection %d: %d", i, resp.StatusCode)
+		}
+	}
+	// A close frees the address's place once the server sees it.
+	held[0].Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		conn, _, resp := dialFrom()
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no place after a close: %d", resp.StatusCode)
+		}
+	}
 }

@@ -61,14 +61,11 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 			continue
 		}
 		delay = 0
-		if l.s.overConnLimit() {
-			l.s.refuseConn(c)
+		tc := &trackedConn{Conn: c, s: l.s}
+		if r := l.s.admitConn(tc); r != nil {
+			l.s.refuseConn(c, r)
 			continue
 		}
-		tc := &trackedConn{Conn: c, s: l.s}
-		l.s.mu.Lock()
-		l.s.conns[tc] = struct{}{}
-		l.s.mu.Unlock()
 		return tc, nil
 	}
 }
@@ -104,7 +101,10 @@ func (l *trackingListener) logFailure(err error) {
 // write once a forced shutdown aborts it.
 type trackedConn struct {
 	net.Conn
-	s       *Server
+	s *Server
+	// addr is the client address the connection counts against
+	// (MaxConnsPerAddr); "" when it counts against none.
+	addr    string
 	once    sync.Once
 	sawEOF  atomic.Bool
 	aborted atomic.Bool
@@ -203,9 +203,7 @@ func (c *trackedConn) Close() error {
 				_, _ = io.CopyN(io.Discard, c, lingerBytes)
 			}
 		}
-		c.s.mu.Lock()
-		delete(c.s.conns, c)
-		c.s.mu.Unlock()
+		c.s.forgetConn(c)
 	})
 	return c.Conn.Close()
 }

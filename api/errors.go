@@ -85,6 +85,35 @@ var sentinels = []struct {
 	{context.Canceled, http.StatusServiceUnavailable, "shutting_down"},
 }
 
+// expectedUnavailable are the codes of the 5xx answers that are expected,
+// retryable states of a healthy server (it starts, drains or shuts down;
+// the shared tier is away; a queue, table or limit is full; a client's
+// namespace is over its quota), which clients ride out by retrying or
+// compiling themselves: logged at WARN. Every other 5xx (500
+// internal_error, integrity_failure, 507 store_full, plugins_failed) is a
+// failure someone must look into: ERROR. At ERROR, every rolling restart,
+// S3 blip and upload burst paged as a server failure.
+var expectedUnavailable = map[string]bool{
+	"starting": true, "not_ready": true, "plugins_compiling": true, "shutting_down": true, "store_closed": true,
+	"shared_tier_unavailable": true, "fleet_unavailable": true, "upload_queue_full": true,
+	"too_many_uploads": true, "too_many_waiters": true, "too_many_connections": true, "lease_table_full": true,
+	"plugin_busy": true, "quota_exceeded": true,
+}
+
+// failureLevel is the level a request answered status (5xx) with error
+// code is logged at: WARN for expectedUnavailable, INFO for 501 (the
+// client asked for what this server does not do, like a 4xx), ERROR for
+// the rest.
+func failureLevel(status int, code string) slog.Level {
+	switch {
+	case status == http.StatusNotImplemented:
+		return slog.LevelInfo
+	case expectedUnavailable[code]:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
 // toError translates err to an *Error.
 func toError(err error) *Error {
 	var e *Error
@@ -349,7 +378,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// is away (the heartbeat probes it every few seconds).
 		c.Set(fiber.HeaderRetryAfter, "5")
 	}
-	if e.Status >= 500 && !isProbe(c) {
+	if e.Status >= 500 && !isProbe(c) && failureLevel(e.Status, e.Code) >= slog.LevelError {
+		// A failure to look into gets a second line with the path and
+		// the cause; an expected state has its request line only.
 		s.log.Error("request failed", requestAttrs(c, "status", e.Status, "code", e.Code, "err", err)...)
 	}
 	// A body we did not read to the end cannot be followed by another

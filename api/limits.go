@@ -43,6 +43,14 @@ type Limits struct {
 	// descriptor the store needs. Default DefaultMaxConns(); negative means
 	// no bound.
 	MaxConns int
+	// MaxConnsPerAddr bounds the connections open at once from one client
+	// IP address, counted at accept, so that one host cannot take every
+	// MaxConns place; one more from it is answered like one past MaxConns.
+	// Loopback addresses are not bounded: a reverse proxy or sidecar on the
+	// same host, whose address every request it forwards shares. (A
+	// forwarded client address is not known at accept.) Default half of
+	// MaxConns (none when MaxConns is unbounded); negative means no bound.
+	MaxConnsPerAddr int
 	// MaxConcurrentUploads bounds PUTs of entries in progress at once; one
 	// more gets 503 with Retry-After. Default 64; negative means no bound.
 	MaxConcurrentUploads int
@@ -72,6 +80,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxConns == 0 {
 		l.MaxConns = DefaultMaxConns()
+	}
+	if l.MaxConnsPerAddr == 0 {
+		l.MaxConnsPerAddr = -1
+		if l.MaxConns > 0 {
+			l.MaxConnsPerAddr = max(1, l.MaxConns/2)
+		}
 	}
 	if l.MaxConcurrentUploads == 0 {
 		l.MaxConcurrentUploads = 64
@@ -110,8 +124,8 @@ func newSecurity(cfg *Config) (*security, error) {
 		}, []string{"reason"}), "unauthenticated", "forbidden"),
 		rejected: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_limited_total",
-			Help: "Requests refused by a limit: rate (429), uploads (503, too many concurrent uploads) or connections (503, a connection past --max-conns).",
-		}, []string{"limit"}), "rate", "uploads", "connections"),
+			Help: "Requests refused by a limit: rate (429), uploads (503, too many concurrent uploads), connections (503, a connection past --max-conns) or connections_per_addr (503, past --max-conns-per-addr from one client address).",
+		}, []string{"limit"}), "rate", "uploads", "connections", "connections_per_addr"),
 	}
 	uploads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_uploads_in_progress",

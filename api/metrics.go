@@ -185,6 +185,10 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 	elapsed := time.Since(start)
 	s.http.series.observe(route, method, status, elapsed)
 
+	code := ""
+	if err != nil {
+		code = toError(err).Code
+	}
 	level := slog.LevelInfo
 	switch {
 	case isProbe(c):
@@ -194,7 +198,7 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 		// paged as a server failure.
 		level = slog.LevelDebug
 	case status >= 500:
-		level = slog.LevelError
+		level = failureLevel(status, code)
 	case route == "/metrics":
 		level = slog.LevelDebug
 	}
@@ -217,7 +221,7 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 		}
 	}
 	if err != nil {
-		attrs = append(attrs, slog.String("err", err.Error()))
+		attrs = append(attrs, slog.String("code", code), slog.String("err", err.Error()))
 	}
 	attrs = append(attrs, more...)
 	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)

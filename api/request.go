@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -102,22 +104,34 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 	if !hasParam(params, "ns") {
 		return r, nil
 	}
-	r.Namespace = strings.Clone(c.Params("ns"))
-	if err := cachekey.ValidateNamespace(r.Namespace); err != nil {
+	ns, err := pathParam(c, "ns")
+	if err == nil {
+		err = cachekey.ValidateNamespace(ns)
+	}
+	if err != nil {
 		return nil, &Error{Status: http.StatusBadRequest, Code: "bad_namespace", Message: sentence(err.Error()), Err: err}
 	}
+	r.Namespace = strings.Clone(ns)
 	if hasParam(params, "key") {
-		k, err := cachekey.ParseKey(c.Params("key"))
+		v, err := pathParam(c, "key")
+		var k cachekey.Key
+		if err == nil {
+			k, err = cachekey.ParseKey(v)
+		}
 		if err != nil {
 			return nil, &Error{Status: http.StatusBadRequest, Code: "bad_key", Message: sentence(err.Error()), Err: err}
 		}
 		r.Key, r.HasKey = k, true
 	}
 	if hasParam(params, "run") {
-		r.RunParam = strings.Clone(c.Params("run"))
-		if err := manifest.ValidateRun(r.RunParam); err != nil {
+		run, err := pathParam(c, "run")
+		if err == nil {
+			err = manifest.ValidateRun(run)
+		}
+		if err != nil {
 			return nil, &Error{Status: http.StatusBadRequest, Code: "bad_run", Message: sentence(err.Error()), Err: err}
 		}
+		r.RunParam = strings.Clone(run)
 	}
 	r.seen = scanHeaders(c)
 	if !r.mayHave(seenX) {
@@ -125,6 +139,33 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 	}
 	return r, r.readHeaders(func(name string) string { return c.Get(name) })
 }
+
+// pathParam returns the route parameter name percent-decoded, once. fiber
+// routes on the path as sent and leaves its parameters encoded, but RFC
+// 3986 lets a client escape any character of a segment, and URL encoders
+// escape a run id's ':', '@' and '+' (encodeURIComponent, Python's quote):
+// "%3A" in a run id was refused. Decoding happens before validation, so a
+// decoded '/' or upper-case letter is refused like a sent one. authorize
+// reads the namespace the same way, so a token is checked against the
+// namespace the request acts in.
+func pathParam(c *fiber.Ctx, name string) (string, error) {
+	return decodeParam(name, c.Params(name))
+}
+
+// decodeParam percent-decodes raw, the route parameter name as sent.
+func decodeParam(name, raw string) (string, error) {
+	if strings.IndexByte(raw, '%') < 0 {
+		return raw, nil
+	}
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", fmt.Errorf("the %s %s in the path has a malformed percent-escape: %% must be followed by two hex digits", paramNames[name], wire.Echo(raw))
+	}
+	return v, nil
+}
+
+// paramNames names the route parameters in messages.
+var paramNames = map[string]string{"ns": "namespace", "key": "key", "run": "run id"}
 
 // scanHeaders notes, in one pass over the request's headers, which of those
 // the handlers read it carries: a plain GET has none, and the pass saves

@@ -188,8 +188,21 @@ type Server struct {
 	conns map[net.Conn]struct{} // open connections, closed on forced shutdown
 	lns   []net.Listener        // what Serve was given, closed by Shutdown
 
-	refusing chan struct{} // refusals of connections past MaxConns under way (connlimit.go)
-	refusal  []byte        // the answer they get
+	// expectRefused maps the header of a request with "Expect:
+	// 100-continue" refused from its headers to its Content-Length
+	// (expect.go), from when its headers arrive until its handler runs.
+	expectRefused sync.Map
+	expectMarks   atomic.Int64 // entries in expectRefused
+
+	// perAddr counts the open connections by client address
+	// (MaxConnsPerAddr); perAddrLogged and perAddrRefused throttle the
+	// log of its refusals. All three under mu.
+	perAddr        map[string]int
+	perAddrLogged  time.Time
+	perAddrRefused int
+
+	refusing chan struct{}  // refusals of connections past a limit under way (connlimit.go)
+	refusals [2]connRefusal // at MaxConns, at MaxConnsPerAddr
 }
 
 // New returns a Server for cfg with every route registered. It fails if
@@ -296,6 +309,8 @@ func (s *Server) init() error {
 	s.catchShortBodies()
 	s.catchUnknownMethods()
 	s.refuseTransferCodings()
+	s.answerHTTP10CloseDelimited()
+	s.refuseExpectEarly() // outermost: it restores what the others read
 	s.app.Use(s.middleware)
 	// A handler's panic (a bug) costs its request a 500, not the process:
 	// the error reaches the middleware above like any other, so the

@@ -119,7 +119,7 @@ func (g *statsAPI) addFleet(c *fiber.Ctx, r *wire.StatsResponse) error {
 	case scope == "" || scope == "replica":
 		return nil
 	case scope != "fleet":
-		return Errorf(http.StatusBadRequest, "bad_scope", "scope=%q is unknown: use replica (this server, the default) or fleet.", scope)
+		return Errorf(http.StatusBadRequest, "bad_scope", "scope=%s is unknown: use replica (this server, the default) or fleet.", wire.Echo(scope))
 	case reqOf(c).Namespace != "":
 		return Errorf(http.StatusBadRequest, "bad_scope", "scope=fleet is served by GET /v1/stats only.")
 	case g.fleet == nil:
@@ -186,7 +186,7 @@ func seriesParams(c *fiber.Ctx, now time.Time, byDefault bool) (since time.Time,
 		step = now.Sub(since) / 72
 	} else if step, err = parseStep(stepStr); err != nil || step <= 0 {
 		return since, 0, false, Errorf(http.StatusBadRequest, "bad_step",
-			"step=%q is not a positive duration: use e.g. 1m, 5m, 1h or seconds.", stepStr)
+			"step=%s is not a positive duration: use e.g. 1m, 5m, 1h or seconds.", wire.Echo(stepStr))
 	}
 	return since, step, true, nil
 }
@@ -214,7 +214,7 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	} else if t, err = time.Parse(time.RFC3339, v); err != nil {
 		sec, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("since=%q is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", v)
+			return time.Time{}, fmt.Errorf("since=%s is not a time: use a duration back from now (6h, 90m), an RFC 3339 time or Unix seconds.", wire.Echo(v))
 		}
 		unitless = strings.TrimPrefix(v, "-")
 		if sec < 0 {
@@ -240,7 +240,7 @@ func parseStep(v string) (time.Duration, error) {
 	}
 	sec, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("parse step %q: %w", v, err)
+		return 0, fmt.Errorf("parse step %s: %w", wire.Echo(v), err)
 	}
 	return time.Duration(sec) * time.Second, nil
 }
@@ -253,7 +253,7 @@ func (g *statsAPI) handleMisses(c *fiber.Ctx) error {
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			return Errorf(http.StatusBadRequest, "bad_limit", "limit=%q must be a positive integer.", v)
+			return Errorf(http.StatusBadRequest, "bad_limit", "limit=%s must be a positive integer.", wire.Echo(v))
 		}
 		limit = n
 	}

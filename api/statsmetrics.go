@@ -26,16 +26,28 @@ func (s *Server) initStats() error {
 	return nil
 }
 
-// seedStats admits every namespace that holds entries into the statistics
-// and indexes the components of stored entries, so that misses right after
-// a restart can be explained. The index bounds what it keeps.
+// seedStats admits every namespace that holds entries into the statistics,
+// and the backends of the plugins and of stored entries (a miss admits no
+// backend: stats.Lookup), and indexes the components of stored entries, so
+// that misses right after a restart can be explained. The index bounds what
+// it keeps. It runs beside the start: the plugins' list waits for them to
+// compile.
 func (s *Server) seedStats(st *stats.Stats) {
+	if s.cfg.Keyer != nil && s.cfg.Keyer.Host() != nil {
+		for _, b := range s.cfg.Keyer.Host().Backends() {
+			st.AdmitBackend(b)
+		}
+	}
 	n := 0
-	last := ""
+	last, lastBackend := "", ""
 	err := s.cfg.Seed.Walk(s.baseCtx, "", func(m store.Meta) bool {
 		if m.Namespace != last {
 			st.AdmitNamespace(m.Namespace)
 			last = m.Namespace
+		}
+		if m.Backend != lastBackend {
+			st.AdmitBackend(m.Backend)
+			lastBackend = m.Backend
 		}
 		if indexEntry(st, m) {
 			n++

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cachesvc/cachesvc/lease"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // MaxWait bounds GET ?wait=.
@@ -21,7 +22,7 @@ func parseWait(v string) (time.Duration, error) {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(v, 64)
 		if ferr != nil {
-			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%q is not a duration: use e.g. wait=60s or wait=60 (seconds), at most %s.", v, MaxWait)
+			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is not a duration: use e.g. wait=60s or wait=60 (seconds), at most %s.", wire.Echo(v), MaxWait)
 		}
 		d = time.Duration(f * float64(time.Second))
 	}

@@ -66,7 +66,7 @@ var runRE = regexp.MustCompile(RunPattern)
 // ValidateRun reports whether run is a valid run id.
 func ValidateRun(run string) error {
 	if !runRE.MatchString(run) {
-		return fmt.Errorf("%w %.136q: use 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':', '@', '+' or '-', starting with a letter or digit", ErrInvalidRun, run)
+		return fmt.Errorf("%w %s: use 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':', '@', '+' or '-', starting with a letter or digit", ErrInvalidRun, wire.Echo(run))
 	}
 	return nil
 }

@@ -251,13 +251,23 @@ func (s *Stats) AdmitNamespace(ns string) {
 	s.namespaces.admit(ns)
 }
 
+// AdmitBackend makes backend b (a loaded plugin's, a stored entry's) count
+// under its own name in lookups that miss, which admit none themselves; an
+// invalid b is ignored. Writes and hits admit their entries' backends.
+func (s *Stats) AdmitBackend(b string) {
+	if validBackend(b) {
+		s.backends.admit(b)
+	}
+}
+
 // Lookup is one lookup of an entry, by key or by signature. Values that
 // are not valid are counted, never kept: see the fields.
 type Lookup struct {
 	// Namespace counts under Other unless admitted (AdmitNamespace).
 	Namespace string
 	// Backend is the entry's or the signature's backend; empty or not a
-	// valid backend name means UnknownBackend.
+	// valid backend name means UnknownBackend. A miss counts under it only
+	// when it is admitted (AdmitBackend, a write, a hit), else Other.
 	Backend string
 	// Run is the client's run id (X-Cachesvc-Run); empty for none, Other
 	// when not a valid run id.
@@ -291,7 +301,16 @@ func (s *Stats) RecordLookup(l Lookup) {
 	// A lookup does not admit its namespace: asking for a namespace does
 	// not make it one (issue 12, bug 9).
 	ns := s.namespaces.labelOf(l.Namespace)
-	be := s.backends.admit(l.Backend)
+	// Nor does a miss admit its backend: it is what the reader claims
+	// (X-Cachesvc-Backend), and made-up ones took every MaxBackends slot
+	// from the real ones. A hit's is its entry's, which a writer reported;
+	// an empty or invalid one is UnknownBackend either way.
+	var be string
+	if !l.Hit && validBackend(l.Backend) {
+		be = s.backends.labelOf(l.Backend)
+	} else {
+		be = s.backends.admit(l.Backend)
+	}
 	run := s.runLabel(l.Run)
 	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
 	cs := wire.ClampCompileSeconds(l.CompileSeconds)

@@ -430,3 +430,34 @@ func TestForgetEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestMissesDoNotAdmitBackends: a miss's backend is what the reader claims
+// (X-Cachesvc-Backend), so misses naming made-up backends count under
+// Other instead of taking the MaxBackends slots; a backend admitted
+// (a loaded plugin's), written or hit counts under itself.
+func TestMissesDoNotAdmitBackends(t *testing.T) {
+	s, err := Open(Config{MaxBackends: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.AdmitNamespace("ns")
+	for i := 0; i < 20; i++ {
+		s.RecordLookup(Lookup{Namespace: "ns", Backend: fmt.Sprint("made-up-", i)})
+	}
+	s.AdmitBackend("xla")
+	s.AdmitBackend("Not Valid") // ignored
+	s.RecordLookup(Lookup{Namespace: "ns", Backend: "xla"})
+	s.RecordWrite(Write{Namespace: "ns", Backend: "pt2", Key: key(1)})
+	s.RecordLookup(Lookup{Namespace: "ns", Backend: "pt2"})
+	s.RecordLookup(Lookup{Namespace: "ns", Backend: "passthrough", Key: key(2), Hit: true})
+	s.RecordLookup(Lookup{Namespace: "ns", Backend: ""})
+	got := map[string]int64{}
+	for _, b := range s.Snapshot(SnapshotOptions{}).Backends {
+		got[b.Backend] = b.Lookups
+	}
+	want := map[string]int64{Other: 20, "xla": 1, "pt2": 1, "passthrough": 1, UnknownBackend: 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lookups by backend %v, want %v", got, want)
+	}
+}

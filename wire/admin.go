@@ -103,13 +103,13 @@ func ParseAge(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
 		n, err := strconv.Atoi(days)
 		if err != nil || n <= 0 || n > 100*365 {
-			return 0, fmt.Errorf("age %q must be 1d to 36500d", s)
+			return 0, fmt.Errorf("age %s must be 1d to 36500d", Echo(s))
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("age %q must be a positive duration such as 36h, 90m or 30d", s)
+		return 0, fmt.Errorf("age %s must be a positive duration such as 36h, 90m or 30d", Echo(s))
 	}
 	return d, nil
 }

@@ -28,7 +28,7 @@ var backendRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 // digit.
 func CheckBackend(b string) error {
 	if !backendRE.MatchString(b) {
-		return fmt.Errorf("backend %s is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit (xla, passthrough, pt2)", quote(b))
+		return fmt.Errorf("backend %s is invalid: use 1 to 63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit (xla, passthrough, pt2)", Echo(b))
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func CheckName(n string) error {
 func ParseCompileSeconds(v string) (float64, error) {
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || f < 0 || f > MaxCompileSeconds {
-		return 0, fmt.Errorf("compile seconds must be a number from 0 to %d (7 days), got %s", MaxCompileSeconds, quote(v))
+		return 0, fmt.Errorf("compile seconds must be a number from 0 to %d (7 days), got %s", MaxCompileSeconds, Echo(v))
 	}
 	return f, nil
 }
@@ -115,12 +115,4 @@ func ClampCompileSeconds(f float64) float64 {
 		return MaxCompileSeconds
 	}
 	return f
-}
-
-// quote quotes s for a message, escaping bytes that are not valid UTF-8.
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return strconv.QuoteToASCII(s)
 }

@@ -17,7 +17,7 @@ import (
 // command, so a new flag or command is added here deliberately.
 var commandFlags = map[string][]string{
 	"serve": {"addr", "advertise-url", "data", "digest-lookups", "expiry-interval", "insecure-no-auth", "log-format", "log-level", "max-concurrent-uploads",
-		"max-conns", "max-entry-size", "max-header-size", "max-signature-size", "max-size", "min-transfer-rate", "namespaces", "plugin-memory",
+		"max-conns", "max-conns-per-addr", "max-entry-size", "max-header-size", "max-signature-size", "max-size", "min-transfer-rate", "namespaces", "plugin-memory",
 		"plugin-pool", "plugin-timeout", "plugins", "pprof-addr", "quarantine-after", "rate-burst", "rate-limit", "read-timeout",
 		"redis-addr", "redis-idle-timeout", "redis-max-buffered", "redis-max-conns", "redis-max-value", "redis-namespace", "replica-id",
 		"s3-bucket", "s3-check-then-write", "s3-credentials-file", "s3-endpoint", "s3-insecure", "s3-prefix",

@@ -27,6 +27,7 @@ type securityOptions struct {
 	MinTransferRate      int64
 	MaxHeaderSize        int64
 	MaxConns             int
+	MaxConnsPerAddr      int
 	MaxConcurrentUploads int
 	RateLimit            float64
 	RateBurst            int
@@ -49,6 +50,7 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	sizeVar(fs, &o.MinTransferRate, "min-transfer-rate", 64<<10, "slowest body transfer tolerated, bytes per second (a slower client is cut off after the timeout's slack)")
 	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request line and header block, 1KiB to 1MiB (431 past it; each connection holds a read buffer this large)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "HTTP connections open at once, idle keep-alive ones included; one more gets 503 too_many_connections with Retry-After (0 = the open-files limit less 1024 kept for the store, at most 65536; -1 = unbounded)")
+	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections open at once from one client IP address, counted at accept; one more gets 503 too_many_connections. Loopback is exempt (a local proxy); behind a reverse proxy on another host every connection has its address: raise it or set -1 (0 = half of --max-conns; -1 = unbounded)")
 	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")
 	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous); more get 429 with Retry-After (0 = unlimited)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "requests a token may make at once above --rate-limit (0 = twice the rate)")
@@ -100,6 +102,7 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 		MinTransferRate:      o.MinTransferRate,
 		MaxHeaderBytes:       int(o.MaxHeaderSize),
 		MaxConns:             o.MaxConns,
+		MaxConnsPerAddr:      o.MaxConnsPerAddr,
 		MaxConcurrentUploads: o.MaxConcurrentUploads,
 		RequestsPerSecond:    o.RateLimit,
 		Burst:                o.RateBurst,

@@ -233,7 +233,8 @@ def _error_from_body(status: int, body: bytes) -> Error:
 def _segment(p: str) -> str:
     """One path segment, percent-encoded except for what a segment may hold
     as is (RFC 3986 pchar): run ids such as ``sweep:arm@2+x`` reach the
-    server as written (it does not decode ``%3A`` in a run id)."""
+    server as written (servers before path decoding refused ``%3A`` in a
+    run id)."""
     return urllib.parse.quote(p, safe=":@+")
 
 

@@ -1,0 +1,67 @@
+package api_test
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cachesvc/cachesvc/api/apitest"
+)
+
+// TestBadValuesNotEchoed: a token pasted into the wrong query parameter or
+// header is refused with a 400 that neither echoes it nor logs it (it says
+// how long it was instead), while a short bad value is still quoted.
+func TestBadValuesNotEchoed(t *testing.T) {
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const token = "cachesvc_Q7vKp2xN4mR8sT1wY6zB3cD5fG9hJ0kL2nP4qS6u"
+	const secret = "hunter2 my own long secret 0123456789" // invalid everywhere: it has spaces
+	entry := srv.EntryURL("default", keyOf("echo"))
+	for _, tc := range []struct {
+		name, url string
+		headers   []string
+		value     string
+	}{
+		{"wait", entry + "?wait=" + token, nil, token},
+		{"misses limit", srv.URL + "/v1/default/misses?limit=" + token, nil, token},
+		{"list limit", srv.URL + "/v1/default/entries?limit=" + token, nil, token},
+		{"list after", srv.URL + "/v1/entries?after=" + token, nil, token},
+		{"list min_size", srv.URL + "/v1/default/entries?min_size=" + token, nil, token},
+		{"list older_than", srv.URL + "/v1/default/entries?older_than=" + token, nil, token},
+		{"list backend", srv.URL + "/v1/default/entries?backend=" + token, nil, token},
+		{"list run", srv.URL + "/v1/default/entries?run=" + strings.ReplaceAll(secret, " ", "%20"), nil, secret},
+		{"stats scope", srv.URL + "/v1/stats?scope=" + token, nil, token},
+		{"stats since", srv.URL + "/v1/default/stats?since=" + token, nil, token},
+		{"stats step", srv.URL + "/v1/default/stats?step=" + token, nil, token},
+		{"run header", entry, []string{"X-Cachesvc-Run", secret}, secret},
+		{"backend header", entry, []string{"X-Cachesvc-Backend", token}, token},
+		{"compile seconds header", entry, []string{"X-Compile-Seconds", token}, token},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := srv.Do(http.MethodGet, tc.url, nil, tc.headers...)
+			body := apitest.ReadAll(t, resp)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d %s, want 400", resp.StatusCode, body)
+			}
+			msg := string(body)
+			if strings.Contains(msg, tc.value[9:20]) {
+				t.Fatalf("the error echoes the value: %s", msg)
+			}
+			if want := strconv.Itoa(len(tc.value)) + " bytes"; !strings.Contains(msg, want) {
+				t.Fatalf("the error does not say the value's length (%q): %s", want, msg)
+			}
+		})
+	}
+	for _, v := range []string{token[9:20], secret[9:20]} {
+		if strings.Contains(logs.String(), v) {
+			t.Fatalf("the log echoes a refused value:\n%s", grepLines(logs.String(), v))
+		}
+	}
+	// A short value is still shown, to say what was wrong with it.
+	resp := srv.Do(http.MethodGet, entry+"?wait=5x", nil)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != 400 || !strings.Contains(string(body), `5x`) {
+		t.Fatalf("?wait=5x: %d %s; want 400 quoting 5x", resp.StatusCode, body)
+	}
+}
