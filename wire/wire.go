@@ -151,6 +151,11 @@ type LeaseResponse struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
 	TTL     float64   `json:"ttl_s,omitempty"`
+	// Renewed is true on a 201 to a holder that already held the live
+	// lease: the post extended it. A caller that did not take the lease
+	// itself (another thread of the process named by the holder) should
+	// wait for the entry rather than compile it again. Older servers omit it.
+	Renewed bool `json:"renewed,omitempty"`
 }
 
 // KeyRecord is one key of a run manifest.
