@@ -9,8 +9,6 @@ process of the next job."""
 from __future__ import annotations
 
 import concurrent.futures
-import os
-import sys
 from pathlib import Path
 
 from conftest import free_port, run_py
