@@ -239,6 +239,7 @@ const maxNameWidth = 40
 // numbers, as the dashboard's Fleet card does.
 func renderFleet(p *printer, w io.Writer, f *wire.FleetStats, now time.Time) {
 	p.f("Replicas    %s of %s healthy\n", Num(int64(f.Healthy)), Num(int64(len(f.Replicas))))
+	renderMismatches(p, f.ConfigMismatches)
 	if len(f.Replicas) == 0 {
 		return
 	}
