@@ -291,13 +291,15 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 
 	checkLayout(t, ctx, "dashboard-1366.png", 1366, 768)
 	checkLayout(t, ctx, "dashboard-2560.png", 2560, 1440)
-	// A 1280-pixel laptop fits every table; at 1024 pixels the namespace
-	// table's twelve columns scroll sideways in their card (on purpose:
-	// dropping a column would hide a number), and nothing else does: the
-	// misses' reasons keep their counts out of the recent misses beside
-	// them.
+	// A 1280-pixel laptop fits every table, and so does 1024 pixels; at
+	// 800 (a tablet, half a screen) the namespace table still does, while
+	// the runs' and the sweep's tables scroll sideways in their cards. The
+	// namespace table keeps every number: its trend sparklines narrow and
+	// its headings wrap. The misses' reasons keep their counts out of the
+	// recent misses beside them.
 	checkLayout(t, ctx, "dashboard-1280.png", 1280, 800)
-	checkLayout(t, ctx, "dashboard-1024.png", 1024, 768, `div.scroll "NamespaceBackendLookups`)
+	checkLayout(t, ctx, "dashboard-1024.png", 1024, 768)
+	checkLayout(t, ctx, "dashboard-800.png", 800, 900, `div.scroll "Armlr`, `div.scroll "RunNamespaces`)
 
 	view, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
 		var d = window.cachesvcDashboard, u = d.charts["chart-hit-rate"].u;
