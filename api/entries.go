@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,10 +185,13 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		g.runs.RecordLookup(r.Namespace, r.Run, r.Key)
 	}
 	wait := c.Query("wait")
+	var waited time.Duration
 	if wait != "" {
+		start := time.Now()
 		if err := g.waitForEntry(c, r, wait); err != nil {
 			return err
 		}
+		waited = time.Since(start) // the client's wall time spent parked: not saved
 	}
 	ctx := c.UserContext()
 	miss := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Backend: r.Backend}
@@ -222,7 +226,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	}
 	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size,
-		Waited: wait != ""}
+		Waited: wait != "", WaitSeconds: waited.Seconds()}
 	g.io.headers(c, m)
 	if notModified(r.header(c, seenIfNoneMatch, fiber.HeaderIfNoneMatch), m) {
 		_ = rc.Close()

@@ -81,7 +81,8 @@ func (s *Server) initLeasesAndRuns() error {
 func (s *Server) LeaseCounts() (held, waiting int) { return s.leases.Counts() }
 
 // handleAcquireLease serves POST /v1/{ns}/leases/{key} {"holder", "ttl_s"}:
-// 201 when the holder now owns the lease (new or renewed), 409 with the
+// 201 when the holder now owns the lease (new, or renewed: "renewed": true
+// tells a second asker of one process that it already holds it), 409 with the
 // current holder and expiry when someone else does, or when the entry
 // already exists (holder empty: fetch it instead of compiling).
 func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
@@ -130,7 +131,7 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 		})
 	}
 	g.log.Debug("lease granted", "namespace", ns, "key", key.String(), "holder", l.Holder, "ttl", ttl)
-	return c.Status(http.StatusCreated).JSON(wire.LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: ttl.Seconds()})
+	return c.Status(http.StatusCreated).JSON(wire.LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: ttl.Seconds(), Renewed: l.Renewed})
 }
 
 // handleReleaseLease serves DELETE /v1/{ns}/leases/{key}?holder=H (or the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -345,4 +346,90 @@ func metricSums(t *testing.T, base string, names ...string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestLeaseRenewedSaysSo: a second POST by the same holder (another thread of
+// one process) is a renewal, and the answer says so, so that the second
+// asker waits for the entry instead of compiling it twice.
+func TestLeaseRenewedSaysSo(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	c := newClient(t, srv.URL, "")
+	ctx := context.Background()
+	key := testKey(47)
+	steps := []struct {
+		holder           string
+		granted, renewed bool
+	}{
+		{"host:1", true, false},
+		{"host:1", true, true},
+		{"host:2", false, false},
+	}
+	for i, s := range steps {
+		l, granted, err := c.AcquireLease(ctx, "default", key, s.holder, 30*time.Second)
+		if err != nil || granted != s.granted || l.Renewed != s.renewed {
+			t.Fatalf("ask %d by %s: granted=%v renewed=%v err=%v, want %v %v", i, s.holder, granted, l.Renewed, err, s.granted, s.renewed)
+		}
+	}
+}
+
+// TestLeaseWaitHitSavesOnlyUnwaitedTime: a waiter parked behind a lease
+// while the holder compiled; its hit saved the entry's compile seconds
+// minus the time it waited (at least the 300 ms it surely parked), never
+// less than zero, while a plain hit saves them all.
+func TestLeaseWaitHitSavesOnlyUnwaitedTime(t *testing.T) {
+	tests := []struct {
+		name    string
+		compile float64
+		// most is the most the waiter's hit may have saved.
+		most float64
+	}{
+		{"long compile", 100, 99.7},
+		{"compile shorter than the wait", 0.2, 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := statstest.Start(t, nil)
+			c := newClient(t, srv.URL, "")
+			ctx := context.Background()
+			key := testKey(50 + i)
+			if _, ok, err := c.AcquireLease(ctx, "default", key, "holder", time.Minute); err != nil || !ok {
+				t.Fatalf("acquire: granted %v, %v", ok, err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				resp, err := c.Get(ctx, "default", key, time.Minute)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				got <- err
+			}()
+			for {
+				if _, w := srv.API.LeaseCounts(); w == 1 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond) // the holder compiles; the waiter waits
+			body := []byte("executable")
+			if _, err := c.Put(ctx, "default", key, bytes.NewReader(body), client.PutOptions{Size: int64(len(body)), CompileSeconds: tt.compile}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("GET ?wait=: %v", err)
+			}
+			saved := getStats(t, srv.URL+"/v1/stats").Totals.CompileSecondsSaved
+			if saved < 0 || saved > tt.most {
+				t.Fatalf("the wait hit saved %v s of a %v s compile, want 0 to %v", saved, tt.compile, tt.most)
+			}
+			resp, err := c.Get(ctx, "default", key, 0) // a plain hit saves it all
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if after := getStats(t, srv.URL+"/v1/stats").Totals.CompileSecondsSaved; math.Abs(after-saved-tt.compile) > 1e-6 {
+				t.Fatalf("a plain hit added %v s, want %v", after-saved, tt.compile)
+			}
+		})
+	}
 }

@@ -54,6 +54,9 @@ type Lookup struct {
 	// the entry and finding its compile lease held: the hit answers that
 	// earlier miss, so it counts in the totals' wait_hits too.
 	Waited bool
+	// WaitSeconds is how long a Waited hit parked before the entry came:
+	// its client's wall time spent waiting, which the hit did not save.
+	WaitSeconds float64
 	// Components are the missed signature's components (lookup by
 	// signature), for explaining the miss; nil otherwise.
 	Components map[string]string
@@ -151,6 +154,7 @@ func (c *counter) Lookup(l Lookup) {
 	c.stats.RecordLookup(stats.Lookup{
 		Namespace: l.Namespace, Backend: l.Backend, Run: l.Run, Key: l.Key, Name: l.Name,
 		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds, Waited: l.Waited,
+		WaitSeconds: l.WaitSeconds,
 	})
 	if !l.Hit && l.Explanation != nil {
 		c.stats.RecordMiss(stats.Miss{Namespace: l.Namespace, Backend: l.Backend, Key: l.Key.String(),

@@ -53,8 +53,10 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		Server:   wire.StatsServer{Version: g.version},
 		Store:    g.store.Usage(),
 		Leases:   leaseCounts(g.leases),
+		Format:   wire.StatsFormat, StoreScope: wire.StoreScopeServer,
 	}
 	if ns != "" {
+		r.StoreScope = wire.StoreScopeNamespace
 		// A reader of ns alone gets ns's usage, not the whole store's:
 		// the store's bytes and blobs count unique contents, so their
 		// growth would tell an uploader whether another namespace already

@@ -214,3 +214,20 @@ func TestEmptyStatsAndDashboardAssets(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsAnswerSaysItsFormat: every stats answer names its format version
+// and whose store usage it carries, so that a CLI of another version reads
+// it as meant (stats/report TestRenderAnswersOfOtherVersions).
+func TestStatsAnswerSaysItsFormat(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	tests := []struct{ path, scope string }{
+		{"/v1/stats", wire.StoreScopeServer},
+		{"/v1/default/stats", wire.StoreScopeNamespace},
+	}
+	for _, tt := range tests {
+		r := getStats(t, srv.URL+tt.path)
+		if r.Format != wire.StatsFormat || r.StoreScope != tt.scope {
+			t.Errorf("%s: format %d, store_scope %q; want %d %q", tt.path, r.Format, r.StoreScope, wire.StatsFormat, tt.scope)
+		}
+	}
+}

@@ -314,6 +314,9 @@ func (c *Client) Manifest(ctx context.Context, ns, run string) (Manifest, error)
 type Lease struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
+	// Renewed is true when holder already held the live lease: the request
+	// renewed it (an older server never sets it).
+	Renewed bool `json:"renewed"`
 }
 
 // AcquireLease asks for the compile lease on key. granted is true (201) when

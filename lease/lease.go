@@ -131,6 +131,12 @@ type Lease struct {
 	// Local is true for a lease granted while Shared could not be reached:
 	// it binds this replica only, and another replica may compile too.
 	Local bool
+	// Renewed is true for a grant to the holder that already held the live
+	// lease: it extended that lease rather than granting a new one. Holders
+	// name a process (host:pid), so a caller that did not take the lease
+	// itself learns that another part of its process compiles the key and
+	// should wait for the entry instead of compiling it a second time.
+	Renewed bool
 }
 
 // Outcome says why a waiter was woken.
@@ -333,7 +339,8 @@ func (t *Table) acquireLocal(ns string, key cachekey.Key, holder string, ttl tim
 		return Lease{}, false, err
 	}
 	// Waiters parked behind an expired lease keep waiting for the new holder.
-	l := Lease{Holder: holder, Expires: now.Add(ttl), Local: local}
+	renewed := s != nil && !s.remote && s.holder == holder && now.Before(s.expires)
+	l := Lease{Holder: holder, Expires: now.Add(ttl), Local: local, Renewed: renewed}
 	t.setLocked(id, l, false)
 	return l, true, nil
 }

@@ -38,13 +38,15 @@ func TestAcquireTable(t *testing.T) {
 		ttl     time.Duration
 		granted bool
 		holds   string
+		renewed bool
 	}{
-		{"first caller gets it", 0, "a", 10 * time.Second, true, "a"},
-		{"second caller sees holder", time.Second, "b", 10 * time.Second, false, "a"},
-		{"holder renews", time.Second, "a", 10 * time.Second, true, "a"},
-		{"still held before new expiry", 9 * time.Second, "b", 10 * time.Second, false, "a"},
-		{"taken over after expiry", 2 * time.Second, "b", 5 * time.Second, true, "b"},
-		{"old holder refused", 0, "a", 5 * time.Second, false, "b"},
+		{"first caller gets it", 0, "a", 10 * time.Second, true, "a", false},
+		{"second caller sees holder", time.Second, "b", 10 * time.Second, false, "a", false},
+		{"holder renews", time.Second, "a", 10 * time.Second, true, "a", true},
+		{"still held before new expiry", 9 * time.Second, "b", 10 * time.Second, false, "a", false},
+		{"taken over after expiry", 2 * time.Second, "b", 5 * time.Second, true, "b", false},
+		{"old holder refused", 0, "a", 5 * time.Second, false, "b", false},
+		{"own lease lapsed: a new grant", 6 * time.Second, "b", 5 * time.Second, true, "b", false},
 	}
 	for _, s := range steps {
 		clk.Add(s.advance)
@@ -52,8 +54,8 @@ func TestAcquireTable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if granted != s.granted || l.Holder != s.holds {
-			t.Fatalf("%s: granted=%v holder=%q, want %v %q", s.name, granted, l.Holder, s.granted, s.holds)
+		if granted != s.granted || l.Holder != s.holds || l.Renewed != s.renewed {
+			t.Fatalf("%s: granted=%v holder=%q renewed=%v, want %v %q %v", s.name, granted, l.Holder, l.Renewed, s.granted, s.holds, s.renewed)
 		}
 	}
 	if held, _ := tb.Counts(); held != 1 {

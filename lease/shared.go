@@ -82,6 +82,9 @@ func (t *Table) acquireShared(ctx context.Context, ns string, key cachekey.Key, 
 		cur, ver, err := t.shared.Load(ctx, ns, key)
 		now := t.now()
 		want := Lease{Holder: holder, Expires: now.Add(ttl)}
+		// The holder's own live record: this grant renews it (see
+		// Lease.Renewed). Its raw expiry counts, not the skew margin.
+		want.Renewed = err == nil && cur.Holder == holder && now.Before(cur.Expires)
 		switch {
 		case errors.Is(err, ErrNotHeld):
 			_, err = t.shared.Create(ctx, ns, key, want)

@@ -135,19 +135,21 @@ func TestSharedSteps(t *testing.T) {
 		holder  string
 		granted bool
 		holds   string
+		renewed bool
 	}{
-		{"a on table 0", 0, 0, "a", true, "a"},
-		{"b on table 1 refused", time.Second, 1, "b", false, "a"},
-		{"a renews on table 1", time.Second, 1, "a", true, "a"},
-		{"past expiry, within the skew margin", 10*time.Second + 500*time.Millisecond, 1, "b", false, "a"},
-		{"past the margin: b takes over", time.Second, 1, "b", true, "b"},
-		{"a refused on table 0", 0, 0, "a", false, "b"},
+		{"a on table 0", 0, 0, "a", true, "a", false},
+		{"b on table 1 refused", time.Second, 1, "b", false, "a", false},
+		{"a renews on table 1", time.Second, 1, "a", true, "a", true},
+		{"past expiry, within the skew margin", 10*time.Second + 500*time.Millisecond, 1, "b", false, "a", false},
+		{"past the margin: b takes over", time.Second, 1, "b", true, "b", false},
+		{"a refused on table 0", 0, 0, "a", false, "b", false},
+		{"b renews on table 0", 0, 0, "b", true, "b", true},
 	}
 	for _, s := range steps {
 		clk.Add(s.advance)
 		l, ok, err := ts[s.table].Acquire(ctx, "ns", k, s.holder, 10*time.Second)
-		if err != nil || ok != s.granted || l.Holder != s.holds || l.Local {
-			t.Fatalf("%s: granted=%v holder=%q local=%v err=%v; want %v %q", s.name, ok, l.Holder, l.Local, err, s.granted, s.holds)
+		if err != nil || ok != s.granted || l.Holder != s.holds || l.Local || l.Renewed != s.renewed {
+			t.Fatalf("%s: granted=%v holder=%q local=%v renewed=%v err=%v; want %v %q %v", s.name, ok, l.Holder, l.Local, l.Renewed, err, s.granted, s.holds, s.renewed)
 		}
 	}
 	if _, err := ts[0].Release(ctx, "ns", k, "a"); !errors.Is(err, ErrHeldByOther) {

@@ -140,6 +140,9 @@ type Info struct {
 	// Interrupt names how the host stops a call past its time limit:
 	// InterruptInstrumented or InterruptWazero.
 	Interrupt string `json:"interrupt"`
+	// SHA256 is the hex SHA-256 of the module bytes as loaded: one
+	// name@version built from other code keys signatures differently.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Values of Info.Interrupt.

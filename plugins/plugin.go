@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -60,6 +61,7 @@ type Plugin struct {
 // Info describes the plugin.
 func (p *Plugin) Info() Info {
 	i := p.info
+	i.SHA256 = hex.EncodeToString(p.digest[:])
 	i.Backends = append([]string(nil), i.Backends...)
 	i.Reads = append([]string(nil), i.Reads...)
 	return i

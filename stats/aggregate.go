@@ -2,6 +2,7 @@ package stats
 
 import (
 	"encoding/hex"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -48,6 +49,21 @@ type Usage struct {
 	MaxBytes          int64
 	Evictions         int64
 	IntegrityFailures int64
+	// Namespaces are the bytes each namespace stores (nil: not known).
+	Namespaces map[string]int64
+}
+
+// NamespaceBytes is a store usage's bytes per namespace, as Usage takes
+// them; nil for none.
+func NamespaceBytes(nu []wire.NamespaceUsage) map[string]int64 {
+	if len(nu) == 0 {
+		return nil
+	}
+	m := make(map[string]int64, len(nu))
+	for _, n := range nu {
+		m[n.Namespace] = n.Bytes
+	}
+	return m
 }
 
 // Global is the wire type of the same name (wire).
@@ -90,6 +106,7 @@ type aggregate struct {
 	global        Global            // all-time evictions, failures; last sizes
 	globalMinutes map[int64]*Global // deltas since the last flush
 	lastUsage     Usage             // last sample, for deltas
+	lastNSBytes   map[string]int64  // last sample's bytes per namespace label
 	haveUsage     bool
 	dirtyGlobal   bool
 
@@ -211,7 +228,9 @@ func (s *Stats) collect() {
 			dInt = delta(us.IntegrityFailures, a.lastUsage.IntegrityFailures)
 			a.haveUsage = true
 		}
-		if dEv != 0 || dInt != 0 || us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes {
+		nsBytes := s.namespaceBytes(us.Namespaces)
+		if dEv != 0 || dInt != 0 || us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes ||
+			!maps.Equal(nsBytes, a.lastNSBytes) {
 			a.global.Evictions += dEv
 			a.global.IntegrityFailures += dInt
 			a.global.StoreBytes, a.global.StoreEntries, a.global.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
@@ -224,10 +243,25 @@ func (s *Stats) collect() {
 			g.Evictions += dEv
 			g.IntegrityFailures += dInt
 			g.StoreBytes, g.StoreEntries, g.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			g.NamespaceBytes = nsBytes
+			a.lastNSBytes = nsBytes
 			a.dirtyGlobal = true
 		}
 		a.lastUsage = us
 	}
+}
+
+// namespaceBytes relabels a sample's per-namespace bytes by the stats'
+// namespace labels (bounded: the rest sum under Other); nil for none.
+func (s *Stats) namespaceBytes(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for ns, b := range in {
+		out[s.namespaces.labelOf(ns)] += b
+	}
+	return out
 }
 
 // delta is cur-prev for a counter that may have restarted from zero.

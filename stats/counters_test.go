@@ -186,3 +186,42 @@ func TestPartialHitSavesNoCompile(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitHitSavesOnlyWhatItDidNotWait: a hit of GET ?wait= saved its
+// client the entry's compile seconds minus the time it waited for them,
+// never less than nothing; the wait hit counts either way.
+func TestWaitHitSavesOnlyWhatItDidNotWait(t *testing.T) {
+	tests := []struct {
+		name           string
+		waited         bool
+		compile, waitS float64
+		want           float64
+	}{
+		{"plain hit", false, 10, 0, 10},
+		{"answered at once", true, 10, 0, 10},
+		{"waited most of the compile", true, 10, 8.5, 1.5},
+		{"waited longer than the compile", true, 10, 12, 0},
+		{"bad wait time counts as none", true, 10, math.NaN(), 10},
+		{"negative wait counts as none", true, 10, -3, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openMem(t)
+			s.RecordLookup(Lookup{Namespace: "team-a", Backend: "xla", Run: "r1", Key: key(1), Name: "jit_f", Hit: true,
+				CompileSeconds: tt.compile, Waited: tt.waited, WaitSeconds: tt.waitS})
+			snap := s.Snapshot(SnapshotOptions{})
+			if got := snap.Totals.CompileSecondsSaved; got != tt.want {
+				t.Fatalf("totals saved = %v, want %v", got, tt.want)
+			}
+			if len(snap.Runs) != 1 || snap.Runs[0].CompileSecondsSaved != tt.want {
+				t.Fatalf("runs = %+v", snap.Runs)
+			}
+			if len(snap.TopEntries) != 1 || snap.TopEntries[0].SecondsSaved != tt.want || snap.TopEntries[0].CompileSeconds != tt.compile {
+				t.Fatalf("top entries = %+v", snap.TopEntries)
+			}
+			if tt.waited && snap.Totals.WaitHits != 1 {
+				t.Fatalf("wait hits = %d, want 1", snap.Totals.WaitHits)
+			}
+		})
+	}
+}

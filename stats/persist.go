@@ -210,6 +210,9 @@ func (s *Stats) flush() error {
 			h.Evictions += g.Evictions
 			h.IntegrityFailures += g.IntegrityFailures
 			h.StoreBytes, h.StoreEntries, h.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+			if g.NamespaceBytes != nil {
+				h.NamespaceBytes = g.NamespaceBytes
+			}
 		}
 		for hr, g := range ghours {
 			w.addGlobal(bucketKey(pGHour, hr, "", ""), g, s.cfg.HourRetention)
@@ -283,6 +286,9 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 			cur.IntegrityFailures += g.IntegrityFailures
 			if cur.StoreBytes == 0 {
 				cur.StoreBytes, cur.StoreEntries, cur.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+			}
+			if cur.NamespaceBytes == nil {
+				cur.NamespaceBytes = g.NamespaceBytes
 			}
 		}
 	}
@@ -371,6 +377,9 @@ func (b *batch) addGlobal(k []byte, d *Global, ttl time.Duration) {
 		g.Evictions += d.Evictions
 		g.IntegrityFailures += d.IntegrityFailures
 		g.StoreBytes, g.StoreEntries, g.MaxBytes = d.StoreBytes, d.StoreEntries, d.MaxBytes
+		if d.NamespaceBytes != nil {
+			g.NamespaceBytes = d.NamespaceBytes
+		}
 		data, _ := json.Marshal(g)
 		return txn.SetEntry(entry(k, data, ttl))
 	})

@@ -263,7 +263,13 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 			if err := it.Item().Value(func(v []byte) error { return jsonUnmarshal(v, &g) }); err != nil {
 				return fmt.Errorf("read store series bucket: %w", err)
 			}
-			out.StoreBytes[i] = g.StoreBytes
+			// A namespace's series charts its own stored bytes (records
+			// older than NamespaceBytes: no sample), never the server's.
+			if ns == "" {
+				out.StoreBytes[i] = g.StoreBytes
+			} else {
+				out.StoreBytes[i] = g.NamespaceBytes[ns]
+			}
 			out.StoreEvictions[i] += g.Evictions
 			out.IntegrityFailures[i] += g.IntegrityFailures
 		}

@@ -290,6 +290,12 @@ type Lookup struct {
 	// while another client held the compile lease; it also counts in
 	// Counters.WaitHits.
 	Waited bool
+	// WaitSeconds is how long a Waited hit parked for the entry. Its client
+	// spent that wall time waiting, so the hit saves CompileSeconds minus
+	// it (never below zero): what the client would have spent compiling
+	// beyond what it spent waiting. A value that is not a positive number
+	// counts as no wait.
+	WaitSeconds float64
 }
 
 // RecordLookup counts one lookup. It never blocks on I/O. A lookup in a
@@ -320,7 +326,11 @@ func (s *Stats) RecordLookup(l Lookup) {
 		c.Hits = 1
 		c.BytesOut = l.Bytes
 		if !l.Partial {
-			c.SavedMicros = micros(cs)
+			saved := cs
+			if l.Waited && l.WaitSeconds > 0 { // false for NaN
+				saved = max(cs-l.WaitSeconds, 0)
+			}
+			c.SavedMicros = micros(saved)
 		}
 		if l.Waited {
 			c.WaitHits = 1

@@ -461,3 +461,55 @@ func TestMissesDoNotAdmitBackends(t *testing.T) {
 		t.Fatalf("lookups by backend %v, want %v", got, want)
 	}
 }
+
+// TestNamespaceStoreSeries: a namespace's series charts the bytes that
+// namespace stores, not the whole store's; the all-namespaces series keeps
+// the store's; both survive a restart (hour records included).
+func TestNamespaceStoreSeries(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	u := Usage{Bytes: 1000, Entries: 3, Namespaces: map[string]int64{"team-a": 100, "team-b": 900}}
+	usage := func() Usage { mu.Lock(); defer mu.Unlock(); return u }
+	s, err := Open(Config{Dir: dir, Usage: usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	s.AdmitNamespace("team-b")
+	s.Snapshot(SnapshotOptions{})
+	mu.Lock()
+	u.Bytes, u.Namespaces = 1200, map[string]int64{"team-a": 300, "team-b": 900}
+	mu.Unlock()
+	tests := []struct {
+		ns   string
+		want int64
+	}{
+		{"", 1200},
+		{"team-a", 300},
+		{"team-b", 900},
+		{"team-c", 0},
+	}
+	check := func(when string, s *Stats) {
+		for _, tt := range tests {
+			for _, step := range []time.Duration{time.Minute, time.Hour} {
+				ser, err := s.Series(tt.ns, time.Now().Add(-10*time.Minute), step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ser.StoreBytes[len(ser.StoreBytes)-1]; got != tt.want {
+					t.Errorf("%s: namespace %q step %v: last store bytes %d, want %d (%v)", when, tt.ns, step, got, tt.want, ser.StoreBytes)
+				}
+			}
+		}
+	}
+	check("live", s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(Config{Dir: dir, Usage: usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	check("after restart", s2)
+}

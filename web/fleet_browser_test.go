@@ -37,7 +37,9 @@ func TestDashboardShowsFleet(t *testing.T) {
 			Sample: func() registry.Sample {
 				return registry.Sample{Hot: wire.StoreUsage{Entries: n, Bytes: n << 20},
 					Shared: wire.SharedTierState{Configured: true, Reachable: true},
-					Stats:  &wire.Snapshot{Totals: wire.Totals{Lookups: 2 * n, Hits: n, HitRate: 0.5, CompileSecondsSaved: 3600}}}
+					Stats:  &wire.Snapshot{Totals: wire.Totals{Lookups: 2 * n, Hits: n, HitRate: 0.5, CompileSecondsSaved: 3600}},
+					// The replicas disagree on --max-entry-size only.
+					Config: &wire.ReplicaConfig{MaxEntrySize: n << 20, Plugins: []string{"xla@1 sha256:aaaaaaaaaaaa"}}}
 			}})
 		if err != nil {
 			t.Fatal(err)
@@ -62,8 +64,18 @@ func TestDashboardShowsFleet(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#fleet-table tbody", "replica-b"),
 		waitText("#fleet-summary", "2 of 2 replicas healthy"),
+		waitText("#fleet-mismatches", "Replicas disagree on max_entry_size"),
 	); err != nil {
 		t.Fatalf("load dashboard: %v", err)
+	}
+	warn, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`({
+		items: document.querySelectorAll("#fleet-mismatches li").length,
+		text: document.getElementById("fleet-mismatches").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warn["items"] != float64(1) || !strings.Contains(warn["text"].(string), "100 MiB: replica-a") || !strings.Contains(warn["text"].(string), "200 MiB: replica-b") {
+		t.Errorf("fleet warnings = %v: want one, naming each replica's max_entry_size", warn)
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`(function(){
 		function row(s){var e=document.querySelector(s);return e?Array.prototype.map.call(e.cells,function(c){return c.textContent.trim();}).join("|"):null;}

@@ -291,13 +291,15 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 
 	checkLayout(t, ctx, "dashboard-1366.png", 1366, 768)
 	checkLayout(t, ctx, "dashboard-2560.png", 2560, 1440)
-	// A 1280-pixel laptop fits every table; at 1024 pixels the namespace
-	// table's twelve columns scroll sideways in their card (on purpose:
-	// dropping a column would hide a number), and nothing else does: the
-	// misses' reasons keep their counts out of the recent misses beside
-	// them.
+	// A 1280-pixel laptop fits every table, and so does 1024 pixels; at
+	// 800 (a tablet, half a screen) the namespace table still does, while
+	// the runs' and the sweep's tables scroll sideways in their cards. The
+	// namespace table keeps every number: its trend sparklines narrow and
+	// its headings wrap. The misses' reasons keep their counts out of the
+	// recent misses beside them.
 	checkLayout(t, ctx, "dashboard-1280.png", 1280, 800)
-	checkLayout(t, ctx, "dashboard-1024.png", 1024, 768, `div.scroll "NamespaceBackendLookups`)
+	checkLayout(t, ctx, "dashboard-1024.png", 1024, 768)
+	checkLayout(t, ctx, "dashboard-800.png", 800, 900, `div.scroll "Armlr`, `div.scroll "RunNamespaces`)
 
 	view, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
 		var d = window.cachesvcDashboard, u = d.charts["chart-hit-rate"].u;
@@ -382,12 +384,33 @@ func TestDashboardLayoutFitsAtLaptopAndWideSizes(t *testing.T) {
 	if !strings.HasPrefix(card, "Store · protein-folding-research-group|") || !strings.Contains(card, " / 4.0 KiB|4 entries · ") || !strings.HasSuffix(card, "% of quota") {
 		t.Errorf("store card in the namespace view = %q, want the namespace's usage against its quota", card)
 	}
-	// The store and evictions charts are the whole server's (the series
-	// are not kept per namespace), unlike the cards above them: they say so.
-	titles, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["store-chart-title", "evictions-chart-title"].map(function (id) {
-		return document.getElementById(id).textContent; }).join("|")`))
-	if err != nil || titles != "Store size against its limit (whole server)|Evictions and integrity failures (whole server)" {
-		t.Errorf("chart titles in the namespace view = %q (%v), want both marked as the whole server's", titles, err)
+	// The store chart is the namespace's own stored bytes against its
+	// quota (its own series), never the whole server's; the evictions
+	// chart is still the server's, and says so.
+	resp, err := http.Get(srv.URL + "/v1/protein-folding-research-group/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nsStats wire.StatsResponse
+	err = json.NewDecoder(resp.Body).Decode(&nsStats)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
+		var u = window.cachesvcDashboard.charts["chart-store"].u, most = 0, samples = 0;
+		u.data[1].forEach(function (v) { if (v != null) { samples++; if (v > most) most = v; } });
+		return {titles: ["store-chart-title", "evictions-chart-title"].map(function (id) { return document.getElementById(id).textContent; }).join("|"),
+			most: most, samples: samples, limit: u.data[2] ? u.data[2][u.data[2].length - 1] : null};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chart["titles"] != "Stored in protein-folding-research-group against its quota|Evictions and integrity failures (whole server)" {
+		t.Errorf("chart titles in the namespace view = %q", chart["titles"])
+	}
+	if own := float64(nsStats.Store.Bytes); own == 0 || chart["most"] != own || chart["samples"].(float64) == 0 || chart["limit"] != float64(4<<10) {
+		t.Errorf("store chart in the namespace view = %v; want the namespace's %v bytes at most, against its 4 KiB quota", chart, own)
 	}
 	checkLayout(t, ctx, "dashboard-ns-1366.png", 1366, 768)
 

@@ -69,6 +69,44 @@ type ReplicaStatus struct {
 	// Stats is the replica's own statistics, bounded in size (top runs and
 	// entries only). FleetStats leaves it out.
 	Stats *Snapshot `json:"stats,omitempty"`
+	// Config is what the replica must agree on with the rest of its fleet;
+	// nil from a replica too old to say, or still loading its plugins.
+	Config *ReplicaConfig `json:"config,omitempty"`
+}
+
+// ReplicaConfig is the part of a replica's configuration that every replica
+// of a fleet must share: replicas that disagree give one signature
+// different keys (plugins), accept an upload that another refuses
+// (max_entry_size), or bound namespaces differently (the namespaces file),
+// silently. Each replica publishes it in its heartbeat; FleetStats names
+// the settings on which they differ.
+type ReplicaConfig struct {
+	// MaxEntrySize is --max-entry-size in bytes.
+	MaxEntrySize int64 `json:"max_entry_size"`
+	// Plugins are the loaded plugins, built-ins included, as
+	// "name@version sha256:<first 12 hex of the wasm>" (sorted): keys hash
+	// name@version, and one name@version with other code keys differently.
+	Plugins []string `json:"plugins"`
+	// Namespaces is "sha256:<first 12 hex>" of the namespaces file in force
+	// (its parsed quotas, so formatting does not count); "" without one.
+	Namespaces string `json:"namespaces"`
+}
+
+// ConfigMismatch is one setting on which the live replicas of a fleet
+// disagree, with the replicas holding each value.
+type ConfigMismatch struct {
+	// Setting is the ReplicaConfig field's JSON name: "max_entry_size",
+	// "plugins" or "namespaces".
+	Setting string `json:"setting"`
+	// Values lists each value with the replicas that hold it, most
+	// replicas first.
+	Values []ConfigValue `json:"values"`
+}
+
+// ConfigValue is one value of a ConfigMismatch's setting.
+type ConfigValue struct {
+	Value    string   `json:"value"`
+	Replicas []string `json:"replicas"`
 }
 
 // FleetStats is the fleet part of GET /v1/stats?scope=fleet: every replica
@@ -84,4 +122,7 @@ type FleetStats struct {
 	// each replica's own top lists, so an entry that is just outside every
 	// replica's list is missing from the fleet's.
 	Totals Snapshot `json:"totals"`
+	// ConfigMismatches lists the settings (ReplicaConfig) on which the
+	// replicas that are ok or stale disagree; empty when they agree.
+	ConfigMismatches []ConfigMismatch `json:"config_mismatches,omitempty"`
 }

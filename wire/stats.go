@@ -161,6 +161,11 @@ type Global struct {
 	StoreBytes        int64 `json:"store_bytes"`
 	StoreEntries      int64 `json:"store_entries"`
 	MaxBytes          int64 `json:"max_bytes"`
+	// NamespaceBytes is each namespace's stored bytes at the sample, by
+	// its stats label (namespaces past the label bound summed under
+	// _other). Only the per-step records of the store series carry it, so
+	// that a namespace's view charts its own size, not the server's.
+	NamespaceBytes map[string]int64 `json:"namespace_bytes,omitempty"`
 }
 
 // Miss is one explained lookup miss.

@@ -151,6 +151,11 @@ type LeaseResponse struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
 	TTL     float64   `json:"ttl_s,omitempty"`
+	// Renewed is true on a 201 to a holder that already held the live
+	// lease: the post extended it. A caller that did not take the lease
+	// itself (another thread of the process named by the holder) should
+	// wait for the entry rather than compile it again. Older servers omit it.
+	Renewed bool `json:"renewed,omitempty"`
 }
 
 // KeyRecord is one key of a run manifest.
@@ -241,12 +246,36 @@ type NamespaceUsage struct {
 	EvictionsByReason map[string]int64 `json:"evictions_by_reason,omitempty"`
 }
 
+// StatsFormat is the format version of GET /v1/stats answers this build
+// writes and fully reads. 1 (written as 0: no field) is every answer before
+// the field; 2 adds format and store_scope, and a namespace's answer holds
+// that namespace's store usage only. Raise it when a field changes meaning
+// or unit (never reuse a name for another meaning); adding a field that old
+// readers may ignore does not need it.
+const StatsFormat = 2
+
+// Values of StatsResponse.StoreScope.
+const (
+	StoreScopeServer    = "server"
+	StoreScopeNamespace = "namespace"
+)
+
 // StatsResponse is the JSON body of GET /v1/stats and GET /v1/{ns}/stats:
 // the persisted statistics (Snapshot: one set of totals, per namespace,
 // backend and run, top entries, misses by reason), the store's usage, the
 // leases in flight, the most recent misses and, when asked for with
 // ?since=, time series.
 type StatsResponse struct {
+	// Format is the answer's format version (StatsFormat when written by
+	// this build); servers older than the field omit it (0). A reader
+	// that finds a larger one knows the server may send figures it does
+	// not know or has changed the meaning of: it should say so, not guess.
+	Format int `json:"format,omitempty"`
+	// StoreScope says whose usage Store is: StoreScopeServer (the whole
+	// store, GET /v1/stats) or StoreScopeNamespace (only the namespace's,
+	// GET /v1/{ns}/stats). Absent from older servers, whose namespace
+	// answers carried the whole store until format 2.
+	StoreScope string `json:"store_scope,omitempty"`
 	Snapshot
 	Server       StatsServer `json:"server"`
 	Store        StoreUsage  `json:"store"`

@@ -545,3 +545,41 @@ func TestServeRefusesBadSharedTier(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetWarnsOfReplicasConfiguredApart runs two replicas on one bucket
+// with different --max-entry-size (an upload one refuses the other stores):
+// each heartbeat carries the replica's config, and `cachesvc stats --scope
+// fleet` warns, naming the setting, each value and its replica.
+func TestFleetWarnsOfReplicasConfiguredApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	a := f.replica(t, "--replica-id", "replica-a", "--max-entry-size", "1MiB")
+	f.replica(t, "--replica-id", "replica-b", "--max-entry-size", "2MiB")
+	want := []string{
+		"WARNING     replicas disagree on max_entry_size",
+		"1.0 MiB: replica-a\n",
+		"2.0 MiB: replica-b\n",
+	}
+	var out string
+	// The config rides the heartbeat after the plugins load (every 10 s).
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(time.Second) {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"stats", "--url", a.url, "--scope", "fleet"}, nil, &stdout, &stderr); code != 0 {
+			t.Fatalf("stats --scope fleet: exit %d: %s", code, stderr.String())
+		}
+		out = stdout.String()
+		if strings.Contains(out, want[0]) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "disagree on plugins") || strings.Contains(out, "disagree on namespaces") {
+		t.Errorf("replicas that agree on plugins and namespaces were warned of them:\n%s", out)
+	}
+}

@@ -406,10 +406,13 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	url := scheme + displayAddr(ln.Addr())
 	var member *fleetMember
+	var fcfg *fleetConfig
 	if o.S3.enabled() {
+		fcfg = &fleetConfig{host: host, maxEntry: o.MaxEntrySize, nsPath: o.Namespaces, log: logger} // fleetconfig.go
+		go fcfg.refresh()                                                                            // waits for the built-ins
 		sample := func() registry.Sample {
 			snap := sts.Snapshot(stats.SnapshotOptions{MaxRuns: 20, MaxTopEntries: 20})
-			return registry.Sample{Hot: stores.hot.Usage(), Shared: stores.sharedState(), Stats: &snap}
+			return registry.Sample{Hot: stores.hot.Usage(), Shared: stores.sharedState(), Stats: &snap, Config: fcfg.get()}
 		}
 		if member, err = joinFleet(o, replicaID, url, sample, logger); err != nil { // fleet.go
 			return err
@@ -462,6 +465,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 			return fmt.Errorf("register namespaces reload metrics: %w", err)
 		}
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
+	}
+	if fcfg != nil && len(reloads) > 0 { // after the reloads above: publish what they left in force
+		reloads = append(reloads, func(context.Context) { fcfg.refresh() })
 	}
 	reloadOnSIGHUP(ctx, hup, logger, sec.Auth, reloads...) // security.go
 	var redis *redisListener

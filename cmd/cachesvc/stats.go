@@ -85,7 +85,8 @@ func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Lo
 		Logger: logger,
 		Usage: func() stats.Usage {
 			u := st.Usage()
-			return stats.Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures}
+			return stats.Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures,
+				Namespaces: stats.NamespaceBytes(u.Namespaces)}
 		},
 	})
 	if err != nil {

@@ -163,6 +163,7 @@ func Merge(replicas []wire.ReplicaStatus, now time.Time) wire.FleetStats {
 		fs.Replicas = append(fs.Replicas, st)
 	}
 	fs.Totals = stats.MergeSnapshots(snaps, stats.MergeOptions{Now: now})
+	fs.ConfigMismatches = ConfigMismatches(fs.Replicas)
 	return fs
 }
 

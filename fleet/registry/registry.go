@@ -77,6 +77,9 @@ type Sample struct {
 	// Stats is the replica's stats snapshot (stats.Stats.Snapshot); nil
 	// publishes none. The registry trims a copy to bound its size.
 	Stats *wire.Snapshot
+	// Config is what this replica must agree on with the fleet; nil
+	// publishes none (e.g. while the plugins still load).
+	Config *wire.ReplicaConfig
 }
 
 // Config configures a Registry. Bucket and ID are required; the zero value
@@ -219,7 +222,7 @@ func (r *Registry) Status(state string) wire.ReplicaStatus {
 	}
 	if r.cfg.Sample != nil {
 		s := r.cfg.Sample()
-		st.Hot, st.Shared = s.Hot, s.Shared
+		st.Hot, st.Shared, st.Config = s.Hot, s.Shared, s.Config
 		if s.Stats != nil {
 			snap := trimSnapshot(*s.Stats, r.cfg.MaxRuns, r.cfg.MaxTopEntries)
 			st.Totals, st.Stats = snap.Totals, &snap

@@ -121,6 +121,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	p := &printer{w: w}
 	p.f("cachesvc stats · %s · %s\n", o.Server, scope)
 	p.f("\n")
+	renderFormatNote(p, r) // compat.go
 	waits := ""
 	if t.WaitHits > 0 { // the misses those waiters had first compiled nothing
 		waits = "; " + Plural(t.WaitHits, "hit", "hits") + " after waiting on a compile lease"
@@ -134,13 +135,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	p.f("Time saved  %s of compiling\n", saved)
 	p.f("Bytes       %s served, %s stored in %s\n", Bytes(t.BytesOut), Bytes(t.BytesIn), Plural(t.Writes, "write", "writes"))
 	if o.Namespace != "" {
-		if nu, ok := namespaceUsage(r.Store, o.Namespace); ok {
-			// A namespace's answer carries no whole-server usage: it
-			// would tell its readers of other namespaces' contents.
-			p.f("Store       %s\n", nsStoreLine(nu))
-		} else {
-			p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
-		}
+		renderNamespaceStore(p, r, o.Namespace) // compat.go
 	} else {
 		// The persisted count: the store's own starts again at 0 with every
 		// restart (the larger of the two, for a server whose totals lack it).
@@ -239,6 +234,7 @@ const maxNameWidth = 40
 // numbers, as the dashboard's Fleet card does.
 func renderFleet(p *printer, w io.Writer, f *wire.FleetStats, now time.Time) {
 	p.f("Replicas    %s of %s healthy\n", Num(int64(f.Healthy)), Num(int64(len(f.Replicas))))
+	renderMismatches(p, f.ConfigMismatches)
 	if len(f.Replicas) == 0 {
 		return
 	}

@@ -145,3 +145,44 @@ func TestRenderFleet(t *testing.T) {
 		t.Errorf("the fleet's view calls itself one replica's:\n%s", out.String())
 	}
 }
+
+// TestRenderFleetConfigMismatches: replicas of one fleet that disagree on a
+// setting that must agree get a warning per setting, naming each value
+// (sizes readable) with its replicas and what to do; agreeing ones none.
+func TestRenderFleetConfigMismatches(t *testing.T) {
+	tests := []struct {
+		name       string
+		mismatches []wire.ConfigMismatch
+		want       []string
+	}{
+		{"agree", nil, nil},
+		{"max entry size and plugins", []wire.ConfigMismatch{
+			{Setting: "max_entry_size", Values: []wire.ConfigValue{{Value: "4294967296", Replicas: []string{"a", "c"}}, {Value: "1048576", Replicas: []string{"b"}}}},
+			{Setting: "plugins", Values: []wire.ConfigValue{{Value: "xla@1 sha256:aaaaaaaaaaaa", Replicas: []string{"a", "b"}}, {Value: "xla@2 sha256:bbbbbbbbbbbb", Replicas: []string{"c"}}}},
+		}, []string{
+			"WARNING     replicas disagree on max_entry_size: an upload one replica refuses (413) another stores; give every replica the same --max-entry-size\n",
+			"              4.0 GiB: a, c\n",
+			"              1.0 MiB: b\n",
+			"WARNING     replicas disagree on plugins: one signature gets different keys",
+			"              xla@2 sha256:bbbbbbbbbbbb: c\n",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &wire.StatsResponse{SharedTier: &wire.SharedTierState{Configured: true, Reachable: true}}
+			r.Fleet = &wire.FleetStats{Healthy: 3, ConfigMismatches: tt.mismatches}
+			var out strings.Builder
+			if err := Render(&out, r, Options{Server: "http://h:8080", Now: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			if tt.want == nil && strings.Contains(out.String(), "WARNING") {
+				t.Errorf("agreeing replicas warned:\n%s", out.String())
+			}
+		})
+	}
+}

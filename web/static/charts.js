@@ -95,14 +95,15 @@
 
     draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
 
-    // Store size (the whole server's: the series are not kept per
-    // namespace): carry the last sample forward; the limit is a flat line.
+    // Store size: the whole store's, or in a namespace's view the bytes
+    // that namespace stores (its own series) against its quota. Carry the
+    // last sample forward; the limit is a flat line.
     var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
-    var max = store.server_max_bytes || 0;
+    var max = store.max_bytes || 0;
     var limit = t.map(function () { return max || null; });
-    if (store.server_bytes != null && size.length) size[size.length - 1] = store.server_bytes;
-    $("store-chart-title").textContent = "Store size against its limit" + (scoped ? " (whole server)" : "");
-    draw("chart-store", max ? ["store size", "limit"] : ["store size"], max ? [t, size, limit] : [t, size], bytes,
+    if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
+    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") : "Store size against its limit";
+    draw("chart-store", max ? [scoped ? "stored" : "store size", scoped ? "quota" : "limit"] : [scoped ? "stored" : "store size"], max ? [t, size, limit] : [t, size], bytes,
       { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
 
     // The server's, like the store size: in a namespace's view the card

@@ -11,6 +11,28 @@
     return '<span class="health bad" title="' + esc(sh.last_error) + '">unreachable</span>';
   }
 
+  // meaning says what replicas that disagree on a setting do wrong.
+  var meaning = {
+    max_entry_size: "an upload one replica refuses (413) another stores: give every replica the same --max-entry-size",
+    plugins: "one signature gets different keys on different replicas (misses): load the same plugin files everywhere",
+    namespaces: "quotas and expiry differ by replica: give every replica the same --namespaces file"
+  };
+
+  // mismatches fills the card's warnings: one per setting on which the
+  // live replicas disagree (fleet.config_mismatches), each value with its
+  // replicas.
+  function mismatches(f) {
+    var ms = (f && f.config_mismatches) || [], el = $("fleet-mismatches");
+    el.hidden = !ms.length;
+    el.innerHTML = ms.map(function (m) {
+      return '<li data-setting="' + esc(m.setting) + '"><strong>Replicas disagree on ' + esc(m.setting) + "</strong>: " + esc(meaning[m.setting] || "") +
+        '<div class="vals">' + m.values.map(function (v) {
+          var val = m.setting === "max_entry_size" && /^\d+$/.test(v.value) ? bytes(Number(v.value)) : v.value;
+          return esc(val) + ": " + esc(v.replicas.join(", "));
+        }).join(" · ") + "</div></li>";
+    }).join("");
+  }
+
   // render fills the card from a stats answer d; fleetDown, when set, is
   // why the fleet's view could not be read (d is then this replica's alone).
   function render(d, fleetDown) {
@@ -19,6 +41,7 @@
     card.hidden = !(sh && sh.configured);
     if (card.hidden) return;
     var f = d.fleet, reps = (f && f.replicas) || [];
+    mismatches(f);
     var ft = (f && f.totals && f.totals.totals) || {};
     $("fleet-summary").innerHTML = "shared tier " + sharedCell(sh) + (sh.queue_depth ? " · " + num(sh.queue_depth) + " uploads queued" : "") +
       (f ? " · " + num(f.healthy) + " of " + num(reps.length) + " replicas healthy · fleet: " + num(ft.hits) + " of " + num(ft.lookups) +

@@ -65,7 +65,19 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
         opts.update(compile_options.SerializeAsString())
 
     topo = hashlib.sha256()
-    if hasattr(ck, "_hash_accelerator_config"):
+    host = _cpu_host_fingerprint() if backend.platform == "cpu" and _process_count() > 1 else ""
+    if host:
+        # Multi-process on CPU: XLA's CPU topology fingerprint (what JAX
+        # hashes) describes the calling process's own client, process index
+        # included, so every process of one job got its own key and only
+        # process 0 (the one JAX lets write) ever hit. Hash what the
+        # executable depends on instead: the host CPU (architecture and ISA
+        # features, so other CPUs never share it) and the device kinds; the
+        # device ids stay in the compile options' device assignment.
+        topo.update(f"cpu-host\0{host}\0".encode())
+        for d in devices.flat:
+            topo.update(str(d.device_kind).encode() + b"\0")
+    elif hasattr(ck, "_hash_accelerator_config"):
         ck._hash_accelerator_config(topo, devices)
     else:
         for d in devices.flat:
@@ -92,6 +104,40 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
         "extra": extra,
         **({"jaxlib_build": build} if (build := _jaxlib_build()) else {}),
     }
+
+
+def _process_count() -> int:
+    """jax.process_count(), or 1 when it cannot be read."""
+    try:
+        import jax
+        return int(jax.process_count())
+    except Exception:  # noqa: BLE001
+        return 1
+
+
+_host_memo: str | None = None
+
+
+def _cpu_host_fingerprint() -> str:
+    """SHA-256 (hex) of this host's CPU architecture and ISA feature flags
+    (``/proc/cpuinfo``: ``flags`` on x86, ``Features`` on ARM), the CPUs an
+    XLA CPU executable compiled here may run on; "" when they cannot be read
+    (then the signature keeps JAX's own topology fingerprint). Read once."""
+    global _host_memo
+    if _host_memo is None:
+        feats = ""
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    name, sep, value = line.partition(":")
+                    if sep and name.strip() in ("flags", "Features"):
+                        feats = " ".join(sorted(value.split()))
+                        break
+        except OSError:
+            pass
+        import platform
+        _host_memo = hashlib.sha256(f"{platform.machine()}\0{feats}".encode()).hexdigest() if feats else ""
+    return _host_memo
 
 
 # Names of the shared library that holds jaxlib's code when the extension

@@ -57,6 +57,7 @@ class LeaseBook:
         self.renew = False
         self._lock = threading.Lock()
         self._held: dict[str, Any] = {}  # book key -> cachesvc.Lease we hold
+        self._owner: dict[str, int] = {}  # book key -> id of the thread that took its lease
         self._writing: set[str] = set()  # held keys whose write was started (the write ends them)
         self._taken = threading.local()  # .keys: leases this thread took since its last compile ended
 
@@ -67,30 +68,21 @@ class LeaseBook:
         process that will write the entry (``may_hold``) takes leases; the
         others wait. Raises :class:`cachesvc.Error` when the server failed."""
         if may_hold:
-            lease = self.client.lease(skey, holder=self.holder, ttl=self.ttl, renew=False)
-            try:
-                granted = lease.acquire()
-            except Error as exc:
-                if exc.status == 0:
-                    raise
-                # e.g. 503 lease_table_full: compile without a lease.
-                log.debug("cachesvc: no lease on %s: %s", skey, exc)
+            with self._lock:
+                mine = self._held.get(key)
+                here = self._owner.get(key) == threading.get_ident()
+            if mine is not None and here:
+                # Looked up twice on the thread that compiles it (JAX probes
+                # a PGLE key first): one renewal, and this thread compiles.
+                self._renew(mine)
                 return None
-            if granted:
-                self._hold(key, lease)
-                return None
-            if lease.code == "entry_exists":  # written since our lookup
-                # As a ?wait= GET (answered at once), so that the server
-                # counts this hit as answering our miss, not as a compile.
-                return self.client.get(skey, timeout=self.timeout, wait=self.wait)
-            if holder_exited(lease.current_holder):
-                # Killed while compiling (then restarted): its lease lasts
-                # until its TTL, and waiting would only stall this job.
-                self.warner.notice(
-                    f"the compile lease on {what} is held by {lease.current_holder}, a process on this "
-                    f"host that no longer runs (killed while compiling?); compiling here instead of "
-                    f"waiting for its lease to expire ({lease.expires})")
-                return None
+            if mine is None:
+                wait, v = self._take(key, skey, what)
+                if not wait:
+                    return v
+            # Else another thread of this process compiles it (its lease, or
+            # the server said our holder already held it): wait for its entry
+            # instead of compiling the program a second time.
         self.count("lease_waits")
         try:
             v, miss = self.client._wait_get(skey, wait=self.wait, timeout=self.timeout)
@@ -107,13 +99,49 @@ class LeaseBook:
                 f"compiling keeps its lease for its lease_ttl")
         return v
 
+    def _take(self, key: str, skey: str, what: str) -> tuple[bool, bytes | None]:
+        """Asks for the lease on ``skey``: (True, None) when another holder,
+        or another thread of this process, compiles it (wait for it);
+        otherwise (False, the entry's bytes when it was written since our
+        lookup, else None: compile, under the lease when it was granted)."""
+        lease = self.client.lease(skey, holder=self.holder, ttl=self.ttl, renew=False)
+        try:
+            granted = lease.acquire()
+        except Error as exc:
+            if exc.status == 0:
+                raise
+            # e.g. 503 lease_table_full: compile without a lease.
+            log.debug("cachesvc: no lease on %s: %s", skey, exc)
+            return False, None
+        if granted:
+            self._hold(key, lease)
+            return False, None
+        if lease.code == "entry_exists":  # written since our lookup
+            # As a ?wait= GET (answered at once), so that the server
+            # counts this hit as answering our miss, not as a compile.
+            return False, self.client.get(skey, timeout=self.timeout, wait=self.wait)
+        if holder_exited(lease.current_holder):
+            # Killed while compiling (then restarted): its lease lasts
+            # until its TTL, and waiting would only stall this job.
+            self.warner.notice(
+                f"the compile lease on {what} is held by {lease.current_holder}, a process on this "
+                f"host that no longer runs (killed while compiling?); compiling here instead of "
+                f"waiting for its lease to expire ({lease.expires})")
+            return False, None
+        return True, None
+
+    @staticmethod
+    def _renew(lease: Any) -> None:
+        try:
+            lease.acquire()
+        except Error:
+            pass  # the next renewal, or expiry, decides
+
     def _hold(self, key: str, lease: Any) -> None:
         with self._lock:
-            old = self._held.get(key)
             self._held[key] = lease
+            self._owner[key] = threading.get_ident()
         self.count("leases_granted")
-        if old is not None:  # granted again (looked up twice): one renewal
-            old.stop_renewing()
         if self.renew:  # compile_ended will be called: track, and renew
             taken = getattr(self._taken, "keys", None)
             if taken is None:
@@ -137,6 +165,7 @@ class LeaseBook:
         """The entry of ``key`` was stored: the server released its lease."""
         with self._lock:
             lease = self._held.pop(key, None)
+            self._owner.pop(key, None)
             self._writing.discard(key)
         if lease is not None:
             lease.granted = False
@@ -147,6 +176,7 @@ class LeaseBook:
         otherwise it expires by itself)."""
         with self._lock:
             lease = self._held.pop(key, None)
+            self._owner.pop(key, None)
             self._writing.discard(key)
         if lease is not None:
             try:
@@ -175,6 +205,7 @@ class LeaseBook:
         """Releases every lease still held (best effort), e.g. at exit."""
         with self._lock:
             held, self._held = self._held, {}
+            self._owner.clear()
             self._writing.clear()
         for lease in held.values():
             try:

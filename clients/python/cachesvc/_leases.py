@@ -90,6 +90,14 @@ class Lease:
         expires: the lease expiry as the server reported it (RFC 3339).
         code: the server's code when not granted (``lease_held`` /
             ``entry_exists``).
+        renewed: True when our holder already held the live lease before
+            this object asked for it: another thread (or Lease) of this
+            process compiles the key. Then ``granted`` is False,
+            ``current_holder`` is our holder and ``code`` is
+            ``lease_held``: :meth:`wait` for its entry instead of compiling
+            it a second time. (Holders name a process, so the server
+            renews rather than refuses; a server older than this answer
+            never says so, and both askers compile.)
     """
 
     def __init__(self, client: Client, key: str, holder: str, ttl: float, renew: bool) -> None:
@@ -102,6 +110,8 @@ class Lease:
         self.current_holder = ""
         self.expires = ""
         self.code = ""
+        self.renewed = False
+        self._ours = False  # this object took the lease: its renewals stay granted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -110,11 +120,17 @@ class Lease:
         r = self.client._json("POST", self.client._ns_path("leases", self.key),
                               {"holder": self.holder, "ttl_s": self.ttl}, ok=(201,), allow=(409,))
         doc = _json_body(r)
-        self.granted = r.status == 201
         self.current_holder = str(doc.get("holder", ""))
         self.expires = str(doc.get("expires", ""))
         err = doc.get("error")
         self.code = str(err.get("code", "")) if isinstance(err, dict) else ""
+        self.renewed = r.status == 201 and doc.get("renewed") is True and not self._ours
+        if self.renewed:  # held by another part of this process: it compiles
+            self.granted = False
+            self.code = "lease_held"
+            return False
+        self.granted = r.status == 201
+        self._ours = self.granted
         return self.granted
 
     def wait(self, timeout: float = 60.0) -> bytes | None:
@@ -134,6 +150,7 @@ class Lease:
         if not self.granted:
             return
         self.granted = False
+        self._ours = False
         path = self.client._ns_path("leases", self.key) + "?holder=" + urllib.parse.quote(self.holder, safe="")
         r = self.client._request("DELETE", path, ok=(200, 204), allow=(404, 409))
         r.read_all(limit=1 << 20)

@@ -116,3 +116,72 @@ def test_lease_bad_input(server):
     with pytest.raises(cachesvc.Error) as ei:
         c.lease(k("t"), holder="a", ttl=-1).acquire()
     assert ei.value.status == 400 and ei.value.code == "bad_ttl"
+
+
+def test_lease_one_per_process(server):
+    """Two asks under one process's holder: the second is told the process
+    already holds the lease (not granted, renewed) and waits for the entry,
+    so one process compiles a key once; the first keeps renewing and
+    releasing as the holder."""
+    c = cachesvc.Client(server.url)
+    key = k("one-per-process")
+    with c.lease(key, holder="host:7", ttl=30) as first:
+        assert first.granted and not first.renewed
+        assert first.acquire() and first.granted  # its own renewal stays granted
+        with c.lease(key, holder="host:7", ttl=30) as second:
+            assert not second.granted and second.renewed
+            assert second.code == "lease_held" and second.current_holder == "host:7"
+            got: list[bytes | None] = []
+            t = threading.Thread(target=lambda: got.append(second.wait(30)))
+            t.start()
+            c.put(key, b"compiled once")
+            t.join()
+            assert got == [b"compiled once"]
+
+
+def test_leasebook_threads_of_one_process_compile_once(server):
+    """Eight threads of one process miss one key at once (cachesvc.jax and
+    cachesvc.torch under leases): one compiles, the others wait for its
+    entry; a second miss on the compiling thread stays its own (a renewal)."""
+    import logging
+
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    c = cachesvc.Client(server.url)
+    skey = k("book-threads")
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def count(name: str) -> None:
+        with lock:
+            counts[name] = counts.get(name, 0) + 1
+
+    book = LeaseBook(c, ttl=30, wait=30, timeout=10,
+                     warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0), count=count)
+    compiled: list[int] = []
+    got: list[bytes | None] = []
+    start = threading.Barrier(8)
+
+    def trainer(i: int) -> None:
+        start.wait()
+        v = book.miss("jit_f-1", skey, "jit_f")
+        if v is None:  # we compile
+            assert book.miss("jit_f-1", skey, "jit_f") is None  # looked up again: still ours
+            with lock:
+                compiled.append(i)
+            time.sleep(0.5)
+            c.put(skey, b"exe")
+            book.written("jit_f-1")
+            v = b"exe"
+        with lock:
+            got.append(v)
+
+    threads = [threading.Thread(target=trainer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(compiled) == 1, f"{len(compiled)} threads compiled"
+    assert got == [b"exe"] * 8
+    assert counts.get("leases_granted") == 1 and counts.get("lease_wait_hits") == 7

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/cachesvc/cachesvc/plugins"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// fleetConfig keeps the wire.ReplicaConfig a fleet replica publishes in its
+// heartbeat, so that `cachesvc fleet`-style views (stats --scope fleet, the
+// dashboard) can warn when replicas on one bucket disagree. It is computed
+// off the heartbeat's goroutine (the plugin list waits for the built-ins to
+// compile) and again after every SIGHUP reload; until the first computation
+// the heartbeat carries none.
+type fleetConfig struct {
+	host     *plugins.Host
+	maxEntry int64
+	nsPath   string
+	log      *slog.Logger
+	cur      atomic.Pointer[wire.ReplicaConfig]
+}
+
+// get returns the config computed last, nil before the first.
+func (f *fleetConfig) get() *wire.ReplicaConfig { return f.cur.Load() }
+
+// refresh recomputes the config. A namespaces file that no longer parses
+// keeps the digest of the one in force (a failed reload keeps the old
+// quotas too).
+func (f *fleetConfig) refresh() {
+	c := &wire.ReplicaConfig{MaxEntrySize: f.maxEntry}
+	for _, p := range f.host.Plugins() {
+		c.Plugins = append(c.Plugins, fmt.Sprintf("%s sha256:%.12s", p.ID, p.SHA256))
+	}
+	if f.nsPath != "" {
+		digest, err := namespacesDigest(f.nsPath)
+		if prev := f.cur.Load(); err != nil && prev != nil {
+			digest = prev.Namespaces
+		} else if err != nil {
+			f.log.Warn("fleet config: cannot digest the namespaces file", "file", f.nsPath, "err", err)
+		}
+		c.Namespaces = digest
+	}
+	f.cur.Store(c)
+}
+
+// namespacesDigest is "sha256:<12 hex>" of the parsed namespaces file: two
+// files that differ only in formatting or key order agree.
+func namespacesDigest(path string) (string, error) {
+	q, err := loadNamespaces(path) // namespaces.go
+	if err != nil {
+		return "", err
+	}
+	js, err := json.Marshal(q)
+	if err != nil {
+		return "", fmt.Errorf("digest namespaces file %s: %w", path, err)
+	}
+	sum := sha256.Sum256(js)
+	return "sha256:" + hex.EncodeToString(sum[:6]), nil
+}

@@ -1,0 +1,75 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// TestRenderAnswersOfOtherVersions decodes saved GET /v1/stats answers
+// (testdata/) of servers older and newer than this build, all of the same
+// traffic (team-a and team-b: two entries of 19 B each, a hit and a miss
+// per entry): format 1 from the build before store_scope (a namespace's
+// answer with the whole store beside its share), format 1 from the build
+// whose namespace answer already held only its own usage, format 2
+// (today's), and a made-up format 99 with fields this build does not know.
+// Each is read as its server meant it: the whole store is called the whole
+// server's only when it is, and a newer format is said to be newer.
+// (The namespace answers' time series are cut from the files.)
+func TestRenderAnswersOfOtherVersions(t *testing.T) {
+	tests := []struct {
+		file, ns string
+		want     []string
+		not      []string
+	}{
+		{"ns-format1-whole-store.json", "team-a",
+			[]string{"Store       38 B in 2 entries (no quota)", "Server      76 B in 4 entries (no limit)", "(all namespaces)"},
+			[]string{"Note "}},
+		{"ns-format1-own-store.json", "team-a",
+			[]string{"Store       38 B in 2 entries (no quota)"},
+			[]string{"Server ", "all namespaces", "Note "}},
+		{"ns-format2.json", "team-a",
+			[]string{"Store       38 B in 2 entries (no quota)"},
+			[]string{"Server ", "all namespaces", "Note "}},
+		{"all-format1.json", "",
+			[]string{"Lookups     6  (hits 4, misses 2)", "Store       76 B in 4 entries (no limit)", "team-b"},
+			[]string{"Note "}},
+		{"all-format2.json", "",
+			[]string{"Lookups     6  (hits 4, misses 2)", "Store       76 B in 4 entries (no limit)", "team-b"},
+			[]string{"Note "}},
+		{"all-format99.json", "",
+			[]string{"Note        the server (v9.0.0) writes stats format 99, newer than this cachesvc's 2", "Lookups     6  (hits 4, misses 2)"},
+			nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r wire.StatsResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			var out strings.Builder
+			if err := Render(&out, &r, Options{Server: "http://h:8080", Namespace: tt.ns, Now: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(out.String(), n) {
+					t.Errorf("output has %q:\n%s", n, out.String())
+				}
+			}
+		})
+	}
+}
