@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachesvc/cachesvc/api/proxyaddr"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -78,7 +80,7 @@ type connRefusal struct {
 // admitConn starts tracking c, or returns the refusal of the limit it is
 // past: MaxConns, or MaxConnsPerAddr for its client address.
 func (s *Server) admitConn(c *trackedConn) *connRefusal {
-	addr, counted := perAddrKey(c.RemoteAddr())
+	addr, counted := perAddrKey(c.RemoteAddr(), s.cfg.TrustedProxies)
 	r, refused, logIt := s.admitConnLocked(c, addr, counted)
 	if logIt {
 		// Logged outside mu, which every accept and close takes.
@@ -121,10 +123,15 @@ func (s *Server) forgetConn(c *trackedConn) {
 
 // perAddrKey returns the client address a connection from a counts
 // against for MaxConnsPerAddr: its IP. counted is false for loopback (a
-// proxy or sidecar on this host) and for an address that is not TCP's.
-func perAddrKey(a net.Addr) (key string, counted bool) {
+// proxy or sidecar on this host), for a reverse proxy in trusted (all its
+// clients' connections come from it, and their forwarded addresses are not
+// known at accept), and for an address that is not TCP's.
+func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted) (key string, counted bool) {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || ta.IP.IsLoopback() {
+		return "", false
+	}
+	if ip, ok := netip.AddrFromSlice(ta.IP); ok && trusted.Contains(ip) {
 		return "", false
 	}
 	return ta.IP.String(), true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/api/proxyaddr"
 )
 
 // TestMaxConns: with MaxConns open (idle keep-alive) connections, one more
@@ -176,6 +177,42 @@ func TestMaxConnsPerAddr(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no place after a close: %d", resp.StatusCode)
+		}
+	}
+}
+
+// TestMaxConnsPerAddrExemptsTrustedProxies: a reverse proxy listed in
+// TrustedProxies carries every client's connections, so it is not limited
+// as one client address.
+func TestMaxConnsPerAddrExemptsTrustedProxies(t *testing.T) {
+	from := nonLoopbackIP(t)
+	trusted, err := proxyaddr.Parse(from.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := apitest.Start(t, apitest.Options{
+		API: func(c *api.Config) {
+			c.Limits.MaxConns, c.Limits.MaxConnsPerAddr = 10, 2
+			c.TrustedProxies = trusted
+		},
+	})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for i := 0; i < 4; i++ {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 10 * time.Second}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close() // held open: each counts while the next is made
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("connection %d from trusted proxy %s: %d, want 200 (not limited per address)", i, from, resp.StatusCode)
 		}
 	}
 }
