@@ -22,7 +22,7 @@ var commandFlags = map[string][]string{
 		"redis-addr", "redis-idle-timeout", "redis-max-buffered", "redis-max-conns", "redis-max-value", "redis-namespace", "replica-id",
 		"s3-bucket", "s3-check-then-write", "s3-credentials-file", "s3-endpoint", "s3-insecure", "s3-prefix",
 		"s3-profile", "s3-region", "shutdown-delay", "shutdown-grace", "signature-memo-entries", "signing-key", "sync-writes", "tls-cert", "tls-client-ca",
-		"tls-key", "tokens", "upload-queue-entries", "upload-queue-size", "wasm-cache", "write-mode", "write-timeout"},
+		"tls-key", "tokens", "trusted-proxies", "upload-queue-entries", "upload-queue-size", "wasm-cache", "write-mode", "write-timeout"},
 	"token new":   {"name", "scopes"},
 	"signkey new": {"out"},
 	"stats":       {"namespace", "scope", "timeout", "token", "token-file", "client-cert", "client-key", "url", "json"},
