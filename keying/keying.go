@@ -8,7 +8,9 @@
 // digest of the raw signature, SignatureDigest: the SHA-256 of its exact
 // bytes (a repeated lookup skips the plugin, and LookupDigest answers a
 // client that sends only the digest), optionally kept across restarts in
-// Config.MemoFile (persist.go), and
+// Config.MemoFile (persist.go); a remembered result is used only while the
+// same plugin code (the SHA-256 of its wasm) serves its backend (code.go),
+// and
 // collapses concurrent identical signatures into one plugin call. It also
 // remembers, for a bounded time, the components behind recently issued keys,
 // so that an entry written after a lookup can carry them (see Recall).
