@@ -99,7 +99,7 @@ type usageCollector struct {
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store (on a fleet replica: the shared tier's blobs plus entry records, where entries of at most 64 KiB keep their bytes).", nil, nil)
 	descStoreDisk    = prometheus.NewDesc("cachesvc_store_disk_bytes", "Disk space the store's files occupy (allocated blocks, Badger's fixed files included); above cachesvc_store_bytes by what value-log GC has not reclaimed yet.", nil, nil)
-	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited.", nil, nil)
+	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited (always on a fleet replica, whose store figures are the shared tier's: see cachesvc_hot_tier_max_bytes).", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
 	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them.", nil, nil)
@@ -108,9 +108,18 @@ var (
 	descQuarantines  = prometheus.NewDesc("cachesvc_quarantines_total", "Entries quarantined since the store opened, by cause: reports (enough distinct clients could not load it), admin, corrupt (a chunk failed its checksum).", []string{"cause"}, nil)
 )
 
+// A fleet replica's own hot tier (Badger), beside the shared tier's
+// figures above; not exported by a server without a shared tier.
+var (
+	descHotBytes   = prometheus.NewDesc("cachesvc_hot_tier_bytes", "Logical bytes in this fleet replica's hot tier (its Badger store), which --max-size bounds.", nil, nil)
+	descHotMax     = prometheus.NewDesc("cachesvc_hot_tier_max_bytes", "This fleet replica's hot tier size limit (--max-size) in bytes; 0 means unlimited.", nil, nil)
+	descHotEntries = prometheus.NewDesc("cachesvc_hot_tier_entries", "Entries in this fleet replica's hot tier.", nil, nil)
+)
+
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity, descQuarantined, descQuarantines} {
+	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity, descQuarantined, descQuarantines,
+		descHotBytes, descHotMax, descHotEntries} {
 		ch <- d
 	}
 	for _, d := range namespaceDescs {
@@ -132,6 +141,11 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesReported), "reports")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.QuarantinesAdmin), "admin")
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(us.IntegrityFailures), "corrupt")
+	if h := us.Hot; h != nil {
+		ch <- prometheus.MustNewConstMetric(descHotBytes, prometheus.GaugeValue, float64(h.Bytes))
+		ch <- prometheus.MustNewConstMetric(descHotMax, prometheus.GaugeValue, float64(h.MaxBytes))
+		ch <- prometheus.MustNewConstMetric(descHotEntries, prometheus.GaugeValue, float64(h.Entries))
+	}
 	withPersistedEvictions(us.Namespaces, byReason(u.stats.NamespaceEvictions())) // nsevictions.go
 	collectNamespaces(ch, us.Namespaces, &u.namespaces)
 }

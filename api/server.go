@@ -329,6 +329,11 @@ func (s *Server) init() error {
 	if err := cfg.Registry.Register(digests); err != nil {
 		return fmt.Errorf("register signature digest metrics: %w", err)
 	}
+	if cfg.Keyer != nil {
+		if err := cfg.Registry.Register(newMemoMetrics(cfg.Keyer)); err != nil {
+			return fmt.Errorf("register signature memo metrics: %w", err)
+		}
+	}
 	return s.register(
 		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, draining: &s.draining, version: cfg.Version,

@@ -55,14 +55,23 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		Leases:   leaseCounts(g.leases),
 		Format:   wire.StatsFormat, StoreScope: wire.StoreScopeServer,
 	}
+	if r.Store.Tier == "" { // a store of its own (a tiered store says shared)
+		r.Store.Tier = wire.StoreTierLocal
+	}
 	if ns != "" {
 		r.StoreScope = wire.StoreScopeNamespace
 		// A reader of ns alone gets ns's usage, not the whole store's:
 		// the store's bytes and blobs count unique contents, so their
 		// growth would tell an uploader whether another namespace already
 		// held the very bytes it sent. The size limit is configuration.
+		// On a fleet replica that is the hot tier's (quotas bound each
+		// hot tier), under the hot tier's limit.
 		own := g.namespaceUsage(ns, r.Store.Namespaces)
-		r.Store = wire.StoreUsage{Entries: own.Entries, Bytes: own.Bytes, MaxBytes: r.Store.MaxBytes,
+		tier, limit := r.Store.Tier, r.Store.MaxBytes
+		if r.Store.Hot != nil {
+			tier, limit = wire.StoreTierHot, r.Store.Hot.MaxBytes
+		}
+		r.Store = wire.StoreUsage{Tier: tier, Entries: own.Entries, Bytes: own.Bytes, MaxBytes: limit,
 			Namespaces: []wire.NamespaceUsage{own}}
 		r.Snapshot.StoreCounters = wire.Global{MaxBytes: r.Snapshot.StoreCounters.MaxBytes}
 		h, w := g.leases.CountsIn(ns)

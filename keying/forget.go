@@ -2,13 +2,13 @@ package keying
 
 // ForgetPlugin drops from the memo every result the plugin id
 // ("name@version") gave, and returns how many. Serve calls it when a
-// reload replaces a plugin's file under the same name@version: the memo
-// knows results by name@version only (fromMemo checks that the plugin
-// still serves), so without this, signatures the old code keyed kept the
-// old code's keys for as long as the memo remembered them. The memo file,
-// if any, is rewritten without them at the next save. Results the shared
-// memo (the fleet's) holds are not touched: other replicas may still run
-// the old file.
+// reload replaces a plugin's file under the same name@version: fromMemo
+// would not use those results anyway (each records its code's hash, see
+// code.go), but they would take memo room and count as other code one by
+// one. The memo file, if any, is rewritten without them at the next save.
+// Results the shared memo (the fleet's) holds are not touched: it keeps
+// each code's results apart, and other replicas may still run the old
+// file.
 //
 // A key computed while ForgetPlugin runs is returned but not memoized, as
 // it may come from the old code.

@@ -8,7 +8,9 @@
 // digest of the raw signature, SignatureDigest: the SHA-256 of its exact
 // bytes (a repeated lookup skips the plugin, and LookupDigest answers a
 // client that sends only the digest), optionally kept across restarts in
-// Config.MemoFile (persist.go), and
+// Config.MemoFile (persist.go); a remembered result is used only while the
+// same plugin code (the SHA-256 of its wasm) serves its backend (code.go),
+// and
 // collapses concurrent identical signatures into one plugin call. It also
 // remembers, for a bounded time, the components behind recently issued keys,
 // so that an entry written after a lookup can carry them (see Recall).
@@ -86,6 +88,10 @@ type Result struct {
 	Backend string `json:"backend"`
 	// Plugin is the plugin's "name@version".
 	Plugin string `json:"plugin"`
+	// PluginSHA256 is the hex SHA-256 of the wasm code that computed the
+	// result (plugins.Plugin.CodeSHA256): a memo uses a result only while
+	// that same code serves Plugin (code.go).
+	PluginSHA256 string `json:"-"`
 	// DisplayName is a human-readable program name (not part of the key).
 	DisplayName string `json:"display_name"`
 	// Components are named digests of the signature's parts; never nil.
@@ -169,6 +175,8 @@ type Keyer struct {
 	forgets uint64
 
 	shared sharedMemo
+	// other counts memo results of other plugin code (code.go), under mu.
+	other otherCode
 
 	persist   *persister // nil without Config.MemoFile
 	fileStats MemoFileStats
@@ -216,7 +224,7 @@ func New(cfg Config) (*Keyer, error) {
 
 // resultSize estimates the memory a remembered result holds.
 func resultSize(r Result) int64 {
-	n := int64(128 + len(r.Backend) + len(r.Plugin) + len(r.DisplayName))
+	n := int64(128 + len(r.Backend) + len(r.Plugin) + len(r.PluginSHA256) + len(r.DisplayName))
 	for k, v := range r.Components {
 		n += int64(len(k) + len(v) + 32)
 	}
@@ -346,7 +354,13 @@ func (k *Keyer) fromMemo(digest [32]byte) (Result, bool) {
 		return Result{}, false
 	}
 	// A reloaded plugin (new version) invalidates what its predecessor said.
-	if p, found := k.cfg.Host.ForBackend(res.Backend); !found || p.ID() != res.Plugin {
+	p, found := k.cfg.Host.ForBackend(res.Backend)
+	if !found || p.ID() != res.Plugin {
+		return Result{}, false
+	}
+	// So does other code under the same name@version (code.go).
+	if p.CodeSHA256() != res.PluginSHA256 {
+		k.dropOtherCode(digest, res, p.CodeSHA256())
 		return Result{}, false
 	}
 	return res, true
@@ -397,6 +411,7 @@ func (k *Keyer) canonicalize(ctx context.Context, backend string, signature []by
 		Key:           ComputeKey(p.ID(), backend, out.Canonical),
 		Backend:       backend,
 		Plugin:        p.ID(),
+		PluginSHA256:  p.CodeSHA256(),
 		DisplayName:   out.DisplayName,
 		Components:    out.Components,
 		CanonicalSize: len(out.Canonical),

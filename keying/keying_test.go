@@ -20,9 +20,16 @@ var testPlugins = []string{"empty", "faults", "nondet"}
 // newTestKeyer returns a Keyer over the built-ins and the test plugins.
 func newTestKeyer(t testing.TB, hcfg plugins.Config, cfg Config) *Keyer {
 	t.Helper()
+	return newKeyerWith(t, testPlugins, hcfg, cfg)
+}
+
+// newKeyerWith returns a Keyer over the built-ins and the named test
+// plugins (plugins/testdata/<name>.wasm).
+func newKeyerWith(t testing.TB, names []string, hcfg plugins.Config, cfg Config) *Keyer {
+	t.Helper()
 	ctx := context.Background()
 	var files []string
-	for _, n := range testPlugins {
+	for _, n := range names {
 		files = append(files, filepath.Join("..", "plugins", "testdata", n+".wasm"))
 	}
 	hcfg.CacheDir = pluginstest.CacheDir(t, files...)

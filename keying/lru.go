@@ -76,3 +76,13 @@ func (l *lru[K, V]) oldestFirst(f func(K, V)) {
 		f(ent.key, ent.val)
 	}
 }
+
+// peek returns the value of k without making it the most recent.
+func (l *lru[K, V]) peek(k K) (V, bool) {
+	e, ok := l.items[k]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return e.Value.(*lruEntry[K, V]).val, true
+}

@@ -20,8 +20,14 @@ import (
 const DefaultMemoSaveInterval = 10 * time.Second
 
 // memoFileHeader is the first line of a memo file; another first line
-// (a future format, a foreign file) makes the file ignored.
-const memoFileHeader = `{"cachesvc_signature_memo":1}`
+// (a future format, a foreign file) makes the file ignored. Format 2 adds
+// each result's plugin code hash (memoRecord.Code).
+const memoFileHeader = `{"cachesvc_signature_memo":2}`
+
+// memoFileHeaderV1 is the first line of a memo file an older cachesvc
+// wrote: its results do not say which plugin code computed them, so they
+// are dropped (counted in MemoFileStats.OldFormat), never used.
+const memoFileHeaderV1 = `{"cachesvc_signature_memo":1}`
 
 // maxMemoLine bounds one line of a memo file: a digest, a space and one
 // value no larger than a shared memo value.
@@ -32,7 +38,7 @@ const maxMemoLine = 64 + 1 + MaxSharedMemoBytes
 // the memo (its bounds bound the file: Config.MemoEntries lines and about
 // Config.MemoBytes of text), one line per result, oldest first:
 //
-//	{"cachesvc_signature_memo":1}
+//	{"cachesvc_signature_memo":2}
 //	<sha256 hex of the signature> <the shared memo's JSON value>
 //
 // A crash loses at most the results of the last save interval: the memo is
@@ -51,8 +57,11 @@ type persister struct {
 // MemoFileStats counts the memo file's activity, for metrics and tests.
 type MemoFileStats struct {
 	// Loaded is how many results the file held at start (before the
-	// memo's bounds applied); Skipped how many lines were unreadable.
-	Loaded, Skipped int
+	// memo's bounds applied); Skipped how many lines were unreadable;
+	// OldFormat how many results of a file of format 1 (written by an
+	// older cachesvc, without the plugin code that computed them) were
+	// dropped unread.
+	Loaded, Skipped, OldFormat int
 	// Saves and Failures count snapshots written and failed.
 	Saves, Failures uint64
 }
@@ -70,10 +79,16 @@ func (k *Keyer) startPersist() {
 	p := &persister{path: k.cfg.MemoFile, interval: k.cfg.MemoSaveInterval,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	k.persist = p
-	loaded, skipped, err := k.loadMemo(p.path)
-	k.fileStats.Loaded, k.fileStats.Skipped = loaded, skipped
+	loaded, skipped, old, err := k.loadMemo(p.path)
+	k.fileStats.Loaded, k.fileStats.Skipped, k.fileStats.OldFormat = loaded, skipped, old
 	if err != nil {
 		k.logger().Warn("ignoring the signature memo file; it is rewritten at the next save", "file", p.path, "err", err)
+	}
+	if old > 0 {
+		k.logger().Info("dropped the signature memo file's results of an older format: they do not record which plugin code computed them; "+
+			"their signatures are keyed again on first use (a client sending only a digest is asked for the signature once)",
+			"file", p.path, "results", old)
+		p.dirty.Store(true) // rewrite the file in the current format
 	}
 	go k.saver()
 }
@@ -86,31 +101,40 @@ func (k *Keyer) logger() *slog.Logger {
 }
 
 // loadMemo reads a memo file into the memo. Lines that do not decode are
-// skipped (counted); a file without the header is ignored whole.
-func (k *Keyer) loadMemo(path string) (loaded, skipped int, err error) {
+// skipped (counted); a file without the header is ignored whole; the
+// results of a file of format 1 are counted in old and dropped.
+func (k *Keyer) loadMemo(path string) (loaded, skipped, old int, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("open memo file: %w", err)
+		return 0, 0, 0, fmt.Errorf("open memo file: %w", err)
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
-	first := true
+	first, v1 := true, false
 	for lines := 0; lines < 4*k.cfg.MemoEntries; lines++ {
 		line, err := readLine(r)
 		if errors.Is(err, io.EOF) {
-			return loaded, skipped, nil
+			return loaded, skipped, old, nil
 		}
 		if err != nil {
-			return loaded, skipped, fmt.Errorf("read memo file line %d: %w", lines+1, err)
+			return loaded, skipped, old, fmt.Errorf("read memo file line %d: %w", lines+1, err)
 		}
 		if first {
-			if string(line) != memoFileHeader {
-				return 0, 0, fmt.Errorf("memo file starts with %.40q, not %s", line, memoFileHeader)
+			switch string(line) {
+			case memoFileHeader:
+			case memoFileHeaderV1:
+				v1 = true
+			default:
+				return 0, 0, 0, fmt.Errorf("memo file starts with %.40q, not %s", line, memoFileHeader)
 			}
 			first = false
+			continue
+		}
+		if v1 {
+			old++
 			continue
 		}
 		digest, res, ok := decodeMemoLine(line)
@@ -123,7 +147,7 @@ func (k *Keyer) loadMemo(path string) (loaded, skipped int, err error) {
 		k.memo.put(digest, res)
 		k.mu.Unlock()
 	}
-	return loaded, skipped, nil
+	return loaded, skipped, old, nil
 }
 
 // readLine returns the next line without its newline, at most maxMemoLine
@@ -158,7 +182,7 @@ func decodeMemoLine(line []byte) ([32]byte, Result, bool) {
 	if _, err := hex.Decode(d[:], hexd); err != nil {
 		return d, Result{}, false
 	}
-	res, err := decodeMemo(value, "", "")
+	res, err := decodeMemo(value, "", "", "")
 	return d, res, err == nil
 }
 

@@ -81,7 +81,7 @@ func TestMemoFileDamaged(t *testing.T) {
 	}{
 		{"intact", string(good), 2, 0},
 		{"a bad line", lines[0] + "zz not a line\n" + lines[2], 1, 1},
-		{"a value of another format", lines[0] + strings.Replace(lines[1], `"v":1`, `"v":9`, 1) + lines[2], 1, 1},
+		{"a value of another format", lines[0] + strings.Replace(lines[1], `"v":2`, `"v":9`, 1) + lines[2], 1, 1},
 		{"cut short by a crash", lines[0] + lines[1] + lines[2][:20], 1, 0},
 		{"not a memo file", "hello\n" + lines[1], 0, 0},
 		{"empty", "", 0, 0},

@@ -2,6 +2,7 @@ package keying
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,19 +26,22 @@ const (
 
 // SharedMemo is a fleet-wide memo from a signature's digest to its keying
 // result, declared here where it is consumed (fleet/state keeps it on S3 as
-// memo/<plugin@version>/<sha256 hex>). A plugin is deterministic, so what
-// one replica computed for (plugin id, digest) holds for every replica
-// running the same plugin version. Values are opaque to the backend: the
+// memo/<plugin@version>/<code sha256 hex>/<signature sha256 hex>). A
+// plugin is deterministic, so what one replica computed for (plugin id,
+// code, digest) holds for every replica running the same plugin code; code
+// is the hex SHA-256 of the plugin's wasm (plugins.Plugin.CodeSHA256), so
+// that replicas running different files of one name@version (a rolling
+// upgrade) never read each other's results. Values are opaque to the backend: the
 // Keyer encodes them and validates what it reads, so a corrupt value is a
 // miss (and is overwritten by the next computation of that signature).
 // Implementations must be safe for concurrent use; any error is a fault,
 // counted and treated as a miss.
 type SharedMemo interface {
-	// Get returns the value stored for (plugin, digest); found is false on
-	// a miss.
-	Get(ctx context.Context, plugin string, digest [32]byte) (value []byte, found bool, err error)
-	// Put stores value for (plugin, digest), replacing any.
-	Put(ctx context.Context, plugin string, digest [32]byte, value []byte) error
+	// Get returns the value stored for (plugin, code, digest); found is
+	// false on a miss.
+	Get(ctx context.Context, plugin, code string, digest [32]byte) (value []byte, found bool, err error)
+	// Put stores value for (plugin, code, digest), replacing any.
+	Put(ctx context.Context, plugin, code string, digest [32]byte, value []byte) error
 }
 
 // SharedMemoStats counts the shared memo's traffic, for metrics.
@@ -74,15 +78,23 @@ type sharedMemo struct {
 
 type memoWrite struct {
 	plugin string
+	code   string
 	digest [32]byte
 	value  []byte
 }
 
-// memoRecord is the JSON of a shared memo value.
+// memoRecordVersion is the format of memoRecord. 2 adds Code; a value of
+// format 1 does not say which code computed it and is not used.
+const memoRecordVersion = 2
+
+// memoRecord is the JSON of a shared memo value and of a memo file line.
 type memoRecord struct {
-	Version       int               `json:"v"`
-	Key           string            `json:"key"`
-	Plugin        string            `json:"plugin"`
+	Version int    `json:"v"`
+	Key     string `json:"key"`
+	Plugin  string `json:"plugin"`
+	// Code is the hex SHA-256 of the plugin's wasm that computed the
+	// result (Result.PluginSHA256).
+	Code          string            `json:"code"`
 	Backend       string            `json:"backend"`
 	DisplayName   string            `json:"display_name,omitempty"`
 	Components    map[string]string `json:"components"`
@@ -90,15 +102,15 @@ type memoRecord struct {
 }
 
 func encodeMemo(r Result) ([]byte, error) {
-	return json.Marshal(memoRecord{Version: 1, Key: r.Key.String(), Plugin: r.Plugin, Backend: r.Backend,
+	return json.Marshal(memoRecord{Version: memoRecordVersion, Key: r.Key.String(), Plugin: r.Plugin, Code: r.PluginSHA256, Backend: r.Backend,
 		DisplayName: r.DisplayName, Components: r.Components, CanonicalSize: r.CanonicalSize})
 }
 
-// decodeMemo validates a shared value: it must decode, name plugin (any
-// plugin when plugin is "", as for the memo file, whose validity is checked
-// against the loaded plugins on use), and name backend unless backend is
-// "".
-func decodeMemo(b []byte, plugin, backend string) (Result, error) {
+// decodeMemo validates a shared value: it must decode, be of
+// memoRecordVersion, name plugin and code (any plugin and code when they
+// are "", as for the memo file, whose validity is checked against the
+// loaded plugins on use), and name backend unless backend is "".
+func decodeMemo(b []byte, plugin, code, backend string) (Result, error) {
 	if len(b) > MaxSharedMemoBytes {
 		return Result{}, fmt.Errorf("memo value of %d bytes", len(b))
 	}
@@ -110,14 +122,16 @@ func decodeMemo(b []byte, plugin, backend string) (Result, error) {
 	switch {
 	case err != nil:
 		return Result{}, fmt.Errorf("memo value key: %w", err)
-	case m.Version != 1 || m.Plugin == "" || plugin != "" && m.Plugin != plugin || m.Backend == "" || backend != "" && m.Backend != backend || m.CanonicalSize < 0:
+	case m.Version != memoRecordVersion || m.Plugin == "" || plugin != "" && m.Plugin != plugin || m.Backend == "" || backend != "" && m.Backend != backend || m.CanonicalSize < 0:
 		return Result{}, fmt.Errorf("memo value for %s/%s (v%d, size %d) does not fit plugin %s, backend %q",
 			m.Plugin, m.Backend, m.Version, m.CanonicalSize, plugin, backend)
+	case !isCodeHash(m.Code) || code != "" && m.Code != code:
+		return Result{}, fmt.Errorf("memo value for %s computed by code %.64q, not by %s", m.Plugin, m.Code, code)
 	}
 	if m.Components == nil {
 		m.Components = map[string]string{}
 	}
-	return Result{Key: key, Backend: m.Backend, Plugin: m.Plugin, DisplayName: m.DisplayName,
+	return Result{Key: key, Backend: m.Backend, Plugin: m.Plugin, PluginSHA256: m.Code, DisplayName: m.DisplayName,
 		Components: m.Components, CanonicalSize: m.CanonicalSize, Memo: true}, nil
 }
 
@@ -154,7 +168,7 @@ func (s *sharedMemo) writer() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.base, s.timeout)
-		err := s.m.Put(ctx, w.plugin, w.digest, w.value)
+		err := s.m.Put(ctx, w.plugin, w.code, w.digest, w.value)
 		cancel()
 		if err != nil {
 			s.fault("write", err)
@@ -194,14 +208,14 @@ func (k *Keyer) share(digest [32]byte, res Result) {
 		return
 	}
 	select {
-	case s.q <- memoWrite{plugin: res.Plugin, digest: digest, value: b}:
+	case s.q <- memoWrite{plugin: res.Plugin, code: res.PluginSHA256, digest: digest, value: b}:
 	default:
 		s.dropped.Add(1)
 	}
 }
 
 // fromShared looks the signature up in the shared memo under its backend's
-// current plugin.
+// current plugin and code.
 func (k *Keyer) fromShared(ctx context.Context, signature []byte, digest [32]byte) (Result, bool) {
 	if k.shared.m == nil {
 		return Result{}, false
@@ -214,14 +228,14 @@ func (k *Keyer) fromShared(ctx context.Context, signature []byte, digest [32]byt
 	if !ok {
 		return Result{}, false
 	}
-	return k.sharedGet(ctx, p.ID(), backend, digest)
+	return k.sharedGet(ctx, p.ID(), p.CodeSHA256(), backend, digest)
 }
 
-func (k *Keyer) sharedGet(ctx context.Context, plugin, backend string, digest [32]byte) (Result, bool) {
+func (k *Keyer) sharedGet(ctx context.Context, plugin, code, backend string, digest [32]byte) (Result, bool) {
 	s := &k.shared
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	b, found, err := s.m.Get(ctx, plugin, digest)
+	b, found, err := s.m.Get(ctx, plugin, code, digest)
 	switch {
 	case err != nil:
 		s.fault("read", err)
@@ -230,7 +244,7 @@ func (k *Keyer) sharedGet(ctx context.Context, plugin, backend string, digest [3
 		s.misses.Add(1)
 		return Result{}, false
 	}
-	res, err := decodeMemo(b, plugin, backend)
+	res, err := decodeMemo(b, plugin, code, backend)
 	if err != nil {
 		s.corrupt.Add(1)
 		s.log.Warn("ignoring a corrupt shared memo value", "plugin", plugin, "err", err)
@@ -266,12 +280,13 @@ func (k *Keyer) LookupDigest(ctx context.Context, digest [32]byte, backend strin
 			continue
 		}
 		tried[p.ID()] = true
-		res, ok := k.sharedGet(ctx, p.ID(), backend, digest)
+		res, ok := k.sharedGet(ctx, p.ID(), p.CodeSHA256(), backend, digest)
 		if !ok {
 			continue
 		}
-		// The stored backend must still be handled by this plugin here.
-		if q, ok := k.cfg.Host.ForBackend(res.Backend); !ok || q.ID() != res.Plugin {
+		// The stored backend must still be handled by this plugin (and
+		// code) here.
+		if q, ok := k.cfg.Host.ForBackend(res.Backend); !ok || q.ID() != res.Plugin || q.CodeSHA256() != res.PluginSHA256 {
 			continue
 		}
 		k.memoize(digest, res, gen)
@@ -279,6 +294,15 @@ func (k *Keyer) LookupDigest(ctx context.Context, digest [32]byte, backend strin
 		return res, true
 	}
 	return Result{}, false
+}
+
+// isCodeHash reports whether s is a hex SHA-256, as CodeSHA256 gives.
+func isCodeHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // SharedMemoStats returns the shared memo's counters; zero without one.

@@ -18,6 +18,7 @@ package plugins
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -287,6 +288,7 @@ func (h *Host) Compile(ctx context.Context, source string, wasm []byte) (*Plugin
 	p.closing, p.close = context.WithCancel(context.Background())
 	p.info.ID = source // until described, errors name the source
 	p.digest = sha256.Sum256(wasm)
+	p.codeHex = hex.EncodeToString(p.digest[:])
 	p.idle = make(chan *instance, h.cfg.PoolSize)
 	p.slots = make(chan struct{}, h.cfg.PoolSize)
 	info, err := p.describe(ctx)

@@ -2,7 +2,6 @@ package plugins
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -50,7 +49,8 @@ type Plugin struct {
 	// digest is the sha256 of the module bytes as loaded (before
 	// instrumentation); Host.ReloadDir keeps a plugin whose file still has
 	// them.
-	digest [32]byte
+	digest  [32]byte
+	codeHex string // hex of digest, for CodeSHA256
 
 	// Calls in progress, for Drain.
 	callMu  sync.Mutex
@@ -61,7 +61,7 @@ type Plugin struct {
 // Info describes the plugin.
 func (p *Plugin) Info() Info {
 	i := p.info
-	i.SHA256 = hex.EncodeToString(p.digest[:])
+	i.SHA256 = p.codeHex
 	i.Backends = append([]string(nil), i.Backends...)
 	i.Reads = append([]string(nil), i.Reads...)
 	return i
@@ -69,6 +69,13 @@ func (p *Plugin) Info() Info {
 
 // ID returns "name@version", the identity hashed into every key.
 func (p *Plugin) ID() string { return p.info.ID }
+
+// CodeSHA256 returns the hex SHA-256 of the plugin's wasm code as loaded
+// (Info.SHA256), computed once at load. Two files of one name@version may
+// canonicalize differently (a fix that did not bump the version), so a
+// memo of results keeps this beside each one and uses it only for the
+// same code.
+func (p *Plugin) CodeSHA256() string { return p.codeHex }
 
 // Stats reports how many instances were started and how many were discarded
 // after a failure.

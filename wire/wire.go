@@ -189,12 +189,31 @@ type LeaseCounts struct {
 	Waiting int64 `json:"waiting"`
 }
 
+// Values of StoreUsage.Tier.
+const (
+	// StoreTierLocal: the server's own store, all it serves (no shared
+	// tier).
+	StoreTierLocal = "local"
+	// StoreTierShared: a fleet's shared tier (S3), which holds every
+	// entry and has no size limit (cachesvc gc prunes it).
+	StoreTierShared = "shared"
+	// StoreTierHot: one replica's hot tier (Badger), bounded by its
+	// --max-size.
+	StoreTierHot = "hot"
+)
+
 // StoreUsage is the store's size and counters.
 type StoreUsage struct {
-	Entries  int64 `json:"entries"`
-	Blobs    int64 `json:"blobs"`
-	Bytes    int64 `json:"bytes"`     // logical bytes of unique blobs
-	MaxBytes int64 `json:"max_bytes"` // 0 means unlimited
+	// Tier names whose entries, blobs and bytes these are: StoreTierLocal,
+	// StoreTierShared (a fleet replica's answer; Hot then holds the
+	// replica's hot tier) or StoreTierHot. Absent from servers before
+	// stats format 3, whose fleet replicas reported the shared tier's
+	// entries and bytes with the hot tier's max_bytes.
+	Tier     string `json:"tier,omitempty"`
+	Entries  int64  `json:"entries"`
+	Blobs    int64  `json:"blobs"`
+	Bytes    int64  `json:"bytes"`     // logical bytes of unique blobs
+	MaxBytes int64  `json:"max_bytes"` // 0 means unlimited (always, for the shared tier)
 	// DiskBytes is the disk space the store's files occupy (allocated
 	// blocks, as du counts them, Badger's fixed files included); it runs
 	// ahead of Bytes by what value-log GC has not reclaimed yet.
@@ -210,6 +229,12 @@ type StoreUsage struct {
 	// Quarantines of corrupt chunks are IntegrityFailures.
 	QuarantinesReported int64 `json:"quarantines_reported"`
 	QuarantinesAdmin    int64 `json:"quarantines_admin"`
+	// Hot is this replica's hot tier when Tier is StoreTierShared: its
+	// entries, bytes against its own --max-size, disk use and evictions
+	// (Tier StoreTierHot, no namespaces). The outer DiskBytes, Evictions
+	// and Namespaces are the hot tier's too (the shared tier has neither
+	// disk of its own nor evictions, and quotas bound each hot tier).
+	Hot *StoreUsage `json:"hot,omitempty"`
 	// Namespaces is each namespace's usage against its quota: every
 	// namespace with entries or a quota on GET /v1/stats (up to 256, then an
 	// "_other" row summing the rest), just the one asked for on GET
@@ -249,10 +274,12 @@ type NamespaceUsage struct {
 // StatsFormat is the format version of GET /v1/stats answers this build
 // writes and fully reads. 1 (written as 0: no field) is every answer before
 // the field; 2 adds format and store_scope, and a namespace's answer holds
-// that namespace's store usage only. Raise it when a field changes meaning
+// that namespace's store usage only; 3 adds store.tier and store.hot, and
+// a fleet replica's store.max_bytes is 0 (the shared tier's, whose bytes
+// store.bytes counts) where format 2 gave the hot tier's limit. Raise it when a field changes meaning
 // or unit (never reuse a name for another meaning); adding a field that old
 // readers may ignore does not need it.
-const StatsFormat = 2
+const StatsFormat = 3
 
 // Values of StatsResponse.StoreScope.
 const (

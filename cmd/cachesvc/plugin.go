@@ -187,10 +187,10 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 // sameVersionHint is what the warning of a plugin file replaced under the
 // same name@version says: where its keys may now differ, and what to do.
 const sameVersionHint = "the new code serves from now on, but keys hash only name@version: if it canonicalizes a signature " +
-	"differently, that signature now gets another key than the stored entries the old code keyed (they miss), while " +
-	"this server forgot the keys its memo had from the old code (logged as memo_forgotten), but the fleet's shared memo " +
-	"keeps those of signatures already keyed until it forgets them, " +
-	"and replicas or 'cachesvc key' still on the old file make the old keys; bump version in the plugin's describe when its " +
+	"differently, that signature now gets another key than the stored entries the old code keyed (they miss); " +
+	"this server forgot the keys its memo had from the old code (logged as memo_forgotten), and neither its memo file nor " +
+	"the fleet's shared memo answers with another build's keys (each result records its code's sha256), " +
+	"but replicas or 'cachesvc key' still on the old file make the old keys; bump version in the plugin's describe when its " +
 	"canonical bytes change (a rebuild that canonicalizes as before needs nothing)"
 
 // pluginMemo is the signature memo a reload clears of a replaced plugin's
@@ -205,8 +205,8 @@ type pluginMemo interface {
 // file changed but whose version did not is loaded too (it may be a mere
 // rebuild) with a warning of its own: nothing else would tell an operator
 // that new code now answers under the old name@version. Its results are
-// dropped from memo, which knows them by name@version only and would
-// otherwise go on answering the old code's keys.
+// dropped from memo, which would otherwise hold them until each was next
+// looked up (and found to come from other code, see keying/code.go).
 func reloadPluginDir(ctx context.Context, h *plugins.Host, memo pluginMemo, dir string, logger *slog.Logger, m *api.PluginMetrics) {
 	start := time.Now()
 	r, err := h.ReloadDir(ctx, dir)

@@ -9,9 +9,10 @@
 //
 // Under Config.Prefix, beside the store's blobs/ and entries/:
 //
-//	leases/<ns>/<key hex>                 one compile lease: JSON {holder, expires, nonce}
-//	runs/<ns>/<run>/<replica id>.json     one replica's records of one run, overwritten
-//	memo/<plugin@version>/<sha256 hex>    one signature's keying result (digest of the raw signature)
+//	leases/<ns>/<key hex>                      one compile lease: JSON {holder, expires, nonce}
+//	runs/<ns>/<run>/<replica id>.json          one replica's records of one run, overwritten
+//	memo/<plugin@version>/<code>/<sha256 hex>  one signature's keying result (digest of the raw signature)
+//	                                           by one build of the plugin (code: its wasm's SHA-256, hex)
 //
 // Leases are created with If-None-Match: * and replaced or deleted with
 // If-Match on the ETag last read, so two replicas never both win one

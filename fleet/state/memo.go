@@ -14,8 +14,10 @@ import (
 )
 
 // Memo is keying.SharedMemo on the bucket:
-// memo/<plugin@version>/<sha256 of the signature, hex>, the JSON result
-// the Keyer encoded. Create one with Client.Memo and pass it as
+// memo/<plugin@version>/<sha256 of the plugin's wasm, hex>/<sha256 of the
+// signature, hex>, the JSON result the Keyer encoded. The code hash keeps
+// apart the results of different files of one name@version, which replicas
+// run side by side during a rolling upgrade. Create one with Client.Memo and pass it as
 // keying.Config.SharedMemo.
 type Memo struct{ c *Client }
 
@@ -24,16 +26,16 @@ var _ keying.SharedMemo = (*Memo)(nil)
 // Memo returns the signature memo backend of the bucket.
 func (c *Client) Memo() *Memo { return &Memo{c: c} }
 
-func (m *Memo) name(plugin string, digest [32]byte) string {
-	// Plugin ids are name@version; escaping keeps any odd one to a single
-	// path segment.
-	return m.c.cfg.Prefix + "memo/" + url.PathEscape(plugin) + "/" + hex.EncodeToString(digest[:])
+func (m *Memo) name(plugin, code string, digest [32]byte) string {
+	// Plugin ids are name@version; escaping keeps any odd one (and any
+	// code but the hex the Keyer passes) to a single path segment.
+	return m.c.cfg.Prefix + "memo/" + url.PathEscape(plugin) + "/" + url.PathEscape(code) + "/" + hex.EncodeToString(digest[:])
 }
 
 // Get reads the value; found is false when there is none. A value over
 // keying.MaxSharedMemoBytes is returned cut, which the Keyer rejects.
-func (m *Memo) Get(ctx context.Context, plugin string, digest [32]byte) ([]byte, bool, error) {
-	name := m.name(plugin, digest)
+func (m *Memo) Get(ctx context.Context, plugin, code string, digest [32]byte) ([]byte, bool, error) {
+	name := m.name(plugin, code, digest)
 	rc, _, _, err := m.c.core.GetObject(ctx, m.c.cfg.Bucket, name, minio.GetObjectOptions{})
 	if err != nil {
 		if isMiss(err) {
@@ -55,8 +57,8 @@ func (m *Memo) Get(ctx context.Context, plugin string, digest [32]byte) ([]byte,
 // Put overwrites the value: results are deterministic, so a concurrent
 // writer stores the same bytes, and overwriting is what replaces a
 // corrupt value.
-func (m *Memo) Put(ctx context.Context, plugin string, digest [32]byte, value []byte) error {
-	name := m.name(plugin, digest)
+func (m *Memo) Put(ctx context.Context, plugin, code string, digest [32]byte, value []byte) error {
+	name := m.name(plugin, code, digest)
 	_, err := m.c.core.PutObject(ctx, m.c.cfg.Bucket, name, bytes.NewReader(value), int64(len(value)), "", "",
 		minio.PutObjectOptions{ContentType: "application/json", DisableMultipart: true})
 	if err != nil {

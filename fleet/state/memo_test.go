@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,13 +92,15 @@ func TestFleetMemoCorrupt(t *testing.T) {
 	}
 	drain(t, a, 1)
 	tests := []struct{ name, value string }{
-		{"not JSON", `{"v":1,`},
-		{"another plugin", fmt.Sprintf(`{"v":1,"key":%q,"plugin":"passthrough@0.9.0","backend":"passthrough","components":{}}`, want.Key)},
-		{"bad key", `{"v":1,"key":"zz","plugin":"passthrough@1.0.0","backend":"passthrough","components":{}}`},
+		{"not JSON", `{"v":2,`},
+		{"another plugin", fmt.Sprintf(`{"v":2,"key":%q,"plugin":"passthrough@0.9.0","code":%q,"backend":"passthrough","components":{}}`, want.Key, want.PluginSHA256)},
+		{"other code", fmt.Sprintf(`{"v":2,"key":%q,"plugin":"passthrough@1.0.0","code":%q,"backend":"passthrough","components":{}}`, want.Key, strings.Repeat("0", 64))},
+		{"format 1", fmt.Sprintf(`{"v":1,"key":%q,"plugin":"passthrough@1.0.0","backend":"passthrough","components":{}}`, want.Key)},
+		{"bad key", fmt.Sprintf(`{"v":2,"key":"zz","plugin":"passthrough@1.0.0","code":%q,"backend":"passthrough","components":{}}`, want.PluginSHA256)},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obj := c.Prefix() + "memo/" + want.Plugin + "/" + fmt.Sprintf("%x", digest)
+			obj := c.Prefix() + "memo/" + want.Plugin + "/" + want.PluginSHA256 + "/" + fmt.Sprintf("%x", digest)
 			if err := os.WriteFile(srv.ObjectPath(c.Bucket(), obj), []byte(tt.value), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,10 @@
 package report
 
-import "github.com/cachesvc/cachesvc/wire"
+import (
+	"fmt"
+
+	"github.com/cachesvc/cachesvc/wire"
+)
 
 // The answers of servers older and newer than this build: what each format
 // (wire.StatsFormat) means, so that this CLI neither mislabels an older
@@ -40,6 +44,43 @@ func renderNamespaceStore(p *printer, r *wire.StatsResponse, ns string) {
 	default:
 		p.f("Store       %s (whole server: it reports no per-namespace usage)\n", storeLine(r.Store))
 	}
+}
+
+// renderStoreTiers writes the store lines of a server's answer, u being
+// its store usage (evictions adjusted). A fleet replica of format 3 says
+// which tier each figure is (store.tier, store.hot): the shared tier's
+// entries and bytes, without a limit, and its own hot tier's against its
+// --max-size. A fleet replica of an older format sent the shared tier's
+// bytes with the hot tier's limit: the line says so rather than showing
+// the whole bucket as a share of one replica's hot tier.
+func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage) {
+	fleet := r.SharedTier != nil && r.SharedTier.Configured
+	switch {
+	case u.Tier == wire.StoreTierShared && u.Hot != nil:
+		h := *u.Hot
+		p.f("Shared tier %s in %s (no limit), for the whole fleet; %s\n", Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"),
+			Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+		p.f("Hot tier    %s in %s on this replica (%s); %s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), limitText(h),
+			Plural(u.Evictions, "eviction", "evictions"))
+	case u.Tier == "" && fleet:
+		hot := "no limit"
+		if u.MaxBytes > 0 {
+			hot = "limit " + Bytes(u.MaxBytes)
+		}
+		p.f("Store       %s in %s in the shared tier (this older server does not report its hot tier's usage; hot tier %s); %s, %s\n",
+			Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), hot,
+			Plural(u.Evictions, "eviction", "evictions"), Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+	default:
+		p.f("Store       %s\n", storeLine(u))
+	}
+}
+
+// limitText is a store's limit and how much of it is used.
+func limitText(u wire.StoreUsage) string {
+	if u.MaxBytes <= 0 {
+		return "no limit"
+	}
+	return fmt.Sprintf("limit %s, %.0f%% used", Bytes(u.MaxBytes), 100*float64(u.Bytes)/float64(u.MaxBytes))
 }
 
 // orUnknown is v, or "version unknown" when empty.

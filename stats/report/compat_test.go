@@ -16,8 +16,9 @@ import (
 // traffic (team-a and team-b: two entries of 19 B each, a hit and a miss
 // per entry): format 1 from the build before store_scope (a namespace's
 // answer with the whole store beside its share), format 1 from the build
-// whose namespace answer already held only its own usage, format 2
-// (today's), and a made-up format 99 with fields this build does not know.
+// whose namespace answer already held only its own usage, format 2,
+// formats 2 and 3 of a fleet replica (the store's tiers), and a made-up
+// format 99 with fields this build does not know.
 // Each is read as its server meant it: the whole store is called the whole
 // server's only when it is, and a newer format is said to be newer.
 // (The namespace answers' time series are cut from the files.)
@@ -43,8 +44,17 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 			[]string{"Lookups     6  (hits 4, misses 2)", "Store       76 B in 4 entries (no limit)", "team-b"},
 			[]string{"Note "}},
 		{"all-format99.json", "",
-			[]string{"Note        the server (v9.0.0) writes stats format 99, newer than this cachesvc's 2", "Lookups     6  (hits 4, misses 2)"},
+			[]string{"Note        the server (v9.0.0) writes stats format 99, newer than this cachesvc's 3", "Lookups     6  (hits 4, misses 2)"},
 			nil},
+		// A fleet replica whose bucket holds 5 MiB and whose hot tier 3 MiB
+		// of its 3 MiB --max-size: format 2 sent the bucket's bytes with the
+		// hot tier's limit (which read as "167% used").
+		{"fleet-format2.json", "",
+			[]string{"Store       5.0 MiB in 5 entries in the shared tier (this older server does not report its hot tier's usage; hot tier limit 3.0 MiB)"},
+			[]string{"% used", "Note "}},
+		{"fleet-format3.json", "",
+			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), for the whole fleet", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
+			[]string{"167%", "Note "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -143,7 +143,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		if r.Fleet == nil {
 			u.Evictions = max(u.Evictions, t.Evictions)
 		}
-		p.f("Store       %s\n", storeLine(u))
+		renderStoreTiers(p, r, u) // compat.go
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if r.Fleet != nil {
@@ -259,11 +259,7 @@ func sharedState(s wire.SharedTierState) string {
 
 // storeLine describes the whole store: size, entries, limit, evictions.
 func storeLine(u wire.StoreUsage) string {
-	limit := "no limit"
-	if u.MaxBytes > 0 {
-		limit = fmt.Sprintf("limit %s, %.0f%% used", Bytes(u.MaxBytes), 100*float64(u.Bytes)/float64(u.MaxBytes))
-	}
-	return fmt.Sprintf("%s in %s (%s); %s, %s", Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), limit,
+	return fmt.Sprintf("%s in %s (%s); %s, %s", Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), limitText(u),
 		Plural(u.Evictions, "eviction", "evictions"), Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
 }
 

@@ -64,6 +64,7 @@ import (
 	"time"
 
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // Mode is a write mode.
@@ -372,12 +373,18 @@ func (s *Store) WalkAfter(ctx context.Context, ns, afterNS string, afterKey stor
 	return store.WalkAfter(ctx, s.shared, ns, afterNS, afterKey, fn)
 }
 
-// Usage returns the shared tier's entry, blob and byte counts with the hot
-// tier's limit, disk use, evictions and namespaces, and both tiers'
-// integrity failures.
+// Usage returns the shared tier's entry, blob and byte counts (Tier
+// wire.StoreTierShared, no limit) with the hot tier's disk use, evictions
+// and namespaces, and both tiers' integrity failures; Hot is the hot tier's
+// own usage against its limit. (Before, the shared tier's bytes came with
+// the hot tier's limit, and stats showed a fleet's whole bucket as a share
+// of one replica's --max-size.)
 func (s *Store) Usage() store.Usage {
 	h, sh := s.hot.Usage(), s.shared.Usage()
-	sh.MaxBytes = h.MaxBytes
+	hot := h
+	hot.Tier, hot.Namespaces, hot.Hot = wire.StoreTierHot, nil, nil
+	sh.Tier, sh.Hot = wire.StoreTierShared, &hot
+	sh.MaxBytes = 0
 	sh.DiskBytes = h.DiskBytes
 	sh.Evictions = h.Evictions
 	sh.IntegrityFailures += h.IntegrityFailures

@@ -119,10 +119,19 @@
   // evicted is the persisted count of the totals (the whole server's, or
   // the namespace's): the store's own counts start again at 0 with every
   // restart, while the evictions chart keeps its history.
+  //
+  // On a fleet replica (store.tier "shared") the card is this replica's hot
+  // tier against its own --max-size, and the shared tier (the whole
+  // fleet's entries, no limit) is named beside it: the bucket's bytes are
+  // no share of one replica's limit.
   function renderStore(st, u, evicted) {
     var used = st.bytes, max = st.max_bytes || 0, entries = st.entries, scope = "Store size", what = "limit";
     var evictions = evicted != null ? evicted : st.evictions, evSub = "entries evicted to make room or expired";
-    if (u) {
+    var hot = !u && st.tier === "shared" && st.hot, shared = "";
+    if (hot) {
+      used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)";
+      shared = " · shared tier " + bytes(st.bytes) + " in " + num(st.entries) + " entries (no limit)";
+    } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
       if (evicted == null) evictions = u.evictions + u.expirations;
       evSub = num(u.evictions) + " evicted · " + num(u.expirations) + " expired (idle or age limit)";
@@ -139,7 +148,7 @@
     // Disk use runs ahead of the accounted size by what value-log GC has
     // not returned to the disk yet (the whole store's only).
     $("kpi-store-sub").textContent = num(entries) + " entries" + (max ? " · " + (100 * frac).toFixed(0) + "% of " + what : " · no " + (u ? "quota" : "size limit")) +
-      (!u && st.disk_bytes ? " · " + bytes(st.disk_bytes) + " on disk" : "");
+      (!u && st.disk_bytes ? " · " + bytes(st.disk_bytes) + " on disk" : "") + shared;
     $("kpi-evictions").textContent = num(evictions);
     $("kpi-evictions-sub").textContent = evSub;
   }

@@ -1,0 +1,91 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cachesvc/cachesvc/api"
+	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/store/s3/s3test"
+	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/wire"
+)
+
+// TestDashboardStoreTiers serves the dashboard of a fleet replica on a real
+// tiered store (Badger hot tier with a 3 MiB --max-size over a bucket of a
+// real S3 server, versitygw) whose bucket holds 5 MiB: the store card shows
+// the replica's hot tier against its own limit and names the shared tier
+// beside it without a limit. It used to show the bucket's 5 MiB as
+// "5.0 MiB / 3.0 MiB", 100% of the hot tier's limit.
+func TestDashboardStoreTiers(t *testing.T) {
+	ctx := browser(t)
+	srv3 := s3test.Start(t)
+	const size = 1 << 20
+	hot, err := store.Open(store.Config{Dir: t.TempDir(), MaxBytes: 3 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv3.Endpoint, Bucket: srv3.NewBucket(t), Insecure: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"), QueueDir: filepath.Join(dir, "queue")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	srv := statstest.StartWith(t, nil, func(c *api.Config) {
+		c.Store = ts
+		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }
+	})
+	for i := range 5 {
+		key := fmt.Sprintf("%x", sha256.Sum256([]byte{byte(i)}))
+		req, err := http.NewRequest(http.MethodPut, srv.URL+"/v1/default/entries/"+key, bytes.NewReader(bytes.Repeat([]byte{byte(i)}, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT entry %d: %d", i, resp.StatusCode)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#kpi-store-label", "Hot tier (this replica)"),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({
+		value: document.getElementById("kpi-store").textContent,
+		sub: document.getElementById("kpi-store-sub").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ field, want string }{
+		{"value", "3.0 MiB / 3.0 MiB"},
+		{"sub", "3 entries · 100% of limit"},
+		{"sub", "shared tier 5.0 MiB in 5 entries (no limit)"},
+	}
+	for _, tt := range tests {
+		if !strings.Contains(got[tt.field], tt.want) {
+			t.Errorf("store card %s = %q, want it to contain %q", tt.field, got[tt.field], tt.want)
+		}
+	}
+	screenshot(t, ctx, "dashboard-store-tiers.png", 1366, 900)
+}
