@@ -32,6 +32,39 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// MaxWaited bounds ?waited=: a client that has waited this long for one
+// compile has stopped waiting for a compile and is waiting for a hung
+// holder; the Python client's lease_wait cap is 3600 s.
+const MaxWaited = 24 * time.Hour
+
+// parseWaited parses ?waited=, the seconds a client already spent on the
+// earlier slices of one wait (a proxy's read timeout cut them): plain
+// seconds or a Go duration, 0 when absent. It needs ?wait=: alone it
+// continues nothing.
+func parseWaited(v string, wait bool) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if !wait {
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), wire.Echo(v))
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || f != f { // NaN parses
+			return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is not a duration: send the seconds already waited for this entry, e.g. waited=120 or waited=2m.", wire.Echo(v))
+		}
+		if f < 0 || f > MaxWaited.Seconds() { // also ±Inf, before the conversion overflows
+			return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is out of range: it must be at least 0 and at most %s.", wire.Echo(v), MaxWaited)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 || d > MaxWaited {
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is out of range: it must be at least 0 and at most %s.", wire.Echo(v), MaxWaited)
+	}
+	return d, nil
+}
+
 // waitForEntry parks a GET ?wait= behind the entry's compile lease until the
 // entry is written, the lease ends without it, or the wait runs out. It
 // returns nil to let the GET handler answer (200 with the bytes, or its 404)
