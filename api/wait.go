@@ -32,6 +32,11 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// statusClientGone answers a wait whose client left (nginx's 499 "client
+// closed request"): nobody reads it, but the request's log line and
+// cachesvc_http_requests_total say what happened. It counts no lookup.
+const statusClientGone = 499
+
 // MaxWaited bounds ?waited=: a client that has waited this long for one
 // compile has stopped waiting for a compile and is waiting for a hung
 // holder; the Python client's lease_wait cap is 3600 s.
@@ -99,7 +104,9 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 	expiry := time.NewTimer(time.Until(l.Expires))
 	defer expiry.Stop()
 	// The entry may be written on another replica of the fleet, which wakes
-	// no waiter here: look for it every second.
+	// no waiter here: look for it every second, and for a client that left
+	// (peergone.go), whose waiter would otherwise hold its place until the
+	// wait runs out.
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	for {
@@ -107,6 +114,10 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 		case <-poll.C:
 			if present() {
 				return nil
+			}
+			if peerGone(c.Context().Conn()) {
+				c.Context().SetConnectionClose()
+				return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
 			}
 		case <-w.C():
 			if w.Outcome() == lease.Written || present() {
