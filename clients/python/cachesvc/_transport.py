@@ -294,6 +294,7 @@ class _Transport:
     retries: int
     backoff: float
     max_backoff: float
+    wait_slice: float
     run: str | None
     digest_first: bool
     _verify_key: Any

@@ -97,6 +97,13 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             ``SSL_CERT_FILE``). A file that cannot be loaded raises
             :class:`ValueError` naming it.
         client_key: the PEM file with ``client_cert``'s private key.
+        wait_slice: the longest single ``?wait=`` request of a long poll
+            (:meth:`get` with ``wait``, :meth:`Lease.wait`, the integrations'
+            ``lease_wait``), in seconds: a longer wait is sent as slices
+            of at most this, each continuing the last (``&waited=``), so
+            that a reverse proxy's read timeout (nginx's 60 s default)
+            does not cut it. When a proxy cuts one all the same (its 504),
+            the slices shrink to 0.8 times the cut. Default 50.
         first_byte_timeout: for lookups (:meth:`lookup`,
             :meth:`lookup_result`), how long each attempt may wait to
             connect and receive the response headers; a hit's body is then
@@ -129,12 +136,16 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         digest_first: bool | None = None,
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
+        wait_slice: float = 50.0,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"cachesvc: url must be http(s)://host[:port], got {url!r}")
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"cachesvc: namespace must be a non-empty string, got {namespace!r}")
+        if isinstance(wait_slice, bool) or not isinstance(wait_slice, (int, float)) or not 1 <= wait_slice <= 300:
+            raise ValueError(f"cachesvc: wait_slice must be a number of seconds from 1 to 300 (the server's "
+                             f"longest ?wait=), got {wait_slice!r}")
         for name, v in (("timeout", timeout), ("first_byte_timeout", first_byte_timeout)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
                 raise ValueError(f"cachesvc: {name} must be a positive number of seconds or None (no limit), "
@@ -150,6 +161,7 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.wait_slice = float(wait_slice)
         self.run = run
         self._prefix = parsed.path.rstrip("/")
         self._client_cert, self._client_key, self._max_idle = client_cert, client_key, max_idle
