@@ -22,6 +22,7 @@ import ssl
 import urllib.parse
 
 from . import _ed25519
+from ._authpause import AuthPause, read_token_file
 
 # Client is composed of one part per job, each in its own module; the names
 # below are re-exported so that ``from cachesvc.client import X`` keeps
@@ -76,7 +77,13 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         max_idle: how many idle keep-alive connections are kept.
         user_agent: the ``User-Agent`` header.
         token_file: a file whose first line is the bearer token, used when
-            ``token`` is not given.
+            ``token`` is not given. After the server refuses the token
+            (401) the client sends nothing for 30 s, doubling to 5 min while
+            401s go on (its calls raise :class:`Error` ``auth_paused`` at
+            once; one warning says what to check), and re-reads this file
+            as soon as its mtime or size changes: a rotated token file
+            ends the pause on the next call. :meth:`reload_token` ends it
+            by hand. A 403 (a scope the token lacks) pauses nothing.
         verify_key: an Ed25519 public key (base64 of its 32 bytes, as
             ``cachesvc signkey new`` prints, or the PEM ``.pub`` file's
             text). With it every entry the client returns (get, download,
@@ -153,7 +160,10 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.url = url.rstrip("/")
         self.namespace = namespace
         if not token and token_file:
+            self._auth = AuthPause(token_file)  # watches the file from the token's read on
             token = read_token_file(token_file)
+        else:
+            self._auth = AuthPause(None)
         self.token = token
         self._verify_key = _ed25519.parse_public_key(verify_key) if verify_key else None
         self.timeout = timeout
@@ -177,6 +187,30 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         # once, by the first request that finds out.
         self._no_digest = False
         self._no_gzip = False
+
+    def reload_token(self, token: str | None = None) -> None:
+        """Replaces the bearer token and ends a pause after a 401 at once.
+
+        With ``token``, that token is used from now on; without it the
+        token file the client was made with (``token_file``,
+        ``CACHESVC_TOKEN_FILE``) is read again. The client also re-reads
+        that file by itself whenever its mtime or size changes during a
+        pause, and before pausing on a 401.
+
+        Raises:
+            ValueError: no ``token`` and no token file, or the file is empty.
+            OSError: the file cannot be read.
+        """
+        if token is not None:
+            if not token.strip():
+                raise ValueError("cachesvc: reload_token(token) needs a non-empty token")
+            self.token = token.strip()
+            self._auth.resume()
+        elif self._auth.token_file:
+            self.token = self._auth.read()
+        else:
+            raise ValueError("cachesvc: this client has no token file to re-read (its token was given "
+                             "directly): pass the new one, reload_token(token)")
 
     # ---- context management -------------------------------------------------
 
@@ -265,11 +299,4 @@ def client_cert_context(cert: str | os.PathLike[str] | None,
     return context
 
 
-def read_token_file(path: str | os.PathLike[str]) -> str:
-    """Returns the bearer token on the first line of the file at ``path``."""
-    with open(path, encoding="utf-8") as f:
-        token = f.readline().strip()
-    if not token:
-        raise ValueError(f"cachesvc: token file {os.fspath(path)!r} is empty")
-    return token
 
