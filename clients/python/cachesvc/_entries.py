@@ -88,8 +88,10 @@ class _Entries(_Transport):
         The body is verified against the ``X-Content-SHA256`` header. With
         ``wait`` (seconds), a miss behind a compile lease long-polls
         (``?wait=``) until the holder writes the entry (bytes) or the lease
-        ends without it or the wait runs out (None); the call's budget is
-        ``timeout + wait``.
+        ends without it or the wait runs out (None). The wait goes out in
+        slices of at most ``wait_slice`` seconds, each with the budget
+        ``timeout`` plus its slice, so ``wait`` may exceed the server's
+        300 s bound on one request and a proxy's read timeout.
 
         Raises:
             Error: on any other failure (bad key -> ``400``, auth, server errors
