@@ -185,22 +185,33 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		g.runs.RecordLookup(r.Namespace, r.Run, r.Key)
 	}
 	wait := c.Query("wait")
-	var waited time.Duration
+	// waited: the earlier slices of this wait (a proxy cut them); their
+	// time was not saved either, and their first request counted the miss.
+	waited, err := parseWaited(c.Query("waited"), wait != "")
+	if err != nil {
+		return err
+	}
+	continued := waited > 0
 	if wait != "" {
 		start := time.Now()
 		if err := g.waitForEntry(c, r, wait); err != nil {
 			return err
 		}
-		waited = time.Since(start) // the client's wall time spent parked: not saved
+		waited += time.Since(start) // the client's wall time spent parked: not saved
 	}
 	ctx := c.UserContext()
 	miss := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Backend: r.Backend}
+	countMiss := func() {
+		if !continued { // a continuation's miss was counted by the wait's first request
+			g.out.Lookup(miss)
+		}
+	}
 	off, n := int64(0), int64(-1)
 	if rangeHdr := r.header(c, seenRange, fiber.HeaderRange); rangeHdr != "" {
 		meta, err := g.store.Stat(ctx, r.Namespace, r.Key)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				g.out.Lookup(miss)
+				countMiss()
 			}
 			return entryErr(err, r.Namespace, r.Key)
 		}
@@ -216,7 +227,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	m, rc, err := g.store.Get(ctx, r.Namespace, r.Key, off, n)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			g.out.Lookup(miss)
+			countMiss()
 		}
 		return entryErr(err, r.Namespace, r.Key)
 	}

@@ -32,6 +32,44 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// statusClientGone answers a wait whose client left (nginx's 499 "client
+// closed request"): nobody reads it, but the request's log line and
+// cachesvc_http_requests_total say what happened. It counts no lookup.
+const statusClientGone = 499
+
+// MaxWaited bounds ?waited=: a client that has waited this long for one
+// compile has stopped waiting for a compile and is waiting for a hung
+// holder; the Python client's lease_wait cap is 3600 s.
+const MaxWaited = 24 * time.Hour
+
+// parseWaited parses ?waited=, the seconds a client already spent on the
+// earlier slices of one wait (a proxy's read timeout cut them): plain
+// seconds or a Go duration, 0 when absent. It needs ?wait=: alone it
+// continues nothing.
+func parseWaited(v string, wait bool) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if !wait {
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), wire.Echo(v))
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || f != f { // NaN parses
+			return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is not a duration: send the seconds already waited for this entry, e.g. waited=120 or waited=2m.", wire.Echo(v))
+		}
+		if f < 0 || f > MaxWaited.Seconds() { // also ±Inf, before the conversion overflows
+			return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is out of range: it must be at least 0 and at most %s.", wire.Echo(v), MaxWaited)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 || d > MaxWaited {
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s is out of range: it must be at least 0 and at most %s.", wire.Echo(v), MaxWaited)
+	}
+	return d, nil
+}
+
 // waitForEntry parks a GET ?wait= behind the entry's compile lease until the
 // entry is written, the lease ends without it, or the wait runs out. It
 // returns nil to let the GET handler answer (200 with the bytes, or its 404)
@@ -66,7 +104,9 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 	expiry := time.NewTimer(time.Until(l.Expires))
 	defer expiry.Stop()
 	// The entry may be written on another replica of the fleet, which wakes
-	// no waiter here: look for it every second.
+	// no waiter here: look for it every second, and for a client that left
+	// (peergone.go), whose waiter would otherwise hold its place until the
+	// wait runs out.
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	for {
@@ -74,6 +114,10 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
 		case <-poll.C:
 			if present() {
 				return nil
+			}
+			if peerGone(c.Context().Conn()) {
+				c.Context().SetConnectionClose()
+				return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
 			}
 		case <-w.C():
 			if w.Outcome() == lease.Written || present() {

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cachesvc/cachesvc/wire"
@@ -48,8 +49,15 @@ type Config struct {
 	// moved no byte in either direction for this long (a hung server or a
 	// silent network), instead of waiting forever; progress in either
 	// direction keeps a slow transfer going. It applies only when
-	// HTTPClient is nil, and must exceed any ?wait= long poll sent.
+	// HTTPClient is nil, and must exceed WaitSlice.
 	StallTimeout time.Duration
+	// WaitSlice is the longest single ?wait= request of a long poll (Get
+	// with a wait): a longer wait is sent as slices of at most this, each
+	// continuing the last (&waited=), so that a reverse proxy's read
+	// timeout does not cut it; a proxy that cuts one all the same (its own
+	// 504) makes the slices 0.8 times the cut. 0 means 50 s; at most 300 s
+	// (the server's bound on one ?wait=).
+	WaitSlice time.Duration
 }
 
 // Client talks to one cachesvc server. It is safe for concurrent use.
@@ -57,6 +65,9 @@ type Client struct {
 	base *url.URL
 	cfg  Config
 	hc   *http.Client
+	// slice is the long polls' current slice in nanoseconds: WaitSlice,
+	// or less after a proxy cut one (longpoll.go).
+	slice atomic.Int64
 }
 
 // ParseBaseURL parses a server's base URL as New takes it: http or https,
@@ -93,7 +104,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "cachesvc-go-client"
 	}
-	return &Client{base: u, cfg: cfg, hc: hc}, nil
+	switch {
+	case cfg.WaitSlice <= 0:
+		cfg.WaitSlice = defaultWaitSlice
+	case cfg.WaitSlice > maxWait:
+		cfg.WaitSlice = maxWait
+	}
+	c := &Client{base: u, cfg: cfg, hc: hc}
+	c.slice.Store(int64(cfg.WaitSlice))
+	return c, nil
 }
 
 // Error is a JSON error response from the server.
@@ -266,11 +285,15 @@ func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOpti
 }
 
 // Get returns the entry's body; the caller must close it. wait > 0 long-polls
-// behind a compile lease (?wait=). A miss is an *Error with Status 404.
+// behind a compile lease (?wait=), in slices of at most Config.WaitSlice
+// while the lease lives (longpoll.go). A miss is an *Error with Status 404;
+// its Code says why a wait ended empty (not_found: no lease, or it ended
+// without the entry; wait_timeout: wait ran out with the holder still at
+// it).
 func (c *Client) Get(ctx context.Context, ns, key string, wait time.Duration) (*http.Response, error) {
 	u := c.url(ns, "entries", key)
 	if wait > 0 {
-		u += "?wait=" + url.QueryEscape(wait.String())
+		return c.longPoll(ctx, u, wait)
 	}
 	req, err := c.newRequest(ctx, http.MethodGet, u, nil)
 	if err != nil {

@@ -69,18 +69,19 @@ func freePort(t *testing.T) string {
 
 // startNginx runs nginx in the foreground on README's block, its upstream
 // at backend (host:port) and its TLS listener on a free port with pki's
-// server certificate; it returns the listener's address.
-func startNginx(t *testing.T, backend string, pki authtest.PKI) string {
+// server certificate, and with the further replacements in edits (old,
+// new); it returns the listener's address.
+func startNginx(t *testing.T, backend string, pki authtest.PKI, edits ...[2]string) string {
 	t.Helper()
 	bin := nginxPath(t)
 	addr := freePort(t)
 	conf := readmeNginxBlock(t)
-	for _, r := range [][2]string{
+	for _, r := range append([][2]string{
 		{"server 127.0.0.1:8080;", "server " + backend + ";"},
 		{"listen 443 ssl;", "listen " + addr + " ssl;"},
 		{"/etc/nginx/cachesvc.pem", pki.ServerCert},
 		{"/etc/nginx/cachesvc-key.pem", pki.ServerKey},
-	} {
+	}, edits...) {
 		if !strings.Contains(conf, r[0]) {
 			t.Fatalf("README's nginx block no longer has %q, which the test replaces: update the test with it", r[0])
 		}

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import tempfile
+import time
 from typing import IO, BinaryIO, Union
 
-from ._transport import _CHUNK, _error_from_body, _float_header, _seekable, _text_header, _Transport
+from ._transport import (_CHUNK, _error_from_body, _float_header, _Response, _seekable, _text_header,
+                         _Transport)
 from ._types import EntryInfo, Error, PutResult
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, IO[bytes]]
+
+
+log = logging.getLogger("cachesvc")
+
+# The server's bound on one ?wait=, and the shortest slice a long poll is
+# cut into (a proxy that cuts sooner is answering, not timing out).
+_MAX_WAIT = 300.0
+_MIN_SLICE = 1.0
+
+
+def _proxy_cut(exc: Error) -> bool:
+    """Whether a long poll's failure is a reverse proxy's read timeout: its
+    own 504 page (cachesvc never answers 504, and its errors are JSON)."""
+    return exc.status == 504 and exc.code == "http_504"
 
 
 # The server's bounds on X-Cachesvc-Name and X-Compile-Seconds.
@@ -71,8 +88,10 @@ class _Entries(_Transport):
         The body is verified against the ``X-Content-SHA256`` header. With
         ``wait`` (seconds), a miss behind a compile lease long-polls
         (``?wait=``) until the holder writes the entry (bytes) or the lease
-        ends without it or the wait runs out (None); the call's budget is
-        ``timeout + wait``.
+        ends without it or the wait runs out (None). The wait goes out in
+        slices of at most ``wait_slice`` seconds, each with the budget
+        ``timeout`` plus its slice, so ``wait`` may exceed the server's
+        300 s bound on one request and a proxy's read timeout.
 
         Raises:
             Error: on any other failure (bad key -> ``400``, auth, server errors
@@ -106,10 +125,11 @@ class _Entries(_Transport):
                   wait: float | None) -> tuple[EntryInfo | None, Error | None]:
         path = self._entry_path(key)
         if wait is not None and wait > 0:
-            path += f"?wait={wait:.3f}s"
-            budget = self.timeout if timeout is None else timeout
-            timeout = None if budget is None else budget + wait
-        r = self._request("GET", path, timeout=timeout, allow=(404,))
+            r, miss = self._long_poll(path, wait, timeout)
+            if r is None:
+                return None, miss
+        else:
+            r = self._request("GET", path, timeout=timeout, allow=(404,))
         if r.status == 404:
             return None, _error_from_body(404, r.read_all(limit=1 << 20))
         want = (r.header("X-Content-SHA256") or "").lower()
@@ -128,6 +148,44 @@ class _Entries(_Transport):
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
                          etag=r.header("ETag"), name=_text_header(r.header("X-Cachesvc-Name")),
                          backend=r.header("X-Cachesvc-Backend") or ""), None
+
+    def _long_poll(self, path: str, wait: float, timeout: float | None) -> tuple[_Response | None, Error | None]:
+        """GET ``path?wait=`` for up to ``wait`` seconds in all, in slices of
+        at most ``wait_slice`` (and the server's 300 s): a slice that ends in
+        404 ``wait_timeout`` (the holder is still compiling: its lease lives)
+        is followed by the next, sent with ``&waited=`` the time spent so far
+        so that the server counts one wait. A reverse proxy whose read
+        timeout cut a slice (its own 504 page, not a cachesvc answer) makes
+        this client's slices 0.8 times the cut from then on. Each slice has
+        the call's budget (``timeout``) on top of its wait. Returns the
+        response (200, or a 404 with its body read), or the miss when a cut
+        slice spent the wait."""
+        budget = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        while True:
+            waited = time.monotonic() - start
+            span = max(min(wait - waited, self.wait_slice, _MAX_WAIT), _MIN_SLICE)
+            q = f"?wait={span:.3f}s" + (f"&waited={waited:.3f}" if waited >= 0.001 else "")
+            sent = time.monotonic()
+            try:
+                r = self._request("GET", path + q, timeout=None if budget is None else budget + span,
+                                  allow=(404,))
+            except Error as exc:
+                cut = time.monotonic() - sent
+                if not _proxy_cut(exc) or cut < _MIN_SLICE / 0.8:
+                    raise  # not a read timeout: a proxy that fails at once fails every slice
+                self.wait_slice = min(self.wait_slice, 0.8 * cut)
+                log.debug("cachesvc: a proxy cut a %.1fs long poll after %.1fs; polling in %.1fs slices (%s)",
+                          span, cut, self.wait_slice, exc.message)
+                spent = time.monotonic() - start
+                if spent >= wait:
+                    return None, Error(404, "wait_timeout", f"the entry was not written after waiting {spent:.0f}s "
+                                       "(in slices: a proxy cuts long polls)")
+                continue
+            if r.status != 404 or time.monotonic() - start >= wait - 0.001:
+                return r, None
+            if _error_from_body(404, r._body or b"").code != "wait_timeout":
+                return r, None  # no lease, or it ended without the entry: compile
 
     def head(self, key: str, *, timeout: float | None = None) -> EntryInfo | None:
         """Returns the entry's metadata without its body, or None on a miss."""

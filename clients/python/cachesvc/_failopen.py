@@ -229,8 +229,13 @@ class Warner:
 
     def warn(self, what: str, exc: BaseException, consequence: str | None = None) -> None:
         """Logs ``what failed (exc); consequence`` unless a warning was logged
-        recently; ``consequence`` defaults to the one given at construction."""
-        if self._due():
+        recently; ``consequence`` defaults to the one given at construction.
+        A refused token (401, or ``auth_paused`` after one) logs at debug
+        level only: the client itself warned once for the whole outage
+        (``_authpause.py``), and every compile of every process meets it."""
+        if isinstance(exc, Error) and exc.status == 401:
+            self.log.debug("cachesvc: %s failed: %s", what, exc)
+        elif self._due():
             self.log.warning("cachesvc: %s failed (%s%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
                              what, exc, auth_hint(exc), consequence or self.consequence, self.interval)

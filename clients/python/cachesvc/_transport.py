@@ -21,6 +21,7 @@ import urllib.parse
 from typing import IO, Any, Mapping
 
 from . import _ed25519
+from ._authpause import AuthPause
 from ._types import Error
 
 _CHUNK = 256 * 1024
@@ -294,9 +295,11 @@ class _Transport:
     retries: int
     backoff: float
     max_backoff: float
+    wait_slice: float
     run: str | None
     digest_first: bool
     _verify_key: Any
+    _auth: AuthPause
     _prefix: str
     _pool: _Pool
     _user_agent: str
@@ -363,6 +366,8 @@ class _Transport:
         ``body_file`` must be seekable if it is to be retried; it is rewound
         to its starting position before each attempt.
         """
+        if self._auth.check(f"{method} {path}"):  # paused after a 401, but the token file changed
+            self.token = self._auth.read()
         budget = self.timeout if timeout is None else timeout
         deadline = _Deadline(budget)
         hdrs = self._headers(headers)
@@ -373,6 +378,7 @@ class _Transport:
         start_pos = body_file.tell() if body_file is not None else None
         attempt = 0
         stale_retry_used = False
+        token_reread = False
         while True:
             rem = deadline.remaining()
             if rem is not None and rem <= 0:
@@ -414,6 +420,8 @@ class _Transport:
                 rest = deadline.remaining()
                 conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
+            if r.status != 401:
+                self._auth.succeeded()
             if r.status == 404 and 404 in allow:
                 return self._absent(r, method, path)
             if r.status in ok or r.status in allow:
@@ -426,6 +434,16 @@ class _Transport:
             err = _error_from_body(r.status, data)
             if method == "HEAD" and r.header("X-Cachesvc-Error"):  # no body: the code comes in a header
                 err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}")
+            if r.status == 401 and 401 not in ok and 401 not in allow:
+                if not token_reread and self._auth.file_changed() and (body_file is None or _seekable(body_file)):
+                    # Rotated since it was read: send again with the new
+                    # token, once, without counting a retry.
+                    token_reread = True
+                    self.token = self._auth.read()
+                    hdrs["Authorization"] = f"Bearer {self.token}"
+                    continue
+                self._auth.failed(err)
+                raise err
             if r.status in (429, 503) and attempt < self.retries and (body_file is None or _seekable(body_file)):
                 retry_after = _float_header(resp.getheader("Retry-After"))
                 if self._sleep_backoff(attempt, deadline, retry_after):

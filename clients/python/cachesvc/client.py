@@ -22,6 +22,7 @@ import ssl
 import urllib.parse
 
 from . import _ed25519
+from ._authpause import AuthPause, read_token_file
 
 # Client is composed of one part per job, each in its own module; the names
 # below are re-exported so that ``from cachesvc.client import X`` keeps
@@ -76,7 +77,13 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         max_idle: how many idle keep-alive connections are kept.
         user_agent: the ``User-Agent`` header.
         token_file: a file whose first line is the bearer token, used when
-            ``token`` is not given.
+            ``token`` is not given. After the server refuses the token
+            (401) the client sends nothing for 30 s, doubling to 5 min while
+            401s go on (its calls raise :class:`Error` ``auth_paused`` at
+            once; one warning says what to check), and re-reads this file
+            as soon as its mtime or size changes: a rotated token file
+            ends the pause on the next call. :meth:`reload_token` ends it
+            by hand. A 403 (a scope the token lacks) pauses nothing.
         verify_key: an Ed25519 public key (base64 of its 32 bytes, as
             ``cachesvc signkey new`` prints, or the PEM ``.pub`` file's
             text). With it every entry the client returns (get, download,
@@ -97,6 +104,13 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             ``SSL_CERT_FILE``). A file that cannot be loaded raises
             :class:`ValueError` naming it.
         client_key: the PEM file with ``client_cert``'s private key.
+        wait_slice: the longest single ``?wait=`` request of a long poll
+            (:meth:`get` with ``wait``, :meth:`Lease.wait`, the integrations'
+            ``lease_wait``), in seconds: a longer wait is sent as slices
+            of at most this, each continuing the last (``&waited=``), so
+            that a reverse proxy's read timeout (nginx's 60 s default)
+            does not cut it. When a proxy cuts one all the same (its 504),
+            the slices shrink to 0.8 times the cut. Default 50.
         first_byte_timeout: for lookups (:meth:`lookup`,
             :meth:`lookup_result`), how long each attempt may wait to
             connect and receive the response headers; a hit's body is then
@@ -129,12 +143,16 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         digest_first: bool | None = None,
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
+        wait_slice: float = 50.0,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"cachesvc: url must be http(s)://host[:port], got {url!r}")
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"cachesvc: namespace must be a non-empty string, got {namespace!r}")
+        if isinstance(wait_slice, bool) or not isinstance(wait_slice, (int, float)) or not 1 <= wait_slice <= 300:
+            raise ValueError(f"cachesvc: wait_slice must be a number of seconds from 1 to 300 (the server's "
+                             f"longest ?wait=), got {wait_slice!r}")
         for name, v in (("timeout", timeout), ("first_byte_timeout", first_byte_timeout)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
                 raise ValueError(f"cachesvc: {name} must be a positive number of seconds or None (no limit), "
@@ -142,7 +160,10 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.url = url.rstrip("/")
         self.namespace = namespace
         if not token and token_file:
+            self._auth = AuthPause(token_file)  # watches the file from the token's read on
             token = read_token_file(token_file)
+        else:
+            self._auth = AuthPause(None)
         self.token = token
         self._verify_key = _ed25519.parse_public_key(verify_key) if verify_key else None
         self.timeout = timeout
@@ -150,6 +171,7 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.wait_slice = float(wait_slice)
         self.run = run
         self._prefix = parsed.path.rstrip("/")
         self._client_cert, self._client_key, self._max_idle = client_cert, client_key, max_idle
@@ -165,6 +187,30 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         # once, by the first request that finds out.
         self._no_digest = False
         self._no_gzip = False
+
+    def reload_token(self, token: str | None = None) -> None:
+        """Replaces the bearer token and ends a pause after a 401 at once.
+
+        With ``token``, that token is used from now on; without it the
+        token file the client was made with (``token_file``,
+        ``CACHESVC_TOKEN_FILE``) is read again. The client also re-reads
+        that file by itself whenever its mtime or size changes during a
+        pause, and before pausing on a 401.
+
+        Raises:
+            ValueError: no ``token`` and no token file, or the file is empty.
+            OSError: the file cannot be read.
+        """
+        if token is not None:
+            if not token.strip():
+                raise ValueError("cachesvc: reload_token(token) needs a non-empty token")
+            self.token = token.strip()
+            self._auth.resume()
+        elif self._auth.token_file:
+            self.token = self._auth.read()
+        else:
+            raise ValueError("cachesvc: this client has no token file to re-read (its token was given "
+                             "directly): pass the new one, reload_token(token)")
 
     # ---- context management -------------------------------------------------
 
@@ -253,11 +299,4 @@ def client_cert_context(cert: str | os.PathLike[str] | None,
     return context
 
 
-def read_token_file(path: str | os.PathLike[str]) -> str:
-    """Returns the bearer token on the first line of the file at ``path``."""
-    with open(path, encoding="utf-8") as f:
-        token = f.readline().strip()
-    if not token:
-        raise ValueError(f"cachesvc: token file {os.fspath(path)!r} is empty")
-    return token
 

@@ -113,7 +113,7 @@ def install(
     breaker_cooldown: float = 30.0,
     leases: bool | None = None,
     lease_ttl: float = 120.0,
-    lease_wait: float = 60.0,
+    lease_wait: float = 3600.0,
     local_dir: str | None = None,
     background_uploads: bool = True,
     upload_queue_bytes: int = 1 << 30,
@@ -165,8 +165,12 @@ def install(
         lease_ttl: seconds a lease lasts unless renewed; it is renewed every
             ``lease_ttl/3`` s while JAX compiles, so it ends about this long
             after its holder was killed.
-        lease_wait: how long a miss waits for another holder's entry before
-            compiling itself.
+        lease_wait: the most a miss waits for another holder's entry, in
+            seconds, while that holder's lease lives (it is renewed while the
+            holder compiles); it compiles itself as soon as the lease ends
+            without the entry. Default 3600: a long compile is waited out,
+            not repeated. The wait is sent in ``wait_slice`` slices (50 s),
+            so a proxy's read timeout does not end it.
         local_dir: a local directory tier in front of the server, in JAX's
             own ``LRUCache`` layout and keyed by JAX's key: checked first (even
             while the server is down), filled on remote hits and on writes.

@@ -150,7 +150,7 @@ def install(
     verify_key: str | None = None,
     leases: bool | None = None,
     lease_ttl: float = 120.0,
-    lease_wait: float = 60.0,
+    lease_wait: float = 3600.0,
 ) -> Service | None:
     """Routes torch.compile's remote caches to cachesvc and turns them on.
 
@@ -199,8 +199,12 @@ def install(
         lease_ttl: seconds a lease lasts unless renewed; it is renewed every
             ``lease_ttl/3`` s until the compile ends and its write is done,
             so it ends about this long after a holder is killed.
-        lease_wait: how long a miss waits for another holder's entry before
-            compiling itself.
+        lease_wait: the most a miss waits for another holder's entry, in
+            seconds, while that holder's lease lives (it is renewed while the
+            holder compiles); it compiles itself as soon as the lease ends
+            without the entry. Default 3600: a long compile is waited out,
+            not repeated. The wait is sent in ``wait_slice`` slices (50 s),
+            so a proxy's read timeout does not end it.
 
     Returns:
         The installed service (its ``stats()`` returns the counters), or None

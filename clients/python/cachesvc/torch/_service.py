@@ -106,7 +106,7 @@ class Service:
                  breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
                  background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float,
                  lookup_timeout: float | None = None, leases: bool = False, lease_ttl: float = 120.0,
-                 lease_wait: float = 60.0) -> None:
+                 lease_wait: float = 3600.0) -> None:
         self.client = client
         self.timeout = timeout
         self.lookup_timeout = lookup_timeout
