@@ -145,6 +145,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
 	s.resolveClient(c)
+	s.requestID(c) // before the handler: a streamed body's headers leave with it
 
 	err := ambiguousFraming(c)
 	if err != nil {
@@ -213,6 +214,7 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 		// Behind a reverse proxy the peer is the proxy: name the client
 		// it forwarded for (--trusted-proxies), as the limits count it.
 		slog.String("client", clientAddr(c)),
+		slog.String("request_id", s.requestID(c)),
 	}
 	if r := reqOf(c); r.Namespace != "" {
 		attrs = append(attrs, slog.String("namespace", r.Namespace))
