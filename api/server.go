@@ -265,7 +265,7 @@ func (s *Server) init() error {
 		s.own = append(s.own, st.Close)
 	}
 	var err error
-	if s.http, err = newHTTPMetrics(cfg.Registry, cfg.Store, cfg.Stats); err != nil {
+	if s.http, err = newHTTPMetrics(cfg.Registry, cfg.Store, cfg.Stats, cfg.Version); err != nil {
 		return err
 	}
 	if s.sec, err = newSecurity(cfg); err != nil {
