@@ -4,6 +4,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -70,7 +73,51 @@ func monitoredReplica(t *testing.T) string {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	// A signature the plugin rejects: the plugin failure series appear.
+	resp, err := http.Post(p.url+"/v1/default/keys", "application/json", strings.NewReader(`{"backend":"passthrough","kind":"Bad!","key":"jit_f-mon"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("POST keys with a signature the plugin rejects: %d, want 422", resp.StatusCode)
+	}
 	return p.url
+}
+
+// alertsDir holds the alert rules and their promtool unit tests.
+var alertsDir = filepath.Join("..", "..", "scripts", "monitoring")
+
+// metricName matches a cachesvc metric in an expression or annotation
+// (recorded series are named cachesvc:..., so they do not match).
+var metricName = regexp.MustCompile(`\bcachesvc_[a-z0-9_]+`)
+
+// promtoolPath finds promtool on PATH or where scripts/test.sh's tools
+// live, or skips the test (fails with CACHESVC_REQUIRE_PROMTOOL set).
+func promtoolPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if p := filepath.Join(home, ".cache", "cachesvc", "bin", "promtool"); fileExists(p) {
+			return p
+		}
+	}
+	const build = "go mod download github.com/prometheus/prometheus@v0.316.0 && GOWORK=off go build " +
+		"-C \"$(go env GOMODCACHE)/github.com/prometheus/prometheus@v0.316.0\" -o ~/.cache/cachesvc/bin/promtool ./cmd/promtool " +
+		"(about 10 minutes cold; README, \"Monitoring\")"
+	if os.Getenv("CACHESVC_REQUIRE_PROMTOOL") != "" {
+		t.Fatal("promtool not found and CACHESVC_REQUIRE_PROMTOOL is set: " + build)
+	}
+	t.Skip("promtool not found, so scripts/monitoring/alerts.yml is not checked by it: " + build + "; CACHESVC_REQUIRE_PROMTOOL=1 makes this a failure")
+	return ""
+}
+
+// fileExists reports whether path names a regular file.
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // leBound matches a histogram bucket's upper bound.
@@ -127,6 +174,51 @@ func TestMonitoring(t *testing.T) {
 		// A Unix time, not an age or nanoseconds: after this test began.
 		if v := sampleValue(t, got[0]); v < float64(testStart.Unix()) || v > 1e11 {
 			t.Errorf("cachesvc_fleet_heartbeat_timestamp_seconds = %v, want the Unix time (in seconds) of a heartbeat this test saw", v)
+		}
+	})
+
+	// Alerts that name a metric the server does not export never fire:
+	// every cachesvc_* name in alerts.yml (expressions and the metrics
+	// the descriptions tell an operator to look at) is a family of a
+	// replica's /metrics.
+	t.Run("alerts name exported metrics", func(t *testing.T) {
+		rules, err := os.ReadFile(filepath.Join(alertsDir, "alerts.yml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := scrape(t, url)
+		names := map[string]bool{}
+		for _, name := range metricName.FindAllString(string(rules), -1) {
+			names[name] = true
+		}
+		if len(names) < 10 {
+			t.Fatalf("alerts.yml names only %d metrics: %v; the scan is broken", len(names), names)
+		}
+		for name := range names {
+			family := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok {
+					if _, isHistogram := exp[base]; isHistogram {
+						family = base
+					}
+				}
+			}
+			if _, ok := exp[family]; !ok {
+				t.Errorf("alerts.yml names %s, which a replica's /metrics does not export", name)
+			}
+		}
+	})
+
+	// The rules load in Prometheus, and each alert fires when its unit
+	// test says it should, with the annotations given.
+	t.Run("promtool", func(t *testing.T) {
+		promtool := promtoolPath(t)
+		for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+			cmd := exec.Command(promtool, args...)
+			cmd.Dir = alertsDir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
 		}
 	})
 }
