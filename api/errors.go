@@ -346,7 +346,7 @@ func (s *Server) logPanic(c *fiber.Ctx, v any) {
 // path and, on routes that have them, namespace and key), then more.
 func requestAttrs(c *fiber.Ctx, more ...any) []any {
 	attrs := append([]any{"method", c.Method(), "path", c.Path()}, more...)
-	if id, ok := c.Locals(requestIDKey).(string); ok {
+	if id := answeredRequestID(c); id != "" {
 		attrs = append(attrs, "request_id", id)
 	}
 	// fasthttp's own errors (a broken connection, a failed TLS

@@ -159,7 +159,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
 	s.resolveClient(c)
-	s.requestID(c) // before the handler: a streamed body's headers leave with it
+	s.setRequestID(c.Context()) // before the handler: a streamed body's headers leave with it
 
 	err := ambiguousFraming(c)
 	if err != nil {

@@ -12,10 +12,6 @@ import (
 	"github.com/cachesvc/cachesvc/wire"
 )
 
-// requestIDKey holds the request's id in fasthttp's user values (fiber
-// Locals), which fasthttp resets between the requests of a connection.
-const requestIDKey = "cachesvc.request_id"
-
 // requestIDs makes the ids of requests that came without a usable
 // X-Request-Id: a random prefix per process and a counter, so ids are
 // unique across a fleet's replicas and restarts without a random read per
@@ -32,34 +28,44 @@ func newRequestIDs() *requestIDs {
 	return &requestIDs{prefix: strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36) + "-"}
 }
 
+// appendNext appends a new id to dst.
+func (g *requestIDs) appendNext(dst []byte) []byte {
+	return strconv.AppendUint(append(dst, g.prefix...), g.n.Add(1), 36)
+}
+
 // next returns a new id.
-func (g *requestIDs) next() string {
-	return g.prefix + strconv.FormatUint(g.n.Add(1), 36)
-}
+func (g *requestIDs) next() string { return string(g.appendNext(nil)) }
 
-// requestID returns the id of c's request, choosing it on the first call
-// (the client's X-Request-Id when it is a sane one, else a new one) and
-// setting it as the response's X-Request-Id. Every path that answers a
-// request calls it: the middleware, the error handler (for the requests
-// answered before routing), so the id is on every answer.
-func (s *Server) requestID(c *fiber.Ctx) string {
-	return s.requestIDOf(c.Context())
-}
-
-// requestIDOf is requestID on fasthttp's context.
-func (s *Server) requestIDOf(fctx *fasthttp.RequestCtx) string {
-	if id, ok := fctx.UserValue(requestIDKey).(string); ok {
-		return id
+// setRequestID chooses the request's id, unless it has one, and sets it as
+// the response's X-Request-Id, which is where requestID reads it: the
+// client's X-Request-Id when it is a sane one, else a new one. The
+// middleware calls it before the handler (a streamed body's headers leave
+// with its first bytes), and the error handler for the answers given
+// before the middleware runs, so every answer carries an id. It allocates
+// nothing: the header keeps its own copy.
+func (s *Server) setRequestID(fctx *fasthttp.RequestCtx) {
+	if len(fctx.Response.Header.Peek(wire.HeaderRequestID)) > 0 {
+		return
 	}
-	id := ""
 	if v := fctx.Request.Header.Peek(wire.HeaderRequestID); validRequestID(v) {
-		id = string(v) // a copy: the header's bytes are reused
-	} else {
-		id = s.ids.next()
+		fctx.Response.Header.SetBytesV(wire.HeaderRequestID, v)
+		return
 	}
-	fctx.SetUserValue(requestIDKey, id)
-	fctx.Response.Header.Set(wire.HeaderRequestID, id)
-	return id
+	var buf [64]byte
+	fctx.Response.Header.SetBytesV(wire.HeaderRequestID, s.ids.appendNext(buf[:0]))
+}
+
+// requestID returns the id of c's request (see setRequestID), choosing it
+// if it has none yet.
+func (s *Server) requestID(c *fiber.Ctx) string {
+	s.setRequestID(c.Context())
+	return answeredRequestID(c)
+}
+
+// answeredRequestID returns the X-Request-Id of c's response; "" before
+// setRequestID ran.
+func answeredRequestID(c *fiber.Ctx) string {
+	return string(c.Response().Header.Peek(wire.HeaderRequestID))
 }
 
 // validRequestID reports whether a client's id can be taken as is: 1 to

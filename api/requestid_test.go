@@ -99,6 +99,40 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
+// TestRequestIDPerRequest: the requests of one keep-alive connection each
+// get their own id (the server keeps it with the response, which fasthttp
+// resets between requests).
+func TestRequestIDPerRequest(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	seen := map[string]bool{}
+	for i, sent := range []string{"first-1", "", "", "second-2"} {
+		req := "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+		if sent != "" {
+			req += "X-Request-Id: " + sent + "\r\n"
+		}
+		if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get(wire.HeaderRequestID)
+		if id == "" || seen[id] || sent != "" && id != sent {
+			t.Fatalf("request %d on one connection (sent %q): X-Request-Id %q; ids so far %v", i, sent, id, seen)
+		}
+		seen[id] = true
+	}
+}
+
 // exchange sends req, as written, on a new connection to addr and returns
 // the response (read as a HEAD's when req is one) with its body read.
 func exchange(t *testing.T, addr, req string) (*http.Response, []byte) {
