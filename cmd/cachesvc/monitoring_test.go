@@ -92,21 +92,20 @@ var alertsDir = filepath.Join("..", "..", "scripts", "monitoring")
 // (recorded series are named cachesvc:..., so they do not match).
 var metricName = regexp.MustCompile(`\bcachesvc_[a-z0-9_]+`)
 
-// promtoolPath finds promtool on PATH or where scripts/test.sh's tools
-// live, or skips the test (fails with CACHESVC_REQUIRE_PROMTOOL set).
+// promtoolPath finds promtool where scripts/promtool.sh builds it (the
+// tools' cache directory, as for versitygw) or on PATH, or skips the test
+// (fails with CACHESVC_REQUIRE_PROMTOOL set).
 func promtoolPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if p := filepath.Join(home, ".cache", "cachesvc", "bin", "promtool"); fileExists(p) {
+	if cache, err := os.UserCacheDir(); err == nil {
+		if p := filepath.Join(cache, "cachesvc", "bin", "promtool"); fileExists(p) {
 			return p
 		}
 	}
-	const build = "go mod download github.com/prometheus/prometheus@v0.316.0 && GOWORK=off go build " +
-		"-C \"$(go env GOMODCACHE)/github.com/prometheus/prometheus@v0.316.0\" -o ~/.cache/cachesvc/bin/promtool ./cmd/promtool " +
-		"(about 10 minutes cold; README, \"Monitoring\")"
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	const build = "scripts/promtool.sh builds it (5 to 11 minutes cold)"
 	if os.Getenv("CACHESVC_REQUIRE_PROMTOOL") != "" {
 		t.Fatal("promtool not found and CACHESVC_REQUIRE_PROMTOOL is set: " + build)
 	}
