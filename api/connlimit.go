@@ -157,7 +157,8 @@ func (s *Server) perAddrLogDue() (refused int, ok bool) {
 	return refused, true
 }
 
-// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr.
+// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr, with
+// the id its answer carries (the refusals it stands for carried others).
 func (s *Server) logPerAddrRefusal(addr string, refused int, requestID string) {
 	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
 		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
@@ -166,11 +167,10 @@ func (s *Server) logPerAddrRefusal(addr string, refused int, requestID string) {
 
 // refuseConn answers c, a connection past MaxConns, with 503
 // too_many_connections, Retry-After and X-Request-Id requestID, then
-// closes it. The answer is
-// written before the request is read (there is nobody to serve it), so
-// the close lingers briefly, reading what the client sends, lest a reset
-// destroy the answer. With maxRefusing refusals under way, c is closed at
-// once.
+// closes it. The answer is written before the request is read (there is
+// nobody to serve it), so the close lingers briefly, reading what the
+// client sends, lest a reset destroy the answer. With maxRefusing
+// refusals under way, c is closed at once.
 func (s *Server) refuseConn(c net.Conn, r *connRefusal, requestID string) {
 	s.sec.rejected.WithLabelValues(r.limit).Inc()
 	select {
