@@ -51,10 +51,10 @@ func (s *Server) initConnLimit() error {
 	s.refusing = make(chan struct{}, maxRefusing)
 	s.perAddr = make(map[string]int)
 	s.refusals = [2]connRefusal{
-		{"connections", refusalAnswer(fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
-			"A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConns))},
-		{"connections_per_addr", refusalAnswer(fmt.Sprintf("Your address has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
-			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConnsPerAddr))},
+		{"connections", fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
+			"A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConns)},
+		{"connections_per_addr", fmt.Sprintf("Your address has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
+			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConnsPerAddr)},
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_http_connections",
@@ -70,23 +70,29 @@ func (s *Server) initConnLimit() error {
 	return nil
 }
 
-// connRefusal is the answer to a connection past a limit, and its label
-// in cachesvc_limited_total.
+// connRefusal is the label in cachesvc_limited_total of a connection past
+// a limit, and the message of its answer.
 type connRefusal struct {
-	limit  string
-	answer []byte
+	limit   string
+	message string
 }
 
 // admitConn starts tracking c, or returns the refusal of the limit it is
 // past: MaxConns, or MaxConnsPerAddr for its client address.
-func (s *Server) admitConn(c *trackedConn) *connRefusal {
+func (s *Server) admitConn(c *trackedConn) (r *connRefusal, requestID string) {
 	addr, counted := perAddrKey(c.RemoteAddr(), s.cfg.TrustedProxies)
 	r, refused, logIt := s.admitConnLocked(c, addr, counted)
+	if r == nil {
+		return nil, ""
+	}
+	// The request is never read, so its own X-Request-Id is unknown: the
+	// answer carries a new one.
+	requestID = s.ids.next()
 	if logIt {
 		// Logged outside mu, which every accept and close takes.
-		s.logPerAddrRefusal(addr, refused)
+		s.logPerAddrRefusal(addr, refused, requestID)
 	}
-	return r
+	return r, requestID
 }
 
 // admitConnLocked is admitConn's work under mu; logIt asks for the
@@ -151,20 +157,21 @@ func (s *Server) perAddrLogDue() (refused int, ok bool) {
 	return refused, true
 }
 
-// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr.
-func (s *Server) logPerAddrRefusal(addr string, refused int) {
+// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr, with
+// the id its answer carries (the refusals it stands for carried others).
+func (s *Server) logPerAddrRefusal(addr string, refused int, requestID string) {
 	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
 		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
-		"remote_addr", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused)
+		"client", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
 }
 
 // refuseConn answers c, a connection past MaxConns, with 503
-// too_many_connections and Retry-After, then closes it. The answer is
-// written before the request is read (there is nobody to serve it), so
-// the close lingers briefly, reading what the client sends, lest a reset
-// destroy the answer. With maxRefusing refusals under way, c is closed at
-// once.
-func (s *Server) refuseConn(c net.Conn, r *connRefusal) {
+// too_many_connections, Retry-After and X-Request-Id requestID, then
+// closes it. The answer is written before the request is read (there is
+// nobody to serve it), so the close lingers briefly, reading what the
+// client sends, lest a reset destroy the answer. With maxRefusing
+// refusals under way, c is closed at once.
+func (s *Server) refuseConn(c net.Conn, r *connRefusal, requestID string) {
 	s.sec.rejected.WithLabelValues(r.limit).Inc()
 	select {
 	case s.refusing <- struct{}{}:
@@ -176,7 +183,7 @@ func (s *Server) refuseConn(c net.Conn, r *connRefusal) {
 		defer func() { <-s.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refuseTime))
-		if _, err := c.Write(r.answer); err != nil {
+		if _, err := c.Write(refusalAnswer(r.message, requestID)); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -187,9 +194,9 @@ func (s *Server) refuseConn(c net.Conn, r *connRefusal) {
 }
 
 // refusalAnswer renders the whole HTTP response, 503 too_many_connections
-// with message, that a connection past a limit gets.
-func refusalAnswer(message string) []byte {
-	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorObject{Code: "too_many_connections", Message: message}})
+// with message and requestID, that a connection past a limit gets.
+func refusalAnswer(message, requestID string) []byte {
+	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorObject{Code: "too_many_connections", Message: message, RequestID: requestID}})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"+
-		"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		"Retry-After: 1\r\nConnection: close\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s", wire.HeaderRequestID, requestID, len(body), body)
 }

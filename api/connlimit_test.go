@@ -157,8 +157,11 @@ func TestMaxConnsPerAddr(t *testing.T) {
 	if got := limitedCount(t, srv, "connections_per_addr"); got != 1 {
 		t.Fatalf("cachesvc_limited_total{limit=connections_per_addr} = %v, want 1", got)
 	}
-	if !strings.Contains(logs.String(), "max_conns_per_addr=2") || !strings.Contains(logs.String(), from.String()) {
-		t.Fatalf("the refusal is not logged with the address and limit:\n%s", logs.String())
+	// The address under the key every request line uses, and the id the
+	// refused client was given.
+	if !strings.Contains(logs.String(), "max_conns_per_addr=2") || !strings.Contains(logs.String(), "client="+from.String()) ||
+		!strings.Contains(logs.String(), "request_id="+resp.Header.Get("X-Request-Id")) {
+		t.Fatalf("the refusal is not logged with the client address, limit and request id %q:\n%s", resp.Header.Get("X-Request-Id"), logs.String())
 	}
 	// Loopback (a local proxy, a health check) is not limited per address.
 	for i := 0; i < 3; i++ {

@@ -62,8 +62,8 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		}
 		delay = 0
 		tc := &trackedConn{Conn: c, s: l.s}
-		if r := l.s.admitConn(tc); r != nil {
-			l.s.refuseConn(c, r)
+		if r, id := l.s.admitConn(tc); r != nil {
+			l.s.refuseConn(c, r, id)
 			continue
 		}
 		return tc, nil

@@ -346,6 +346,9 @@ func (s *Server) logPanic(c *fiber.Ctx, v any) {
 // path and, on routes that have them, namespace and key), then more.
 func requestAttrs(c *fiber.Ctx, more ...any) []any {
 	attrs := append([]any{"method", c.Method(), "path", c.Path()}, more...)
+	if id := answeredRequestID(c); id != "" {
+		attrs = append(attrs, "request_id", id)
+	}
 	// fasthttp's own errors (a broken connection, a failed TLS
 	// handshake) have no route, where c.Params panics: reqOf is safe.
 	if r := reqOf(c); r.Namespace != "" {
@@ -361,6 +364,7 @@ func requestAttrs(c *fiber.Ctx, more ...any) []any {
 // error body with its status. Server errors are logged with their cause.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
+	id := s.requestID(c) // also for the answers given before the middleware runs
 	if e.Status == http.StatusRequestHeaderFieldsTooLarge {
 		// fasthttp's own "Request Header Fields Too Large" names neither
 		// the limit nor that the URL counts toward it.
@@ -394,5 +398,5 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// The answer has no body: the code is all it can say of why.
 		c.Set(wire.HeaderError, e.Code)
 	}
-	return c.Status(e.Status).JSON(wire.ErrorBody{Error: wire.ErrorObject{Code: e.Code, Message: e.Message, Details: e.Details}})
+	return c.Status(e.Status).JSON(wire.ErrorBody{Error: wire.ErrorObject{Code: e.Code, Message: e.Message, Details: e.Details, RequestID: id}})
 }

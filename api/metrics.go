@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -27,6 +28,12 @@ func withSeries(vec *prometheus.CounterVec, values ...string) *prometheus.Counte
 	return vec
 }
 
+// durationBuckets are the request-duration histogram's bounds: from 100 µs
+// (a hot small GET answers in about that) to MaxWait, the longest ?wait=
+// long poll, so that long polls land in a bucket rather than all in +Inf
+// (the bounds stopped at 120 s, under the 300 s a poll may wait).
+var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, MaxWait.Seconds()}
+
 // httpMetrics are the transport's Prometheus instruments: requests by
 // route, their durations, and body bytes moved.
 type httpMetrics struct {
@@ -40,10 +47,11 @@ type httpMetrics struct {
 	panics   prometheus.Counter
 }
 
-// newHTTPMetrics registers the transport metrics, a collector of the
-// store's usage (with the per-namespace eviction counts persisted in sts)
-// and the Go and process collectors on reg.
-func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats) (*httpMetrics, error) {
+// newHTTPMetrics registers the transport metrics, cachesvc_build_info of
+// version, a collector of the store's usage (with the per-namespace
+// eviction counts persisted in sts) and the Go and process collectors on
+// reg.
+func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats, version string) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_http_requests_total",
@@ -52,7 +60,7 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats) (*http
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cachesvc_http_request_duration_seconds",
 			Help:    "HTTP request duration by route pattern and method, including streaming the body.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+			Buckets: durationBuckets,
 		}, []string{"route", "method"}),
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_bytes_in_total",
@@ -68,8 +76,14 @@ func newHTTPMetrics(reg *prometheus.Registry, st Store, sts *stats.Stats) (*http
 		}),
 	}
 	m.series = httpSeries{requests: m.requests, duration: m.duration}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "cachesvc_build_info",
+		Help:        "Always 1; its labels name this server's version and the Go version it was built with (a fleet on mixed versions shows more than one).",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	build.Set(1)
 	for _, c := range []prometheus.Collector{
-		m.requests, m.duration, m.bytesIn, m.bytesOut, m.panics,
+		m.requests, m.duration, m.bytesIn, m.bytesOut, m.panics, build,
 		&usageCollector{st: st, stats: sts, namespaces: labelLimiter{max: maxUsageNamespaces}},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -159,6 +173,7 @@ func (s *Server) middleware(c *fiber.Ctx) error {
 	start := time.Now()
 	c.SetUserContext(s.baseCtx)
 	s.resolveClient(c)
+	s.setRequestID(c.Context()) // before the handler: a streamed body's headers leave with it
 
 	err := ambiguousFraming(c)
 	if err != nil {
@@ -227,6 +242,7 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 		// Behind a reverse proxy the peer is the proxy: name the client
 		// it forwarded for (--trusted-proxies), as the limits count it.
 		slog.String("client", clientAddr(c)),
+		slog.String("request_id", s.requestID(c)),
 	}
 	if r := reqOf(c); r.Namespace != "" {
 		attrs = append(attrs, slog.String("namespace", r.Namespace))

@@ -169,6 +169,7 @@ type Server struct {
 	http *httpMetrics   // requests, durations, body bytes (metrics.go)
 	sec  *security      // limiters and their metrics (limits.go)
 	out  Outcomes       // every lookup and write, counted once
+	ids  *requestIDs    // ids of requests that came without one (requestid.go)
 	io   *streams       // response bodies in flight (entrybody.go)
 	own  []func() error // what New opened and Shutdown closes
 
@@ -216,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 			cfg.QuarantineAfter, store.MaxReporters, store.MaxReporters)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), ids: newRequestIDs()}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.init(); err != nil {
 		s.closeOwned()
@@ -264,7 +265,7 @@ func (s *Server) init() error {
 		s.own = append(s.own, st.Close)
 	}
 	var err error
-	if s.http, err = newHTTPMetrics(cfg.Registry, cfg.Store, cfg.Stats); err != nil {
+	if s.http, err = newHTTPMetrics(cfg.Registry, cfg.Store, cfg.Stats, cfg.Version); err != nil {
 		return err
 	}
 	if s.sec, err = newSecurity(cfg); err != nil {

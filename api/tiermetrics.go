@@ -43,18 +43,20 @@ func NewTierMetrics() *TierMetrics {
 			Name: "cachesvc_shared_tier_bytes_total",
 			Help: "Entry bytes moved by shared-tier operations, by op (shared_get, shared_put, fill).",
 		}, []string{"op"}),
-		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+		// At 0 from the start, as every counter of a fixed label set
+		// (withSeries): an alert on the first error sees it.
+		errs: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_shared_tier_errors_total",
 			Help: "Failed shared-tier operations by op (misses are not errors).",
-		}, []string{"op"}),
+		}, []string{"op"}), string(tiered.EventSharedGet), string(tiered.EventSharedPut), string(tiered.EventFill)),
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cachesvc_shared_tier_misses_total",
 			Help: "Reads of entries the shared tier does not hold either.",
 		}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+		events: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_tier_events_total",
 			Help: "Tier events: fill_skipped (hot miss served without filling the hot tier: spool budget spent, or the entry is larger than the hot tier), queued (upload accepted into the write-behind queue), upload_dropped (queued entry given up on).",
-		}, []string{"event"}),
+		}, []string{"event"}), string(tiered.EventFillSkipped), string(tiered.EventQueued), string(tiered.EventUploadDropped)),
 	}
 }
 

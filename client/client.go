@@ -120,13 +120,21 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RequestID is the answer's X-Request-Id: the operator finds the
+	// request's server log line by it (key request_id). "" when the
+	// answer had none (a proxy's own page, an older server).
+	RequestID string
 	// Body holds the whole decoded JSON body (for extra fields such as a
 	// lease holder).
 	Body map[string]any
 }
 
-// Error returns "status code: message".
+// Error returns "server said status code: message", and the request id
+// to quote to the operator when the server named one.
 func (e *Error) Error() string {
+	if e.RequestID != "" {
+		return fmt.Sprintf("server said %d %s: %s (request id %s)", e.Status, e.Code, e.Message, e.RequestID)
+	}
 	return fmt.Sprintf("server said %d %s: %s", e.Status, e.Code, e.Message)
 }
 
@@ -175,16 +183,20 @@ func (c *Client) do(req *http.Request, ok ...int) (*http.Response, error) {
 }
 
 func decodeError(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RequestID: wire.OneLine(resp.Header.Get(wire.HeaderRequestID), wire.MaxRequestIDLen)}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body struct {
 		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			RequestID string `json:"request_id"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
+		if e.RequestID == "" {
+			e.RequestID = wire.OneLine(body.Error.RequestID, wire.MaxRequestIDLen)
+		}
 		_ = json.Unmarshal(data, &e.Body)
 	} else if code := resp.Header.Get(wire.HeaderError); code != "" { // a HEAD's answer: no body
 		e.Code, e.Message = code, http.StatusText(resp.StatusCode)

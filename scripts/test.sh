@@ -94,6 +94,9 @@ setup_versitygw() {
 # minutes): scripts/seaweedfs.sh builds it, then
 # CACHESVC_SEAWEEDFS=1 go test -run SeaweedFS ./store/tiered runs the
 # tiered store's core conformance on it. (owner: storage tiers)
+# promtool is not built here either (5 to 11 minutes cold):
+# scripts/promtool.sh builds it, and cmd/cachesvc TestMonitoring then checks
+# and unit-tests scripts/monitoring/alerts.yml with it. (owner: observability)
 
 # check_tree: every tracked Go file outside third_party/ is gofmt-clean, and
 # the top level holds only what the project lays out there, so a scratch file

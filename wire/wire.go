@@ -42,7 +42,16 @@ const (
 	// HeaderError carries an error answer's code (e.g. "not_found") on a
 	// HEAD, whose answer has no body to carry it.
 	HeaderError = "X-Cachesvc-Error"
+	// HeaderRequestID names one request for support: a client may send
+	// one (at most MaxRequestIDLen characters of A-Z a-z 0-9 . _ : -);
+	// the server answers with it, or with one it made, on every response,
+	// logs it as request_id and puts it in every error body.
+	HeaderRequestID = "X-Request-Id"
 )
+
+// MaxRequestIDLen is the longest X-Request-Id the server takes from a
+// client; a longer one is replaced by one the server makes.
+const MaxRequestIDLen = 128
 
 // PAX records on every entry member of a batch stream, and the name of the
 // stream's last member.
@@ -73,6 +82,9 @@ type ErrorObject struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Details any    `json:"details,omitempty"`
+	// RequestID is the request's X-Request-Id, for a report to the
+	// operator, who finds the request's log line by it.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // QuotaDetails are the details of a 507 quota_exceeded error: which

@@ -95,7 +95,7 @@ func (c *conn) dispatch(args [][]byte) {
 		if (cmd.name == "client" || cmd.name == "hello") && len(args) > 1 {
 			sub = quoted(args[1])
 		}
-		c.s.log.Debug("resp command", "remote", c.remote, "command", quoted(args[0]), "sub", sub,
+		c.s.log.Debug("resp command", "client", c.client(), "command", quoted(args[0]), "sub", sub,
 			"args", len(args)-1, "result", resultNames[c.result])
 	}
 }
@@ -150,7 +150,7 @@ func (c *conn) logNoAuth(command string) {
 		c.noauthLogged = true
 		c.s.log.Info("resp command refused: the client sent no token (NOAUTH), so it gets no cache "+
 			"(torch turns its remote cache off for the process); give a token as the Redis password, "+
-			"e.g. TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port", "remote", c.remote, "command", command,
+			"e.g. TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port", "client", c.client(), "command", command,
 			"namespace", c.s.cfg.Namespace)
 	}
 }
@@ -161,6 +161,12 @@ func (c *conn) writer() string {
 	if c.s.cfg.Auth != nil && c.ident.Name != "" {
 		return c.ident.Name
 	}
+	return c.client()
+}
+
+// client is the connection's client address, its IP without the port, as
+// logs name it (key "client", as the HTTP API's request lines do).
+func (c *conn) client() string {
 	host := c.remote
 	if i := strings.LastIndexByte(host, ':'); i > 0 {
 		host = strings.Trim(host[:i], "[]")
@@ -215,7 +221,7 @@ func (c *conn) authenticate(token []byte) bool {
 	if err != nil || id.Anonymous {
 		c.s.log.Info("resp AUTH refused: unknown token, so the client gets no cache (torch turns its remote cache "+
 			"off for the process); check the Redis password (TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port) "+
-			"against --tokens", "remote", c.remote)
+			"against --tokens", "client", c.client())
 		c.replyError("WRONGPASS invalid username-password pair or user is disabled.")
 		return false
 	}

@@ -112,7 +112,7 @@ func (cw countingWriter) Write(p []byte) (int, error) {
 // serve reads and runs commands until the client leaves, a fault ends the
 // connection or Shutdown closes it.
 func (c *conn) serve() {
-	log := c.s.log.With("remote", c.remote, "conn", c.id)
+	log := c.s.log.With("client", c.client(), "conn", c.id)
 	log.Debug("resp connection opened")
 	defer func() {
 		// A command's panic (a bug) ends its connection, not the

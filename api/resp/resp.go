@@ -288,7 +288,7 @@ func (s *Server) accept(nc net.Conn) {
 	if len(s.conns) >= s.cfg.MaxConns && !s.displaceLocked(host) {
 		s.mu.Unlock()
 		s.metrics.refused.Inc()
-		s.log.Warn("resp connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+		s.log.Warn("resp connection refused: too many connections", "client", host, "max_conns", s.cfg.MaxConns)
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = io.WriteString(nc, "-ERR max number of clients reached\r\n")
 		_ = nc.Close()
@@ -338,7 +338,7 @@ func (s *Server) displaceLocked(host string) bool {
 	}
 	for c := range s.conns {
 		if 2*s.perHost[c.host] > s.cfg.MaxConns && c.closeIfIdle() {
-			s.log.Warn("resp connection closed to make room for another address", "remote", c.remote,
+			s.log.Warn("resp connection closed to make room for another address", "client", c.client(),
 				"address_conns", s.perHost[c.host], "max_conns", s.cfg.MaxConns)
 			s.dropLocked(c)
 			return true

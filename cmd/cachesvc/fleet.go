@@ -13,6 +13,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/fleet/registry"
@@ -181,6 +182,23 @@ func joinFleet(o serveOptions, id, url string, sample func() registry.Sample, lo
 		return nil, fmt.Errorf("create the fleet's access log: %w", err)
 	}
 	return &fleetMember{reg: reg, access: acc}, nil
+}
+
+// heartbeatMetric is cachesvc_fleet_heartbeat_timestamp_seconds: when this
+// replica last wrote its heartbeat, 0 before the first, for an alert on a
+// replica whose heartbeat is stale (the fleet view then calls it stale or
+// gone, and gc may drop what only it serves).
+func (m *fleetMember) heartbeatMetric() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cachesvc_fleet_heartbeat_timestamp_seconds",
+		Help: "Unix time of this replica's last successful heartbeat write to the shared bucket; 0 before the first. Other replicas call it stale past three heartbeat intervals (30 s).",
+	}, func() float64 {
+		t := m.reg.LastHeartbeat()
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixNano()) / 1e9
+	})
 }
 
 // start begins the heartbeat and the access log's flushes.

@@ -172,7 +172,7 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 			logger.Error("built-in plugins failed to load; key and lookup requests will fail", "err", withMemoryHint(err, po.Memory))
 			return
 		}
-		logger.Info("built-in plugins ready", "backends", h.Backends(), "seconds", time.Since(start).Seconds())
+		logger.Info("built-in plugins ready", "backends", h.Backends(), "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return k, h, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -234,7 +234,7 @@ func reloadPluginDir(ctx context.Context, h *plugins.Host, memo pluginMemo, dir 
 		unchanged = append(unchanged, i.ID)
 	}
 	logger.Info("plugins reloaded", "dir", dir, "added", added, "replaced", replaced, "removed", removed,
-		"unchanged", unchanged, "seconds", time.Since(start).Seconds())
+		"unchanged", unchanged, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // parseInterspersed parses flags that may follow positional arguments and

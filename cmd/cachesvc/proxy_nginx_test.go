@@ -248,3 +248,55 @@ func TestREADMEProxySnippet(t *testing.T) {
 		t.Errorf("imported entry through nginx = %d, %d bytes", resp.StatusCode, len(body))
 	}
 }
+
+// TestRequestIDThroughProxy: behind README's nginx configuration, the
+// X-Request-Id a client sends reaches cachesvc and comes back, on a success
+// and in an error's header and body; without one, the id cachesvc made
+// reaches the client. A user behind the proxy can then quote the id that
+// the operator finds in cachesvc's log.
+func TestRequestIDThroughProxy(t *testing.T) {
+	nginxPath(t)
+	pki := authtest.NewPKI(t)
+	backend := startServe(t, "--trusted-proxies", "127.0.0.1")
+	base := "https://" + startNginx(t, strings.TrimPrefix(backend, "http://"), pki) + "/cachesvc"
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool}}}
+	missing := base + "/v1/default/entries/" + strings.Repeat("d4", 32)
+	for _, tc := range []struct {
+		name, url, sent string
+		status          int
+	}{
+		{"success", base + "/healthz", "support-1234:a.b_c", 200},
+		{"error", missing, "8c1f2e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6", 404},
+		{"error, none sent", missing, "", 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", tc.url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.sent != "" {
+				req.Header.Set("X-Request-Id", tc.sent)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			id := resp.Header.Get("X-Request-Id")
+			if resp.StatusCode != tc.status || id == "" || tc.sent != "" && id != tc.sent {
+				t.Fatalf("through nginx: %d X-Request-Id %q, want %d and the id sent (%q) or a new one", resp.StatusCode, id, tc.status, tc.sent)
+			}
+			if tc.status >= 400 {
+				var e struct {
+					Error struct {
+						RequestID string `json:"request_id"`
+					} `json:"error"`
+				}
+				if json.Unmarshal(body, &e) != nil || e.Error.RequestID != id {
+					t.Errorf("error body through nginx %s: request_id is not the header's %q", body, id)
+				}
+			}
+		})
+	}
+}

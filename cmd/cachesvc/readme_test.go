@@ -91,3 +91,32 @@ func TestREADMEMetricNames(t *testing.T) {
 		t.Errorf("metric names README.md gives that no source defines (renamed or removed?): %v", absent)
 	}
 }
+
+// TestREADMEAlerts holds README.md's "Monitoring" section to
+// scripts/monitoring/alerts.yml: each alert there is explained in it, so an
+// operator paged by one finds what it means.
+func TestREADMEAlerts(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Monitoring\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Monitoring" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rules, err := os.ReadFile(filepath.Join(root, "scripts", "monitoring", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) < 5 {
+		t.Fatalf("found %d alerts in alerts.yml: the scan is broken", len(alerts))
+	}
+	for _, a := range alerts {
+		if !strings.Contains(section, "`"+a[1]+"`") {
+			t.Errorf("README's Monitoring section does not explain the alert %s", a[1])
+		}
+	}
+}

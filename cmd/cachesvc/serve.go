@@ -448,6 +448,11 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err := srv.Registry().Register(pluginMetrics); err != nil {
 		return fmt.Errorf("register plugin metrics: %w", err)
 	}
+	if member != nil {
+		if err := srv.Registry().Register(member.heartbeatMetric()); err != nil { // fleet.go
+			return fmt.Errorf("register fleet metrics: %w", err)
+		}
+	}
 	if stores.tiered != nil {
 		tierMetrics.Watch(stores.tiered)
 		if err := srv.Registry().Register(tierMetrics); err != nil {

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -128,6 +129,10 @@ type Registry struct {
 	cancel    context.CancelFunc
 
 	outage outage
+
+	// lastWrite is when the last heartbeat was written, as the status it
+	// wrote says (Unix nanoseconds; 0 before the first).
+	lastWrite atomic.Int64
 
 	fleetMu  sync.Mutex // one fleet read at a time; the others wait and share it
 	fleetAt  time.Time
@@ -249,7 +254,21 @@ func (r *Registry) publish(ctx context.Context, state string) error {
 		return err // canceled by Close, which writes the last heartbeat itself
 	}
 	r.outage.report(r.log, r.cfg.Now(), "heartbeat", err)
+	if err == nil {
+		r.lastWrite.Store(r.cfg.Now().UnixNano())
+	}
 	return err
+}
+
+// LastHeartbeat returns when this replica last wrote its heartbeat
+// successfully; the zero time before its first. Its age says whether the
+// other replicas (and gc) see this one as healthy: past three intervals they
+// call it stale.
+func (r *Registry) LastHeartbeat() time.Time {
+	if n := r.lastWrite.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // encodeStatus marshals st, trimming it until it fits MaxStatusBytes: the

@@ -131,7 +131,7 @@ class _Entries(_Transport):
         else:
             r = self._request("GET", path, timeout=timeout, allow=(404,))
         if r.status == 404:
-            return None, _error_from_body(404, r.read_all(limit=1 << 20))
+            return None, _error_from_body(404, r.read_all(limit=1 << 20), _text_header(r.header("X-Request-Id")))
         want = (r.header("X-Content-SHA256") or "").lower()
         h = hashlib.sha256()
         n = 0

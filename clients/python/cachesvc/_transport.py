@@ -18,6 +18,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import uuid
 from typing import IO, Any, Mapping
 
 from . import _ed25519
@@ -211,7 +212,17 @@ _PROXY_ADVICE = {
 }
 
 
-def _error_from_body(status: int, body: bytes) -> Error:
+def _with_request_id(err: Error, request_id: str) -> Error:
+    """err naming request_id (the id sent, or the one the server answered
+    with), unless it names one already."""
+    if err.request_id or not request_id:
+        return err
+    return Error(err.status, err.code, err.message, request_id)
+
+
+def _error_from_body(status: int, body: bytes, request_id: str = "") -> Error:
+    """The Error of an error answer with this body; request_id is the
+    answer's X-Request-Id ("" if none: the body's is used)."""
     code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -219,6 +230,7 @@ def _error_from_body(status: int, body: bytes) -> Error:
         if isinstance(err, dict):
             code = str(err.get("code") or code)
             message = str(err.get("message") or message)
+            request_id = request_id or str(err.get("request_id") or "")
     except (ValueError, UnicodeDecodeError):
         # Another service's page (a proxy's, a wrong port's): its start on
         # one line, and what to check.
@@ -228,7 +240,7 @@ def _error_from_body(status: int, body: bytes) -> Error:
                 text = text[:159] + "…"
             message = (f'not a cachesvc answer ("{text}"): '
                        + _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's"))
-    return Error(status, code, message)
+    return Error(status, code, message, request_id)
 
 
 def _segment(p: str) -> str:
@@ -371,6 +383,9 @@ class _Transport:
         budget = self.timeout if timeout is None else timeout
         deadline = _Deadline(budget)
         hdrs = self._headers(headers)
+        # One id for the call, kept across its retries: the operator finds
+        # every attempt's log line by the id the raised Error names.
+        request_id = str(hdrs.setdefault("X-Request-Id", str(uuid.uuid4())))
         if body is not None:
             hdrs["Content-Length"] = str(len(body))
         elif body_file is not None:
@@ -382,7 +397,7 @@ class _Transport:
         while True:
             rem = deadline.remaining()
             if rem is not None and rem <= 0:
-                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted{_MORE_TIME}")
+                raise Error(0, "timeout", f"{method} {path}: time budget of {budget}s exhausted{_MORE_TIME}", request_id)
             sock_timeout = rem if rem is not None else None
             short = first_byte_timeout is not None and (sock_timeout is None or first_byte_timeout < sock_timeout)
             if short:
@@ -396,12 +411,12 @@ class _Transport:
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                err = _transport_error(exc)
+                err = _with_request_id(_transport_error(exc), request_id)
                 if err.code == "connection_failed":
                     # "Connection refused" alone does not say where: a training
                     # job's one warning must show the URL it was given.
                     origin = urllib.parse.urlsplit(self.url)._replace(path="", query="", fragment="").geturl()
-                    err = Error(0, err.code, f"{method} {origin}{path}: {err.message}")
+                    err = Error(0, err.code, f"{method} {origin}{path}: {err.message}", request_id)
                 # A kept-alive connection the server closed meanwhile fails at
                 # once: retry that immediately, once, without counting it.
                 if reused and not stale_retry_used and err.code == "connection_failed":
@@ -409,7 +424,7 @@ class _Transport:
                     continue
                 if short and err.code == "timeout":
                     raise Error(0, "timeout", f"{method} {path}: no response within the first-byte "
-                                f"timeout of {first_byte_timeout}s") from exc
+                                f"timeout of {first_byte_timeout}s", request_id) from exc
                 if attempt >= self.retries or (body_file is not None and not _seekable(body_file)):
                     raise err from exc
                 if not self._sleep_backoff(attempt, deadline, None):
@@ -423,7 +438,7 @@ class _Transport:
             if r.status != 401:
                 self._auth.succeeded()
             if r.status == 404 and 404 in allow:
-                return self._absent(r, method, path)
+                return self._absent(r, method, path, request_id)
             if r.status in ok or r.status in allow:
                 return r
             # An error: read the (small) JSON body.
@@ -431,9 +446,10 @@ class _Transport:
                 data = r.read_all(limit=1 << 20)
             except Error:
                 data = b""
-            err = _error_from_body(r.status, data)
+            answered_id = _text_header(r.header("X-Request-Id"))
+            err = _with_request_id(_error_from_body(r.status, data, answered_id), request_id)
             if method == "HEAD" and r.header("X-Cachesvc-Error"):  # no body: the code comes in a header
-                err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}")
+                err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}", err.request_id)
             if r.status == 401 and 401 not in ok and 401 not in allow:
                 if not token_reread and self._auth.file_changed() and (body_file is None or _seekable(body_file)):
                     # Rotated since it was read: send again with the new
@@ -451,7 +467,7 @@ class _Transport:
                     continue
             raise err
 
-    def _absent(self, r: _Response, method: str, path: str) -> _Response:
+    def _absent(self, r: _Response, method: str, path: str, request_id: str) -> _Response:
         """A 404 the caller takes for "no such entry" (``allow``): returned
         with its body read, unless it is not the server's answer about an
         entry (an unknown route, or no cachesvc error at all): then the URL
@@ -460,14 +476,14 @@ class _Transport:
             # No body: the server names the code in a header. A server
             # without it (older, or not cachesvc) leaves HEAD's 404 a miss.
             code = r.header("X-Cachesvc-Error") or "not_found"
-            err = Error(404, code, f"HEAD {path}: no such route")
+            err = Error(404, code, f"HEAD {path}: no such route", request_id)
             data = b""
         else:
             data = r.read_all(limit=1 << 20)
-            err = _error_from_body(404, data)
+            err = _with_request_id(_error_from_body(404, data, _text_header(r.header("X-Request-Id"))), request_id)
         if err.code == "route_not_found" or err.code.startswith("http_"):
             raise Error(404, err.code, f"{err.message} ({self.url} does not answer like a cachesvc server: "
-                        "give the server's root URL, e.g. http://host:8080, without /v1)")
+                        "give the server's root URL, e.g. http://host:8080, without /v1)", err.request_id)
         r._body = data
         return r
 

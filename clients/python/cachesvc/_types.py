@@ -23,19 +23,27 @@ class Error(Exception):
             ``"bad_response"``, ``"http_<status>"`` when the body was not a
             cachesvc error document.
         message: a human sentence.
+        request_id: the request's ``X-Request-Id`` (the server's answer names
+            it; the client sends a fresh uuid4 with each call, kept across
+            its retries), "" when unknown. Quote it to the server's operator:
+            it finds the request's log line (key ``request_id``).
     """
 
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
+    def __init__(self, status: int, code: str, message: str, request_id: str = "") -> None:
+        text = f"{code} ({status}): {message}" if status else f"{code}: {message}"
+        if request_id:
+            text += f" (request id {request_id})"
+        super().__init__(text)
         self.status = status
         self.code = code
         self.message = message
+        self.request_id = request_id
 
-    def __reduce__(self) -> tuple[type["Error"], tuple[int, str, str]]:
-        # Pickled with its three fields (Exception's default would rebuild it
+    def __reduce__(self) -> tuple[type["Error"], tuple[int, str, str, str]]:
+        # Pickled with its fields (Exception's default would rebuild it
         # from the formatted text alone and fail): an Error raised in a
         # multiprocessing worker reaches the parent as itself.
-        return type(self), (self.status, self.code, self.message)
+        return type(self), (self.status, self.code, self.message, self.request_id)
 
     @property
     def retryable(self) -> bool:

@@ -6,6 +6,8 @@ import hashlib
 import http.server
 import json
 import os
+import pickle
+import re
 import socket
 import threading
 import time
@@ -78,6 +80,39 @@ def test_error_codes(server, name, call, status, code):
         assert e.code == code, (name, e)
     assert e.code and e.message, (name, e)
     assert not e.retryable
+
+
+@pytest.mark.parametrize(
+    "name,call",
+    [
+        ("bad key", lambda c: c.get("not-a-key")),
+        ("conflict", lambda c: (c.put(k("rid-cf"), b"one"), c.put(k("rid-cf"), b"two"))),
+        ("HEAD, no body", lambda c: cachesvc.Client(c.url, namespace="Bad_NS").head(k("x"))),
+    ],
+)
+def test_errors_name_the_request_id(server, name, call):
+    """Each request carries a uuid4 X-Request-Id; the Error raised names it
+    (attribute and text, kept through pickling) and the server's log line
+    has it, so a user's report leads the operator to that line."""
+    c = cachesvc.Client(server.url)
+    with pytest.raises(cachesvc.Error) as ei:
+        call(c)
+    e = ei.value
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", e.request_id), (name, e)
+    assert f"request id {e.request_id}" in str(e), (name, str(e))
+    assert pickle.loads(pickle.dumps(e)).request_id == e.request_id
+    deadline = time.monotonic() + 10
+    while not any(f"request_id={e.request_id}" in line for line in server.lines):
+        assert time.monotonic() < deadline, f"{name}: no server log line with request_id={e.request_id}"
+        time.sleep(0.05)
+
+
+def test_connection_failure_names_the_request_id():
+    """With no server answering, the Error still names the id it sent."""
+    c = cachesvc.Client(f"http://127.0.0.1:{free_port()}", retries=0)
+    with pytest.raises(cachesvc.Error) as ei:
+        c.get(k("nobody"))
+    assert ei.value.code == "connection_failed" and ei.value.request_id, ei.value
 
 
 def test_large_value_streamed(server, tmp_path: Path):
