@@ -32,7 +32,9 @@ def token_line(name: str, token: str, scope: str) -> str:
 
 def rotate(server, tokens: Path, *lines: str) -> None:
     """Rewrites the server's tokens file and reloads it (SIGHUP); returns
-    once the server refuses OLD."""
+    once the server refuses OLD and has logged that refusal, so a test
+    counting 401 lines after it does not count the probe's."""
+    logged = refused(server)
     tokens.write_text("".join(lines))
     os.kill(server.proc.pid, signal.SIGHUP)
     probe = cachesvc.Client(server.url, token=OLD, retries=0)
@@ -42,6 +44,8 @@ def rotate(server, tokens: Path, *lines: str) -> None:
             probe.get(k("probe"))
         except cachesvc.Error as e:
             if e.status == 401:
+                while refused(server) == logged and time.monotonic() < deadline:
+                    time.sleep(0.02)
                 return
         time.sleep(0.05)
     raise AssertionError("the server still accepts the old token after SIGHUP")
