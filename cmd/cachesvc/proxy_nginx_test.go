@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -251,9 +252,13 @@ func TestREADMEProxySnippet(t *testing.T) {
 
 // TestRequestIDThroughProxy: behind README's nginx configuration, the
 // X-Request-Id a client sends reaches cachesvc and comes back, on a success
-// and in an error's header and body; without one, the id cachesvc made
-// reaches the client. A user behind the proxy can then quote the id that
-// the operator finds in cachesvc's log.
+// and in an error's header and body; without one, the block's map gives
+// the request nginx's $request_id (32 hex digits, never one cachesvc makes),
+// so nginx's access log and cachesvc's log share it. A user behind the
+// proxy can then quote the id that the operator finds in both logs.
+// nginxRequestID matches nginx's $request_id.
+var nginxRequestID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
 func TestRequestIDThroughProxy(t *testing.T) {
 	nginxPath(t)
 	pki := authtest.NewPKI(t)
@@ -286,6 +291,9 @@ func TestRequestIDThroughProxy(t *testing.T) {
 			id := resp.Header.Get("X-Request-Id")
 			if resp.StatusCode != tc.status || id == "" || tc.sent != "" && id != tc.sent {
 				t.Fatalf("through nginx: %d X-Request-Id %q, want %d and the id sent (%q) or a new one", resp.StatusCode, id, tc.status, tc.sent)
+			}
+			if tc.sent == "" && !nginxRequestID.MatchString(id) {
+				t.Fatalf("through nginx without an id: X-Request-Id %q, want nginx's $request_id (32 hex digits) that README's map sets", id)
 			}
 			if tc.status >= 400 {
 				var e struct {
