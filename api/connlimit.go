@@ -90,22 +90,23 @@ func (s *Server) admitConn(c *trackedConn) (r *connRefusal, requestID string) {
 	requestID = s.ids.next()
 	if logIt {
 		// Logged outside mu, which every accept and close takes.
-		s.logPerAddrRefusal(addr, refused, requestID)
+		s.logRefusal(r, c.RemoteAddr(), refused, requestID)
 	}
 	return r, requestID
 }
 
 // admitConnLocked is admitConn's work under mu; logIt asks for the
-// refusal at MaxConnsPerAddr to be logged, with refused since the last line.
+// refusal to be logged, with refused since the last line of its limit.
 func (s *Server) admitConnLocked(c *trackedConn, addr string, counted bool) (r *connRefusal, refused int, logIt bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if max := s.cfg.Limits.MaxConns; max >= 0 && len(s.conns) >= max {
-		return &s.refusals[0], 0, false
+		refused, logIt = s.refusalLogDue(0)
+		return &s.refusals[0], refused, logIt
 	}
 	if max := s.cfg.Limits.MaxConnsPerAddr; counted && max >= 0 {
 		if s.perAddr[addr] >= max {
-			refused, logIt = s.perAddrLogDue()
+			refused, logIt = s.refusalLogDue(1)
 			return &s.refusals[1], refused, logIt
 		}
 		s.perAddr[addr]++
@@ -143,26 +144,37 @@ func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted) (key string, counted boo
 	return ta.IP.String(), true
 }
 
-// perAddrLogDue counts a refusal at MaxConnsPerAddr and reports whether
-// it is to be logged, with how many were refused since the last line: at
-// most one line a minute, as a host opening connections in a loop would
-// flood the log. s.mu is held.
-func (s *Server) perAddrLogDue() (refused int, ok bool) {
-	s.perAddrRefused++
-	if time.Since(s.perAddrLogged) < time.Minute {
+// refusalLogDue counts a refusal at the limit s.refusals[i] and reports
+// whether it is to be logged, with how many were refused there since the
+// last line: at most one line a minute per limit, as a host opening
+// connections in a loop would flood the log. s.mu is held.
+func (s *Server) refusalLogDue(i int) (refused int, ok bool) {
+	s.refusedSinceLog[i]++
+	if time.Since(s.refusalLogged[i]) < time.Minute {
 		return 0, false
 	}
-	refused = s.perAddrRefused
-	s.perAddrLogged, s.perAddrRefused = time.Now(), 0
+	refused = s.refusedSinceLog[i]
+	s.refusalLogged[i], s.refusedSinceLog[i] = time.Now(), 0
 	return refused, true
 }
 
-// logPerAddrRefusal logs a refusal at MaxConnsPerAddr from addr, with
-// the id its answer carries (the refusals it stands for carried others).
-func (s *Server) logPerAddrRefusal(addr string, refused int, requestID string) {
+// logRefusal logs a connection from remote refused at r's limit, with the
+// id its answer carries (the refusals the line stands for carried others)
+// and what an operator can do.
+func (s *Server) logRefusal(r *connRefusal, remote net.Addr, refused int, requestID string) {
+	client := remote.String()
+	if ta, ok := remote.(*net.TCPAddr); ok {
+		client = ta.IP.String()
+	}
+	if r == &s.refusals[0] {
+		s.log.Warn("connection refused: the server has --max-conns connections open; "+
+			"raise --max-conns (and the open-files limit), or find the clients that hold many idle connections",
+			"client", client, "max_conns", s.cfg.Limits.MaxConns, "refused_since_last_log", refused, "request_id", requestID)
+		return
+	}
 	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
 		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
-		"client", addr, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
+		"client", client, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
 }
 
 // refuseConn answers c, a connection past MaxConns, with 503

@@ -16,13 +16,19 @@ import (
 )
 
 // TestMaxConns: with MaxConns open (idle keep-alive) connections, one more
-// is answered 503 too_many_connections with Retry-After and closed, the
-// open ones keep being served, and a slot freed by a close is taken again.
-// Without the bound, idle connections from one client grew until the
-// process ran out of file descriptors.
+// is answered 503 too_many_connections with Retry-After and closed (and
+// logged, naming the client and the answer's request id: the counter
+// alone told an operator nothing of who), the open ones keep being
+// served, and a slot freed by a close is taken again. Without the bound,
+// idle connections from one client grew until the process ran out of file
+// descriptors.
 func TestMaxConns(t *testing.T) {
 	const max = 3
-	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Limits.MaxConns = max }})
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		API:    func(c *api.Config) { c.Limits.MaxConns = max },
+	})
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	const get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 	type open struct {
@@ -41,6 +47,10 @@ func TestMaxConns(t *testing.T) {
 	if resp.StatusCode != 503 || errCode(t, body) != "too_many_connections" || resp.Header.Get("Retry-After") != "1" ||
 		!strings.Contains(string(body), "--max-conns") {
 		t.Fatalf("connection past the limit: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if l := logs.String(); !strings.Contains(l, "--max-conns connections open") || !strings.Contains(l, "max_conns=3") ||
+		!strings.Contains(l, "client=127.0.0.1") || !strings.Contains(l, "request_id="+resp.Header.Get("X-Request-Id")) {
+		t.Fatalf("the refusal is not logged with the client address, limit and request id %q:\n%s", resp.Header.Get("X-Request-Id"), l)
 	}
 	// The open connections are still served.
 	if _, err := io.WriteString(held[0].conn, get); err != nil {

@@ -196,11 +196,12 @@ type Server struct {
 	expectMarks   atomic.Int64 // entries in expectRefused
 
 	// perAddr counts the open connections by client address
-	// (MaxConnsPerAddr); perAddrLogged and perAddrRefused throttle the
-	// log of its refusals. All three under mu.
-	perAddr        map[string]int
-	perAddrLogged  time.Time
-	perAddrRefused int
+	// (MaxConnsPerAddr); refusalLogged and refusedSinceLog throttle the
+	// log of the refusals at each limit (indexed as refusals). All under
+	// mu.
+	perAddr         map[string]int
+	refusalLogged   [2]time.Time
+	refusedSinceLog [2]int
 
 	refusing chan struct{}  // refusals of connections past a limit under way (connlimit.go)
 	refusals [2]connRefusal // at MaxConns, at MaxConnsPerAddr
