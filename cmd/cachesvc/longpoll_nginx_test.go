@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
 	"github.com/cachesvc/cachesvc/client"
-	"github.com/cachesvc/cachesvc/wire"
 )
 
 // TestGoClientLongPollThroughProxyReadTimeout: behind README's nginx block
@@ -50,7 +47,7 @@ func TestGoClientLongPollThroughProxyReadTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := strings.Repeat(string(rune('d'+i))+"0", 32)
-			before := serverTotals(t, backend)
+			before := serverStats(t, backend).Totals
 			if _, err := waiter.Get(ctx, "default", key, 0); !client.IsNotFound(err) {
 				t.Fatalf("first lookup: %v, want a 404 miss", err)
 			}
@@ -84,7 +81,7 @@ func TestGoClientLongPollThroughProxyReadTimeout(t *testing.T) {
 			case !asClientError(err, &ce) || ce.Code != tt.code:
 				t.Fatalf("the wait ended with %v, want 404 %s", err, tt.code)
 			}
-			after := serverTotals(t, backend)
+			after := serverStats(t, backend).Totals
 			got := [3]int64{after.Misses - before.Misses, after.Hits - before.Hits, after.WaitHits - before.WaitHits}
 			if want := [3]int64{1, tt.wantHits, tt.wantHits}; got != want {
 				t.Errorf("misses, hits, wait hits counted = %v, want %v", got, want)
@@ -99,19 +96,4 @@ func asClientError(err error, target **client.Error) bool {
 		*target = e
 	}
 	return ok
-}
-
-// serverTotals returns the server's totals.
-func serverTotals(t *testing.T, base string) wire.Totals {
-	t.Helper()
-	resp, err := http.Get(base + "/v1/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var s wire.StatsResponse
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s.Totals
 }
