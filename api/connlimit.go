@@ -53,7 +53,7 @@ func (s *Server) initConnLimit() error {
 	s.refusals = [2]connRefusal{
 		{"connections", fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
 			"A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConns)},
-		{"connections_per_addr", fmt.Sprintf("Your address has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
+		{"connections_per_addr", fmt.Sprintf("Your address (for IPv6, its /64) has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
 			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConnsPerAddr)},
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -90,7 +90,7 @@ func (s *Server) admitConn(c *trackedConn) (r *connRefusal, requestID string) {
 	requestID = s.ids.next()
 	if logIt {
 		// Logged outside mu, which every accept and close takes.
-		s.logRefusal(r, c.RemoteAddr(), refused, requestID)
+		s.logRefusal(r, c.RemoteAddr(), addr, refused, requestID)
 	}
 	return r, requestID
 }
@@ -128,20 +128,22 @@ func (s *Server) forgetConn(c *trackedConn) {
 	}
 }
 
-// perAddrKey returns the client address a connection from a counts
-// against for MaxConnsPerAddr: its IP. counted is false for loopback (a
-// proxy or sidecar on this host), for a reverse proxy in trusted (all its
-// clients' connections come from it, and their forwarded addresses are not
-// known at accept), and for an address that is not TCP's.
+// perAddrKey returns the client a connection from a counts against for
+// MaxConnsPerAddr: clientGroup of its IP (an IPv6 address's /64). counted
+// is false for loopback (a proxy or sidecar on this host), for a reverse
+// proxy in trusted (all its clients' connections come from it, and their
+// forwarded addresses are not known at accept), and for an address that
+// is not TCP's.
 func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted) (key string, counted bool) {
 	ta, ok := a.(*net.TCPAddr)
-	if !ok || ta.IP.IsLoopback() {
+	if !ok {
 		return "", false
 	}
-	if ip, ok := netip.AddrFromSlice(ta.IP); ok && trusted.Contains(ip) {
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok || ip.Unmap().IsLoopback() || trusted.Contains(ip) {
 		return "", false
 	}
-	return ta.IP.String(), true
+	return clientGroup(ip), true
 }
 
 // refusalLogDue counts a refusal at the limit s.refusals[i] and reports
@@ -160,8 +162,9 @@ func (s *Server) refusalLogDue(i int) (refused int, ok bool) {
 
 // logRefusal logs a connection from remote refused at r's limit, with the
 // id its answer carries (the refusals the line stands for carried others)
-// and what an operator can do.
-func (s *Server) logRefusal(r *connRefusal, remote net.Addr, refused int, requestID string) {
+// and what an operator can do; group is what remote counts as per address
+// (an IPv6 address's /64), "" when not counted.
+func (s *Server) logRefusal(r *connRefusal, remote net.Addr, group string, refused int, requestID string) {
 	client := remote.String()
 	if ta, ok := remote.(*net.TCPAddr); ok {
 		client = ta.IP.String()
@@ -172,9 +175,9 @@ func (s *Server) logRefusal(r *connRefusal, remote net.Addr, refused int, reques
 			"client", client, "max_conns", s.cfg.Limits.MaxConns, "refused_since_last_log", refused, "request_id", requestID)
 		return
 	}
-	s.log.Warn("connection refused: its client address has --max-conns-per-addr connections open; "+
+	s.log.Warn("connection refused: its client address (an IPv6 one: its /64, counted_as) has --max-conns-per-addr connections open; "+
 		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
-		"client", client, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
+		"client", client, "counted_as", group, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
 }
 
 // refuseConn answers c, a connection past MaxConns, with 503

@@ -44,8 +44,10 @@ type Limits struct {
 	// no bound.
 	MaxConns int
 	// MaxConnsPerAddr bounds the connections open at once from one client
-	// IP address, counted at accept, so that one host cannot take every
+	// address, counted at accept, so that one host cannot take every
 	// MaxConns place; one more from it is answered like one past MaxConns.
+	// An IPv6 address counts as its /64, which one host holds (see
+	// clientGroup).
 	// Loopback addresses are not bounded: a reverse proxy or sidecar on the
 	// same host, whose address every request it forwards shares. (A
 	// forwarded client address is not known at accept.) Default half of
@@ -55,8 +57,9 @@ type Limits struct {
 	// more gets 503 with Retry-After. Default 64; negative means no bound.
 	MaxConcurrentUploads int
 	// RequestsPerSecond is each identity's sustained request rate (a token
-	// name, or the client address for anonymous requests and when the
-	// server runs without authentication); past it, 429 with Retry-After.
+	// name, or the client address, an IPv6 one's /64, for anonymous
+	// requests and when the server runs without authentication); past it,
+	// 429 with Retry-After.
 	// 0 means no rate limit.
 	RequestsPerSecond float64
 	// Burst is how many requests an identity may make at once above the
@@ -174,12 +177,13 @@ func (s *Server) limit(r Route) fiber.Handler {
 }
 
 // limitIdentity is whom the rate and upload limits count a request against:
-// its token's name, or its client address when it has no token.
+// its token's name, or its client address (an IPv6 one's /64:
+// clientGroup) when it has no token.
 func limitIdentity(c *fiber.Ctx) string {
 	if id, ok := requestIdentity(c); ok && !id.Anonymous {
 		return "token:" + id.Name
 	}
-	return "addr:" + clientAddr(c)
+	return "addr:" + requestClientGroup(c)
 }
 
 // enterUpload takes an upload place for who, or reports how many who holds

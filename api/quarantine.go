@@ -109,12 +109,14 @@ func checkReason(field, v string, max int, optional bool) error {
 // authentication the client id or, without one, the remote address. A
 // request without a token under the anonymous rule is its address alone:
 // anyone may send it, so a claimed client id proves nothing, and counting
-// it let two anonymous reports quarantine any entry.
+// it let two anonymous reports quarantine any entry. An address counts as
+// clientGroup has it (an IPv6 one as its /64), as one host may send from
+// every address of its /64.
 func reporter(c *fiber.Ctx, client string) string {
 	id, ok := requestIdentity(c)
 	switch {
 	case ok && id.Name == auth.AnonymousName:
-		return auth.AnonymousName + "@" + clientAddr(c)
+		return auth.AnonymousName + "@" + requestClientGroup(c)
 	case ok && client != "":
 		return id.Name + "/" + client
 	case ok:
@@ -122,7 +124,7 @@ func reporter(c *fiber.Ctx, client string) string {
 	case client != "":
 		return client
 	}
-	return clientAddr(c)
+	return requestClientGroup(c)
 }
 
 // isAdmin reports whether the request's token has the admin scope in ns.

@@ -42,6 +42,9 @@ type Options struct {
 	// Logger receives server and store logs; nil discards them unless the
 	// environment sets CACHESVC_TEST_LOG=1, which logs to stderr.
 	Logger *slog.Logger
+	// Listen is the TCP address to serve on; empty means "127.0.0.1:0".
+	// "[::]:0" serves IPv6 and (dual-stack) IPv4 clients on every address.
+	Listen string
 }
 
 // Server is a running test server.
@@ -63,7 +66,7 @@ type Server struct {
 	closed bool
 }
 
-// Start opens a store and serves the API on 127.0.0.1:0. It fails the test
+// Start opens a store and serves the API on 127.0.0.1:0 (Options.Listen). It fails the test
 // on error and registers Close with t.Cleanup.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
@@ -113,7 +116,11 @@ func (s *Server) start() {
 		_ = st.Close()
 		s.t.Fatalf("apitest: new server: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := s.opts.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		_ = st.Close()
 		s.t.Fatalf("apitest: listen: %v", err)
