@@ -71,13 +71,15 @@ type Global = wire.Global
 
 // deadKeys are records to delete from the database: runs and entries
 // forgotten, totals and misses that load relabelled (their counts now live
-// under another key), and admissions of namespaces beyond the cap.
+// under another key), and admissions of namespaces and backends beyond
+// the caps.
 type deadKeys struct {
-	runs     []string
-	entries  []entryKey
-	totals   []nsBackend
-	misses   []string // namespaces
-	admitted []string
+	runs             []string
+	entries          []entryKey
+	totals           []nsBackend
+	misses           []string // namespaces
+	admitted         []string
+	admittedBackends []string
 }
 
 func (d *deadKeys) add(o deadKeys) {
@@ -86,6 +88,7 @@ func (d *deadKeys) add(o deadKeys) {
 	d.totals = append(d.totals, o.totals...)
 	d.misses = append(d.misses, o.misses...)
 	d.admitted = append(d.admitted, o.admitted...)
+	d.admittedBackends = append(d.admittedBackends, o.admittedBackends...)
 }
 
 // aggregate is the merged, in-memory state between flushes. Everything the

@@ -116,7 +116,7 @@ type limiter struct {
 	// UnknownBackend for backends (admitted like any other value).
 	invalid string
 	// keepAdded makes admit remember what it admits in added, for flush to
-	// persist (namespaces: see Stats.AdmitNamespace).
+	// persist (see Stats.AdmitNamespace, Stats.AdmitBackend).
 	keepAdded bool
 	added     []string // guarded by mu
 }

@@ -50,6 +50,13 @@ func (s *Stats) load() error {
 		}); err != nil {
 			return err
 		}
+		admittedBackends := map[string]bool{}
+		if err := each(pBackend, func(be string, _ []byte) error {
+			admittedBackends[be] = true
+			return nil
+		}); err != nil {
+			return err
+		}
 		totals := map[nsBackend]Counters{}
 		if err := each(pTotals, func(k string, val []byte) error {
 			ns, be, _ := strings.Cut(k, "\x00")
@@ -64,10 +71,11 @@ func (s *Stats) load() error {
 		}
 		// Totals first: they decide which namespaces and backends are
 		// admitted, and so the labels of everything else.
-		s.loadTotals(totals, admitted)
+		s.loadTotals(totals, admitted, admittedBackends)
 		// What load admitted is on disk already (or needs no mark: it
 		// has writes or hits).
 		s.namespaces.takeAdded()
+		s.backends.takeAdded()
 		var runs []Run
 		if err := each(pRun, func(k string, val []byte) error {
 			var r Run
@@ -126,15 +134,24 @@ func (s *Stats) relabelled(what, from, to string) {
 // namespace is admitted only if it was admitted before (admitted) or has
 // writes or hits: one with only misses is what a reader's lookups created
 // before lookups stopped admitting namespaces (issue 12, bug 9), and is
-// folded into Other.
-func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted map[string]bool) {
+// folded into Other. Likewise a valid backend is admitted only if it was
+// admitted before (admittedBackends: a plugin's, a stored entry's) or has
+// writes or hits: one with only misses is a reader's X-Cachesvc-Backend
+// from before misses stopped admitting backends, made up or not, and is
+// folded into Other (with one log line), as such backends, busier than
+// the real ones, took every slot again at each start.
+func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted, admittedBackends map[string]bool) {
 	a := &s.agg
 	busy := map[string]int64{}
-	held := map[string]bool{} // namespaces admitted or with writes or hits
+	held := map[string]bool{}   // namespaces admitted or with writes or hits
+	heldBE := map[string]bool{} // backends likewise
 	for nb, c := range totals {
 		busy[nb.ns] = satAdd(busy[nb.ns], satAdd(c.Lookups, c.Writes))
 		held[nb.ns] = held[nb.ns] || admitted[nb.ns] || c.Writes > 0 || c.Hits > 0
+		heldBE[nb.backend] = heldBE[nb.backend] || admittedBackends[nb.backend] || c.Writes > 0 || c.Hits > 0 ||
+			nb.backend == Other || nb.backend == UnknownBackend || !validBackend(nb.backend)
 	}
+	var folded []string // backends with only misses, never admitted
 	keys := make([]nsBackend, 0, len(totals))
 	for nb := range totals {
 		keys = append(keys, nb)
@@ -151,7 +168,12 @@ func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted map[string]bo
 		if reset {
 			s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "namespace", nb.ns, "backend", nb.backend)
 		}
-		to := nsBackend{Other, s.backends.admit(nb.backend)}
+		to := nsBackend{Other, Other}
+		if heldBE[nb.backend] {
+			to.backend = s.backends.admit(nb.backend)
+		} else if !slices.Contains(folded, nb.backend) {
+			folded = append(folded, nb.backend)
+		}
 		if held[nb.ns] {
 			to.ns = s.namespaces.admit(nb.ns)
 		}
@@ -161,7 +183,9 @@ func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted map[string]bo
 			a.totals[to] = &c
 		}
 		if to != nb {
-			s.relabelled("totals", nb.ns+"/"+nb.backend, to.ns+"/"+to.backend)
+			if heldBE[nb.backend] { // the folded backends get one line below
+				s.relabelled("totals", nb.ns+"/"+nb.backend, to.ns+"/"+to.backend)
+			}
 			a.dead.totals = append(a.dead.totals, nb)
 			a.dirtyTotals[to] = true
 		} else if reset {
@@ -183,6 +207,39 @@ func (s *Stats) loadTotals(totals map[nsBackend]Counters, admitted map[string]bo
 	for ns := range admitted {
 		if s.namespaces.labelOf(ns) != ns {
 			a.dead.admitted = append(a.dead.admitted, ns)
+		}
+	}
+	s.loadBackendMarks(admittedBackends)
+	if len(folded) > 0 {
+		sort.Strings(folded)
+		shown := make([]string, 0, min(len(folded), maxFoldedShown))
+		for _, be := range folded[:cap(shown)] {
+			shown = append(shown, wire.Echo(be)) // a reader's header: maybe a pasted secret
+		}
+		s.cfg.Logger.Warn("stats: persisted backends with only misses, never admitted, now counted under "+Other+
+			" (X-Cachesvc-Backend values readers sent before misses stopped admitting backends; they took backend slots)",
+			"backends", len(folded), "names", strings.Join(shown, ", "))
+	}
+}
+
+// maxFoldedShown bounds the backend names the fold's log line quotes.
+const maxFoldedShown = 20
+
+// loadBackendMarks admits the backends admitted before that have no totals
+// yet (a plugin's, no traffic) after those with traffic, and drops the
+// marks beyond the cap.
+func (s *Stats) loadBackendMarks(marks map[string]bool) {
+	quiet := make([]string, 0, len(marks))
+	for be := range marks {
+		quiet = append(quiet, be)
+	}
+	sort.Strings(quiet)
+	for _, be := range quiet {
+		if validBackend(be) {
+			s.backends.admit(be)
+		}
+		if s.backends.labelOf(be) != be {
+			s.agg.dead.admittedBackends = append(s.agg.dead.admittedBackends, be)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 //	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
 //	x/<ns>                        persistedMisses
 //	a/<ns>                        namespace admitted (empty value)
+//	b/<backend>                   backend admitted (empty value)
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
@@ -35,6 +36,7 @@ const (
 	pEntry   = "e/"
 	pMisses  = "x/"
 	pAdmit   = "a/"
+	pBackend = "b/"
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
 	pGMinute = "g/m/"
@@ -152,6 +154,7 @@ func (s *Stats) flush() error {
 	clear(a.dirtyMisses)
 	a.missMu.Unlock()
 	admitted := s.namespaces.takeAdded()
+	admittedBackends := s.backends.takeAdded()
 
 	w := newBatch(s.db)
 	// Deletions first: a key forgotten and recorded again since the last
@@ -170,6 +173,9 @@ func (s *Stats) flush() error {
 	}
 	for _, ns := range dead.admitted {
 		w.del([]byte(pAdmit + ns))
+	}
+	for _, be := range dead.admittedBackends {
+		w.del([]byte(pBackend + be))
 	}
 	// Minute and hour buckets are read-modify-write: a bucket may be flushed
 	// several times, and may predate a restart.
@@ -224,8 +230,12 @@ func (s *Stats) flush() error {
 	for _, ns := range admitted {
 		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pAdmit+ns), nil) })
 	}
+	for _, be := range admittedBackends {
+		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pBackend+be), nil) })
+	}
 	if err := w.finish(); err != nil {
 		s.namespaces.putAdded(admitted)
+		s.backends.putAdded(admittedBackends)
 		s.restore(minutes, gmin, totals, runs, entries, dead, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}

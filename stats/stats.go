@@ -170,7 +170,7 @@ func Open(cfg Config) (*Stats, error) {
 		db:         db,
 		index:      explain.NewIndex(cfg.Index),
 		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other, keepAdded: true},
-		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend},
+		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend, keepAdded: true},
 		runs:       limiter{max: cfg.MaxRuns, valid: validRun, invalid: Other},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -254,6 +254,8 @@ func (s *Stats) AdmitNamespace(ns string) {
 // AdmitBackend makes backend b (a loaded plugin's, a stored entry's) count
 // under its own name in lookups that miss, which admit none themselves; an
 // invalid b is ignored. Writes and hits admit their entries' backends.
+// Like a namespace's, admission is persisted, so that an admitted backend
+// with only misses keeps its row after a restart (see load).
 func (s *Stats) AdmitBackend(b string) {
 	if validBackend(b) {
 		s.backends.admit(b)
