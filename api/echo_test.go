@@ -59,8 +59,15 @@ func TestBadValuesNotEchoed(t *testing.T) {
 			t.Fatalf("the log echoes a refused value:\n%s", grepLines(logs.String(), v))
 		}
 	}
+	// Nor is a token cut short in the paste (16 bytes, the most Echo shows
+	// of other values): its start is part of the secret.
+	resp := srv.Do(http.MethodGet, entry+"?wait="+token[:16], nil)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != 400 || strings.Contains(string(body), token[9:16]) ||
+		strings.Contains(logs.String(), token[9:16]) {
+		t.Fatalf("?wait=%s...: %d %s; want 400 without the token's start in the answer or the log:\n%s", token[:9], resp.StatusCode, body, grepLines(logs.String(), token[9:16]))
+	}
 	// A short value is still shown, to say what was wrong with it.
-	resp := srv.Do(http.MethodGet, entry+"?wait=5x", nil)
+	resp = srv.Do(http.MethodGet, entry+"?wait=5x", nil)
 	if body := apitest.ReadAll(t, resp); resp.StatusCode != 400 || !strings.Contains(string(body), `5x`) {
 		t.Fatalf("?wait=5x: %d %s; want 400 quoting 5x", resp.StatusCode, body)
 	}

@@ -353,7 +353,7 @@ func truncate(s string) string {
 
 // TokenPrefix starts every token made by NewToken, so that secret scanners
 // and people can recognise one.
-const TokenPrefix = "cachesvc_"
+const TokenPrefix = wire.TokenPrefix
 
 // NewToken returns a fresh random token (256 bits of entropy).
 func NewToken() (string, error) {
