@@ -64,16 +64,20 @@ func TestTrustedProxiesNameTheClient(t *testing.T) {
 // TestRateLimitPerForwardedClient: anonymous requests are rate-limited by
 // client address. Behind a trusted proxy two clients get a bucket each;
 // without TrustedProxies they share the proxy's, so the second client is
-// refused for the first one's requests.
+// refused for the first one's requests. Two IPv6 clients in one /64 share
+// a bucket (one host may hold the /64).
 func TestRateLimitPerForwardedClient(t *testing.T) {
 	for _, tc := range []struct {
-		trusted    string
-		wantSecond int
+		trusted       string
+		first, second string
+		wantSecond    int
 	}{
-		{"", 429},
-		{"127.0.0.1", 404},
+		{"", "203.0.113.7", "203.0.113.8", 429},
+		{"127.0.0.1", "203.0.113.7", "203.0.113.8", 404},
+		{"127.0.0.1", "2001:db8:1:2::7", "2001:db8:1:2::8", 429},
+		{"127.0.0.1", "2001:db8:1:2::7", "2001:db8:1:3::7", 404},
 	} {
-		t.Run("trusted="+tc.trusted, func(t *testing.T) {
+		t.Run("trusted="+tc.trusted+"/"+tc.second, func(t *testing.T) {
 			trust := trusting(t, tc.trusted)
 			srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
 				trust(c)
@@ -81,12 +85,12 @@ func TestRateLimitPerForwardedClient(t *testing.T) {
 			}})
 			u := srv.EntryURL("default", entryKey("rate"))
 			for i, want := range []int{404, 429} {
-				resp := srv.Do("GET", u, nil, "X-Forwarded-For", "203.0.113.7")
+				resp := srv.Do("GET", u, nil, "X-Forwarded-For", tc.first)
 				if body := apitest.ReadAll(t, resp); resp.StatusCode != want {
 					t.Fatalf("first client's GET %d = %d %s, want %d", i, resp.StatusCode, body, want)
 				}
 			}
-			resp := srv.Do("GET", u, nil, "X-Forwarded-For", "203.0.113.8")
+			resp := srv.Do("GET", u, nil, "X-Forwarded-For", tc.second)
 			if body := apitest.ReadAll(t, resp); resp.StatusCode != tc.wantSecond {
 				t.Errorf("second client's GET = %d %s, want %d", resp.StatusCode, body, tc.wantSecond)
 			}
@@ -97,17 +101,21 @@ func TestRateLimitPerForwardedClient(t *testing.T) {
 // TestAnonymousReportersBehindProxy: anonymous reporters are counted by
 // client address, so behind a proxy that is not trusted every report
 // comes from one reporter and the entry is never quarantined; a trusted
-// proxy's forwarded clients count one each.
+// proxy's forwarded clients count one each, IPv6 ones by /64 (one host
+// may send from every address of its /64).
 func TestAnonymousReportersBehindProxy(t *testing.T) {
 	for _, tc := range []struct {
 		trusted  string
+		from     [2]string
 		distinct int
 		quar     bool
 	}{
-		{"", 1, false},
-		{"127.0.0.1", 2, true},
+		{"", [2]string{"203.0.113.7", "203.0.113.8"}, 1, false},
+		{"127.0.0.1", [2]string{"203.0.113.7", "203.0.113.8"}, 2, true},
+		{"127.0.0.1", [2]string{"2001:db8:1:2::7", "2001:db8:1:2::8"}, 1, false},
+		{"127.0.0.1", [2]string{"2001:db8:1:2::7", "2001:db8:1:3::7"}, 2, true},
 	} {
-		t.Run("trusted="+tc.trusted, func(t *testing.T) {
+		t.Run("trusted="+tc.trusted+"/"+tc.from[1], func(t *testing.T) {
 			srv := secureServer(t, nil, trusting(t, tc.trusted))
 			k := entryKey("anonymous-behind-proxy")
 			resp := srv.Do("PUT", srv.EntryURL("public", k), strings.NewReader("v"), bearer(tokAdmin)...)
@@ -115,7 +123,7 @@ func TestAnonymousReportersBehindProxy(t *testing.T) {
 				t.Fatalf("PUT = %d %s", resp.StatusCode, body)
 			}
 			var doc []byte
-			for i, addr := range []string{"203.0.113.7", "203.0.113.8"} {
+			for i, addr := range tc.from {
 				resp := srv.Do("POST", srv.URL+"/v1/public/entries/"+k+"/reports", strings.NewReader(`{"reason":"x"}`),
 					"Content-Type", "application/json", "X-Forwarded-For", addr)
 				doc = apitest.ReadAll(t, resp)
