@@ -99,11 +99,20 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// maxRateKeys bounds each table of rate buckets (limit.Rates).
+const maxRateKeys = 10000
+
 // security is the server's limiters and the metrics of what auth and
 // limits refuse.
 type security struct {
-	rates   *limit.Rates
-	uploads *limit.Gate
+	// rates holds the tokens' buckets and addrRates the client
+	// addresses'. Each is bounded and, full of buckets in use, refuses a
+	// new identity: apart, addresses (any number of them, from one client
+	// with many) cannot fill the tokens' table and refuse every token
+	// not yet seen.
+	rates     *limit.Rates
+	addrRates *limit.Rates
+	uploads   *limit.Gate
 	// uploadsMu guards uploadsBy, the upload places each identity holds
 	// (uploadShare).
 	uploadsMu    sync.Mutex
@@ -117,7 +126,8 @@ type security struct {
 // carries a token or a token name.
 func newSecurity(cfg *Config) (*security, error) {
 	sec := &security{
-		rates:      limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, 10000),
+		rates:      limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, maxRateKeys),
+		addrRates:  limit.NewRates(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst, maxRateKeys),
 		uploads:    limit.NewGate(cfg.Limits.MaxConcurrentUploads),
 		uploadsBy:  map[string]int{},
 		maxUploads: cfg.Limits.MaxConcurrentUploads,
@@ -217,9 +227,14 @@ func (sec *security) leaveUpload(who string) {
 	}
 }
 
-// rateLimit takes a request from who's bucket, or returns the 429.
+// rateLimit takes a request from who's bucket (limitIdentity), or returns
+// the 429.
 func (s *Server) rateLimit(c *fiber.Ctx, who string) error {
-	ok, wait := s.sec.rates.Allow(who)
+	rates := s.sec.addrRates
+	if strings.HasPrefix(who, "token:") {
+		rates = s.sec.rates
+	}
+	ok, wait := rates.Allow(who)
 	if ok {
 		return nil
 	}

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -175,6 +176,30 @@ func TestRatesEvictIdle(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // "a" refills (1 token at 1000/s)
 	if ok, _ := r.Allow("b"); !ok {
 		t.Fatal("idle bucket not evicted for a new key")
+	}
+}
+
+// TestRatesFullTableScansOnce: with every bucket in use, a new key is
+// refused; the scan for idle buckets that finds none is not repeated for
+// each new key until a bucket can have refilled (it took ~250 µs for
+// 10,000 buckets, under the lock every request takes), and a bucket that
+// has refilled by then makes room again.
+func TestRatesFullTableScansOnce(t *testing.T) {
+	r := NewRates(4, 1, 1000) // a bucket refills in 250 ms
+	for i := range 1000 {
+		r.Allow(fmt.Sprint("busy", i))
+	}
+	for i := range 1000 {
+		if ok, _ := r.Allow(fmt.Sprint("new", i)); ok {
+			t.Fatalf("new key %d admitted to a table full of buckets in use", i)
+		}
+	}
+	if r.scans != 1 {
+		t.Fatalf("%d scans for idle buckets for 1000 new keys, want 1", r.scans)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ok, _ := r.Allow("later"); !ok {
+		t.Fatal("new key refused once the buckets refilled")
 	}
 }
 
