@@ -117,9 +117,10 @@ func TestMaxConnsPerAddrIPv6Prefix(t *testing.T) {
 	}
 	// An IPv4 client reaches the dual-stack listener as ::ffff:a.b.c.d and
 	// counts as its IPv4 address, not as part of any IPv6 /64.
-	v4, ok := netip.AddrFromSlice(nonLoopbackIP(t).To4())
+	v4, ok := hostIPv4()
 	if !ok {
-		t.Fatal("no IPv4 address")
+		t.Log("this host has no non-loopback IPv4 address: the IPv4-mapped part is not run")
+		return
 	}
 	for i := 0; i < 2; i++ {
 		if resp, body := dial(v4, v4); resp.StatusCode != 200 {
@@ -162,4 +163,20 @@ func TestRateIPv6Prefix(t *testing.T) {
 			t.Fatalf("request %d from %s: %d %s, want %d (%s is one client)", i, from, resp.StatusCode, body, want, prefix)
 		}
 	}
+}
+
+// hostIPv4 returns a non-loopback IPv4 address of this host's, if any.
+func hostIPv4() (netip.Addr, bool) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	for _, a := range ifaddrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+				return ip, true
+			}
+		}
+	}
+	return netip.Addr{}, false
 }
