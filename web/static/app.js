@@ -268,7 +268,12 @@
     CS.tables.init();
     CS.runs.init(function () { syncURL(); if (state.last) render(state.last, true); });
     var pending = null;
-    window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(CS.charts.resize, 100); });
+    // The charts take the new width, and the tables are drawn again: the
+    // sweep shows as many arms as the card has room for.
+    window.addEventListener("resize", function () {
+      clearTimeout(pending);
+      pending = setTimeout(function () { CS.charts.resize(); if (state.last) render(state.last, true); }, 100);
+    });
     restart();
   }
 

@@ -39,8 +39,8 @@
 
   function cells(c, spark, label) {
     return '<td class="num">' + num(c.lookups) + '</td><td class="num">' + num(c.hits) + '</td><td class="num">' + num(c.misses) +
-      "</td><td>" + CS.rateCell(c.hit_rate, c.lookups) + '</td><td class="spark-cell">' + (spark === false ? "" : CS.sparkline(spark, label)) +
-      '</td><td class="num">' + dur(c.compile_seconds_saved) + '</td><td class="num">' + bytes(c.bytes_out) + '</td><td class="num">' + num(c.writes) + "</td>";
+      "</td><td>" + CS.rateCell(c.hit_rate, c.lookups) + '</td><td class="spark-cell col-trend">' + (spark === false ? "" : CS.sparkline(spark, label)) +
+      '</td><td class="num">' + dur(c.compile_seconds_saved) + '</td><td class="num col-served">' + bytes(c.bytes_out) + '</td><td class="num col-writes">' + num(c.writes) + "</td>";
   }
 
   function keyOf(r) {
@@ -167,7 +167,7 @@
       var cls = fill > 0.95 ? " low" : fill > 0.8 ? " mid" : "";
       var of = n.max_bytes || n.max_entries ? '<span class="rate' + cls + '"><span class="bar"><i style="width:' + (100 * Math.min(1, fill)).toFixed(1) + '%"></i></span>' + CS.pct(fill) + "</span>" :
         '<span class="none">no quota</span>';
-      return '<tr data-ns="' + esc(n.namespace) + '"><td>' + esc(n.namespace) + '</td><td class="num">' + CS.num(n.entries) +
+      return '<tr data-ns="' + esc(n.namespace) + '"><td class="name" title="' + esc(n.namespace) + '">' + esc(n.namespace) + '</td><td class="num">' + CS.num(n.entries) +
         (n.max_entries ? " / " + CS.num(n.max_entries) : "") + '</td><td class="num">' + CS.bytes(n.bytes) + (n.max_bytes ? " / " + CS.bytes(n.max_bytes) : "") +
         "</td><td>" + of + "</td><td>" + (exp.length ? esc(exp.join(" · ")) : '<span class="none">never</span>') + '</td><td class="num">' + CS.num(n.evictions) +
         '</td><td class="num">' + CS.num(n.expirations) + "</td></tr>";

@@ -1,0 +1,129 @@
+package web_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store"
+)
+
+// The long labels of a real deployment: namespaces of up to 63 characters
+// (cachekey's limit), run ids of a sweep launcher that put the whole
+// configuration in the arm's name, and entry names of nested jit functions.
+var (
+	longNamespaces = []string{
+		"protein-structure-prediction-research-group-alphafold-finetune", // 63
+		"speech-recognition-multilingual-conformer-xl-production-serving",
+		"vision",
+	}
+	longSweep = "llama-70b-pretrain-lr-sweep-2026-12"
+	// longArmLookups is each arm's lookups: the busiest in the millions.
+	longArmLookups = []int{1_234_567, 345_678, 98_765, 45_678, 12_345, 9_876, 5_432, 2_345, 1_234, 987}
+)
+
+// longArm returns the run id of arm k of longSweep.
+func longArm(k int) string {
+	return fmt.Sprintf("%s:lr-%de-4-warmup-2000-cosine-bs-4096-seed-%d", longSweep, k+1, 1000+k)
+}
+
+// seedLongLabels fills a real server with the traffic of a busy site whose
+// labels are as long as cachesvc accepts and whose counts run to millions:
+// two entries per namespace over HTTP (so that the store holds the
+// namespaces' bytes), the lookups of ten sweep arms straight into the
+// server's stats (1.76 million through HTTP would take minutes), each arm
+// across the three namespaces, and raw GET misses over HTTP.
+func seedLongLabels(t *testing.T, srv *statstest.Server) {
+	t.Helper()
+	call := caller(t, srv.URL)
+	keys := make([][32]byte, len(longNamespaces))
+	for i, ns := range longNamespaces {
+		for j := 0; j < 2; j++ {
+			key := statstest.Key(i, j)
+			call(http.MethodPut, fmt.Sprintf("/v1/%s/entries/%s", ns, key), []byte(strings.Repeat("x", 4000+j)), http.StatusCreated,
+				"X-Cachesvc-Backend", "xla", "X-Compile-Seconds", "95.5", "X-Cachesvc-Run", longArm(0),
+				"X-Cachesvc-Name", "jit_train_step_with_gradient_accumulation_and_rematerialisation")
+		}
+		keys[i] = sha256.Sum256([]byte(ns))
+		// Raw GET misses (no backend), shown apart in the table.
+		call(http.MethodGet, fmt.Sprintf("/v1/%s/entries/%s", ns, statstest.Key(i, 99)), nil, http.StatusNotFound)
+	}
+	st := srv.Stats()
+	for k, n := range longArmLookups {
+		run := longArm(k)
+		for i := 0; i < n; i++ {
+			ns := i % len(longNamespaces)
+			st.RecordLookup(stats.Lookup{Namespace: longNamespaces[ns], Backend: "xla", Run: run, Key: keys[ns],
+				Name: "jit_train_step_with_gradient_accumulation_and_rematerialisation", Hit: i%10 < 7,
+				Bytes: 700 << 20, CompileSeconds: 95.5})
+		}
+	}
+}
+
+// narrowCheckJS returns, for each table that must fit, how wide its
+// content is against the width it is shown in, and the page's own widths.
+const narrowCheckJS = `(function(){
+  var out = {};
+  ["ns-table", "runs-table", "sweep-table", "quota-table", "top-table"].forEach(function (id) {
+    var t = document.getElementById(id), box = t.closest(".scroll");
+    out[id] = {scroll: box.scrollWidth, client: box.clientWidth, table: t.offsetWidth, shown: !!box.offsetParent};
+  });
+  out.page = {scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth};
+  return out;
+})()`
+
+type widths struct {
+	Scroll int  `json:"scroll"`
+	Client int  `json:"client"`
+	Table  int  `json:"table"`
+	Shown  bool `json:"shown"`
+}
+
+// TestDashboardNarrowTablesFit loads a dashboard full of long names and
+// large numbers and checks, at 800 pixels (half a laptop screen) and 1024,
+// that the namespace, runs and sweep tables (and the quota and top entry
+// tables) fit their cards without a sideways scrollbar, that neither does
+// the page, and that nothing overflows or is clipped without its title
+// (layoutCheckJS); at 1400 pixels the layout check too. Screenshots go to
+// test-artifacts/.
+func TestDashboardNarrowTablesFit(t *testing.T) {
+	ctx := browser(t)
+	srv := statstest.Start(t, nil)
+	if err := srv.Store.SetQuotas(store.Quotas{Namespaces: map[string]store.Quota{
+		longNamespaces[0]: {MaxBytes: 64 << 10, MaxIdle: 24 * time.Hour},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	seedLongLabels(t, srv)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/?sweep="+longSweep),
+		waitText("#kpi-lookups", "1,756,910"),
+		waitText("#sweep-summary", "10 arms"),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll("#ns-table tr.ns-row").length === 3`, chromedp.WithPollingTimeout(20*time.Second)),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	for _, size := range []struct{ w, h int64 }{{800, 900}, {1024, 768}, {1280, 800}} {
+		checkLayout(t, ctx, fmt.Sprintf("dashboard-long-%d.png", size.w), size.w, size.h)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]widths](narrowCheckJS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, w := range got {
+			if id != "page" && !w.Shown {
+				t.Errorf("at %d px: #%s is not shown", size.w, id)
+			}
+			if w.Scroll > w.Client || w.Table > w.Client && id != "page" {
+				t.Errorf("at %d px: #%s scrolls sideways: %d px of content (table %d px) in %d", size.w, id, w.Scroll, w.Table, w.Client)
+			}
+		}
+	}
+	checkLayout(t, ctx, "dashboard-long-1400.png", 1400, 900)
+}
