@@ -127,3 +127,54 @@ func TestDashboardNarrowTablesFit(t *testing.T) {
 	}
 	checkLayout(t, ctx, "dashboard-long-1400.png", 1400, 900)
 }
+
+// axisFitJS returns, for each chart whose y axis is narrower than its
+// widest tick label (measured as uPlot draws it, plus its ticks and gap),
+// a sentence: uPlot cuts such a label at the card's edge ("000,000").
+const axisFitJS = `(function(){
+  var out = [], charts = window.cachesvcDashboard.charts;
+  Object.keys(charts).forEach(function (id) {
+    var u = charts[id].u, a = u.axes[1], widest = 0;
+    u.ctx.font = a.font[0];
+    (a._values || []).forEach(function (v) { widest = Math.max(widest, u.ctx.measureText(v).width / devicePixelRatio); });
+    if (widest + a.ticks.size + a.gap > a._size) out.push(id + ": labels " + (a._values || []).join(" ") + " need " + Math.ceil(widest + a.ticks.size + a.gap) + " px, the axis has " + a._size);
+  });
+  return out;
+})()`
+
+// TestDashboardBigNumbersReadable loads the same busy server and checks
+// that the charts' y axes are wide enough for labels in the millions, and
+// that the misses card, when none of the misses could be explained (all
+// were lookups by key), says why instead of "No misses recorded" beside a
+// card counting 527,060 misses.
+func TestDashboardBigNumbersReadable(t *testing.T) {
+	ctx := browser(t)
+	srv := statstest.Start(t, nil)
+	seedLongLabels(t, srv)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		waitText("#kpi-lookups", "1,756,910"),
+		chromedp.Poll[chromedp.Void](`!!window.cachesvcDashboard.charts["chart-lookups"]`, chromedp.WithPollingTimeout(20*time.Second)),
+	); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	for _, w := range []int64{800, 1400} {
+		screenshot(t, ctx, fmt.Sprintf("dashboard-big-%d.png", w), w, 900)
+		bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](axisFitJS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bad {
+			t.Errorf("at %d px: %s", w, b)
+		}
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({reasons: document.getElementById("reasons").textContent,
+		recent: document.getElementById("recent-misses").textContent, misses: document.getElementById("kpi-misses").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["misses"] != "527,060" || !strings.Contains(got["reasons"], "None of the 527,060 misses is explained: they were lookups by key") ||
+		strings.Contains(got["recent"], "No misses recorded") {
+		t.Errorf("misses card beside %s misses: by reason %q, recent %q; want why none is explained", got["misses"], got["reasons"], got["recent"])
+	}
+}

@@ -192,8 +192,8 @@
     CS.runs.renderRuns(d.runs || []);
     CS.runs.renderSweeps(d.runs || []);
     CS.tables.renderTop(d.top_entries || []);
-    CS.tables.renderReasons(d.miss_reasons || [], state.reason);
-    CS.tables.renderMisses(d.recent_misses || [], state.reason);
+    CS.tables.renderReasons(d.miss_reasons || [], state.reason, t.misses || 0);
+    CS.tables.renderMisses(d.recent_misses || [], state.reason, t.misses || 0);
     if (d.series && !skipCharts) {
       // In a namespace's view the store is the namespace's (store_scope),
       // and its limit the namespace's quota.

@@ -13,6 +13,21 @@
   for (var p2 = 0; p2 < 52; p2++) BYTE_INCRS.push(Math.pow(2, p2));
   var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
 
+  // axisSize is the y axis's width: its widest label, measured in the
+  // axis's font, plus the ticks and the gap (uPlot's own layout), so that
+  // "1,000,000" is not cut to "000,000" by a fixed width; at least 50 px,
+  // so that the plots of charts side by side start near one another. uPlot
+  // asks again while the layout settles: after two rounds it keeps its
+  // answer.
+  function axisSize(u, values, i, cycle) {
+    var axis = u.axes[i];
+    if (cycle > 1) return axis._size;
+    var widest = 0;
+    u.ctx.font = axis.font[0];
+    (values || []).forEach(function (v) { widest = Math.max(widest, u.ctx.measureText(v).width); });
+    return Math.max(50, Math.ceil(widest / devicePixelRatio + axis.ticks.size + axis.gap + 4));
+  }
+
   function chartSize(el) {
     return { width: Math.max(200, el.clientWidth), height: Math.max(120, el.clientHeight - 34) };
   }
@@ -50,7 +65,7 @@
       width: size.width, height: size.height, series: series,
       cursor: { points: { size: 7 } },
       scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
+      axes: [Object.assign({}, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
         opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
@@ -90,7 +105,7 @@
     tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc); });
     var unit = savedUnit(acc);
     draw("chart-saved", [unit.name + " saved"], [t, cum.map(function (v) { return v / unit.seconds; })],
-      function (v) { return (v >= 10 || v === Math.round(v) ? v.toFixed(0) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
+      function (v) { return (v >= 10 || v === Math.round(v) ? num(Math.round(v)) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
       { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)] });
 
     draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
