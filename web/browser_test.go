@@ -262,6 +262,7 @@ func TestDashboardEmptyState(t *testing.T) {
 		t.Fatalf("token form shown on a server without auth (%v)", err)
 	}
 	checkLayout(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-empty-800.png", 800, 900)
 
 	// Live refresh: traffic that arrives while the page is open appears
 	// without a reload, and the charts take their full width.
