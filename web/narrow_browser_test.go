@@ -126,6 +126,17 @@ func TestDashboardNarrowTablesFit(t *testing.T) {
 		}
 	}
 	checkLayout(t, ctx, "dashboard-long-1400.png", 1400, 900)
+
+	// The namespace view of the longest name: its store card and chart
+	// titles carry the name, and still fit.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/?ns="+longNamespaces[0]),
+		waitText("#store-chart-title", "Stored in "+longNamespaces[0]),
+	); err != nil {
+		t.Fatalf("namespace view: %v", err)
+	}
+	checkLayout(t, ctx, "dashboard-long-ns-800.png", 800, 900)
+	checkLayout(t, ctx, "dashboard-long-ns-1400.png", 1400, 900)
 }
 
 // axisFitJS returns, for each chart whose y axis is narrower than its
@@ -168,7 +179,8 @@ func TestDashboardBigNumbersReadable(t *testing.T) {
 			t.Errorf("at %d px: %s", w, b)
 		}
 	}
-	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({reasons: document.getElementById("reasons").textContent,
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({store: document.getElementById("store-chart-title").textContent,
+		storeSub: document.getElementById("kpi-store-sub").textContent, reasons: document.getElementById("reasons").textContent,
 		recent: document.getElementById("recent-misses").textContent, misses: document.getElementById("kpi-misses").textContent})`))
 	if err != nil {
 		t.Fatal(err)
@@ -176,5 +188,10 @@ func TestDashboardBigNumbersReadable(t *testing.T) {
 	if got["misses"] != "527,060" || !strings.Contains(got["reasons"], "None of the 527,060 misses is explained: they were lookups by key") ||
 		strings.Contains(got["recent"], "No misses recorded") {
 		t.Errorf("misses card beside %s misses: by reason %q, recent %q; want why none is explained", got["misses"], got["reasons"], got["recent"])
+	}
+	// The store has no size limit: the chart has no limit line, and its
+	// title does not promise one.
+	if !strings.Contains(got["storeSub"], "no size limit") || got["store"] != "Store size" {
+		t.Errorf("store chart title = %q beside %q, want \"Store size\"", got["store"], got["storeSub"])
 	}
 }

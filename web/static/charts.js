@@ -117,7 +117,9 @@
     var max = store.max_bytes || 0;
     var limit = t.map(function () { return max || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
-    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") : "Store size against its limit";
+    // A store without a limit (no serve --max-size) has no line to be
+    // against: the title says only what is drawn.
+    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") : "Store size" + (max ? " against its limit" : "");
     draw("chart-store", max ? [scoped ? "stored" : "store size", scoped ? "quota" : "limit"] : [scoped ? "stored" : "store size"], max ? [t, size, limit] : [t, size], bytes,
       { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
 
