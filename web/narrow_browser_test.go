@@ -154,7 +154,8 @@ const axisFitJS = `(function(){
 })()`
 
 // TestDashboardBigNumbersReadable loads the same busy server and checks
-// that the charts' y axes are wide enough for labels in the millions, and
+// that the charts' y axes are wide enough for labels in the millions, that
+// the newest step's misses bar is drawn, and
 // that the misses card, when none of the misses could be explained (all
 // were lookups by key), says why instead of "No misses recorded" beside a
 // card counting 527,060 misses.
@@ -179,6 +180,11 @@ func TestDashboardBigNumbersReadable(t *testing.T) {
 			t.Errorf("at %d px: %s", w, b)
 		}
 	}
+	// Every lookup is in the newest step: its misses bar (the right-hand
+	// one, in the misses colour) is drawn, not left past the plot's edge.
+	if red, err := chromedp.Run(ctx, chromedp.Evaluate[int](colourPixelsJS("chart-lookups", 0xff, 0x6b, 0x6b))); err != nil || red < 50 {
+		t.Errorf("the lookups chart has %d pixels of the misses' colour (%v): the newest step's misses bar is not drawn", red, err)
+	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({store: document.getElementById("store-chart-title").textContent,
 		storeSub: document.getElementById("kpi-store-sub").textContent, reasons: document.getElementById("reasons").textContent,
 		recent: document.getElementById("recent-misses").textContent, misses: document.getElementById("kpi-misses").textContent})`))
@@ -194,4 +200,14 @@ func TestDashboardBigNumbersReadable(t *testing.T) {
 	if !strings.Contains(got["storeSub"], "no size limit") || got["store"] != "Store size" {
 		t.Errorf("store chart title = %q beside %q, want \"Store size\"", got["store"], got["storeSub"])
 	}
+}
+
+// colourPixelsJS counts the pixels of chart id's canvas drawn in colour
+// rgb (within a few levels, bars being drawn at 80% opacity on the card).
+func colourPixelsJS(id string, r, g, b int) string {
+	return fmt.Sprintf(`(function(){
+  var c = document.querySelector("#%s canvas"), d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, n = 0;
+  for (var i = 0; i < d.length; i += 4) if (Math.abs(d[i] - %d) < 24 && Math.abs(d[i+1] - %d) < 24 && Math.abs(d[i+2] - %d) < 24) n++;
+  return n;
+})()`, id, r, g, b)
 }

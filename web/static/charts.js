@@ -64,11 +64,20 @@
     c.u = new uPlot({
       width: size.width, height: size.height, series: series,
       cursor: { points: { size: 7 } },
-      scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      scales: { x: opts.bars ? { time: true, range: halfStepMargins } : { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
       axes: [Object.assign({}, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
         opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
+  }
+
+  // halfStepMargins is the x range of a bar chart: half a step more on
+  // each side than the data, since a step's bars stand beside its time (two
+  // series: hits left of it, misses right of it). Without the margins the
+  // newest step's right-hand bar lay past the plot and was not drawn.
+  function halfStepMargins(u, min, max) {
+    var t = u.data[0], half = t.length > 1 ? (t[1] - t[0]) / 2 : 30;
+    return [min - half, max + half];
   }
 
   // pointsAt returns the indices to mark on series si: the steps with data
