@@ -135,6 +135,14 @@ func TestDashboardNarrowTablesFit(t *testing.T) {
 	); err != nil {
 		t.Fatalf("namespace view: %v", err)
 	}
+	// Its one raw GET miss is one, and the hit rate chart is its own.
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`["kpi-hit-rate-sub", "hit-rate-hint"].map(function (id) { return document.getElementById(id).textContent; })`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(got[0], " · 1 raw GET miss †") || got[1] != "(all of "+longNamespaces[0]+"'s lookups; each backend in the table)" {
+		t.Errorf("namespace view: hit rate card %q, chart hint %q; want 1 raw GET miss and the namespace's lookups", got[0], got[1])
+	}
 	checkLayout(t, ctx, "dashboard-long-ns-800.png", 800, 900)
 	checkLayout(t, ctx, "dashboard-long-ns-1400.png", 1400, 900)
 }

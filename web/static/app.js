@@ -164,8 +164,11 @@
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
     var raw = CS.tables.rawMisses(d);
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET misses †" : "") +
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + " †" : "") +
       (t.wait_hits ? " · " + num(t.wait_hits) + " after waiting on a compile lease" : "") : "no lookups yet";
+    // In a namespace's view the chart is its lookups, the table its backends.
+    $("hit-rate-hint").textContent = state.ns ? "(all of " + state.ns + "'s lookups; each backend in the table)" :
+      "(all lookups; each namespace and backend in the table)";
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);
