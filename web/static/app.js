@@ -201,7 +201,7 @@
       // In a namespace's view the store is the namespace's (store_scope),
       // and its limit the namespace's quota.
       var own = state.ns && (st.namespaces || []).filter(function (n) { return n.namespace === state.ns; })[0];
-      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes }, state.ns);
+      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
       // Say when the charts show less than the range chosen, and why.
       var now = Date.now() / 1000, span = d.series.t.length ? now - d.series.t[0] : 0;
       $("range-note").textContent = span && span < RANGES[state.range] - 60 && state.fitFrom != null ?

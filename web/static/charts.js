@@ -99,8 +99,9 @@
 
   function has(a) { return a.map(function (v) { return v > 0; }); }
 
-  // render draws the series s; store is the store card's numbers (the
-  // limit line), scoped is the namespace when one is selected.
+  // render draws the series s; store is the store's numbers (bytes, the
+  // limit line's max_bytes, and its tier), scoped is the namespace when
+  // one is selected.
   function render(s, store, scoped) {
     var t = s.t, tot = s.total;
     draw("chart-hit-rate", ["hit rate"], [t, tot.hit_rate], function (v) { return (100 * v).toFixed(0) + "%"; },
@@ -127,8 +128,11 @@
     var limit = t.map(function () { return max || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
     // A store without a limit (no serve --max-size) has no line to be
-    // against: the title says only what is drawn.
-    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") : "Store size" + (max ? " against its limit" : "");
+    // against: the title says only what is drawn. On a fleet replica the
+    // series is the shared tier's size (every replica's entries), while the
+    // card beside it is this replica's hot tier: the title says which.
+    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") :
+      store.tier === "shared" ? "Shared tier size (the whole fleet's entries; no limit)" : "Store size" + (max ? " against its limit" : "");
     draw("chart-store", max ? [scoped ? "stored" : "store size", scoped ? "quota" : "limit"] : [scoped ? "stored" : "store size"], max ? [t, size, limit] : [t, size], bytes,
       { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
 
