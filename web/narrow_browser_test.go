@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/cachesvc/cachesvc/stats"
@@ -161,8 +164,39 @@ const axisFitJS = `(function(){
   return out;
 })()`
 
+// timeLabelsJS returns, for each chart, every pair of neighbouring time
+// axis labels (their first lines, centred on their ticks as uPlot draws
+// them) less than 3 px apart.
+const timeLabelsJS = `(function(){
+  var out = [], charts = window.cachesvcDashboard.charts;
+  Object.keys(charts).forEach(function (id) {
+    var u = charts[id].u, a = u.axes[0], splits = a._splits || [], vals = a._values || [], boxes = [];
+    u.ctx.font = a.font[0];
+    for (var i = 0; i < splits.length; i++) {
+      if (vals[i] == null || vals[i] === "") continue;
+      var text = String(vals[i]).split("\n")[0], w = u.ctx.measureText(text).width / devicePixelRatio, x = u.valToPos(splits[i], "x");
+      boxes.push({left: x - w / 2, right: x + w / 2, text: text});
+    }
+    for (var j = 1; j < boxes.length; j++)
+      if (boxes[j].left < boxes[j - 1].right + 3) out.push(id + ": " + boxes[j - 1].text + " and " + boxes[j].text + " are " + Math.round(boxes[j].left - boxes[j - 1].right) + " px apart");
+  });
+  return out;
+})()`
+
+// inTimezoneAt11 makes the page's local time 11 o'clock (a fixed-offset
+// zone for the hour of day now), so that the time axis's labels are as
+// long as they get: "11:23am".
+func inTimezoneAt11() chromedp.Action[chromedp.Void] {
+	zone := fmt.Sprintf("Etc/GMT%+d", time.Now().UTC().Hour()-11) // Etc/GMT+3 is UTC-3
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone})
+		return err
+	})
+}
+
 // TestDashboardBigNumbersReadable loads the same busy server and checks
 // that the charts' y axes are wide enough for labels in the millions, that
+// their time labels at 11 o'clock do not run into one another, that
 // the newest step's misses bar is drawn, and
 // that the misses card, when none of the misses could be explained (all
 // were lookups by key), says why instead of "No misses recorded" beside a
@@ -172,20 +206,23 @@ func TestDashboardBigNumbersReadable(t *testing.T) {
 	srv := statstest.Start(t, nil)
 	seedLongLabels(t, srv)
 	if err := chromedp.Do(ctx,
+		inTimezoneAt11(),
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#kpi-lookups", "1,756,910"),
 		chromedp.Poll[chromedp.Void](`!!window.cachesvcDashboard.charts["chart-lookups"]`, chromedp.WithPollingTimeout(20*time.Second)),
 	); err != nil {
 		t.Fatalf("load dashboard: %v", err)
 	}
-	for _, w := range []int64{800, 1400} {
+	for _, w := range []int64{800, 1024, 1400, 2560} {
 		screenshot(t, ctx, fmt.Sprintf("dashboard-big-%d.png", w), w, 900)
-		bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](axisFitJS))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range bad {
-			t.Errorf("at %d px: %s", w, b)
+		for _, js := range []string{axisFitJS, timeLabelsJS} {
+			bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](js))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bad {
+				t.Errorf("at %d px: %s", w, b)
+			}
 		}
 	}
 	// Every lookup is in the newest step: its misses bar (the right-hand

@@ -28,6 +28,15 @@
     return Math.max(50, Math.ceil(widest / devicePixelRatio + axis.ticks.size + axis.gap + 4));
   }
 
+  // xSpace is the least distance between the time axis's ticks: its
+  // widest label ("12:59pm", 7 characters) and a gap. uPlot's default of
+  // 50 px ran the labels from 10:00 to 12:59 into one another
+  // ("11:23am11:24am") on a 1400-pixel page.
+  function xSpace(u) {
+    u.ctx.font = u.axes[0].font[0];
+    return Math.ceil(u.ctx.measureText("12:59pm").width / devicePixelRatio) + 16;
+  }
+
   function chartSize(el) {
     return { width: Math.max(200, el.clientWidth), height: Math.max(120, el.clientHeight - 34) };
   }
@@ -65,7 +74,7 @@
       width: size.width, height: size.height, series: series,
       cursor: { points: { size: 7 } },
       scales: { x: opts.bars ? { time: true, range: halfStepMargins } : { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: [Object.assign({}, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
+      axes: [Object.assign({ space: xSpace }, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
         opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
