@@ -92,4 +92,5 @@ func TestDashboardStoreTiers(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, "dashboard-store-tiers.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-store-tiers-800.png", 800, 900)
 }
