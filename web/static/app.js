@@ -160,6 +160,7 @@
     $("empty-state").hidden = !empty;
     $("empty-token").hidden = !state.token;
     document.body.classList.toggle("is-empty", empty);
+    document.body.classList.remove("no-data");
 
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
