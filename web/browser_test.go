@@ -262,6 +262,7 @@ func TestDashboardEmptyState(t *testing.T) {
 		t.Fatalf("token form shown on a server without auth (%v)", err)
 	}
 	checkLayout(t, ctx, "dashboard-empty-laptop.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-empty-800.png", 800, 900)
 
 	// Live refresh: traffic that arrives while the page is open appears
 	// without a reload, and the charts take their full width.
@@ -306,6 +307,14 @@ func TestDashboardAsksForToken(t *testing.T) {
 	if err != nil || !shown {
 		t.Fatalf("token form not shown (%v)", err)
 	}
+	// Nothing has been read: no blank charts or headings-only tables
+	// under the prompt.
+	blank, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.prototype.filter.call(document.querySelectorAll(".charts, .tables"),
+		function (e) { return getComputedStyle(e).display !== "none"; }).map(function (e) { return e.className; })`))
+	if err != nil || len(blank) != 0 {
+		t.Errorf("before any answer the page shows %v (%v), want no charts or tables", blank, err)
+	}
+	checkLayout(t, ctx, "dashboard-token-800.png", 800, 900)
 	if err := chromedp.Do(ctx,
 		enterToken(admin.Secret),
 		waitText("#live-text", "live"),

@@ -99,6 +99,7 @@ func TestDashboardShowsFleet(t *testing.T) {
 	}
 	checkLayout(t, ctx, "dashboard-fleet.png", 1366, 900)
 	checkLayout(t, ctx, "dashboard-fleet-2560.png", 2560, 1440)
+	checkLayout(t, ctx, "dashboard-fleet-800.png", 800, 900)
 
 	// The shared tier goes down: the fleet's view cannot be read (503
 	// fleet_unavailable), but this replica's own numbers still show, and

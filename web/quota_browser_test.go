@@ -46,6 +46,7 @@ func TestDashboardShowsNamespaceQuotas(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, "dashboard-quotas.png", 1366, 768)
+	checkLayout(t, ctx, "dashboard-quotas-800.png", 800, 900)
 }
 
 // TestDashboardEvictionsSurviveARestart: the Evictions card reads the

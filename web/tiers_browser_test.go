@@ -73,7 +73,8 @@ func TestDashboardStoreTiers(t *testing.T) {
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({
 		value: document.getElementById("kpi-store").textContent,
-		sub: document.getElementById("kpi-store-sub").textContent})`))
+		sub: document.getElementById("kpi-store-sub").textContent,
+		chart: document.getElementById("store-chart-title").textContent})`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +82,9 @@ func TestDashboardStoreTiers(t *testing.T) {
 		{"value", "3.0 MiB / 3.0 MiB"},
 		{"sub", "3 entries · 100% of limit"},
 		{"sub", "shared tier 5.0 MiB in 5 entries (no limit)"},
+		// The chart beside the card draws the shared tier's 5 MiB: its
+		// title says so, not "Store size" under a card of 3 MiB.
+		{"chart", "Shared tier size (the whole fleet's entries; no limit)"},
 	}
 	for _, tt := range tests {
 		if !strings.Contains(got[tt.field], tt.want) {
@@ -88,4 +92,5 @@ func TestDashboardStoreTiers(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, "dashboard-store-tiers.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-store-tiers-800.png", 800, 900)
 }

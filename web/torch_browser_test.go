@@ -80,6 +80,7 @@ func TestDashboardShowsTorchBesideXLA(t *testing.T) {
 		}
 	}
 	checkLayout(t, ctx, "dashboard-torch.png", 1366, 900)
+	checkLayout(t, ctx, "dashboard-torch-800.png", 800, 900)
 
 	st, err := report.Fetch(t.Context(), http.DefaultClient, srv.URL, "", "")
 	if err != nil {

@@ -160,12 +160,16 @@
     $("empty-state").hidden = !empty;
     $("empty-token").hidden = !state.token;
     document.body.classList.toggle("is-empty", empty);
+    document.body.classList.remove("no-data");
 
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
     var raw = CS.tables.rawMisses(d);
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET misses †" : "") +
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + " †" : "") +
       (t.wait_hits ? " · " + num(t.wait_hits) + " after waiting on a compile lease" : "") : "no lookups yet";
+    // In a namespace's view the chart is its lookups, the table its backends.
+    $("hit-rate-hint").textContent = state.ns ? "(all of " + state.ns + "'s lookups; each backend in the table)" :
+      "(all lookups; each namespace and backend in the table)";
     $("kpi-lookups").textContent = num(t.lookups);
     $("kpi-hits").textContent = num(t.hits);
     $("kpi-misses").textContent = num(t.misses);
@@ -192,13 +196,13 @@
     CS.runs.renderRuns(d.runs || []);
     CS.runs.renderSweeps(d.runs || []);
     CS.tables.renderTop(d.top_entries || []);
-    CS.tables.renderReasons(d.miss_reasons || [], state.reason);
-    CS.tables.renderMisses(d.recent_misses || [], state.reason);
+    CS.tables.renderReasons(d.miss_reasons || [], state.reason, t.misses || 0);
+    CS.tables.renderMisses(d.recent_misses || [], state.reason, t.misses || 0);
     if (d.series && !skipCharts) {
       // In a namespace's view the store is the namespace's (store_scope),
       // and its limit the namespace's quota.
       var own = state.ns && (st.namespaces || []).filter(function (n) { return n.namespace === state.ns; })[0];
-      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes }, state.ns);
+      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
       // Say when the charts show less than the range chosen, and why.
       var now = Date.now() / 1000, span = d.series.t.length ? now - d.series.t[0] : 0;
       $("range-note").textContent = span && span < RANGES[state.range] - 60 && state.fitFrom != null ?
@@ -268,7 +272,12 @@
     CS.tables.init();
     CS.runs.init(function () { syncURL(); if (state.last) render(state.last, true); });
     var pending = null;
-    window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(CS.charts.resize, 100); });
+    // The charts take the new width, and the tables are drawn again: the
+    // sweep shows as many arms as the card has room for.
+    window.addEventListener("resize", function () {
+      clearTimeout(pending);
+      pending = setTimeout(function () { CS.charts.resize(); if (state.last) render(state.last, true); }, 100);
+    });
     restart();
   }
 

@@ -13,6 +13,30 @@
   for (var p2 = 0; p2 < 52; p2++) BYTE_INCRS.push(Math.pow(2, p2));
   var AXIS = { stroke: "#8b98a5", grid: { stroke: "#232d38", width: 1 }, ticks: { stroke: "#2a3541", width: 1 } };
 
+  // axisSize is the y axis's width: its widest label, measured in the
+  // axis's font, plus the ticks and the gap (uPlot's own layout), so that
+  // "1,000,000" is not cut to "000,000" by a fixed width; at least 50 px,
+  // so that the plots of charts side by side start near one another. uPlot
+  // asks again while the layout settles: after two rounds it keeps its
+  // answer.
+  function axisSize(u, values, i, cycle) {
+    var axis = u.axes[i];
+    if (cycle > 1) return axis._size;
+    var widest = 0;
+    u.ctx.font = axis.font[0];
+    (values || []).forEach(function (v) { widest = Math.max(widest, u.ctx.measureText(v).width); });
+    return Math.max(50, Math.ceil(widest / devicePixelRatio + axis.ticks.size + axis.gap + 4));
+  }
+
+  // xSpace is the least distance between the time axis's ticks: its
+  // widest label ("12:59pm", 7 characters) and a gap. uPlot's default of
+  // 50 px ran the labels from 10:00 to 12:59 into one another
+  // ("11:23am11:24am") on a 1400-pixel page.
+  function xSpace(u) {
+    u.ctx.font = u.axes[0].font[0];
+    return Math.ceil(u.ctx.measureText("12:59pm").width / devicePixelRatio) + 16;
+  }
+
   function chartSize(el) {
     return { width: Math.max(200, el.clientWidth), height: Math.max(120, el.clientHeight - 34) };
   }
@@ -49,11 +73,20 @@
     c.u = new uPlot({
       width: size.width, height: size.height, series: series,
       cursor: { points: { size: 7 } },
-      scales: { x: { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: [Object.assign({}, AXIS), Object.assign({ size: 66, values: function (u, vs) { return vs.map(fmt); } },
+      scales: { x: opts.bars ? { time: true, range: halfStepMargins } : { time: true }, y: opts.y || { auto: true, range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      axes: [Object.assign({ space: xSpace }, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
         opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
     }, data, el);
+  }
+
+  // halfStepMargins is the x range of a bar chart: half a step more on
+  // each side than the data, since a step's bars stand beside its time (two
+  // series: hits left of it, misses right of it). Without the margins the
+  // newest step's right-hand bar lay past the plot and was not drawn.
+  function halfStepMargins(u, min, max) {
+    var t = u.data[0], half = t.length > 1 ? (t[1] - t[0]) / 2 : 30;
+    return [min - half, max + half];
   }
 
   // pointsAt returns the indices to mark on series si: the steps with data
@@ -75,8 +108,9 @@
 
   function has(a) { return a.map(function (v) { return v > 0; }); }
 
-  // render draws the series s; store is the store card's numbers (the
-  // limit line), scoped is the namespace when one is selected.
+  // render draws the series s; store is the store's numbers (bytes, the
+  // limit line's max_bytes, and its tier), scoped is the namespace when
+  // one is selected.
   function render(s, store, scoped) {
     var t = s.t, tot = s.total;
     draw("chart-hit-rate", ["hit rate"], [t, tot.hit_rate], function (v) { return (100 * v).toFixed(0) + "%"; },
@@ -90,7 +124,7 @@
     tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc); });
     var unit = savedUnit(acc);
     draw("chart-saved", [unit.name + " saved"], [t, cum.map(function (v) { return v / unit.seconds; })],
-      function (v) { return (v >= 10 || v === Math.round(v) ? v.toFixed(0) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
+      function (v) { return (v >= 10 || v === Math.round(v) ? num(Math.round(v)) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
       { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)] });
 
     draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
@@ -102,7 +136,12 @@
     var max = store.max_bytes || 0;
     var limit = t.map(function () { return max || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
-    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") : "Store size against its limit";
+    // A store without a limit (no serve --max-size) has no line to be
+    // against: the title says only what is drawn. On a fleet replica the
+    // series is the shared tier's size (every replica's entries), while the
+    // card beside it is this replica's hot tier: the title says which.
+    $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") :
+      store.tier === "shared" ? "Shared tier size (the whole fleet's entries; no limit)" : "Store size" + (max ? " against its limit" : "");
     draw("chart-store", max ? [scoped ? "stored" : "store size", scoped ? "quota" : "limit"] : [scoped ? "stored" : "store size"], max ? [t, size, limit] : [t, size], bytes,
       { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
 

@@ -11,7 +11,11 @@
 (function () {
   "use strict";
   var CS = window.CS, $ = CS.$, esc = CS.esc, num = CS.num, dur = CS.dur;
-  var MAX_ARMS = 8; // columns that fit a 1366-pixel screen; the newest arms are shown
+  // MAX_ARMS is the most arms shown side by side; the newest are shown. A
+  // narrower card shows fewer, so that each arm's column keeps ARM_PX for
+  // its figures (1,234,567 and 955.2 days fit) beside the labels' column
+  // (LABEL_EM, as style.css sets it) rather than scroll sideways.
+  var MAX_ARMS = 8, ARM_PX = 96, LABEL_EM = 11;
   var state = { sweep: "", onPick: null };
 
   function sweepOf(run) {
@@ -43,7 +47,7 @@
   function renderRuns(runs) {
     $("runs-table").tBodies[0].innerHTML = runs.length ? runs.map(function (r) {
       var nss = (r.namespaces || []).join(", "), fh = firstHit(r), sw = sweepOf(r.run);
-      return '<tr data-run="' + esc(r.run) + '"' + (sw ? ' data-sweep="' + esc(sw) + '"' : "") + '><td class="name" title="' + esc(r.run) + '">' + esc(r.run) +
+      return '<tr data-run="' + esc(r.run) + '"' + (sw ? ' data-sweep="' + esc(sw) + '"' : "") + '><td class="run">' + esc(r.run) +
         '</td><td class="name" title="' + esc(nss) + '">' + esc(nss) + '</td><td class="num">' + num(r.lookups) + '</td><td class="num">' + num(r.hits) + "</td><td>" +
         CS.rateCell(r.hit_rate, r.lookups) + '</td><td class="num" title="' + esc(r.compile_seconds_saved) + ' s">' + dur(r.compile_seconds_saved) +
         '</td><td class="num">' + (fh == null ? '<span class="muted">no hit</span>' : dur(fh)) + "</td><td>" + esc(CS.ago(r.last_seen)) + "</td></tr>";
@@ -66,6 +70,17 @@
     ["Last seen", function (r) { return CS.ago(r.last_seen); }, "", String],
   ];
 
+  // armsThatFit is how many arms the sweep card has room for: at least
+  // two (a sweep is two arms or more), at most MAX_ARMS. The card is shown
+  // before this is asked; while the page is hidden it measures 0, and then
+  // MAX_ARMS it is, until the next refresh.
+  function armsThatFit() {
+    var box = $("sweep-table").parentNode.clientWidth;
+    if (!box) return MAX_ARMS;
+    var label = LABEL_EM * parseFloat(getComputedStyle($("sweep-table")).fontSize);
+    return Math.max(2, Math.min(MAX_ARMS, Math.floor((box - label) / ARM_PX)));
+  }
+
   function renderSweeps(runs) {
     var all = sweeps(runs), card = $("sweep-card");
     card.hidden = !all.length;
@@ -77,12 +92,13 @@
     }
     var sw = all.filter(function (s) { return s.name === state.sweep; })[0] || all[0];
     pick.value = sw.name;
-    var arms = sw.arms;
-    if (arms.length > MAX_ARMS) {
-      arms = arms.slice().sort(function (a, b) { return Date.parse(b.last_seen) - Date.parse(a.last_seen); }).slice(0, MAX_ARMS)
+    var arms = sw.arms, fit = armsThatFit();
+    if (arms.length > fit) {
+      arms = arms.slice().sort(function (a, b) { return Date.parse(b.last_seen) - Date.parse(a.last_seen); }).slice(0, fit)
         .sort(function (a, b) { return a.run < b.run ? -1 : 1; });
     }
-    $("sweep-summary").textContent = num(sw.arms.length) + " arms" + (arms.length < sw.arms.length ? " · the " + MAX_ARMS + " most recent shown" : "");
+    $("sweep-summary").textContent = num(sw.arms.length) + " arms" + (arms.length < sw.arms.length ? " · the " + fit + " most recent shown" +
+      (fit < MAX_ARMS ? " (a wider window shows up to " + MAX_ARMS + ")" : "") : "");
     var head = "<tr><th>Arm</th>" + arms.map(function (r) {
       var arm = r.run.slice(sw.name.length + 1);
       return '<th class="num" data-run="' + esc(r.run) + '" title="' + esc(r.run) + '">' + esc(arm) + "</th>";

@@ -39,8 +39,8 @@
 
   function cells(c, spark, label) {
     return '<td class="num">' + num(c.lookups) + '</td><td class="num">' + num(c.hits) + '</td><td class="num">' + num(c.misses) +
-      "</td><td>" + CS.rateCell(c.hit_rate, c.lookups) + '</td><td class="spark-cell">' + (spark === false ? "" : CS.sparkline(spark, label)) +
-      '</td><td class="num">' + dur(c.compile_seconds_saved) + '</td><td class="num">' + bytes(c.bytes_out) + '</td><td class="num">' + num(c.writes) + "</td>";
+      "</td><td>" + CS.rateCell(c.hit_rate, c.lookups) + '</td><td class="spark-cell col-trend">' + (spark === false ? "" : CS.sparkline(spark, label)) +
+      '</td><td class="num">' + dur(c.compile_seconds_saved) + '</td><td class="num col-served">' + bytes(c.bytes_out) + '</td><td class="num col-writes">' + num(c.writes) + "</td>";
   }
 
   function keyOf(r) {
@@ -118,13 +118,23 @@
     }).join("") : '<tr><td colspan="5" class="none">No hits yet.</td></tr>';
   }
 
-  function renderReasons(rs, selected) {
+  // BY_KEY says why a miss can have no reason: the lookups by key carry
+  // no signature to compare with what is stored (api/keys.go explains
+  // lookups by signature only).
+  var BY_KEY = "lookups by key (GET, batch or Redis), which carry no signature to compare with the entries stored. " +
+    "Lookups by signature (POST /v1/{ns}/lookup, as the cachesvc JAX and torch clients make them) explain every miss.";
+
+  // renderReasons lists the explained misses by reason; misses is the
+  // totals' count, so that a page of misses none of which could be
+  // explained says why rather than that there are none.
+  function renderReasons(rs, selected, misses) {
     var total = rs.reduce(function (a, r) { return a + r.count; }, 0);
     $("reasons").innerHTML = rs.length ? rs.map(function (r) {
       var sel = selected === r.reason ? " selected" : "";
       return '<div class="reason' + sel + '" data-reason="' + esc(r.reason) + '" title="Show only these misses"><span class="label">' + esc(r.label) +
         '</span><span class="bar"><i style="width:' + (100 * r.count / total).toFixed(1) + '%"></i></span><span class="count">' + num(r.count) + "</span></div>";
-    }).join("") : '<div class="none">No explained misses yet. Lookups by signature (POST /v1/{ns}/lookup) explain every miss.</div>';
+    }).join("") : misses ? '<div class="none">None of the ' + num(misses) + " misses is explained: they were " + esc(BY_KEY) + "</div>" :
+      '<div class="none">No explained misses yet. Lookups by signature (POST /v1/{ns}/lookup) explain every miss.</div>';
   }
 
   function labelOf(reason) {
@@ -132,7 +142,9 @@
     return reason.split("+").join(", ").replace(/_/g, " ");
   }
 
-  function renderMisses(ms, reason) {
+  // renderMisses lists the recent explained misses (of reason, when one
+  // is picked); misses is the totals' count, as for renderReasons.
+  function renderMisses(ms, reason, misses) {
     if (reason) ms = ms.filter(function (m) { return (m.explanation || {}).reason === reason; });
     $("miss-filter").textContent = reason ? "· " + labelOf(reason) + " (click again for all)" : "";
     $("recent-misses").innerHTML = ms.length ? ms.slice(0, 30).map(function (m) {
@@ -144,7 +156,8 @@
       return '<div class="miss" data-reason="' + esc(ex.reason) + '"><div class="head"><span class="tag">' + esc(labelOf(ex.reason)) + "</span><span>" +
         esc(m.display_name || m.key.slice(0, 16)) + '</span><span class="mono">' + esc(m.namespace) + " · " + esc(m.backend) + '</span><span class="when">' + esc(CS.ago(m.time)) +
         '</span></div><div class="summary">' + esc(ex.summary || "") + '</div><div class="diffs">' + diffs + "</div></div>";
-    }).join("") : '<div class="none">No misses recorded.</div>';
+    }).join("") : misses && !reason ? '<div class="none">None to list: only the misses of lookups by signature are recorded here (see by reason).</div>' :
+      '<div class="none">No misses recorded.</div>';
   }
 
   // rawMisses counts the raw GET misses in d (every namespace's, or the
@@ -167,7 +180,7 @@
       var cls = fill > 0.95 ? " low" : fill > 0.8 ? " mid" : "";
       var of = n.max_bytes || n.max_entries ? '<span class="rate' + cls + '"><span class="bar"><i style="width:' + (100 * Math.min(1, fill)).toFixed(1) + '%"></i></span>' + CS.pct(fill) + "</span>" :
         '<span class="none">no quota</span>';
-      return '<tr data-ns="' + esc(n.namespace) + '"><td>' + esc(n.namespace) + '</td><td class="num">' + CS.num(n.entries) +
+      return '<tr data-ns="' + esc(n.namespace) + '"><td class="name" title="' + esc(n.namespace) + '">' + esc(n.namespace) + '</td><td class="num">' + CS.num(n.entries) +
         (n.max_entries ? " / " + CS.num(n.max_entries) : "") + '</td><td class="num">' + CS.bytes(n.bytes) + (n.max_bytes ? " / " + CS.bytes(n.max_bytes) : "") +
         "</td><td>" + of + "</td><td>" + (exp.length ? esc(exp.join(" · ")) : '<span class="none">never</span>') + '</td><td class="num">' + CS.num(n.evictions) +
         '</td><td class="num">' + CS.num(n.expirations) + "</td></tr>";

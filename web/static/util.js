@@ -47,7 +47,8 @@
     var frac = max ? Math.min(1, used / max) : 0;
     var cls = frac > 0.95 ? "full" : frac > 0.8 ? "high" : "";
     return '<span class="usage" title="' + CS.esc(title || "") + '">' + (max ? '<span class="bar"><i class="' + cls + '" style="width:' +
-      (100 * frac).toFixed(1) + '%"></i></span>' : "") + fmt(used) + (max ? " / " + fmt(max) : ' <span class="muted">no quota</span>') + "</span>";
+      (100 * frac).toFixed(1) + '%"></i></span>' : "") + '<span class="fig">' + fmt(used) + (max ? " / " + fmt(max) : "") + "</span>" +
+      (max ? "" : ' <span class="muted">no quota</span>') + "</span>";
   };
 
   // sparkline draws one row's history as inline SVG: lookups per step as
