@@ -79,7 +79,7 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 			Name: wire.SanitizeName(res.DisplayName), Components: res.Components, Explanation: &ex})
 		return c.Status(http.StatusNotFound).JSON(wire.LookupMiss{
 			Error: wire.ErrorObject{Code: "not_found", Message: fmt.Sprintf(
-				"No entry for this signature (key %s) in namespace %q.", key, ns)},
+				"No entry for this signature (key %s) in namespace %q.", key, ns), RequestID: answeredRequestID(c)},
 			Key: key.String(), Backend: res.Backend, Plugin: res.Plugin,
 			DisplayName: res.DisplayName, Components: res.Components, Explanation: ex,
 		})

@@ -104,7 +104,8 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	}
 	if _, err := g.store.Stat(c.UserContext(), ns, key); err == nil {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   wire.ErrorObject{Code: "entry_exists", Message: fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns)},
+			"error": wire.ErrorObject{Code: "entry_exists", Message: fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns),
+				RequestID: answeredRequestID(c)},
 			"holder":  "",
 			"expires": time.Time{},
 		})
@@ -125,7 +126,7 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	if !granted {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
 			"error": wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("Holder %q is compiling %s until %s; wait with GET ?wait= or try again after that.",
-				l.Holder, key, l.Expires.UTC().Format(time.RFC3339Nano))},
+				l.Holder, key, l.Expires.UTC().Format(time.RFC3339Nano)), RequestID: answeredRequestID(c)},
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})
@@ -158,7 +159,8 @@ func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
 		return Errorf(http.StatusNotFound, "lease_not_found", "No lease is held on %s in namespace %q (it was released, expired, or the server restarted).", key, ns)
 	case errors.Is(err, lease.ErrHeldByOther):
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder)},
+			"error": wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder),
+				RequestID: answeredRequestID(c)},
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})

@@ -39,7 +39,7 @@ func NewPluginMetrics() *PluginMetrics {
 		}, []string{"plugin"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_plugin_failures_total",
-			Help: "Failed plugin calls by plugin and kind: rejected (the plugin refused the signature), timeout, trap, memory, output, input_too_large, busy, canceled, closed, other.",
+			Help: "Failed plugin calls by plugin and kind: rejected (the plugin refused the signature), timeout, trap, memory, output, input_too_large, busy, canceled, closed, unsupported, other; each loaded plugin's series start at 0.",
 		}, []string{"plugin", "kind"}),
 		reloads: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_plugin_reloads_total",
@@ -57,6 +57,23 @@ func (m *PluginMetrics) ObserveReload(err error) {
 		return
 	}
 	m.reloads.WithLabelValues("ok").Inc()
+}
+
+// pluginFailureKinds are the values of the kind label (pluginFailureKind's).
+var pluginFailureKinds = []string{"rejected", "timeout", "trap", "memory", "output", "input_too_large", "busy", "canceled", "closed", "unsupported", "other"}
+
+// Loaded exports the failure series of each plugin in ids (name@version),
+// one per kind, at 0. A series first exported at a plugin's first failure
+// starts at 1, and increase() over it is 0: an alert on an increase (the
+// CachesvcPluginFailures alert of scripts/monitoring) missed that failure.
+// Call it when plugins load.
+func (m *PluginMetrics) Loaded(ids ...string) {
+	for _, id := range ids {
+		plugin := m.labels.admit(id)
+		for _, kind := range pluginFailureKinds {
+			m.failures.WithLabelValues(plugin, kind)
+		}
+	}
 }
 
 // Observe records one plugin call; it has the signature of

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -179,5 +181,61 @@ func TestRequestIDOnConnectionRefusal(t *testing.T) {
 	}
 	if len(ids) != 2 {
 		t.Errorf("two refusals answered with the same id: %v", ids)
+	}
+}
+
+// TestRequestIDInHandlerBuiltErrors: the errors a handler writes itself,
+// with fields beside "error" (a lease conflict's holder and expiry, a
+// lookup miss's explanation), name the request id too, as every error
+// body does. They did not: a 409 lease_held or entry_exists, or a lookup's
+// 404, had the X-Request-Id header but no request_id in the body.
+func TestRequestIDInHandlerBuiltErrors(t *testing.T) {
+	srv := startKeyServer(t, plugins.Config{}, keying.Config{})
+	leased, stored := entryKey("request id: leased"), entryKey("request id: stored")
+	do := func(method, path, body, id string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(wire.HeaderRequestID, id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	if resp, b := do("POST", "/v1/default/leases/"+leased, `{"holder":"a:1"}`, "setup-1"); resp.StatusCode != 201 {
+		t.Fatalf("lease: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := do("PUT", "/v1/default/entries/"+stored, "bytes", "setup-2"); resp.StatusCode != 201 {
+		t.Fatalf("PUT: %d %s", resp.StatusCode, b)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"lease held", "POST", "/v1/default/leases/" + leased, `{"holder":"b:2"}`, 409, "lease_held"},
+		{"release by another holder", "DELETE", "/v1/default/leases/" + leased + "?holder=b:2", "", 409, "lease_held"},
+		{"lease on a stored entry", "POST", "/v1/default/leases/" + stored, `{"holder":"b:2"}`, 409, "entry_exists"},
+		{"lookup miss", "POST", "/v1/default/lookup", `{"backend":"passthrough","kind":"jax","key":"jit_f-request-id"}`, 404, "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "rid-" + strings.ReplaceAll(tc.name, " ", "-")
+			resp, b := do(tc.method, tc.path, tc.body, id)
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+				t.Fatalf("%d %s, want %d %s", resp.StatusCode, b, tc.status, tc.code)
+			}
+			if got := errorRequestID(t, b); got != id {
+				t.Errorf("error body's request_id %q, want the one sent, %q: %s", got, id, b)
+			}
+		})
 	}
 }

@@ -51,7 +51,14 @@ func parseWaited(v string, wait bool) (time.Duration, error) {
 		return 0, nil
 	}
 	if !wait {
-		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), wire.Echo(v))
+		// The example is a query to send: the value as is when it is a
+		// valid one (quoted, as the message quotes it, it was not), else
+		// a valid one.
+		example := "120"
+		if _, err := parseWaited(v, true); err == nil {
+			example = v
+		}
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), example)
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {

@@ -123,7 +123,10 @@ func TestWaitedRefusesBadValues(t *testing.T) {
 		{"NaN", "?wait=5s&waited=NaN", "not a duration"},
 		{"infinite", "?wait=5s&waited=Inf", "at most 24h0m0s"},
 		{"over a day", "?wait=5s&waited=86401", "at most 24h0m0s"},
-		{"without wait", "?waited=10", "needs ?wait="},
+		// The example names a query to send: waited="10" in it (the value
+		// quoted as the message quotes it) was no query a client could send.
+		{"without wait", "?waited=10", `needs ?wait= too: send e.g. ?wait=50s&waited=10,`},
+		{"bad, without wait", "?waited=soon", `needs ?wait= too: send e.g. ?wait=50s&waited=120,`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

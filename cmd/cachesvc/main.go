@@ -44,7 +44,7 @@ var commands = []command{
 	{"key", "print the cache key of a signature or module, offline", runKey},
 	{"plugin", "list plugins, or check a plugin against the ABI", runPlugin},
 	{"admin", "list, delete, quarantine, show, export and import entries with an admin token", runAdmin},
-	{"version", "print the version and exit", runVersion},
+	{"version", "print the version and the data formats this binary reads", runVersion},
 }
 
 // stdio bundles a command's standard streams and its environment, so that

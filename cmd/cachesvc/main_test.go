@@ -21,6 +21,11 @@ func TestRunDispatch(t *testing.T) {
 		{[]string{"version"}, 0, "cachesvc ", ""},
 		{[]string{"version"}, 0, "\nstore format 2 (--data), shared-tier entry records up to v2\n", ""},
 		{[]string{"--version"}, 0, "cachesvc ", ""},
+		// README (Upgrading) says to compare the formats `version` prints
+		// before a rollback; its help and the command list said only
+		// "print the version".
+		{[]string{"version", "--help"}, 0, "store format", ""},
+		{[]string{"--help"}, 0, "version    print the version and the data formats this binary reads", ""},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{[]string{"serve", "--no-such-flag"}, 2, "", "unknown flag --no-such-flag"},
 		{[]string{"serve", "extra"}, 2, "", "unexpected arguments"},

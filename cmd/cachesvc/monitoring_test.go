@@ -224,3 +224,34 @@ func TestMonitoring(t *testing.T) {
 
 // testStart is when the test binary started.
 var testStart = time.Now()
+
+// TestPluginFailureSeriesFromStart: once a server's plugins load, every
+// failure series the CachesvcPluginFailures alert watches is exported at
+// 0. Before, a series was born at 1 with a plugin's first failure, and
+// increase() over a series that starts at 1 is 0: the first timeout (or
+// trap, or exhausted memory) of each plugin after a start never alerted.
+func TestPluginFailureSeriesFromStart(t *testing.T) {
+	url := startServe(t)
+	waitReadyz(t, url)
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		have := map[string]bool{}
+		for _, line := range scrape(t, url)["cachesvc_plugin_failures_total"] {
+			have[line] = true
+		}
+		missing = missing[:0]
+		for _, plugin := range []string{"passthrough@1.0.0", "pt2@1.0.0", "xla@1.0.0"} {
+			for _, kind := range []string{"timeout", "trap", "memory", "output", "busy", "other"} {
+				if line := `cachesvc_plugin_failures_total{kind="` + kind + `",plugin="` + plugin + `"} 0`; !have[line] {
+					missing = append(missing, line)
+				}
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, line := range missing {
+		t.Errorf("/metrics lacks %s once the plugins are ready", line)
+	}
+}

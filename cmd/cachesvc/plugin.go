@@ -28,6 +28,10 @@ type pluginOptions struct {
 	MaxSignature int64
 	// observe, when set, receives every plugin call (serve: metrics).
 	observe func(plugin string, d time.Duration, err error)
+	// loaded, when set, receives the name@version of every plugin once
+	// the server's plugins are ready (serve: metrics, whose failure series
+	// then start at 0).
+	loaded func(ids ...string)
 	// memo, when set, is the fleet's shared signature memo (serve).
 	memo keying.SharedMemo
 	// memoFile, when set, keeps the signature memo across restarts (serve:
@@ -173,6 +177,13 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 			return
 		}
 		logger.Info("built-in plugins ready", "backends", h.Backends(), "took", time.Since(start).Round(time.Millisecond))
+		if po.loaded != nil {
+			var ids []string
+			for _, i := range h.Plugins() {
+				ids = append(ids, i.ID)
+			}
+			po.loaded(ids...)
+		}
 	}()
 	return k, h, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -218,9 +229,11 @@ func reloadPluginDir(ctx context.Context, h *plugins.Host, memo pluginMemo, dir 
 	var added, replaced, removed, unchanged []string
 	for _, i := range r.Added {
 		added = append(added, i.ID+" "+i.Source)
+		m.Loaded(i.ID)
 	}
 	for _, x := range r.Replaced {
 		replaced = append(replaced, x.Old.ID+" -> "+x.New.ID+" "+x.New.Source)
+		m.Loaded(x.New.ID)
 		if x.SameVersion() {
 			forgot := memo.ForgetPlugin(x.New.ID)
 			logger.Warn("plugin file changed but its version did not", "plugin", x.New.ID, "file", x.New.Source,

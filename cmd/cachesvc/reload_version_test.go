@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/plugins"
@@ -101,4 +103,35 @@ func TestReloadWarnsWhenAFileChangesButNotItsVersion(t *testing.T) {
 	if memoized() {
 		t.Error("after the file changed under the same name@version, the memo still answered with the old code's key")
 	}
+	// The reloaded plugin's failure series are exported at 0, so that an
+	// alert on their increase sees its first failure.
+	if got := failureSeries(t, m, "empty@1"); got != 11 {
+		t.Errorf("after the reload, %d cachesvc_plugin_failures_total series of empty@1 at 0, want one per kind (11)", got)
+	}
+}
+
+// failureSeries counts m's cachesvc_plugin_failures_total series of plugin
+// that are at 0.
+func failureSeries(t *testing.T, m *api.PluginMetrics, plugin string) int {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "cachesvc_plugin_failures_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "plugin" && l.GetValue() == plugin && s.GetCounter().GetValue() == 0 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

@@ -394,6 +394,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	pluginMetrics := api.NewPluginMetrics()
 	o.Plugins.observe = pluginMetrics.Observe
+	o.Plugins.loaded = pluginMetrics.Loaded
 	keyer, host, closePlugins, err := openServeKeyer(ctx, o, logger) // plugin.go
 	if err != nil {
 		return err

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // startingHandoverWait bounds how long the hand-over waits for the answers
@@ -73,8 +77,22 @@ func answerWhileStarting(ln net.Listener, tlsCfg *tls.Config, logger *slog.Logge
 	return r
 }
 
+// startingIDs makes the request ids of answers while starting to requests
+// without a usable X-Request-Id: a random prefix per process and a counter,
+// like the API server's, so that a 503 a user reports names its request
+// as every other answer does.
+var startingIDs = struct {
+	prefix string
+	n      atomic.Uint64
+}{prefix: "starting-" + rand.Text()[:10] + "-"}
+
 // answerStarting is the startingResponder's handler.
 func answerStarting(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(wire.HeaderRequestID)
+	if !wire.ValidRequestID(id) {
+		id = startingIDs.prefix + strconv.FormatUint(startingIDs.n.Add(1), 36)
+	}
+	w.Header().Set(wire.HeaderRequestID, id)
 	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Path == "/healthz" {
 		_ = json.NewEncoder(w).Encode(map[string]string{"status": startingCode, "version": version})
@@ -82,8 +100,8 @@ func answerStarting(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Retry-After", "1")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": startingCode,
-		"message": "The server is starting: it opens its store and loads its plugins; retry in a moment."}})
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorObject{Code: startingCode,
+		Message: "The server is starting: it opens its store and loads its plugins; retry in a moment.", RequestID: id}})
 }
 
 // stop ends the responder and leaves the listener open, its next

@@ -24,23 +24,37 @@ import (
 // overloaded gateway), so that its start takes a minute: meanwhile its
 // listener answers /healthz 200 "starting" (a liveness probe must not kill
 // it) and /readyz and an entry's GET 503 "starting" with Retry-After,
-// instead of leaving every probe to time out.
+// instead of leaving every probe to time out. Each answer carries
+// X-Request-Id (the client's when it is a sane one) and the 503's body
+// names it as request_id, as every other answer does; before, answers
+// while starting had neither.
 func TestServeAnswersProbesWhileStarting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test skipped in -short mode")
 	}
 	_, addr, _ := startStuck(t)
+	entry := "/v1/default/entries/" + strings.Repeat("ab", 32)
 	tests := []struct {
 		path       string
+		sentID     string // "" for none
+		takenID    bool   // the answer carries the id sent
 		status     int
 		retryAfter bool
 	}{
-		{"/healthz", http.StatusOK, false},
-		{"/readyz", http.StatusServiceUnavailable, true},
-		{"/v1/default/entries/" + strings.Repeat("ab", 32), http.StatusServiceUnavailable, true},
+		{"/healthz", "probe-1", true, http.StatusOK, false},
+		{"/readyz", "", false, http.StatusServiceUnavailable, true},
+		{entry, "job-7:step.3_a", true, http.StatusServiceUnavailable, true},
+		{entry, `a"b<script>`, false, http.StatusServiceUnavailable, true},
 	}
 	for _, tt := range tests {
-		resp, err := http.Get("http://" + addr + tt.path)
+		req, err := http.NewRequest("GET", "http://"+addr+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.sentID != "" {
+			req.Header.Set("X-Request-Id", tt.sentID)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s while starting: %v", tt.path, err)
 		}
@@ -48,6 +62,23 @@ func TestServeAnswersProbesWhileStarting(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tt.status || !strings.Contains(string(body), `"starting"`) || (resp.Header.Get("Retry-After") != "") != tt.retryAfter {
 			t.Errorf("GET %s while starting: %d %s (Retry-After %q), want %d saying starting", tt.path, resp.StatusCode, body, resp.Header.Get("Retry-After"), tt.status)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		switch {
+		case tt.takenID && id != tt.sentID:
+			t.Errorf("GET %s (X-Request-Id %q) while starting: X-Request-Id %q, want the one sent", tt.path, tt.sentID, id)
+		case !tt.takenID && (id == "" || id == tt.sentID || strings.ContainsAny(id, `"<> `)):
+			t.Errorf("GET %s (X-Request-Id %q) while starting: X-Request-Id %q, want a new one the server made", tt.path, tt.sentID, id)
+		}
+		if tt.status != http.StatusOK {
+			var e struct {
+				Error struct {
+					RequestID string `json:"request_id"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.RequestID != id {
+				t.Errorf("GET %s while starting: error body %s names request_id %q, want the header's %q", tt.path, body, e.Error.RequestID, id)
+			}
 		}
 	}
 }

@@ -30,7 +30,7 @@ func versionString() string {
 
 // runVersion prints the version.
 func runVersion(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("version", "Print the version and exit.", sio)
+	fs := newFlagSet("version", "Print the version, and the store format (--data) and shared-tier entry record versions this binary reads: compare them before rolling back to an older binary.", sio)
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}

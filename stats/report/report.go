@@ -230,8 +230,9 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 // terminal's width, while its KEY column already tells entries apart.
 const maxNameWidth = 40
 
-// renderFleet writes the replicas' health and each one's hot tier and
-// numbers, as the dashboard's Fleet card does.
+// renderFleet writes the replicas' health, version, and each one's hot tier
+// and numbers, as the dashboard's Fleet card does: the VERSION column is
+// how a rolling upgrade's progress is watched from a terminal.
 func renderFleet(p *printer, w io.Writer, f *wire.FleetStats, now time.Time) {
 	p.f("Replicas    %s of %s healthy\n", Num(int64(f.Healthy)), Num(int64(len(f.Replicas))))
 	renderMismatches(p, f.ConfigMismatches)
@@ -240,9 +241,13 @@ func renderFleet(p *printer, w io.Writer, f *wire.FleetStats, now time.Time) {
 	}
 	p.f("\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "REPLICA\tHEALTH\tHEARTBEAT\tHOT TIER\tSHARED TIER\tQUEUED\tLOOKUPS\tHIT RATE\n")
+	fmt.Fprintf(tw, "REPLICA\tHEALTH\tHEARTBEAT\tVERSION\tHOT TIER\tSHARED TIER\tQUEUED\tLOOKUPS\tHIT RATE\n")
 	for _, rp := range f.Replicas {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s in %s\t%s\t%s\t%s\t%s\n", rp.ID, rp.Health, Ago(now, rp.Heartbeat), Bytes(rp.Hot.Bytes),
+		version := wire.OneLine(rp.Version, maxNameWidth)
+		if version == "" {
+			version = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s in %s\t%s\t%s\t%s\t%s\n", rp.ID, rp.Health, Ago(now, rp.Heartbeat), version, Bytes(rp.Hot.Bytes),
 			Plural(rp.Hot.Entries, "entry", "entries"), sharedState(rp.Shared), Num(rp.Shared.QueueDepth), Num(rp.Totals.Lookups),
 			Rate(rp.Totals.HitRate, rp.Totals.Lookups))
 	}

@@ -105,7 +105,9 @@ func TestPlural(t *testing.T) {
 }
 
 // TestRenderFleet: with the fleet's view the totals are the fleet's and
-// every replica is listed; a replica's own view says that it is one.
+// every replica is listed with the version it runs (README: a rolling
+// upgrade is watched there as on the Fleet card); a replica's own view says
+// that it is one.
 func TestRenderFleet(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &wire.StatsResponse{SharedTier: &wire.SharedTierState{Configured: true, Reachable: true}}
@@ -119,9 +121,9 @@ func TestRenderFleet(t *testing.T) {
 	}
 
 	r.Fleet = &wire.FleetStats{Healthy: 1, Replicas: []wire.ReplicaStatus{
-		{ID: "a", Health: wire.HealthOK, Heartbeat: now.Add(-3 * time.Second), Hot: wire.StoreUsage{Entries: 2, Bytes: 2048},
+		{ID: "a", Version: "v1.2.3", Health: wire.HealthOK, Heartbeat: now.Add(-3 * time.Second), Hot: wire.StoreUsage{Entries: 2, Bytes: 2048},
 			Shared: wire.SharedTierState{Configured: true, Reachable: true}, Totals: wire.Totals{Lookups: 5, Hits: 5, HitRate: 1}},
-		{ID: "b", Health: wire.HealthStale, Heartbeat: now.Add(-time.Minute), Shared: wire.SharedTierState{Configured: true, QueueDepth: 7},
+		{ID: "b", Version: "dev", Health: wire.HealthStale, Heartbeat: now.Add(-time.Minute), Shared: wire.SharedTierState{Configured: true, QueueDepth: 7},
 			Totals: wire.Totals{Lookups: 3, Misses: 3}},
 	}}
 	r.Fleet.Totals.Totals = wire.Totals{Lookups: 8, Hits: 5, Misses: 3, HitRate: 0.625, Writes: 4}
@@ -134,8 +136,9 @@ func TestRenderFleet(t *testing.T) {
 		"Lookups     8  (hits 5, misses 3)\n",
 		"stored in 4 writes\n",
 		"Replicas    1 of 2 healthy\n",
-		"a        ok      just now   2.0 KiB in 2 entries  reachable    0       5        100.0%\n",
-		"b        stale   60 s ago   0 B in 0 entries      unreachable  7       3        0.0%\n",
+		"REPLICA  HEALTH  HEARTBEAT  VERSION  HOT TIER              SHARED TIER  QUEUED  LOOKUPS  HIT RATE\n",
+		"a        ok      just now   v1.2.3   2.0 KiB in 2 entries  reachable    0       5        100.0%\n",
+		"b        stale   60 s ago   dev      0 B in 0 entries      unreachable  7       3        0.0%\n",
 	} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())

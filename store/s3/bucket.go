@@ -32,7 +32,7 @@ func CheckBucket(ctx context.Context, c *minio.Client, bucket string) error {
 		}
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if callerEnded(err) {
 		return err
 	}
 	var certErr *tls.CertificateVerificationError

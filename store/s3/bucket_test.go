@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
@@ -17,7 +18,9 @@ import (
 
 // TestCheckBucket sorts what can go wrong when a bucket is opened into an
 // outage (the replica starts on its hot tier) and configuration errors
-// that say what to change.
+// that say what to change. A server that accepts and never answers is an
+// outage: its response-header timeout was taken for the caller's deadline,
+// and a replica started while the bucket hung exited 1 after a minute.
 func TestCheckBucket(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
@@ -28,6 +31,7 @@ func TestCheckBucket(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downAddr := down.Listener.Addr().String()
 	down.Close()
+	impatient := &http.Transport{ResponseHeaderTimeout: time.Second}
 	for _, tc := range []struct {
 		name        string
 		endpoint    string
@@ -35,18 +39,20 @@ func TestCheckBucket(t *testing.T) {
 		bucket      string
 		secret      string
 		unavailable bool
-		want        string // in the error; "" for nil
+		want        string            // in the error; "" for nil
+		transport   http.RoundTripper // nil: minio's
 	}{
-		{"exists", srv.Endpoint, true, bucket, s3test.SecretKey, false, ""},
-		{"no such bucket", srv.Endpoint, true, "no-such-bucket", s3test.SecretKey, false, "the bucket does not exist: create it"},
-		{"wrong secret", srv.Endpoint, true, bucket, "wrong", false, "): check the credentials"},
-		{"HTTPS to a plain-HTTP server", srv.Endpoint, false, bucket, s3test.SecretKey, false, "give --s3-endpoint as http://HOST:PORT"},
-		{"untrusted certificate", strings.TrimPrefix(tlsSrv.URL, "https://"), false, bucket, s3test.SecretKey, false, "the server's TLS certificate is not trusted"},
-		{"nothing listening", downAddr, true, bucket, s3test.SecretKey, true, "connection refused"},
+		{"exists", srv.Endpoint, true, bucket, s3test.SecretKey, false, "", nil},
+		{"no such bucket", srv.Endpoint, true, "no-such-bucket", s3test.SecretKey, false, "the bucket does not exist: create it", nil},
+		{"wrong secret", srv.Endpoint, true, bucket, "wrong", false, "): check the credentials", nil},
+		{"HTTPS to a plain-HTTP server", srv.Endpoint, false, bucket, s3test.SecretKey, false, "give --s3-endpoint as http://HOST:PORT", nil},
+		{"untrusted certificate", strings.TrimPrefix(tlsSrv.URL, "https://"), false, bucket, s3test.SecretKey, false, "the server's TLS certificate is not trusted", nil},
+		{"nothing listening", downAddr, true, bucket, s3test.SecretKey, true, "connection refused", nil},
+		{"server never answers", stuckListener(t), true, bucket, s3test.SecretKey, true, "timeout awaiting response headers", impatient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := s3.NewClient(s3.Config{Endpoint: tc.endpoint, Bucket: tc.bucket, Region: s3test.Region, Insecure: tc.insecure,
-				AccessKey: s3test.AccessKey, SecretKey: tc.secret, MaxRetries: 1})
+				AccessKey: s3test.AccessKey, SecretKey: tc.secret, MaxRetries: 1, Transport: tc.transport})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -301,7 +301,7 @@ func (s *Store) quarantineName(ns string, key store.Key) string {
 // missing bucket store.ErrUnavailable (the last two saying what to fix).
 func (s *Store) fault(op, object string, err error) error {
 	where := fmt.Sprintf("%s s3://%s/%s", op, s.cfg.Bucket, object)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if callerEnded(err) {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	switch {
@@ -318,6 +318,38 @@ func (s *Store) fault(op, object string, err error) error {
 		return fmt.Errorf("%s: %w: the bucket does not exist: create it (cachesvc creates no buckets) or check --s3-bucket: %w", where, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// callerEnded reports whether err is the caller's context ending
+// (canceled, or past its deadline) rather than the server failing to
+// answer. net/http's own timeouts (awaiting response headers, dialing)
+// also match context.DeadlineExceeded by errors.Is, but they are an
+// outage: only the sentinel itself, in err's chain, is the caller's.
+func callerEnded(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return true
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var walk func(error) bool
+	walk = func(e error) bool {
+		if e == context.DeadlineExceeded { // the sentinel itself, not what matches it
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return u.Unwrap() != nil && walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(err)
 }
 
 // isNotFound reports whether err is S3's answer that an object is missing
