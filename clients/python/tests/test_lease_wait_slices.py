@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -150,3 +151,40 @@ def test_lease_wait_ends_when_the_lease_ends(start_server, tmp_path: Path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.mark.parametrize("how", ["get", "lease.wait", "leasebook"])
+def test_failed_lease_wait_counts_one_miss(server, how: str):
+    """A client that missed (a plain GET, counted) and then waits for a
+    holder whose lease ended without the entry (released before the wait
+    parked) gets None and compiles: the server counts that one miss, not a
+    second for the wait. Every slice of the client's long poll carries
+    ``waited`` (0 on the first), so misses minus wait hits stays the
+    compiles run. Through ``get(wait=)``, ``Lease.wait`` and the JAX and
+    torch integrations' ``LeaseBook``."""
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    key = k(f"failed wait {how}")
+    holder = cachesvc.Client(server.url)
+    waiter = cachesvc.Client(server.url)
+    assert waiter.get(key) is None  # the miss the wait answers
+    theirs = holder.lease(key, holder="holder", ttl=60, renew=False)
+    assert theirs.acquire()
+    mine = waiter.lease(key, holder="waiter", ttl=60, renew=False)
+    assert not mine.acquire() and mine.code == "lease_held"
+    theirs.release()  # the holder gave up before the waiter parked
+    if how == "get":
+        got = waiter.get(key, wait=5)
+    elif how == "lease.wait":
+        got = mine.wait()
+    else:
+        counts: dict[str, int] = {}
+        book = LeaseBook(waiter, ttl=60, wait=5, timeout=10,
+                         warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0),
+                         count=lambda name: counts.__setitem__(name, counts.get(name, 0) + 1))
+        got = book.miss("jax-key", key, "a program", may_hold=False)
+        assert counts == {"lease_waits": 1}, counts
+    assert got is None
+    tot = totals(server.url)
+    assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == (1, 0, 1, 0), tot
