@@ -188,3 +188,30 @@ def test_failed_lease_wait_counts_one_miss(server, how: str):
     assert got is None
     tot = totals(server.url)
     assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == (1, 0, 1, 0), tot
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_lease_wait_zero_counts_no_extra_lookup(server, written: bool):
+    """``lease_wait=0`` (do not wait for another holder): a miss that finds
+    the lease held compiles at once without another lookup (before, a plain
+    GET counted a second miss), and one that finds the entry written since
+    its lookup (``entry_exists``) fetches it as a wait (``waited=0``), so its
+    hit counts in ``wait_hits`` and misses minus wait hits stays 0 compiles."""
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    key = k(f"lease_wait 0 {written}")
+    holder = cachesvc.Client(server.url)
+    waiter = cachesvc.Client(server.url)
+    assert waiter.get(key) is None  # the integration's miss
+    if written:
+        holder.put(key, b"executable", compile_seconds=10.0)
+    else:
+        assert holder.lease(key, holder="holder", ttl=60, renew=False).acquire()
+    book = LeaseBook(waiter, ttl=60, wait=0, timeout=10,
+                     warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0), count=lambda name: None)
+    got = book.miss("jax-key", key, "a program")
+    assert got == (b"executable" if written else None)
+    tot = totals(server.url)
+    want = (2, 1, 1, 1) if written else (1, 0, 1, 0)
+    assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == want, tot
