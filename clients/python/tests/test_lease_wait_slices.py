@@ -215,3 +215,24 @@ def test_lease_wait_zero_counts_no_extra_lookup(server, written: bool):
     tot = totals(server.url)
     want = (2, 1, 1, 1) if written else (1, 0, 1, 0)
     assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == want, tot
+
+
+def test_lease_wait_default_matches_the_integrations():
+    """``Lease.wait()`` waits as long by default as the integrations'
+    ``lease_wait`` (3600 s): the wait ends as soon as the holder's lease
+    ends without the entry, so a long default only waits out a holder that
+    is alive and compiling, which beats compiling the program again. Before,
+    ``Lease.wait`` gave up after 60 s and compiled a second time what a
+    JAX or torch install on the same key waited for."""
+    import inspect
+
+    import cachesvc.jax
+    import cachesvc.torch
+    from cachesvc import Lease
+
+    defaults = {
+        "Lease.wait(timeout)": inspect.signature(Lease.wait).parameters["timeout"].default,
+        "cachesvc.jax.install(lease_wait)": inspect.signature(cachesvc.jax.install).parameters["lease_wait"].default,
+        "cachesvc.torch.install(lease_wait)": inspect.signature(cachesvc.torch.install).parameters["lease_wait"].default,
+    }
+    assert set(defaults.values()) == {3600.0}, defaults
