@@ -249,12 +249,15 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		g.out.Lookup(hit)
 		return c.SendStatus(http.StatusNotModified)
 	}
-	g.out.Lookup(hit)
 	status := http.StatusOK
 	if n >= 0 {
 		status = http.StatusPartialContent
 		c.Set(fiber.HeaderContentRange, fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 	}
 	c.Status(status)
-	return g.io.send(c, r.Namespace, r.Key, rc, size)
+	if err := g.io.send(c, r.Namespace, r.Key, rc, size); err != nil {
+		return err // nothing sent (a corrupt first chunk): a failure, not a hit
+	}
+	g.out.Lookup(hit)
+	return nil
 }

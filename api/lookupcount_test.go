@@ -173,3 +173,61 @@ func TestBrokenBatchCountsWhatItDelivered(t *testing.T) {
 		})
 	}
 }
+
+// TestCorruptEntryCountsNoHit: a GET or lookup of an entry whose first
+// chunk fails its checksum answers 500 integrity_failure before any byte
+// of the body (the entry is quarantined), and counts no hit: the client got
+// no entry, like any store failure that is not a miss. Its next lookup is
+// a miss (the entry is quarantined), counted once. Before, the hit was
+// counted before the body was read, so one compile's lookups counted a hit
+// that saved nothing and a miss.
+func TestCorruptEntryCountsNoHit(t *testing.T) {
+	sig := []byte(`{"backend":"passthrough","kind":"jax","key":"jit_corrupt-1"}`)
+	lookupKey := keying.ComputeKey("passthrough@1.0.0", "passthrough", []byte("jax\x00jit_corrupt-1")).String()
+	tests := []struct {
+		name, method, key, path string
+		body                    []byte
+		route                   string
+	}{
+		{"GET", http.MethodGet, testKey(95), "/v1/default/entries/" + testKey(95), nil, "entries"},
+		{"lookup", http.MethodPost, lookupKey, "/v1/default/lookup", sig, "lookup"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := digestServer(t, keying.Config{}, nil)
+			bad := make([]byte, 3<<20)
+			rand.New(rand.NewSource(int64(20 + i))).Read(bad)
+			if resp := s.Do(http.MethodPut, s.EntryURL("default", tt.key), bytes.NewReader(bad)); resp.StatusCode != 201 {
+				t.Fatalf("put: %d %s", resp.StatusCode, apitest.ReadAll(t, resp))
+			}
+			s.Close()
+			if _, err := storetest.FlipInValueLog(s.Dir, bad[100:164]); err != nil {
+				t.Fatal(err)
+			}
+			s.Restart()
+			for _, want := range []struct {
+				status int
+				counts map[string]float64
+			}{
+				{http.StatusInternalServerError, nil},                            // the corrupt read
+				{http.StatusNotFound, map[string]float64{tt.route + " miss": 1}}, // quarantined: a miss
+			} {
+				before := routeCounts(t, s)
+				var body io.Reader
+				if tt.body != nil {
+					body = bytes.NewReader(tt.body)
+				}
+				resp := s.Do(tt.method, s.URL+tt.path, body)
+				if b := apitest.ReadAll(t, resp); resp.StatusCode != want.status {
+					t.Fatalf("%s %s: %d %.200s, want %d", tt.method, tt.path, resp.StatusCode, b, want.status)
+				}
+				after := routeCounts(t, s)
+				for k, v := range after {
+					if d := v - before[k]; d != want.counts[k] {
+						t.Errorf("answer %d: lookups %s: +%v, want +%v", want.status, k, d, want.counts[k])
+					}
+				}
+			}
+		})
+	}
+}
