@@ -26,9 +26,9 @@ const (
 // time spent so far (0 on the first), which tells the server that the
 // caller's own lookup counted the miss: it counts no second miss when the
 // wait ends without the entry, one wait hit when it comes, and subtracts
-// the whole wait from the compile time the hit saved. A reverse proxy's own 504 (its read timeout
-// cut the slice) shrinks the slices to 0.8 times the cut, for every later
-// long poll of this client too.
+// the whole wait from the compile time the hit saved. A reverse proxy's
+// own 504 (its read timeout cut the slice) shrinks the slices to 0.8 times
+// the cut, for every later long poll of this client too.
 func (c *Client) longPoll(ctx context.Context, u string, wait time.Duration) (*http.Response, error) {
 	start := time.Now()
 	for {
