@@ -126,7 +126,10 @@ func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
 		}
 		m, err := g.store.Stat(ctx, ns, k)
 		if errors.Is(err, store.ErrNotFound) {
-			g.out.Lookup(Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run})
+			// Counted as missing.json is sent (batchtar.go): a stream
+			// that breaks before it told the client of no miss, and the
+			// client's retry counts it.
+			b.misses = append(b.misses, Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run})
 			missing.Missing = append(missing.Missing, k.String())
 			continue
 		}

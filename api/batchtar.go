@@ -138,8 +138,12 @@ type batchStream struct {
 	log     *slog.Logger
 	ns      string
 	members []planned
-	tail    []byte
-	total   int64
+	// misses are the keys missing.json lists, counted when every member
+	// was sent (each member's hit once its bytes are): a stream that
+	// breaks counts what it delivered, and the client's retry the rest.
+	misses []Lookup
+	tail   []byte
+	total  int64
 	pipedBody
 }
 
@@ -173,6 +177,11 @@ func (b *batchStream) write(w io.Writer) error {
 			return fmt.Errorf("stream %s/%s: %w", b.ns, p.key, err)
 		}
 		b.out.Lookup(p.hit)
+	}
+	// Before missing.json, not after: a client that read it finds its
+	// misses counted.
+	for _, l := range b.misses {
+		b.out.Lookup(l)
 	}
 	if _, err := w.Write(b.tail); err != nil {
 		return fmt.Errorf("write %s: %w", wire.MissingMember, err)

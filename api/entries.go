@@ -185,13 +185,17 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		g.runs.RecordLookup(r.Namespace, r.Run, r.Key)
 	}
 	wait := c.Query("wait")
-	// waited: the earlier slices of this wait (a proxy cut them); their
-	// time was not saved either, and their first request counted the miss.
-	waited, err := parseWaited(c.Query("waited"), wait != "")
+	// waited: the client counted its miss (a plain GET) before this wait
+	// and spent this long on the wait's earlier slices (its slicing or a
+	// proxy cut them), time not saved either. Present, even as 0, it
+	// makes a 404 count no second miss; a bare ?wait= (curl) counts its
+	// no-lease miss as a lookup of its own.
+	args := c.Context().QueryArgs()
+	continued := args.Has("waited")
+	waited, err := parseWaited(string(args.Peek("waited")), continued, wait != "")
 	if err != nil {
 		return err
 	}
-	continued := waited > 0
 	if wait != "" {
 		start := time.Now()
 		if err := g.waitForEntry(c, r, wait); err != nil {
@@ -245,12 +249,15 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		g.out.Lookup(hit)
 		return c.SendStatus(http.StatusNotModified)
 	}
-	g.out.Lookup(hit)
 	status := http.StatusOK
 	if n >= 0 {
 		status = http.StatusPartialContent
 		c.Set(fiber.HeaderContentRange, fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 	}
 	c.Status(status)
-	return g.io.send(c, r.Namespace, r.Key, rc, size)
+	if err := g.io.send(c, r.Namespace, r.Key, rc, size); err != nil {
+		return err // nothing sent (a corrupt first chunk): a failure, not a hit
+	}
+	g.out.Lookup(hit)
+	return nil
 }

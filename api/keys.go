@@ -87,9 +87,12 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Hit: true,
-		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size})
 	g.io.headers(c, m)
 	c.Status(http.StatusOK)
-	return g.io.send(c, ns, key, rc, m.Size)
+	if err := g.io.send(c, ns, key, rc, m.Size); err != nil {
+		return err // nothing sent (a corrupt first chunk): a failure, not a hit
+	}
+	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Hit: true,
+		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size})
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/stats/statstest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -41,7 +42,8 @@ type openAPIParameter struct {
 	Name   string `json:"name"`
 	In     string `json:"in"`
 	Schema struct {
-		Enum []string `json:"enum"`
+		Enum     []string `json:"enum"`
+		Examples []string `json:"examples"`
 	} `json:"schema"`
 }
 
@@ -287,5 +289,48 @@ func TestOpenAPIHeaderErrorsEveryNamespaceRoute(t *testing.T) {
 	}
 	if n < 15 {
 		t.Fatalf("only %d routes in a namespace", n)
+	}
+}
+
+// TestOpenAPIWaitExamplesAccepted sends each documented example of ?wait=
+// and ?waited= (waited=0 included: the first slice of a client's wait after
+// its miss) to a real server: none is refused. With no lease the wait
+// answers at once, 404 not_found; a waited one counts no miss, a bare
+// wait one.
+func TestOpenAPIWaitExamplesAccepted(t *testing.T) {
+	var doc openAPIDoc
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	srv := statstest.Start(t, nil)
+	tests := []struct {
+		param, query string // query: the request's query with %s for the example
+		misses       int64  // the misses it counts
+	}{
+		{"Wait", "?wait=%s", 1},
+		{"Waited", "?wait=0.1s&waited=%s", 0},
+	}
+	for _, tt := range tests {
+		examples := doc.Components.Parameters[tt.param].Schema.Examples
+		if len(examples) == 0 {
+			t.Fatalf("components.parameters.%s has no examples", tt.param)
+		}
+		if tt.param == "Waited" && !slices.Contains(examples, "0") {
+			t.Errorf("waited's examples %v lack 0, the first slice's value", examples)
+		}
+		for i, ex := range examples {
+			t.Run(tt.param+"="+ex, func(t *testing.T) {
+				entry := srv.URL + "/v1/default/entries/" + strings.Repeat(strconv.Itoa(i), 64)
+				before := getStats(t, srv.URL+"/v1/stats").Totals
+				resp := srv.Do(http.MethodGet, entry+strings.Replace(tt.query, "%s", ex, 1), nil)
+				body := apitest.ReadAll(t, resp)
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("%s=%s: %d %s, want 404 not_found", tt.param, ex, resp.StatusCode, body)
+				}
+				if got := getStats(t, srv.URL+"/v1/stats").Totals.Misses - before.Misses; got != tt.misses {
+					t.Errorf("%s=%s counted %d misses, want %d", tt.param, ex, got, tt.misses)
+				}
+			})
+		}
 	}
 }

@@ -43,11 +43,12 @@ const statusClientGone = 499
 const MaxWaited = 24 * time.Hour
 
 // parseWaited parses ?waited=, the seconds a client already spent on the
-// earlier slices of one wait (a proxy's read timeout cut them): plain
-// seconds or a Go duration, 0 when absent. It needs ?wait=: alone it
-// continues nothing.
-func parseWaited(v string, wait bool) (time.Duration, error) {
-	if v == "" {
+// earlier slices of one wait (0 on its first slice): plain seconds or a Go
+// duration. Its presence, not its value, says that the client counted its
+// miss before it waited, so present but empty is refused rather than read
+// as absent. It needs ?wait=: alone it continues nothing.
+func parseWaited(v string, present, wait bool) (time.Duration, error) {
+	if !present {
 		return 0, nil
 	}
 	if !wait {
@@ -55,10 +56,13 @@ func parseWaited(v string, wait bool) (time.Duration, error) {
 		// valid one (quoted, as the message quotes it, it was not), else
 		// a valid one.
 		example := "120"
-		if _, err := parseWaited(v, true); err == nil {
+		if _, err := parseWaited(v, true, true); err == nil {
 			example = v
 		}
 		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), example)
+	}
+	if v == "" {
+		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited= is empty: send the seconds already waited for this entry since your miss (waited=0 on the first slice), or drop waited if you did not look the entry up before waiting.")
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {

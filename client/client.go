@@ -298,7 +298,10 @@ func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOpti
 
 // Get returns the entry's body; the caller must close it. wait > 0 long-polls
 // behind a compile lease (?wait=), in slices of at most Config.WaitSlice
-// while the lease lives (longpoll.go). A miss is an *Error with Status 404;
+// while the lease lives (longpoll.go). A wait is for a key this client
+// already looked up and missed: the server counted that miss, so a wait
+// that ends empty counts none and a hit counts as a wait hit (misses minus
+// wait hits are the compiles run). A miss is an *Error with Status 404;
 // its Code says why a wait ended empty (not_found: no lease, or it ended
 // without the entry; wait_timeout: wait ran out with the holder still at
 // it).

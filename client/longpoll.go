@@ -22,20 +22,22 @@ const (
 
 // longPoll sends GET u?wait= for up to wait in all, in slices of at most
 // the client's slice: a slice that ends in 404 wait_timeout (the holder's
-// lease lives) is followed by the next with &waited= the time spent, so the
-// server counts one miss and one wait and subtracts the whole wait from the
-// compile time the hit saved. A reverse proxy's own 504 (its read timeout
-// cut the slice) shrinks the slices to 0.8 times the cut, for every later
-// long poll of this client too.
+// lease lives) is followed by the next. Every slice carries &waited= the
+// time spent so far (0 on the first), which tells the server that the
+// caller's own lookup counted the miss: it counts no second miss when the
+// wait ends without the entry, one wait hit when it comes, and subtracts
+// the whole wait from the compile time the hit saved. A reverse proxy's
+// own 504 (its read timeout cut the slice) shrinks the slices to 0.8 times
+// the cut, for every later long poll of this client too.
 func (c *Client) longPoll(ctx context.Context, u string, wait time.Duration) (*http.Response, error) {
 	start := time.Now()
 	for {
 		waited := time.Since(start)
 		span := max(min(wait-waited, time.Duration(c.slice.Load()), maxWait), minSlice)
-		q := "?wait=" + strconv.FormatFloat(span.Seconds(), 'f', 3, 64)
-		if waited >= time.Millisecond {
-			q += "&waited=" + strconv.FormatFloat(waited.Seconds(), 'f', 3, 64)
-		}
+		// waited on every slice, 0 on the first: the caller's own GET
+		// counted the miss this wait answers, so no slice counts another.
+		q := "?wait=" + strconv.FormatFloat(span.Seconds(), 'f', 3, 64) +
+			"&waited=" + strconv.FormatFloat(waited.Seconds(), 'f', 3, 64)
 		req, err := c.newRequest(ctx, http.MethodGet, u+q, nil)
 		if err != nil {
 			return nil, err

@@ -100,13 +100,17 @@ func (c *conn) serveEntry(m mapped) error {
 		return err
 	}
 	defer rc.Close()
-	c.s.cfg.Outcomes.Lookup(api.Lookup{Route: api.RouteRESP, Namespace: ns, Key: m.key, Hit: true,
-		Backend: meta.Backend, Name: meta.Name, Bytes: meta.Size, CompileSeconds: meta.CompileSeconds})
 	if err := c.replyBulkFrom(meta.Size, rc); err != nil {
 		// Half a bulk string is on the wire: only closing the connection
-		// keeps the client from reading it as a value.
+		// keeps the client from reading it as a value. It got no value,
+		// so no hit is counted (a corrupt chunk: its next GET misses).
 		c.broken = fmt.Errorf("stream %s/%s: %w", ns, m.key, err)
+		return nil
 	}
+	// Counted before the reply's final CRLF is flushed (after the
+	// command), so a client that read the value finds its hit counted.
+	c.s.cfg.Outcomes.Lookup(api.Lookup{Route: api.RouteRESP, Namespace: ns, Key: m.key, Hit: true,
+		Backend: meta.Backend, Name: meta.Name, Bytes: meta.Size, CompileSeconds: meta.CompileSeconds})
 	return nil
 }
 

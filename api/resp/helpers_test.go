@@ -32,6 +32,7 @@ type env struct {
 
 // options adjust the servers of start.
 type options struct {
+	dir  string      // the store's directory; a new temporary one when ""
 	auth *auth.Guard // both servers check tokens with it
 	api  func(*api.Config)
 	resp func(*resp.Config)
@@ -41,7 +42,7 @@ type options struct {
 func start(t testing.TB, o options) *env {
 	t.Helper()
 	keyer := keyingtest.Keyer(t, plugins.Config{}, keying.Config{})
-	a := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
+	a := apitest.Start(t, apitest.Options{Dir: o.dir, API: func(c *api.Config) {
 		c.Keyer, c.Auth = keyer, o.auth
 		if o.api != nil {
 			o.api(c)

@@ -3,10 +3,12 @@ package resp_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"net/http"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/store/storetest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -154,5 +157,53 @@ func TestConcurrent(t *testing.T) {
 	}
 	if got := e.metric(`cachesvc_resp_commands_total{command="set",result="ok"}`); got != clients*rounds*2 {
 		t.Errorf("SETs counted %v, want %d", got, clients*rounds*2)
+	}
+}
+
+// TestCorruptEntryCountsNoHit: a GET of an entry whose first chunk fails
+// its checksum gets no value (the connection is closed mid-reply, so the
+// client never takes half a value for one) and counts no hit; the entry is
+// quarantined, and the client's next GET is a miss, counted once. Before,
+// the hit was counted before the value was read: one compile's lookups
+// counted a hit that saved nothing and a miss.
+func TestCorruptEntryCountsNoHit(t *testing.T) {
+	dir := t.TempDir()
+	key := torchKey("corrupt")
+	data := make([]byte, 3<<20)
+	rand.New(rand.NewSource(7)).Read(data)
+	value := torchValue(base64.StdEncoding.EncodeToString(data), 2500)
+	ctx := context.Background()
+	first := start(t, options{dir: dir})
+	c := redis.NewClient(&redis.Options{Addr: first.addr})
+	if err := c.Set(ctx, key, value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	first.api.Close()
+	if _, err := storetest.FlipInValueLog(dir, []byte(value[100:164])); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, options{dir: dir})
+	c = redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
+	defer c.Close()
+	hits, misses := `cachesvc_lookups_by_route_total{route="resp",result="hit"}`, `cachesvc_lookups_by_route_total{route="resp",result="miss"}`
+	for _, step := range []struct {
+		name         string
+		failed       bool // the GET fails (no value); else it is a miss (nil)
+		hits, misses float64
+	}{
+		{"the corrupt read", true, 0, 0},
+		{"the next GET", false, 0, 1},
+	} {
+		err := c.Get(ctx, key).Err()
+		if step.failed && (err == nil || errors.Is(err, redis.Nil)) {
+			t.Fatalf("%s: %v, want a failed GET", step.name, err)
+		}
+		if !step.failed && !errors.Is(err, redis.Nil) {
+			t.Fatalf("%s: %v, want a miss (nil)", step.name, err)
+		}
+		if h, m := e.metric(hits), e.metric(misses); h != step.hits || m != step.misses {
+			t.Errorf("%s: resp hits %v, misses %v; want %v, %v", step.name, h, m, step.hits, step.misses)
+		}
 	}
 }

@@ -91,7 +91,11 @@ class _Entries(_Transport):
         ends without it or the wait runs out (None). The wait goes out in
         slices of at most ``wait_slice`` seconds, each with the budget
         ``timeout`` plus its slice, so ``wait`` may exceed the server's
-        300 s bound on one request and a proxy's read timeout.
+        300 s bound on one request and a proxy's read timeout. A wait is
+        for a key this client already looked up and missed (a ``get``
+        without ``wait``): the server counted that miss, so a wait that ends
+        empty counts none, and its hit counts in ``wait_hits`` (misses minus
+        wait hits are the compiles clients ran).
 
         Raises:
             Error: on any other failure (bad key -> ``400``, auth, server errors
@@ -153,8 +157,10 @@ class _Entries(_Transport):
         """GET ``path?wait=`` for up to ``wait`` seconds in all, in slices of
         at most ``wait_slice`` (and the server's 300 s): a slice that ends in
         404 ``wait_timeout`` (the holder is still compiling: its lease lives)
-        is followed by the next, sent with ``&waited=`` the time spent so far
-        so that the server counts one wait. A reverse proxy whose read
+        is followed by the next. Every slice is sent with ``&waited=`` the
+        time spent so far (0 on the first): the caller's own lookup counted
+        the miss, so the server counts no second miss when the wait ends
+        empty, and one wait hit when the entry comes. A reverse proxy whose read
         timeout cut a slice (its own 504 page, not a cachesvc answer) makes
         this client's slices 0.8 times the cut from then on. Each slice has
         the call's budget (``timeout``) on top of its wait. Returns the
@@ -165,7 +171,9 @@ class _Entries(_Transport):
         while True:
             waited = time.monotonic() - start
             span = max(min(wait - waited, self.wait_slice, _MAX_WAIT), _MIN_SLICE)
-            q = f"?wait={span:.3f}s" + (f"&waited={waited:.3f}" if waited >= 0.001 else "")
+            # waited on every slice, 0 on the first: the caller's own
+            # lookup counted the miss this wait answers, so none counts another.
+            q = f"?wait={span:.3f}s&waited={waited:.3f}"
             sent = time.monotonic()
             try:
                 r = self._request("GET", path + q, timeout=None if budget is None else budget + span,

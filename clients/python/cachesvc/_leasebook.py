@@ -83,6 +83,10 @@ class LeaseBook:
             # Else another thread of this process compiles it (its lease, or
             # the server said our holder already held it): wait for its entry
             # instead of compiling the program a second time.
+        if self.wait <= 0:
+            # lease_wait=0: compile at once. A plain GET here would count a
+            # second miss for this one lookup (a wait marks itself waited).
+            return None
         self.count("lease_waits")
         try:
             v, miss = self.client._wait_get(skey, wait=self.wait, timeout=self.timeout)
@@ -118,8 +122,9 @@ class LeaseBook:
             return False, None
         if lease.code == "entry_exists":  # written since our lookup
             # As a ?wait= GET (answered at once), so that the server
-            # counts this hit as answering our miss, not as a compile.
-            return False, self.client.get(skey, timeout=self.timeout, wait=self.wait)
+            # counts this hit as answering our miss, not as a compile: a
+            # wait even when lease_wait is 0 (the entry is there to take).
+            return False, self.client.get(skey, timeout=self.timeout, wait=max(self.wait, 1.0))
         if holder_exited(lease.current_holder):
             # Killed while compiling (then restarted): its lease lasts
             # until its TTL, and waiting would only stall this job.

@@ -27,7 +27,7 @@ class _Leases(_Transport):
                 if lease.granted:              # we compile
                     client.put(key, compile())  # the PUT releases the lease
                 else:                          # someone else compiles (or it exists)
-                    value = lease.wait(60)     # bytes, or None: compile yourself
+                    value = lease.wait()       # bytes, or None: compile yourself
 
         On exit a granted lease that was not released by a PUT is released
         (``DELETE``). With ``renew`` a background thread renews it every
@@ -133,10 +133,18 @@ class Lease:
         self._ours = self.granted
         return self.granted
 
-    def wait(self, timeout: float = 60.0) -> bytes | None:
+    def wait(self, timeout: float = 3600.0) -> bytes | None:
         """Long-polls for the entry another holder is compiling: its bytes, or
         None when the lease ended without it or ``timeout`` ran out (then
-        compile yourself)."""
+        compile yourself).
+
+        The default is the integrations' ``lease_wait`` (3600 s): the wait
+        ends as soon as the holder's lease ends without the entry (released,
+        or expired after a holder died), so a long one only waits out a
+        holder that is alive and renewing its lease while it compiles, and
+        that beats compiling the program a second time. The wait goes out in
+        ``wait_slice`` slices, each marked as following this client's miss
+        (see :meth:`Client.get`)."""
         try:
             return self.client.get(self.key, wait=timeout)
         except Error as e:

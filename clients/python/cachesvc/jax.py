@@ -170,7 +170,8 @@ def install(
             holder compiles); it compiles itself as soon as the lease ends
             without the entry. Default 3600: a long compile is waited out,
             not repeated. The wait is sent in ``wait_slice`` slices (50 s),
-            so a proxy's read timeout does not end it.
+            so a proxy's read timeout does not end it. 0: never wait,
+            compile at once.
         local_dir: a local directory tier in front of the server, in JAX's
             own ``LRUCache`` layout and keyed by JAX's key: checked first (even
             while the server is down), filled on remote hits and on writes.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -150,3 +151,88 @@ def test_lease_wait_ends_when_the_lease_ends(start_server, tmp_path: Path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.mark.parametrize("how", ["get", "lease.wait", "leasebook"])
+def test_failed_lease_wait_counts_one_miss(server, how: str):
+    """A client that missed (a plain GET, counted) and then waits for a
+    holder whose lease ended without the entry (released before the wait
+    parked) gets None and compiles: the server counts that one miss, not a
+    second for the wait. Every slice of the client's long poll carries
+    ``waited`` (0 on the first), so misses minus wait hits stays the
+    compiles run. Through ``get(wait=)``, ``Lease.wait`` and the JAX and
+    torch integrations' ``LeaseBook``."""
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    key = k(f"failed wait {how}")
+    holder = cachesvc.Client(server.url)
+    waiter = cachesvc.Client(server.url)
+    assert waiter.get(key) is None  # the miss the wait answers
+    theirs = holder.lease(key, holder="holder", ttl=60, renew=False)
+    assert theirs.acquire()
+    mine = waiter.lease(key, holder="waiter", ttl=60, renew=False)
+    assert not mine.acquire() and mine.code == "lease_held"
+    theirs.release()  # the holder gave up before the waiter parked
+    if how == "get":
+        got = waiter.get(key, wait=5)
+    elif how == "lease.wait":
+        got = mine.wait()
+    else:
+        counts: dict[str, int] = {}
+        book = LeaseBook(waiter, ttl=60, wait=5, timeout=10,
+                         warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0),
+                         count=lambda name: counts.__setitem__(name, counts.get(name, 0) + 1))
+        got = book.miss("jax-key", key, "a program", may_hold=False)
+        assert counts == {"lease_waits": 1}, counts
+    assert got is None
+    tot = totals(server.url)
+    assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == (1, 0, 1, 0), tot
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_lease_wait_zero_counts_no_extra_lookup(server, written: bool):
+    """``lease_wait=0`` (do not wait for another holder): a miss that finds
+    the lease held compiles at once without another lookup (before, a plain
+    GET counted a second miss), and one that finds the entry written since
+    its lookup (``entry_exists``) fetches it as a wait (``waited=0``), so its
+    hit counts in ``wait_hits`` and misses minus wait hits stays 0 compiles."""
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    key = k(f"lease_wait 0 {written}")
+    holder = cachesvc.Client(server.url)
+    waiter = cachesvc.Client(server.url)
+    assert waiter.get(key) is None  # the integration's miss
+    if written:
+        holder.put(key, b"executable", compile_seconds=10.0)
+    else:
+        assert holder.lease(key, holder="holder", ttl=60, renew=False).acquire()
+    book = LeaseBook(waiter, ttl=60, wait=0, timeout=10,
+                     warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0), count=lambda name: None)
+    got = book.miss("jax-key", key, "a program")
+    assert got == (b"executable" if written else None)
+    tot = totals(server.url)
+    want = (2, 1, 1, 1) if written else (1, 0, 1, 0)
+    assert (tot["lookups"], tot["hits"], tot["misses"], tot.get("wait_hits", 0)) == want, tot
+
+
+def test_lease_wait_default_matches_the_integrations():
+    """``Lease.wait()`` waits as long by default as the integrations'
+    ``lease_wait`` (3600 s): the wait ends as soon as the holder's lease
+    ends without the entry, so a long default only waits out a holder that
+    is alive and compiling, which beats compiling the program again. Before,
+    ``Lease.wait`` gave up after 60 s and compiled a second time what a
+    JAX or torch install on the same key waited for."""
+    import inspect
+
+    import cachesvc.jax
+    import cachesvc.torch
+    from cachesvc import Lease
+
+    defaults = {
+        "Lease.wait(timeout)": inspect.signature(Lease.wait).parameters["timeout"].default,
+        "cachesvc.jax.install(lease_wait)": inspect.signature(cachesvc.jax.install).parameters["lease_wait"].default,
+        "cachesvc.torch.install(lease_wait)": inspect.signature(cachesvc.torch.install).parameters["lease_wait"].default,
+    }
+    assert set(defaults.values()) == {3600.0}, defaults

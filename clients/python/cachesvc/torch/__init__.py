@@ -204,7 +204,8 @@ def install(
             holder compiles); it compiles itself as soon as the lease ends
             without the entry. Default 3600: a long compile is waited out,
             not repeated. The wait is sent in ``wait_slice`` slices (50 s),
-            so a proxy's read timeout does not end it.
+            so a proxy's read timeout does not end it. 0: never wait,
+            compile at once.
 
     Returns:
         The installed service (its ``stats()`` returns the counters), or None
