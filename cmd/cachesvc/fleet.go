@@ -208,8 +208,8 @@ func (m *fleetMember) start() {
 }
 
 // close flushes the access log and writes the last heartbeat (stopping).
-func (m *fleetMember) close(logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (m *fleetMember) close(ctx context.Context, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := m.access.Close(ctx); err != nil {
 		logger.Warn("flush the fleet's access log", "err", err)
