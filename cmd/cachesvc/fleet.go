@@ -173,7 +173,7 @@ func joinFleet(o serveOptions, id, url string, sample func() registry.Sample, lo
 	if o.Replica.AdvertiseURL != "" {
 		url = o.Replica.AdvertiseURL
 	}
-	reg, err := registry.New(registry.Config{Bucket: b, ID: id, Version: version, URL: url, Sample: sample, Logger: logger})
+	reg, err := registry.New(registry.Config{Bucket: b, ID: id, Version: appVersion(), URL: url, Sample: sample, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("create the fleet's registry: %w", err)
 	}

@@ -447,7 +447,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		Seed:           stores.hot,
 		Logger:         logger,
 		MaxEntryBytes:  o.MaxEntrySize,
-		Version:        version,
+		Version:        appVersion(),
 		Stats:          sts,
 		Keyer:          keyer,
 		Leases:         leases,
@@ -511,7 +511,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	starting.stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
+	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", appVersion(), url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {
 		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
