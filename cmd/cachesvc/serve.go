@@ -349,10 +349,6 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if rln != nil {
 		defer rln.Close()
 	}
-	// The store's hooks reach the statistics, which are opened after the
-	// store (they sample its usage): evictions from the hot tier are
-	// counted, and evicted and quarantined entries leave the index that
-	// explains misses (a restore puts an entry back: api/quarantine.go).
 	// What opens from here on closes at exit within a deadline
 	// (shutdown.go): the end of the grace plus closeMargin once serving, or
 	// closeMargin from a failed start.
@@ -366,6 +362,10 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 			err = cerr
 		}
 	}()
+	// The store's hooks reach the statistics, which are opened after the
+	// store (they sample its usage): evictions from the hot tier are
+	// counted, and evicted and quarantined entries leave the index that
+	// explains misses (a restore puts an entry back: api/quarantine.go).
 	var hookStats atomic.Pointer[stats.Stats]
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
@@ -417,7 +417,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	closing.add(closeStep{what: "signature memo " + filepath.Join(o.Data, "signature-memo"),
+	closing.add(closeStep{what: "plugins (signature memo " + filepath.Join(o.Data, "signature-memo") + ")",
 		lost:  "results since its last save: their digest-first lookups miss once after the restart",
 		close: closePlugins})
 
