@@ -47,7 +47,8 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // deadline whatever happens: a step that has not returned by then is left
 // running (the process is about to exit) and named in the error with those
 // never reached, with what is lost, and why when the data directory is gone
-// or not writable. Errors the steps return are joined to it.
+// or not writable. Errors the steps return are joined to it. A data
+// directory gone or not writable is an error even when everything closed.
 func (c *closer) closeAll(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -89,17 +90,24 @@ wait:
 			stuck = append(stuck, fmt.Sprintf("%s (%s)", c.steps[i].what, c.steps[i].lost))
 		}
 	}
+	var derr error
+	if c.dirErr != nil {
+		derr = c.dirErr()
+	}
 	if len(stuck) == 0 {
+		if derr != nil {
+			// Everything closed, into a directory that is gone (or
+			// cannot take the next start's writes): not a clean stop.
+			errs = append([]error{fmt.Errorf("closed, but %w", derr)}, errs...)
+		}
 		return errors.Join(errs...)
 	}
 	list := strings.Join(stuck, "; ")
-	if c.dirErr != nil {
-		if derr := c.dirErr(); derr != nil {
-			// The cause first: it is what the operator must act on.
-			derr = fmt.Errorf("%w. Not closed by the end of --shutdown-grace + %s: %s", derr, closeMargin, list)
-			return errors.Join(append([]error{derr}, errs...)...)
-		}
+	if derr != nil {
+		// The cause first: it is what the operator must act on.
+		derr = fmt.Errorf("%w. Not closed by the end of --shutdown-grace + %s: %s", derr, closeMargin, list)
+		return errors.Join(append([]error{derr}, errs...)...)
 	}
-	msg := fmt.Sprintf("not closed by the end of --shutdown-grace + %s: %s", closeMargin, list)
-	return errors.Join(append([]error{errors.New(msg)}, errs...)...)
+	err := fmt.Errorf("not closed by the end of --shutdown-grace + %s: %s", closeMargin, list)
+	return errors.Join(append([]error{err}, errs...)...)
 }

@@ -28,7 +28,9 @@ func TestCloseAll(t *testing.T) {
 		want    []string // in the error, in this order
 		wantNil bool
 	}{
-		{name: "all close", steps: []closeStep{{what: "store", close: ok}, {what: "stats", close: ok}}, dirErr: gone, wantNil: true},
+		{name: "all close", steps: []closeStep{{what: "store", close: ok}, {what: "stats", close: ok}}, dirErr: func() error { return nil }, wantNil: true},
+		{name: "all close, into a directory that is gone", steps: []closeStep{{what: "store", close: ok}}, dirErr: gone,
+			want: []string{"closed, but the data directory /d is gone or not writable: stat /d: no such file or directory"}},
 		{name: "an error is named", steps: []closeStep{{what: "store /d", close: fails}, {what: "stats", close: ok}},
 			want: []string{"close store /d: disk on fire"}},
 		{name: "a hang names it and what it kept from closing", dirErr: func() error { return nil },
