@@ -38,7 +38,8 @@ func (l *lockedBuffer) String() string {
 // checks that DirErr and the readiness probe (Serving) name the directory
 // and the cause, that the store logs it once at ERROR, and that both clear
 // when the directory is back. Before, the store went on answering ready
-// while nothing it was sent could outlive the process, and said nothing.
+// while nothing it was sent could outlive the process, and said nothing
+// but a WARN line a second that it could not measure its disk use.
 // The directory is renamed away rather than deleted, so that the store
 // can still close: Badger's Close waits forever for a memtable flush into a
 // deleted directory (cmd/cachesvc TestSIGTERMDataDirGone covers that).
@@ -103,6 +104,13 @@ func TestDirErr(t *testing.T) {
 				}
 			}
 			waitLog(t, &logs, "level=ERROR msg=\"the store cannot keep what it is sent")
+			// Usage rescans the directory at most once a second; that it
+			// cannot is said by the ERROR line, not by a WARN a second.
+			time.Sleep(1100 * time.Millisecond)
+			_ = s.Usage()
+			if strings.Contains(logs.String(), "level=WARN msg=\"measure the store's disk use\"") {
+				t.Errorf("a WARN line about the disk use of a directory the ERROR line names:\n%s", logs.String())
+			}
 
 			restore()
 			if err := s.DirErr(); err != nil {
