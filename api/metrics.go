@@ -231,11 +231,11 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 	case route == "/metrics":
 		level = slog.LevelDebug
 	}
-	if status >= 500 && outageCodes[code] && level > slog.LevelDebug {
+	if status >= 500 && outageCodes[code] && level > slog.LevelInfo {
 		// One line per outage code per interval (outagelog.go); the
-		// others at DEBUG, with their request ids.
+		// others at INFO, like the requests answered, with their ids.
 		if demoted, ok := s.outages.due(code, time.Now()); !ok {
-			level = slog.LevelDebug
+			level = slog.LevelInfo
 		} else if demoted > 0 {
 			more = append(more, slog.Int("similar_since_last_log", demoted))
 		}

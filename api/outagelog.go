@@ -15,16 +15,18 @@ import (
 var outageCodes = map[string]bool{"shared_tier_unavailable": true, "fleet_unavailable": true}
 
 // defaultOutageLogEvery is how often a request line of each outage code is
-// logged at WARN at most; the ones between go to DEBUG.
+// logged at WARN at most; the ones between go to INFO.
 const defaultOutageLogEvery = 10 * time.Second
 
 // outageLog throttles the request lines of each outage code: the first
 // line in an interval is logged at its level, with how many lines of the
 // code were demoted since the last one; the rest of the interval's are
-// logged at DEBUG, each with its request id still (so that a client's
-// X-Request-Id is found at --log-level debug). Per code, not per route or
-// client: the cause is one, however many requests it fails. Safe for
-// concurrent use.
+// logged at INFO, as every answered request is, each with its request id
+// (at the default --log-level info a client's X-Request-Id is still found,
+// and the log grows no faster than it does with the same requests
+// answered; WARN, which a --log-level warn keeps and alerts read, gets one
+// line per interval). Per code, not per route or client: the cause is
+// one, however many requests it fails. Safe for concurrent use.
 type outageLog struct {
 	every time.Duration
 

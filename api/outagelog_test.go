@@ -22,8 +22,8 @@ import (
 // TestSharedTierOutageLogsOneLinePerInterval stops the S3 server (versitygw)
 // under a replica serving on a real listener, and sends cold reads that
 // each fail 503 shared_tier_unavailable. The log must carry one WARN
-// request line for them per interval, the rest at DEBUG with every
-// request id still findable, and the next WARN line must count the lines
+// request line for them per interval, the rest at INFO (as answered
+// requests are) with every request id still findable, and the next WARN line must count the lines
 // demoted since. Before, every failing request wrote its own WARN line:
 // an outage under load flooded the log.
 func TestSharedTierOutageLogsOneLinePerInterval(t *testing.T) {
@@ -31,7 +31,7 @@ func TestSharedTierOutageLogsOneLinePerInterval(t *testing.T) {
 	var logs syncBuffer
 	var ts *tiered.Store
 	srv := apitest.Start(t, apitest.Options{
-		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		API: func(c *api.Config) {
 			shared, err := s3.Open(context.Background(), s3.Config{Endpoint: s3srv.Endpoint, Bucket: s3srv.NewBucket(t), Insecure: true,
 				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: 1})
@@ -89,15 +89,15 @@ func TestSharedTierOutageLogsOneLinePerInterval(t *testing.T) {
 			continue
 		}
 		byID[l.RequestID] = l
-		if l.Level != "DEBUG" {
+		if l.Level != "INFO" {
 			warns = append(warns, l)
 		}
 	}
 	if len(warns) != 2 || warns[0].RequestID != ids[0] || warns[1].RequestID != last {
-		t.Errorf("%d request lines above DEBUG for %d failing requests, want 2: the first and the one after the interval: %+v", len(warns), n+1, warns)
+		t.Errorf("%d request lines above INFO for %d failing requests, want 2: the first and the one after the interval: %+v", len(warns), n+1, warns)
 	}
 	if len(warns) == 2 && (warns[0].Level != "WARN" || warns[1].Similar != n-1) {
-		t.Errorf("the lines above DEBUG: %+v, want WARN, the second with similar_since_last_log %d", warns, n-1)
+		t.Errorf("the lines above INFO: %+v, want WARN, the second with similar_since_last_log %d", warns, n-1)
 	}
 	for _, id := range append(ids, last) {
 		if _, ok := byID[id]; !ok {
