@@ -45,14 +45,18 @@ func (s *Badger) DirErr() error {
 	case s.dirID != (dirID{}) && id != (dirID{}) && id != s.dirID:
 		return dirErr(dir, errors.New("it was removed and made again: this is not the directory the store opened, whose files are gone"))
 	}
-	// W_OK: access(2) answers EROFS on a read-only mount and EACCES where
-	// the process may not write (root passes the mode bits, as it does
-	// when it writes).
-	if err := syscall.Access(dir, 2); err != nil {
+	// access(2) answers EROFS on a read-only mount and EACCES where the
+	// process may not write (root passes the mode bits, as it does when it
+	// writes).
+	if err := syscall.Access(dir, accessWrite); err != nil {
 		return dirErr(dir, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
 	return nil
 }
+
+// accessWrite is access(2)'s W_OK, the same on every Unix (the syscall
+// package does not name it).
+const accessWrite = 2
 
 // dirErr is DirErr's error for dir.
 func dirErr(dir string, cause error) error {
