@@ -231,6 +231,15 @@ func (s *Server) recordRequest(c *fiber.Ctx, route, method string, start time.Ti
 	case route == "/metrics":
 		level = slog.LevelDebug
 	}
+	if status >= 500 && outageCodes[code] && level > slog.LevelInfo {
+		// One line per outage code per interval (outagelog.go); the
+		// others at INFO, like the requests answered, with their ids.
+		if demoted, ok := s.outages.due(code, time.Now()); !ok {
+			level = slog.LevelInfo
+		} else if demoted > 0 {
+			more = append(more, slog.Int("similar_since_last_log", demoted))
+		}
+	}
 	if !s.log.Enabled(c.UserContext(), level) {
 		return // at --log-level warn (run.sh) a 4 KiB GET formats nothing
 	}

@@ -166,12 +166,14 @@ type Server struct {
 	app   *fiber.App
 	table []Route
 
-	http *httpMetrics   // requests, durations, body bytes (metrics.go)
-	sec  *security      // limiters and their metrics (limits.go)
-	out  Outcomes       // every lookup and write, counted once
-	ids  *requestIDs    // ids of requests that came without one (requestid.go)
-	io   *streams       // response bodies in flight (entrybody.go)
-	own  []func() error // what New opened and Shutdown closes
+	http *httpMetrics // requests, durations, body bytes (metrics.go)
+	sec  *security    // limiters and their metrics (limits.go)
+	out  Outcomes     // every lookup and write, counted once
+	ids  *requestIDs  // ids of requests that came without one (requestid.go)
+	// outages throttles the request lines of outage codes (outagelog.go).
+	outages outageLog
+	io      *streams       // response bodies in flight (entrybody.go)
+	own     []func() error // what New opened and Shutdown closes
 
 	leases *lease.Table
 	runs   *manifest.Recorder
@@ -219,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), ids: newRequestIDs()}
+	s.outages.every = defaultOutageLogEvery
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	if err := s.init(); err != nil {
 		s.closeOwned()

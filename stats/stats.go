@@ -46,7 +46,7 @@ type Config struct {
 	// restart); tests and benchmarks use that.
 	Dir string
 	// FlushInterval is how often the aggregate is written to Badger.
-	// Default 10s.
+	// Default DefaultFlushInterval.
 	FlushInterval time.Duration
 	// MaxNamespaces, MaxBackends and MaxRuns cap the distinct values tracked;
 	// the rest are counted under Other. Defaults 64, 16 and 500.
@@ -79,9 +79,13 @@ type Config struct {
 	coarse bool // Now was nil: the record path reads a clock updated every second
 }
 
+// DefaultFlushInterval is the default Config.FlushInterval: what a process
+// that cannot close its statistics loses at most.
+const DefaultFlushInterval = 10 * time.Second
+
 func (c *Config) defaults() {
 	if c.FlushInterval <= 0 {
-		c.FlushInterval = 10 * time.Second
+		c.FlushInterval = DefaultFlushInterval
 	}
 	if c.MaxNamespaces <= 0 {
 		c.MaxNamespaces = 64

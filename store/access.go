@@ -8,7 +8,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// flushLoop writes batched access state every Config.FlushInterval.
+// flushLoop writes batched access state, and looks at the store's
+// directory (watchDir), every Config.FlushInterval.
 func (s *Badger) flushLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.FlushInterval)
@@ -18,6 +19,7 @@ func (s *Badger) flushLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
+			s.watchDir() // dirhealth.go
 			if s.enterWrite() != nil {
 				return
 			}

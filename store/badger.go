@@ -95,6 +95,10 @@ type Badger struct {
 	syncer *groupSync
 	// freeSpace is the last reading of the disk's free space (diskfree.go).
 	freeSpace freeSpace
+	// dirID is the directory opened, dirWatch what watchDir last found
+	// (dirhealth.go).
+	dirID    dirID
+	dirWatch dirWatch
 	// commitChunk commits one chunk's transaction asynchronously
 	// (chunkwriter.go); tests replace it to fail a commit in flight, which
 	// Badger cannot be made to do on demand.
@@ -150,6 +154,9 @@ func Open(cfg Config) (*Badger, error) {
 	s.disk.pass = make(chan struct{})
 	s.metas.clone = cloneMeta // callers may change a Meta's maps
 	s.hot.max = cfg.HotCacheBytes
+	// Badger has just opened it, so a failure here would be a race with its
+	// removal: DirErr says so at the first look.
+	s.dirID, _ = statDirID(cfg.Dir)
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)

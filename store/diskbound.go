@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -167,7 +168,13 @@ func (s *Badger) rescanDisk() {
 	s.disk.mu.Unlock()
 	sc, err := scanDir(s.cfg.Dir)
 	if err != nil {
-		s.log.Warn("measure the store's disk use", "err", err)
+		level := slog.LevelWarn
+		if s.DirErr() != nil {
+			// A directory gone or not writable: watchDir says so once
+			// at ERROR; this ran up to once a second for as long.
+			level = slog.LevelDebug
+		}
+		s.log.Log(context.Background(), level, "measure the store's disk use", "err", err)
 		return
 	}
 	s.mu.Lock()

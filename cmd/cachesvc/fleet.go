@@ -173,7 +173,7 @@ func joinFleet(o serveOptions, id, url string, sample func() registry.Sample, lo
 	if o.Replica.AdvertiseURL != "" {
 		url = o.Replica.AdvertiseURL
 	}
-	reg, err := registry.New(registry.Config{Bucket: b, ID: id, Version: version, URL: url, Sample: sample, Logger: logger})
+	reg, err := registry.New(registry.Config{Bucket: b, ID: id, Version: appVersion(), URL: url, Sample: sample, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("create the fleet's registry: %w", err)
 	}
@@ -208,8 +208,8 @@ func (m *fleetMember) start() {
 }
 
 // close flushes the access log and writes the last heartbeat (stopping).
-func (m *fleetMember) close(logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (m *fleetMember) close(ctx context.Context, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := m.access.Close(ctx); err != nil {
 		logger.Warn("flush the fleet's access log", "err", err)

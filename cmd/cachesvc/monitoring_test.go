@@ -152,7 +152,7 @@ func TestMonitoring(t *testing.T) {
 	// Which version every replica runs, for an alert on a fleet left on
 	// mixed versions after a rollout.
 	t.Run("build info", func(t *testing.T) {
-		want := `cachesvc_build_info{goversion="` + runtime.Version() + `",version="` + version + `"} 1`
+		want := `cachesvc_build_info{goversion="` + runtime.Version() + `",version="` + appVersion() + `"} 1`
 		if got := scrape(t, url)["cachesvc_build_info"]; len(got) != 1 || got[0] != want {
 			t.Errorf("cachesvc_build_info = %q, want %q", got, want)
 		}

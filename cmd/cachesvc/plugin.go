@@ -152,7 +152,7 @@ func openKeyer(ctx context.Context, o pluginOptions, logger *slog.Logger, keepCa
 
 // openServeKeyer starts the server's plugins (compiled code cached under
 // <data>/wasm-cache unless --wasm-cache says otherwise) and its Keyer.
-func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*keying.Keyer, *plugins.Host, func(), error) {
+func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*keying.Keyer, *plugins.Host, func(context.Context) error, error) {
 	po := o.Plugins
 	if po.CacheDir == "" {
 		po.CacheDir = filepath.Join(o.Data, "wasm-cache")
@@ -185,13 +185,14 @@ func openServeKeyer(ctx context.Context, o serveOptions, logger *slog.Logger) (*
 			po.loaded(ids...)
 		}
 	}()
-	return k, h, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return k, h, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := k.Close(ctx); err != nil { // drains the shared memo's writes
 			logger.Warn("write the shared signature memo", "err", err)
 		}
 		h.Close(context.Background())
+		return nil
 	}, nil
 }
 

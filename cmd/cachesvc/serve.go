@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -96,10 +97,11 @@ func runServe(ctx context.Context, args []string, sio stdio) error {
 	sio.markDaemon() // interrupt.go
 	err = serve(ctx, o, sio, logger, nil)
 	var ue *usageError
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && stoppedBy(err, true) {
 		// SIGTERM or SIGINT cut the start short: a stop asked for, not a
 		// failure to page anyone about (the exit status says which
-		// signal).
+		// signal). An error of the stop itself (the store did not
+		// close) is one, and is logged below.
 		logger.Info("stopped while starting", "cause", err)
 		return err
 	}
@@ -347,6 +349,19 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if rln != nil {
 		defer rln.Close()
 	}
+	// What opens from here on closes at exit within a deadline
+	// (shutdown.go): the end of the grace plus closeMargin once serving, or
+	// closeMargin from a failed start.
+	var closing closer
+	var closeBy time.Time
+	defer func() {
+		if closeBy.IsZero() {
+			closeBy = time.Now().Add(closeMargin)
+		}
+		if cerr := closing.closeAll(closeBy); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	// The store's hooks reach the statistics, which are opened after the
 	// store (they sample its usage): evictions from the hot tier are
 	// counted, and evicted and quarantined entries leave the index that
@@ -370,16 +385,20 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := stores.close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close store %s: %w", o.Data, cerr)
-		}
-	}()
+	closing.dirErr = stores.hot.DirErr
+	closing.add(closeStep{what: "store " + o.Data,
+		// Stored entries are in Badger's write-ahead log, which the next
+		// start on the same directory replays: only the batched access
+		// times are Close's to write.
+		lost:  "access times of its last " + store.DefaultFlushInterval.String() + ", which order evictions",
+		close: func(context.Context) error { return stores.close() }})
 	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err != nil {
 		return err
 	}
-	defer closeStats(sts, logger)
+	closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
+		lost:  "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
+		close: func(context.Context) error { return sts.Close() }})
 	hookStats.Store(sts)
 	admitConfigured(sts, o.quotas)                     // namespaces.go
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
@@ -399,7 +418,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	defer closePlugins()
+	closing.add(closeStep{what: "plugins (signature memo " + filepath.Join(o.Data, "signature-memo") + ")",
+		lost:  "results since its last save: their digest-first lookups miss once after the restart",
+		close: closePlugins})
 
 	scheme := "http://"
 	if sec.TLS != nil {
@@ -418,14 +439,16 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		if member, err = joinFleet(o, replicaID, url, sample, logger); err != nil { // fleet.go
 			return err
 		}
-		defer member.close(logger)
+		closing.add(closeStep{what: "fleet membership", apart: true,
+			lost:  "the last heartbeat: the fleet lists this replica as stale rather than stopped until its heartbeat expires",
+			close: func(ctx context.Context) error { member.close(ctx, logger); return nil }})
 	}
 	acfg := api.Config{
 		Store:          stores.api,
 		Seed:           stores.hot,
 		Logger:         logger,
 		MaxEntryBytes:  o.MaxEntrySize,
-		Version:        version,
+		Version:        appVersion(),
 		Stats:          sts,
 		Keyer:          keyer,
 		Leases:         leases,
@@ -489,7 +512,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	starting.stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", version, url, url, o.Data)
+	fmt.Fprintf(sio.Stdout, "cachesvc %s serving on %s (dashboard %s/, data %s)\n", appVersion(), url, url, o.Data)
 	logger.Info("serving", "url", url, "data", o.Data, "max_size", o.MaxSize, "max_entry_size", o.MaxEntrySize, "sync_writes", o.SyncWrites)
 	if o.S3.enabled() {
 		fmt.Fprintf(sio.Stdout, "shared tier s3://%s/%s at %s (write mode %s)\n", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, o.WriteMode)
@@ -529,6 +552,12 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}
 	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Warn("serve ended", "err", err)
+	}
+	// The closes (deferred above) get what is left of the grace, plus
+	// closeMargin; a second signal cut the grace short, so from now.
+	closeBy = time.Now().Add(closeMargin)
+	if d, ok := sctx.Deadline(); ok && sctx.Err() == nil {
+		closeBy = d.Add(closeMargin)
 	}
 	return nil
 }

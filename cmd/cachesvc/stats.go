@@ -94,10 +94,3 @@ func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Lo
 	}
 	return s, nil
 }
-
-// closeStats flushes and closes s, logging a failure.
-func closeStats(s *stats.Stats, logger *slog.Logger) {
-	if err := s.Close(); err != nil {
-		logger.Error("close stats", "err", err)
-	}
-}

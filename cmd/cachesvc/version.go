@@ -5,27 +5,88 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
 )
 
 // version is the release version, set at build time with
-// -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// -ldflags "-X main.version=v1.2.3". Left empty, appVersion reads one from
+// the binary's build information.
+var version string
+
+// appVersion is the version this binary reports everywhere: `cachesvc
+// version`, /healthz, /v1/stats, cachesvc_build_info and fleet heartbeats
+// (resolveVersion).
+var appVersion = sync.OnceValue(func() string {
+	bi, _ := debug.ReadBuildInfo()
+	return resolveVersion(version, bi)
+})
+
+// resolveVersion returns ldflags when -X set it, else the version Go
+// recorded in bi: the module's version when installed as
+// `go install module@v1.2.3`, or, for a `go build` in a git checkout, the
+// pseudo-version Go 1.24 and later give it, v0.0.0-<commit time>-<12 hex of
+// the revision>[+dirty], which resolveVersion builds from the vcs.*
+// settings itself where Go recorded only "(devel)". Every replica built
+// without -ldflags reported "dev" before, so a fleet's versions could not
+// be told apart. The pseudo-version is what `go version -m` prints and
+// what Go's tooling compares: it orders by commit time, sorts below any
+// tagged release, and +dirty (a build with uncommitted changes) is
+// metadata, so it compares equal to its commit. "dev" remains for a binary
+// that has no VCS information: `go run` stamps none, nor `go build
+// -buildvcs=false` or a build outside a checkout.
+func resolveVersion(ldflags string, bi *debug.BuildInfo) string {
+	if ldflags != "" {
+		return ldflags
+	}
+	if bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if len(rev) < 12 {
+		return "dev"
+	}
+	// Without a commit time (none recorded) it reads 00010101000000:
+	// nothing to order by, but the revision is still told apart.
+	t, _ := time.Parse(time.RFC3339Nano, at)
+	v := "v0.0.0-" + t.UTC().Format("20060102150405") + "-" + rev[:12]
+	if modified {
+		v += "+dirty"
+	}
+	return v
+}
 
 // versionString returns the version, the VCS revision when the binary was
-// built from a checkout, and the Go version.
+// built from a checkout and the version does not already name it, and the
+// Go version.
 func versionString() string {
-	rev := ""
+	v, rev := appVersion(), ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
 				rev = " (" + s.Value[:12] + ")"
 			}
 		}
 	}
-	return fmt.Sprintf("cachesvc %s%s %s", version, rev, runtime.Version())
+	return fmt.Sprintf("cachesvc %s%s %s", v, rev, runtime.Version())
 }
 
 // runVersion prints the version.

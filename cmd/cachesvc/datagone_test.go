@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSIGTERMDataDirGone deletes the --data directory of a running `cachesvc
+// serve` (rm -rf), as an operator cleaning up the wrong host does. /readyz
+// must fail at once naming the directory, the log must say it at ERROR, and
+// SIGTERM must end the process within --shutdown-grace plus closeMargin,
+// exit 1 with an error that names the directory and what was not closed.
+// Before, /readyz answered ready, nothing was logged, and SIGTERM hung for
+// good: Badger's Close of the statistics waited for a memtable flush into
+// the deleted directory, and only SIGKILL ended serve.
+func TestSIGTERMDataDirGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess test skipped in -short mode")
+	}
+	const grace = time.Second
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	p := startServer(t, bin, data, "--shutdown-grace", grace.String())
+	// Something in the store's and the statistics' memtables, which their
+	// Close must flush.
+	key := fmt.Sprintf("%064x", 11)
+	req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+key, strings.NewReader("exe"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT: %v %v, want 201", resp, err)
+	}
+	resp.Body.Close()
+	readyz := func() (int, string) {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			t.Fatalf("GET /readyz: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for status, _ := readyz(); status != http.StatusOK; status, _ = readyz() {
+		time.Sleep(10 * time.Millisecond) // the built-in plugins are loading
+	}
+
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	gone := "the data directory " + data + " is gone or not writable"
+	if status, body := readyz(); status != http.StatusServiceUnavailable || !strings.Contains(body, "not_ready") || !strings.Contains(body, gone) {
+		t.Errorf("/readyz with --data deleted: %d %s, want 503 not_ready %q", status, body, gone)
+	}
+	// The store looks at its directory every 5s (store.DefaultFlushInterval).
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), `"level":"ERROR","msg":"the store cannot keep`); {
+		if time.Now().After(deadline) {
+			t.Errorf("no ERROR line about the deleted directory within 30s:\n%s", p.stderr.String())
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Slack for a loaded test machine; without the fix serve never exits.
+	limit := grace + closeMargin + 10*time.Second
+	select {
+	case <-p.exited:
+	case <-time.After(limit):
+		t.Fatalf("serve did not exit within %s of SIGTERM (--shutdown-grace %s + %s) with its --data deleted:\n%s", limit, grace, closeMargin, p.stderr.String())
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1: what the server held could not be saved", code)
+	}
+	stderr := p.stderr.String()
+	for _, want := range []string{
+		"cachesvc serve: " + gone + ": ",
+		`"level":"ERROR","msg":"serve failed"`, // not "stopped while starting", at INFO
+		"Not closed by the end of --shutdown-grace + " + closeMargin.String() + ": ",
+		"statistics " + filepath.Join(data, "stats") + " (counters since their last save",
+		"store " + data + " (",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCloseAll checks closer.closeAll: steps close last added first, each
+// after the one before; a step that hangs is named with what it loses, as
+// are those it keeps from running, and closeAll returns by its deadline;
+// the data directory's state leads the error when it is to blame; an apart
+// step runs beside the others.
+func TestCloseAll(t *testing.T) {
+	hang := func(ctx context.Context) error { select {} }
+	ok := func(context.Context) error { return nil }
+	fails := func(context.Context) error { return errors.New("disk on fire") }
+	gone := func() error {
+		return errors.New("the data directory /d is gone or not writable: stat /d: no such file or directory")
+	}
+	tests := []struct {
+		name    string
+		steps   []closeStep // added in this order: closed from the last
+		dirErr  func() error
+		want    []string // in the error, in this order
+		wantNil bool
+	}{
+		{name: "all close", steps: []closeStep{{what: "store", close: ok}, {what: "stats", close: ok}}, dirErr: func() error { return nil }, wantNil: true},
+		{name: "all close, into a directory that is gone", steps: []closeStep{{what: "store", close: ok}}, dirErr: gone,
+			want: []string{"closed, but the data directory /d is gone or not writable: stat /d: no such file or directory"}},
+		{name: "an error is named", steps: []closeStep{{what: "store /d", close: fails}, {what: "stats", close: ok}},
+			want: []string{"close store /d: disk on fire"}},
+		{name: "a hang names it and what it kept from closing", dirErr: func() error { return nil },
+			steps: []closeStep{{what: "store /d", lost: "access times", close: ok}, {what: "stats /d/stats", lost: "counters", close: hang}},
+			want:  []string{"not closed by the end of --shutdown-grace + 5s: stats /d/stats (counters); store /d (access times)"}},
+		{name: "the data directory leads", dirErr: gone,
+			steps: []closeStep{{what: "store /d", lost: "access times", close: fails}, {what: "stats /d/stats", lost: "counters", close: hang}},
+			want:  []string{"the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed by the end of --shutdown-grace + 5s: stats /d/stats (counters); store /d (access times)"}},
+		{name: "an apart step does not wait its turn", dirErr: gone,
+			steps: []closeStep{{what: "heartbeat", lost: "the last one", close: ok, apart: true}, {what: "stats", lost: "counters", close: hang}},
+			want:  []string{"Not closed by the end of --shutdown-grace + 5s: stats (counters)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := closer{dirErr: tc.dirErr}
+			for _, s := range tc.steps {
+				c.add(s)
+			}
+			start := time.Now()
+			err := c.closeAll(start.Add(100 * time.Millisecond))
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("closeAll took %s past a deadline of 100ms", took)
+			}
+			if tc.wantNil {
+				if err != nil {
+					t.Errorf("closeAll: %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("closeAll: nil, want %q", tc.want)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				i := strings.Index(msg, w)
+				if i < 0 {
+					t.Fatalf("closeAll: %q\nlacks %q", err, w)
+				}
+				msg = msg[i+len(w):]
+			}
+		})
+	}
+}
+
+// TestCloseAllOrder checks that the steps close last added first (the
+// statistics sample the store while they close, so the store goes after
+// them), one at a time.
+func TestCloseAllOrder(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	c := closer{}
+	for _, name := range []string{"store", "stats", "memo"} {
+		c.add(closeStep{what: name, close: func(context.Context) error {
+			mu.Lock()
+			got = append(got, name)
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // a step that overlapped the next would show here
+			return nil
+		}})
+	}
+	if err := c.closeAll(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "memo stats store" {
+		t.Errorf("closed %v, want memo stats store", got)
+	}
+}
