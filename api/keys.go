@@ -78,8 +78,8 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Backend: res.Backend,
 			Name: wire.SanitizeName(res.DisplayName), Components: res.Components, Explanation: &ex})
 		return c.Status(http.StatusNotFound).JSON(wire.LookupMiss{
-			Error: wire.ErrorObject{Code: "not_found", Message: fmt.Sprintf(
-				"No entry for this signature (key %s) in namespace %q.", key, ns)},
+			Error: errorObject(c, "not_found", fmt.Sprintf(
+				"No entry for this signature (key %s) in namespace %q.", key, ns)),
 			Key: key.String(), Backend: res.Backend, Plugin: res.Plugin,
 			DisplayName: res.DisplayName, Components: res.Components, Explanation: ex,
 		})

@@ -104,7 +104,7 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	}
 	if _, err := g.store.Stat(c.UserContext(), ns, key); err == nil {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   wire.ErrorObject{Code: "entry_exists", Message: fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns)},
+			"error":   errorObject(c, "entry_exists", fmt.Sprintf("Entry %s already exists in namespace %q: fetch it instead of compiling.", key, ns)),
 			"holder":  "",
 			"expires": time.Time{},
 		})
@@ -124,8 +124,8 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	}
 	if !granted {
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error": wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("Holder %q is compiling %s until %s; wait with GET ?wait= or try again after that.",
-				l.Holder, key, l.Expires.UTC().Format(time.RFC3339Nano))},
+			"error": errorObject(c, "lease_held", fmt.Sprintf("Holder %q is compiling %s until %s; wait with GET ?wait= or try again after that.",
+				l.Holder, key, l.Expires.UTC().Format(time.RFC3339Nano))),
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})
@@ -158,7 +158,7 @@ func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
 		return Errorf(http.StatusNotFound, "lease_not_found", "No lease is held on %s in namespace %q (it was released, expired, or the server restarted).", key, ns)
 	case errors.Is(err, lease.ErrHeldByOther):
 		return c.Status(http.StatusConflict).JSON(fiber.Map{
-			"error":   wire.ErrorObject{Code: "lease_held", Message: fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder)},
+			"error":   errorObject(c, "lease_held", fmt.Sprintf("The lease on %s is held by %q, not %q.", key, l.Holder, holder)),
 			"holder":  l.Holder,
 			"expires": l.Expires,
 		})

@@ -85,3 +85,10 @@ func validRequestID(v []byte) bool {
 	}
 	return true
 }
+
+// errorObject returns the error object of an answer that a handler writes
+// itself because it carries more than the error (a lookup's miss, a
+// lease's 409), naming the request's id as the error handler's answers do.
+func errorObject(c *fiber.Ctx, code, message string) wire.ErrorObject {
+	return wire.ErrorObject{Code: code, Message: message, RequestID: answeredRequestID(c)}
+}

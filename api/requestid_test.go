@@ -8,11 +8,15 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/keying/keyingtest"
+	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -38,11 +42,26 @@ func TestRequestID(t *testing.T) {
 	var logs syncBuffer
 	srv := apitest.Start(t, apitest.Options{
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		API:    func(c *api.Config) { c.Limits.MaxHeaderBytes = 4096 },
+		API: func(c *api.Config) {
+			c.Limits.MaxHeaderBytes = 4096
+			c.Keyer = keyingtest.Keyer(t, plugins.Config{}, keying.Config{})
+		},
 	})
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	missing := "/v1/default/entries/" + entryKey("request id: absent")
 	long := strings.Repeat("a", wire.MaxRequestIDLen+1)
+	// The errors that handlers answer with more than the error object
+	// (a lookup's miss, a lease's 409) name the id too: an entry to hold
+	// a lease on and a lease that "holder-a" holds.
+	present, leased := entryKey("request id: present"), entryKey("request id: leased")
+	for _, req := range []string{
+		"PUT /v1/default/entries/" + present + " HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nexe",
+		withBody("POST /v1/default/leases/"+leased, `{"holder":"holder-a"}`, ""),
+	} {
+		if resp, body := exchange(t, addr, req); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%.40q: %d %s", req, resp.StatusCode, body)
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		request string
@@ -61,6 +80,10 @@ func TestRequestID(t *testing.T) {
 		{"unknown route", "GET /v2/nothing HTTP/1.1\r\nHost: x\r\nX-Request-Id: route-1\r\n\r\n", "route-1", 404, true, true},
 		{"unknown method, before routing", "PROPFIND /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: method-1\r\n\r\n", "method-1", 400, true, true},
 		{"transfer coding, before routing", "PUT " + missing + " HTTP/1.1\r\nHost: x\r\nX-Request-Id: te-1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "te-1", 501, true, true},
+		{"lookup miss", withBody("POST /v1/default/lookup", `{"backend":"passthrough","kind":"jax","key":"jit_absent"}`, "lookup-1"), "lookup-1", 404, true, true},
+		{"lease held", withBody("POST /v1/default/leases/"+leased, `{"holder":"holder-b"}`, "lease-1"), "lease-1", 409, true, true},
+		{"lease on a stored entry", withBody("POST /v1/default/leases/"+present, `{"holder":"holder-b"}`, "lease-2"), "lease-2", 409, true, true},
+		{"lease released by another holder", "DELETE /v1/default/leases/" + leased + "?holder=holder-b HTTP/1.1\r\nHost: x\r\nX-Request-Id: lease-3\r\n\r\n", "lease-3", 409, true, true},
 		{"headers too large, fasthttp's own error", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 5000) + "\r\n\r\n", "", 431, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,6 +154,16 @@ func TestRequestIDPerRequest(t *testing.T) {
 		}
 		seen[id] = true
 	}
+}
+
+// withBody returns the HTTP/1.1 request "METHOD PATH" with the JSON body
+// and, unless id is "", the X-Request-Id id.
+func withBody(methodPath, body, id string) string {
+	req := methodPath + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	if id != "" {
+		req += "X-Request-Id: " + id + "\r\n"
+	}
+	return req + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
 // exchange sends req, as written, on a new connection to addr and returns
