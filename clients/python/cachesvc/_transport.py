@@ -185,12 +185,20 @@ class _Response:
 # --tls-client-ca) and got none, or one it does not accept.
 _CLIENT_CERT_ALERTS = ("TLSV13_ALERT_CERTIFICATE_REQUIRED", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_BAD_CERTIFICATE")
 
+# OpenSSL's verify codes for a server certificate whose chain ends in no CA
+# the client trusts (self-signed, or a private CA's): the usual first
+# mistake with serve --tls-cert, answered as the CLI does (serverHint).
+_UNTRUSTED_CA_CODES = (18, 19, 20, 21)  # X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT .. UNABLE_TO_VERIFY_LEAF_SIGNATURE
+
 
 def _transport_error(exc: BaseException) -> Error:
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return Error(0, "timeout", f"request timed out: {exc}")
     msg = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ssl.SSLError) and exc.reason in _CLIENT_CERT_ALERTS:
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_code in _UNTRUSTED_CA_CODES:
+        msg += (" (trust the CA that signed the server's --tls-cert: SSL_CERT_FILE=ca.pem, or install it "
+                "in the system's store)")
+    elif isinstance(exc, ssl.SSLError) and exc.reason in _CLIENT_CERT_ALERTS:
         msg += (" (the server requires a client certificate signed by its --tls-client-ca: pass "
                 "client_cert= and client_key=, or set CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY)")
     return Error(0, "connection_failed", msg)
