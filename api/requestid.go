@@ -47,7 +47,7 @@ func (s *Server) setRequestID(fctx *fasthttp.RequestCtx) {
 	if len(fctx.Response.Header.Peek(wire.HeaderRequestID)) > 0 {
 		return
 	}
-	if v := fctx.Request.Header.Peek(wire.HeaderRequestID); validRequestID(v) {
+	if v := fctx.Request.Header.Peek(wire.HeaderRequestID); wire.ValidRequestID(v) {
 		fctx.Response.Header.SetBytesV(wire.HeaderRequestID, v)
 		return
 	}
@@ -66,24 +66,6 @@ func (s *Server) requestID(c *fiber.Ctx) string {
 // setRequestID ran.
 func answeredRequestID(c *fiber.Ctx) string {
 	return string(c.Response().Header.Peek(wire.HeaderRequestID))
-}
-
-// validRequestID reports whether a client's id can be taken as is: 1 to
-// wire.MaxRequestIDLen characters of A-Z a-z 0-9 . _ : -. Anything else (a
-// newline, quotes, a megabyte) would make log lines and headers unsafe to
-// echo, so it is replaced, never echoed.
-func validRequestID(v []byte) bool {
-	if len(v) == 0 || len(v) > wire.MaxRequestIDLen {
-		return false
-	}
-	for _, b := range v {
-		switch {
-		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == ':', b == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // errorObject returns the error object of an answer that a handler writes

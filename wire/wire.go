@@ -53,6 +53,24 @@ const (
 // client; a longer one is replaced by one the server makes.
 const MaxRequestIDLen = 128
 
+// ValidRequestID reports whether a client's X-Request-Id can be taken as
+// is: 1 to MaxRequestIDLen characters of A-Z a-z 0-9 . _ : -. Anything else
+// (a newline, quotes, a megabyte) would make log lines and headers unsafe
+// to echo, so the server replaces it, never echoes it.
+func ValidRequestID[T string | []byte](v T) bool {
+	if len(v) == 0 || len(v) > MaxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch b := v[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == ':', b == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // PAX records on every entry member of a batch stream, and the name of the
 // stream's last member.
 const (

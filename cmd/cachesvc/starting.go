@@ -1,15 +1,20 @@
 package main
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // startingHandoverWait bounds how long the hand-over waits for the answers
@@ -35,6 +40,11 @@ type startingResponder struct {
 	done    chan struct{}
 	conns   sync.WaitGroup // open connections (ConnState)
 	stopped sync.Once
+	// idPrefix and ids make the X-Request-Id of a request that came
+	// without a usable one, as the API server does: a random prefix per
+	// start and a counter.
+	idPrefix string
+	ids      atomic.Uint64
 }
 
 // answerWhileStarting starts a startingResponder on ln, over TLS when
@@ -50,9 +60,12 @@ func answerWhileStarting(ln net.Listener, tlsCfg *tls.Config, logger *slog.Logge
 	if tlsCfg != nil {
 		serveOn = tls.NewListener(hl, tlsCfg)
 	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	r := &startingResponder{ln: hl, done: make(chan struct{}),
-		srv: &http.Server{Handler: http.HandlerFunc(answerStarting), ReadHeaderTimeout: startingHandoverWait - time.Second,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}}
+		idPrefix: strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36) + "-s"}
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.answer), ReadHeaderTimeout: startingHandoverWait - time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 	r.srv.SetKeepAlivesEnabled(false)
 	r.srv.ConnState = func(_ net.Conn, st http.ConnState) {
 		switch st {
@@ -73,17 +86,25 @@ func answerWhileStarting(ln net.Listener, tlsCfg *tls.Config, logger *slog.Logge
 	return r
 }
 
-// answerStarting is the startingResponder's handler.
-func answerStarting(w http.ResponseWriter, r *http.Request) {
+// answer is the startingResponder's handler. Like every answer of the
+// API server, its answers carry X-Request-Id (the client's when it is a
+// sane one) and its error names it, so a client's report of a 503 leads
+// to the right start.
+func (r *startingResponder) answer(w http.ResponseWriter, req *http.Request) {
+	id := req.Header.Get(wire.HeaderRequestID)
+	if !wire.ValidRequestID(id) {
+		id = r.idPrefix + strconv.FormatUint(r.ids.Add(1), 36)
+	}
+	w.Header().Set(wire.HeaderRequestID, id)
 	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Path == "/healthz" {
+	if req.URL.Path == "/healthz" {
 		_ = json.NewEncoder(w).Encode(map[string]string{"status": startingCode, "version": version})
 		return
 	}
 	w.Header().Set("Retry-After", "1")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": startingCode,
-		"message": "The server is starting: it opens its store and loads its plugins; retry in a moment."}})
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorObject{Code: startingCode,
+		Message: "The server is starting: it opens its store and loads its plugins; retry in a moment.", RequestID: id}})
 }
 
 // stop ends the responder and leaves the listener open, its next

@@ -24,23 +24,38 @@ import (
 // overloaded gateway), so that its start takes a minute: meanwhile its
 // listener answers /healthz 200 "starting" (a liveness probe must not kill
 // it) and /readyz and an entry's GET 503 "starting" with Retry-After,
-// instead of leaving every probe to time out.
+// instead of leaving every probe to time out. Like every answer of the
+// server, each carries X-Request-Id (the client's, when it is a sane one)
+// and an error names it as request_id.
 func TestServeAnswersProbesWhileStarting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test skipped in -short mode")
 	}
 	_, addr, _ := startStuck(t)
+	entry := "/v1/default/entries/" + strings.Repeat("ab", 32)
 	tests := []struct {
 		path       string
+		sentID     string // X-Request-Id sent; "" for none
 		status     int
 		retryAfter bool
+		taken      bool // the answer's id is the one sent
 	}{
-		{"/healthz", http.StatusOK, false},
-		{"/readyz", http.StatusServiceUnavailable, true},
-		{"/v1/default/entries/" + strings.Repeat("ab", 32), http.StatusServiceUnavailable, true},
+		{"/healthz", "", http.StatusOK, false, false},
+		{"/healthz", "probe-1", http.StatusOK, false, true},
+		{"/readyz", "", http.StatusServiceUnavailable, true, false},
+		{entry, "job-7:step.3", http.StatusServiceUnavailable, true, true},
+		{entry, "a b<script>", http.StatusServiceUnavailable, true, false},
 	}
+	seen := map[string]bool{}
 	for _, tt := range tests {
-		resp, err := http.Get("http://" + addr + tt.path)
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.sentID != "" {
+			req.Header.Set("X-Request-Id", tt.sentID)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s while starting: %v", tt.path, err)
 		}
@@ -48,6 +63,24 @@ func TestServeAnswersProbesWhileStarting(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tt.status || !strings.Contains(string(body), `"starting"`) || (resp.Header.Get("Retry-After") != "") != tt.retryAfter {
 			t.Errorf("GET %s while starting: %d %s (Retry-After %q), want %d saying starting", tt.path, resp.StatusCode, body, resp.Header.Get("Retry-After"), tt.status)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		switch {
+		case tt.taken && id != tt.sentID:
+			t.Errorf("GET %s while starting with X-Request-Id %q: answered with X-Request-Id %q, want the one sent", tt.path, tt.sentID, id)
+		case !tt.taken && (id == "" || id == tt.sentID || seen[id]):
+			t.Errorf("GET %s while starting (X-Request-Id %q sent): answered with X-Request-Id %q, want a new one the server made", tt.path, tt.sentID, id)
+		}
+		seen[id] = true
+		if tt.status != http.StatusOK {
+			var e struct {
+				Error struct {
+					RequestID string `json:"request_id"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(body, &e) != nil || e.Error.RequestID != id {
+				t.Errorf("GET %s while starting: error body %s does not name the request id %q", tt.path, body, id)
+			}
 		}
 	}
 }
