@@ -424,7 +424,12 @@ class _Transport:
                     # "Connection refused" alone does not say where: a training
                     # job's one warning must show the URL it was given.
                     origin = urllib.parse.urlsplit(self.url)._replace(path="", query="", fragment="").geturl()
-                    err = Error(0, err.code, f"{method} {origin}{path}: {err.message}", request_id)
+                    msg = f"{method} {origin}{path}: {err.message}"
+                    if isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
+                        # Nothing listens there, or no such host: as the CLI says.
+                        msg += (f" (is cachesvc serve running at {origin}? Set the client's url or CACHESVC_URL "
+                                "to the server's URL)")
+                    err = Error(0, err.code, msg, request_id)
                 # A kept-alive connection the server closed meanwhile fails at
                 # once: retry that immediately, once, without counting it.
                 if reused and not stale_retry_used and err.code == "connection_failed":

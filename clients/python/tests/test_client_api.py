@@ -360,3 +360,16 @@ def test_from_env_reads_what_install_reads(server, monkeypatch, tmp_path):
     monkeypatch.setenv("CACHESVC_URL", "host:8080")
     with pytest.raises(ValueError, match="http"):
         cachesvc.Client.from_env()
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9",                 # nothing listens there
+    "http://cachesvc-test.invalid:8080",  # no such host
+])
+def test_an_unreachable_server_says_to_check_the_url(url):
+    """As the CLI's "is cachesvc serve running at URL?": before, only
+    "ConnectionRefusedError: [Errno 111] Connection refused"."""
+    with pytest.raises(cachesvc.Error) as e:
+        cachesvc.Client(url, retries=0).get(hashlib.sha256(b"x").hexdigest())
+    assert e.value.code == "connection_failed", e.value
+    assert "is cachesvc serve running at " + url in e.value.message and "CACHESVC_URL" in e.value.message, e.value
