@@ -228,9 +228,10 @@ def _with_request_id(err: Error, request_id: str) -> Error:
     return Error(err.status, err.code, err.message, request_id)
 
 
-def _error_from_body(status: int, body: bytes, request_id: str = "") -> Error:
+def _error_from_body(status: int, body: bytes, request_id: str = "", head: bool = False) -> Error:
     """The Error of an error answer with this body; request_id is the
-    answer's X-Request-Id ("" if none: the body's is used)."""
+    answer's X-Request-Id ("" if none: the body's is used). head: the
+    answer is a HEAD's, which has no body to judge by."""
     code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -243,11 +244,15 @@ def _error_from_body(status: int, body: bytes, request_id: str = "") -> Error:
         # Another service's page (a proxy's, a wrong port's): its start on
         # one line, and what to check.
         text = " ".join(body[:640].decode("utf-8", "replace").split())
+        advice = _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's")
         if text:
             if len(text) > 160:
                 text = text[:159] + "…"
-            message = (f'not a cachesvc answer ("{text}"): '
-                       + _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's"))
+            message = f'not a cachesvc answer ("{text}"): {advice}'
+        elif not head:
+            # cachesvc's errors always have a JSON body (Go's
+            # wire.ForeignAnswer says the same).
+            message = f"not a cachesvc answer (an empty body): {advice}"
     return Error(status, code, message, request_id)
 
 
@@ -460,7 +465,7 @@ class _Transport:
             except Error:
                 data = b""
             answered_id = _text_header(r.header("X-Request-Id"))
-            err = _with_request_id(_error_from_body(r.status, data, answered_id), request_id)
+            err = _with_request_id(_error_from_body(r.status, data, answered_id, head=method == "HEAD"), request_id)
             if method == "HEAD" and r.header("X-Cachesvc-Error"):  # no body: the code comes in a header
                 err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}", err.request_id)
             if r.status == 401 and 401 not in ok and 401 not in allow:
