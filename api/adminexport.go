@@ -265,8 +265,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			opts.Writer = writerName(c)
 		}
 		if g.maxEntry > 0 && h.Size > g.maxEntry {
-			fail(h.Name, Errorf(http.StatusRequestEntityTooLarge, "entry_too_large",
-				"The entry is %d bytes; the maximum entry size is %d bytes.", h.Size, g.maxEntry))
+			fail(h.Name, entryTooLarge(h.Size, g.maxEntry, nil))
 			continue
 		}
 		r, err := g.store.Put(ctx, ns, key, tr, opts)

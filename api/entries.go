@@ -68,8 +68,7 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 	if g.maxEntry > 0 && opts.Size > g.maxEntry {
 		w.Result = WriteTooLarge
 		g.out.Write(w)
-		return Errorf(http.StatusRequestEntityTooLarge, "entry_too_large",
-			"The entry is %d bytes; the maximum entry size is %d bytes.", opts.Size, g.maxEntry)
+		return entryTooLarge(opts.Size, g.maxEntry, nil)
 	}
 	body := bodyStream(c, g.maxEntry, func(n int) { g.bytesIn.Add(float64(n)) })
 	res, err := g.store.Put(c.UserContext(), r.Namespace, r.Key, body, opts)
@@ -88,6 +87,9 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		}
 		if qe := (*store.QuotaError)(nil); errors.As(err, &qe) && qe.Transient() {
 			c.Set(fiber.HeaderRetryAfter, "5") // uploads in flight into the namespace hold its room
+		}
+		if errors.Is(err, store.ErrTooLarge) && g.maxEntry > 0 {
+			return entryTooLarge(-1, g.maxEntry, err)
 		}
 		if errors.Is(err, errIncompleteBody) {
 			g.log.Warn("upload aborted; nothing stored", "namespace", r.Namespace, "key", r.Key.String(), "err", err)
@@ -260,4 +262,17 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	}
 	g.out.Lookup(hit)
 	return nil
+}
+
+// entryTooLarge is the 413 of an upload over --max-entry-size (limit
+// bytes), of size bytes (-1: found while streaming). It names the flag, so
+// that whoever reads it in a job's log knows what to ask the operator for.
+func entryTooLarge(size, limit int64, err error) *Error {
+	what := "The entry is"
+	if size >= 0 {
+		what = fmt.Sprintf("The entry is %d bytes,", size)
+	}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "entry_too_large", Err: err, Message: fmt.Sprintf(
+		"%s over this server's limit of %d bytes per entry (serve --max-entry-size): nothing was stored; its operator can raise the limit.",
+		what, limit)}
 }

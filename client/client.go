@@ -200,14 +200,14 @@ func decodeError(resp *http.Response) error {
 		_ = json.Unmarshal(data, &e.Body)
 	} else if code := resp.Header.Get(wire.HeaderError); code != "" { // a HEAD's answer: no body
 		e.Code, e.Message = code, http.StatusText(resp.StatusCode)
+	} else if resp.Request != nil && resp.Request.Method == http.MethodHead {
+		// No body to judge by (a server from before X-Cachesvc-Error).
+		e.Code, e.Message = "http_"+strconv.Itoa(resp.StatusCode), http.StatusText(resp.StatusCode)
 	} else {
 		// Not cachesvc's JSON: another service answered (an S3 endpoint, a
 		// proxy's page). Quote its start, not up to 64 KiB of XML or HTML.
 		e.Code = "http_" + strconv.Itoa(resp.StatusCode)
 		e.Message = wire.ForeignAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), data)
-		if e.Message == "" {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
 	}
 	return e
 }

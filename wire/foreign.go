@@ -23,18 +23,20 @@ var proxyAdvice = map[int]string{
 // another service (the fleet's S3 endpoint, a proxy's error page). It
 // quotes the start of body on one line, with its Content-Type, and says
 // what to check: the proxy's setting for a status a proxy answers on its
-// own, else the URL. An empty body gives "" (the status text says it all).
+// own, else the URL. An empty body is foreign too: cachesvc's errors always
+// have one, except a HEAD's, which the caller must not pass here (a bare
+// "HTTP 404" read like cachesvc's own miss, with the URL wrong).
 func ForeignAnswer(status int, contentType string, body []byte) string {
-	s := OneLine(string(body), foreignExcerptRunes)
-	if s == "" {
-		return ""
-	}
-	if contentType == "" {
-		contentType = "no Content-Type"
-	}
 	advice, ok := proxyAdvice[status]
 	if !ok {
 		advice = "check that the URL is the cachesvc server's"
+	}
+	s := OneLine(string(body), foreignExcerptRunes)
+	if s == "" {
+		return "not a cachesvc answer (an empty body): " + advice
+	}
+	if contentType == "" {
+		contentType = "no Content-Type"
 	}
 	return "not a cachesvc answer (" + contentType + `: "` + s + `"): ` + advice
 }

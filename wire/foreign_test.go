@@ -14,8 +14,10 @@ func TestForeignAnswer(t *testing.T) {
 		ctype, body string
 		want        string
 	}{
-		{"empty body", 502, "text/html", "", ""},
-		{"blank body", 404, "text/html", " \n\t", ""},
+		{"empty body", 404, "", "", `not a cachesvc answer (an empty body): check that the URL is the cachesvc server's`},
+		{"blank body", 404, "text/html", " \n\t", `not a cachesvc answer (an empty body): check that the URL is the cachesvc server's`},
+		{"proxy's empty 502", 502, "text/html", "",
+			`not a cachesvc answer (an empty body): a proxy in front of cachesvc could not reach it: check that cachesvc serve runs at the proxy's upstream address`},
 		{"one line", 404, "text/html", "<html>\n  <title>404 Not Found</title>\n</html>",
 			`not a cachesvc answer (text/html: "<html> <title>404 Not Found</title> </html>"): check that the URL is the cachesvc server's`},
 		{"no content type", 400, "", "nope", `not a cachesvc answer (no Content-Type: "nope"): check that the URL is the cachesvc server's`},

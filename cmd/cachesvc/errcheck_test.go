@@ -161,6 +161,10 @@ func TestCommandErrors(t *testing.T) {
 		{"signing key is no key", append(serve, "--data", filepath.Join(dir, "d7"), "--signing-key", file), 1, file + " is not a private key: want the private key FILE"},
 		{"trusted proxy not an address", append(serve, "--data", filepath.Join(dir, "d8"), "--trusted-proxies", "127.0.0.1,nginx"), 2, `invalid value "127.0.0.1,nginx" for --trusted-proxies: "nginx" is neither an IP address nor a CIDR prefix`},
 		{"trusted proxy bad prefix", append(serve, "--data", filepath.Join(dir, "d9"), "--trusted-proxies", "10.0.0.0/33"), 2, `"10.0.0.0/33" is not a CIDR prefix such as 10.0.0.0/8`},
+		// Flag combinations are a bad command line (exit 2), as a partial
+		// TLS configuration is.
+		{"non-loopback without tokens", []string{"serve", "--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "d10")}, 2, "refusing to serve without authentication on a non-loopback address \"0.0.0.0:0\": give --tokens FILE"},
+		{"redis non-loopback without tokens", append(serve, "--data", filepath.Join(dir, "d11"), "--redis-addr", "0.0.0.0:0"), 2, "--redis-addr: refusing to serve without authentication"},
 		{"stats no server", []string{"stats", "--url", refused}, 1, "is cachesvc serve running at " + refused},
 		{"stats token file missing", []string{"stats", "--url", refused, "--token-file", missing}, 1, missing},
 		{"warm no server", []string{"warm", "--url", refused, "--run", "r", "--jax-cache-dir", filepath.Join(dir, "jax")}, 1, "connection refused"},

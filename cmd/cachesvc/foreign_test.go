@@ -50,6 +50,33 @@ func TestClientCommandsAgainstAnotherService(t *testing.T) {
 	}
 }
 
+// TestClientCommandsAgainstAnEmptyAnswer: another HTTP service at --url
+// that answers every path with an error and no body (seen: a 404 with
+// Content-Length 0). cachesvc answers every error of these commands in
+// JSON, so each says the answer is not cachesvc's and to check the URL;
+// before, they said only "HTTP 404", which reads like cachesvc's own.
+func TestClientCommandsAgainstAnEmptyAnswer(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer other.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"admin list", []string{"admin", "list", "--url", other.URL, "--token", "t"}},
+		{"admin show", []string{"admin", "show", strings.Repeat("ab", 32), "--url", other.URL, "--token", "t"}},
+		{"stats", []string{"stats", "--url", other.URL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCmd(t, tc.args...)
+			if code != 1 || !strings.Contains(errOut, "not a cachesvc answer") || !strings.Contains(errOut, "check that the URL is the cachesvc server's") {
+				t.Errorf("exit %d, stderr %q; want exit 1, saying it is not a cachesvc answer, with a hint to check the URL", code, errOut)
+			}
+		})
+	}
+}
+
 // TestClientCommandsBehindARefusingProxy: a reverse proxy with its default
 // body limit (nginx: 1 MB) answers an import with its own HTML 413. The
 // command quotes it and names the proxy setting to lift, rather than

@@ -147,6 +147,11 @@ func TestHelpEveryCommand(t *testing.T) {
 					t.Errorf("help does not show --%s as an alias on --%s's line %q", alias, to, line)
 				}
 			}
+			// The top-level help's word on the environment holds for
+			// every command: admin's filters are command line only.
+			if strings.Contains(out, "[command line only]") && strings.Contains(top, "Every flag") {
+				t.Errorf("the top-level help says every flag comes from the environment, but %s has flags that are command line only", name)
+			}
 			// flag.UnquoteUsage names every custom Value "value", which
 			// tells a user nothing: each flag names what it takes.
 			for _, m := range helpValueRE.FindAllStringSubmatch(out, -1) {

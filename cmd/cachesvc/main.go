@@ -5,9 +5,10 @@
 //	cachesvc <command> [flags]
 //
 // Run `cachesvc --help` for the list of commands and `cachesvc <command> --help`
-// for a command's flags. Every flag can also be set from the environment as
+// for a command's flags. A flag can also be set from the environment as
 // CACHESVC_<FLAG_NAME> (for example --max-entry-size from
-// CACHESVC_MAX_ENTRY_SIZE); a flag given on the command line wins.
+// CACHESVC_MAX_ENTRY_SIZE), except admin's filters and confirmations; a
+// flag given on the command line wins.
 package main
 
 import (
@@ -198,7 +199,8 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
 	}
 	fmt.Fprintf(w, "\nRun 'cachesvc help <command>' or 'cachesvc <command> --help' for a command's flags.\n")
-	fmt.Fprintf(w, "Every flag can also be set as CACHESVC_<FLAG_NAME>, e.g. CACHESVC_MAX_SIZE=10GiB.\n")
+	fmt.Fprintf(w, "A flag can also be set as CACHESVC_<FLAG_NAME>, e.g. CACHESVC_MAX_SIZE=10GiB, unless its\n")
+	fmt.Fprintf(w, "help says [command line only] (admin's filters and confirmations).\n")
 	fmt.Fprintf(w, "\nExit status: 0 success, 1 failure, 2 bad command line, 130 interrupted by SIGINT (Ctrl-C),\n")
 	fmt.Fprintf(w, "143 by SIGTERM. serve, and agent while watching, stop cleanly on either and exit 0.\n")
 }

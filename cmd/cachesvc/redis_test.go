@@ -172,7 +172,7 @@ func TestServeRedisFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--redis-addr", "0.0.0.0:0"}, 1, "--redis-addr: "},
+		{[]string{"--redis-addr", "0.0.0.0:0"}, 2, "--redis-addr: refusing to serve without authentication"},
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-conns", "0"}, 2, "--redis-max-conns must be positive"},
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-value", "0"}, 2, "--redis-max-value must be positive"},
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-namespace", "Bad NS"}, 2, "--redis-namespace: "},

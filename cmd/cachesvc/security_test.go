@@ -193,11 +193,12 @@ func TestServeSecurityProcess(t *testing.T) {
 	refuse := []struct {
 		name string
 		args []string
+		code int // 1 for a file that does not load, 2 for a bad command line
 		want []string
 	}{
-		{"corrupt tokens", []string{"--tokens", tokens}, []string{tokens, "line 2", "64 lowercase hex"}},
-		{"missing tokens", []string{"--tokens", tokens + ".missing"}, []string{tokens + ".missing", "no such file"}},
-		{"exposed without auth", []string{"--addr", "0.0.0.0:0"}, []string{"refusing to serve without authentication", "--insecure-no-auth"}},
+		{"corrupt tokens", []string{"--tokens", tokens}, 1, []string{tokens, "line 2", "64 lowercase hex"}},
+		{"missing tokens", []string{"--tokens", tokens + ".missing"}, 1, []string{tokens + ".missing", "no such file"}},
+		{"exposed without auth", []string{"--addr", "0.0.0.0:0"}, 2, []string{"refusing to serve without authentication", "--insecure-no-auth"}},
 	}
 	writeRule("# a damaged file\nci not-a-hash default:write\n")
 	for _, tc := range refuse {
@@ -217,8 +218,8 @@ func TestServeSecurityProcess(t *testing.T) {
 				cmd.Process.Kill()
 				t.Fatal("serve did not refuse to start")
 			}
-			if cmd.ProcessState.ExitCode() != 1 {
-				t.Fatalf("exit %d, want 1; stderr:\n%s", cmd.ProcessState.ExitCode(), stderr.String())
+			if cmd.ProcessState.ExitCode() != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", cmd.ProcessState.ExitCode(), tc.code, stderr.String())
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(stderr.String(), w) {

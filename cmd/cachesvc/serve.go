@@ -160,6 +160,16 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if err := checkTLSFlags(o.Security.TLS); err != nil {
 		return o, err
 	}
+	// Serving without authentication off loopback is a flag combination
+	// too (exit 2), caught before anything starts.
+	if err := auth.CheckExposure(o.Addr, o.Security.Tokens != "", o.Security.InsecureNoAuth); err != nil {
+		return o, usagef("%s", err)
+	}
+	if o.Redis.Addr != "" {
+		if err := auth.CheckExposure(o.Redis.Addr, o.Security.Tokens != "", o.Security.InsecureNoAuth); err != nil {
+			return o, usagef("--redis-addr: %s", err)
+		}
+	}
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}

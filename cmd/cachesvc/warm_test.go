@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,5 +142,26 @@ func TestWarmAgentBadInput(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q (stdout %q); want exit %d and %q", code, errOut, out, tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestWarmTorchWithoutTheClientPackage: --python names a real interpreter
+// that lacks the cachesvc package (the default python3, not the training
+// venv's). warm says which interpreter and how to fix it, not "exited with
+// status 1", the status `cachesvc.torch load` gives when the run has no
+// blob.
+func TestWarmTorchWithoutTheClientPackage(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	t.Setenv("PYTHONPATH", t.TempDir()) // not this repository's clients/python
+	if exec.Command(py, "-c", "import cachesvc").Run() == nil {
+		t.Skip(py + " has the cachesvc package installed")
+	}
+	srv := apitest.Start(t, apitest.Options{})
+	code, out, errOut := runCmd(t, "warm", "--torch", "--server", srv.URL, "--run", "r", "--python", py)
+	if code != 1 || !strings.Contains(errOut, py+" has no cachesvc package") || !strings.Contains(errOut, "pip install ./clients/python") {
+		t.Fatalf("exit %d, stderr %q (stdout %q); want exit 1 saying %s has no cachesvc package and how to install it", code, errOut, out, py)
 	}
 }

@@ -38,7 +38,6 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 	if err != nil {
 		return fmt.Errorf("--torch: Python interpreter %q not found (%v); pass --python with the interpreter that has torch and the cachesvc package (pip install ./clients/python)", tw.python, err)
 	}
-	cmd := exec.CommandContext(ctx, py, "-m", "cachesvc.torch", "load", run)
 	env := make([]string, 0, len(os.Environ())+4)
 	for _, kv := range os.Environ() {
 		// Ours win over inherited ones of the same name.
@@ -61,6 +60,20 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 		}
 		env = append(env, "TORCHINDUCTOR_CACHE_DIR="+tw.dir)
 	}
+	// Python exits 1 for a module it cannot find, the status `load` gives
+	// for a run without a blob: ask first, in the same environment, so
+	// that the usual mistake (the system python3, not the training venv's)
+	// says how to fix it. find_spec imports only the stdlib-only package.
+	probe := exec.CommandContext(ctx, py, "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('cachesvc.torch') is None)")
+	probe.Env = env
+	if err := probe.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 1 {
+			return fmt.Errorf("--torch: %s has no cachesvc package: pass --python with the interpreter that has torch and the cachesvc package, or install it there (pip install ./clients/python)", py)
+		}
+		return fmt.Errorf("--torch: run %s: %w", py, err)
+	}
+	cmd := exec.CommandContext(ctx, py, "-m", "cachesvc.torch", "load", run)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = sio.Stdout, sio.Stderr
 	if err := cmd.Run(); err != nil {

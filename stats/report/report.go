@@ -77,10 +77,8 @@ func FetchScope(ctx context.Context, hc *http.Client, server, ns, token, scope s
 		}
 		// Another service answered (wrong port, a proxy): say so, not a
 		// bare status.
-		if foreign := wire.ForeignAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), data); foreign != "" {
-			return nil, &StatusError{Status: resp.StatusCode, msg: fmt.Sprintf("get %s: HTTP %d, %s", u, resp.StatusCode, foreign)}
-		}
-		return nil, &StatusError{Status: resp.StatusCode, msg: fmt.Sprintf("get %s: HTTP %d", u, resp.StatusCode)}
+		foreign := wire.ForeignAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), data)
+		return nil, &StatusError{Status: resp.StatusCode, msg: fmt.Sprintf("get %s: HTTP %d, %s", u, resp.StatusCode, foreign)}
 	}
 	var r wire.StatsResponse
 	if err := json.NewDecoder(body).Decode(&r); err != nil {

@@ -185,12 +185,20 @@ class _Response:
 # --tls-client-ca) and got none, or one it does not accept.
 _CLIENT_CERT_ALERTS = ("TLSV13_ALERT_CERTIFICATE_REQUIRED", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_BAD_CERTIFICATE")
 
+# OpenSSL's verify codes for a server certificate whose chain ends in no CA
+# the client trusts (self-signed, or a private CA's): the usual first
+# mistake with serve --tls-cert, answered as the CLI does (serverHint).
+_UNTRUSTED_CA_CODES = (18, 19, 20, 21)  # X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT .. UNABLE_TO_VERIFY_LEAF_SIGNATURE
+
 
 def _transport_error(exc: BaseException) -> Error:
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return Error(0, "timeout", f"request timed out: {exc}")
     msg = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ssl.SSLError) and exc.reason in _CLIENT_CERT_ALERTS:
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_code in _UNTRUSTED_CA_CODES:
+        msg += (" (trust the CA that signed the server's --tls-cert: SSL_CERT_FILE=ca.pem, or install it "
+                "in the system's store)")
+    elif isinstance(exc, ssl.SSLError) and exc.reason in _CLIENT_CERT_ALERTS:
         msg += (" (the server requires a client certificate signed by its --tls-client-ca: pass "
                 "client_cert= and client_key=, or set CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY)")
     return Error(0, "connection_failed", msg)
@@ -220,9 +228,10 @@ def _with_request_id(err: Error, request_id: str) -> Error:
     return Error(err.status, err.code, err.message, request_id)
 
 
-def _error_from_body(status: int, body: bytes, request_id: str = "") -> Error:
+def _error_from_body(status: int, body: bytes, request_id: str = "", head: bool = False) -> Error:
     """The Error of an error answer with this body; request_id is the
-    answer's X-Request-Id ("" if none: the body's is used)."""
+    answer's X-Request-Id ("" if none: the body's is used). head: the
+    answer is a HEAD's, which has no body to judge by."""
     code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -235,11 +244,15 @@ def _error_from_body(status: int, body: bytes, request_id: str = "") -> Error:
         # Another service's page (a proxy's, a wrong port's): its start on
         # one line, and what to check.
         text = " ".join(body[:640].decode("utf-8", "replace").split())
+        advice = _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's")
         if text:
             if len(text) > 160:
                 text = text[:159] + "…"
-            message = (f'not a cachesvc answer ("{text}"): '
-                       + _PROXY_ADVICE.get(status, "check that the URL is the cachesvc server's"))
+            message = f'not a cachesvc answer ("{text}"): {advice}'
+        elif not head:
+            # cachesvc's errors always have a JSON body (Go's
+            # wire.ForeignAnswer says the same).
+            message = f"not a cachesvc answer (an empty body): {advice}"
     return Error(status, code, message, request_id)
 
 
@@ -416,7 +429,12 @@ class _Transport:
                     # "Connection refused" alone does not say where: a training
                     # job's one warning must show the URL it was given.
                     origin = urllib.parse.urlsplit(self.url)._replace(path="", query="", fragment="").geturl()
-                    err = Error(0, err.code, f"{method} {origin}{path}: {err.message}", request_id)
+                    msg = f"{method} {origin}{path}: {err.message}"
+                    if isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
+                        # Nothing listens there, or no such host: as the CLI says.
+                        msg += (f" (is cachesvc serve running at {origin}? Set the client's url or CACHESVC_URL "
+                                "to the server's URL)")
+                    err = Error(0, err.code, msg, request_id)
                 # A kept-alive connection the server closed meanwhile fails at
                 # once: retry that immediately, once, without counting it.
                 if reused and not stale_retry_used and err.code == "connection_failed":
@@ -447,7 +465,7 @@ class _Transport:
             except Error:
                 data = b""
             answered_id = _text_header(r.header("X-Request-Id"))
-            err = _with_request_id(_error_from_body(r.status, data, answered_id), request_id)
+            err = _with_request_id(_error_from_body(r.status, data, answered_id, head=method == "HEAD"), request_id)
             if method == "HEAD" and r.header("X-Cachesvc-Error"):  # no body: the code comes in a header
                 err = Error(r.status, str(r.header("X-Cachesvc-Error")), f"HEAD {path}: {err.message}", err.request_id)
             if r.status == 401 and 401 not in ok and 401 not in allow:

@@ -223,16 +223,19 @@ def test_a_url_of_another_http_service_is_an_error_not_a_miss():
         srv.server_close()
 
 
-@pytest.mark.parametrize("status,call,advice", [
-    (413, lambda c: c.put(k("big"), b"x" * 4096), "client_max_body_size 0"),
-    (504, lambda c: c.get(k("slow"), wait=90), "proxy_read_timeout"),
-    (502, lambda c: c.get(k("down")), "could not reach it"),
+@pytest.mark.parametrize("status,call,advice,page", [
+    (413, lambda c: c.put(k("big"), b"x" * 4096), "client_max_body_size 0", True),
+    (504, lambda c: c.get(k("slow"), wait=90), "proxy_read_timeout", True),
+    (502, lambda c: c.get(k("down")), "could not reach it", True),
+    (502, lambda c: c.get(k("down")), "could not reach it", False),  # an empty body: a proxy's too
+    (413, lambda c: c.put(k("big"), b"x" * 4096), "client_max_body_size 0", False),
 ])
-def test_a_proxys_own_error_page_says_what_to_change_there(status, call, advice):
+def test_a_proxys_own_error_page_says_what_to_change_there(status, call, advice, page):
     """A reverse proxy in front of cachesvc answers some errors with its own
     HTML page (nginx's 413 for a body over client_max_body_size, 504 when a
-    long poll outlasts proxy_read_timeout): the error quotes it on one line
-    and names the proxy setting, not a URL to check."""
+    long poll outlasts proxy_read_timeout), or with none: the error quotes it
+    on one line and names the proxy setting, not a URL to check. (cachesvc's
+    errors always have a JSON body, so an empty one is not its answer.)"""
     import http.client
     import http.server
     import threading
@@ -240,7 +243,7 @@ def test_a_proxys_own_error_page_says_what_to_change_there(status, call, advice)
     class Proxy(http.server.BaseHTTPRequestHandler):
         def answer(self):
             body = (f"<html>\r\n<head><title>{status} {http.client.responses[status]}</title></head>\r\n"
-                    "<body>\r\n<center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n").encode()
+                    "<body>\r\n<center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n").encode() if page else b""
             self.send_response(status)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
@@ -262,7 +265,7 @@ def test_a_proxys_own_error_page_says_what_to_change_there(status, call, advice)
             call(c)
         e = ei.value
         assert (e.status, e.code) == (status, f"http_{status}"), e
-        assert "not a cachesvc answer" in e.message and "nginx/1.22.1" in e.message, e.message
+        assert "not a cachesvc answer" in e.message and ("nginx/1.22.1" in e.message) == page, e.message
         assert advice in e.message and "\n" not in e.message and "check that the URL" not in e.message, e.message
     finally:
         srv.shutdown()
@@ -360,3 +363,16 @@ def test_from_env_reads_what_install_reads(server, monkeypatch, tmp_path):
     monkeypatch.setenv("CACHESVC_URL", "host:8080")
     with pytest.raises(ValueError, match="http"):
         cachesvc.Client.from_env()
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9",                 # nothing listens there
+    "http://cachesvc-test.invalid:8080",  # no such host
+])
+def test_an_unreachable_server_says_to_check_the_url(url):
+    """As the CLI's "is cachesvc serve running at URL?": before, only
+    "ConnectionRefusedError: [Errno 111] Connection refused"."""
+    with pytest.raises(cachesvc.Error) as e:
+        cachesvc.Client(url, retries=0).get(hashlib.sha256(b"x").hexdigest())
+    assert e.value.code == "connection_failed", e.value
+    assert "is cachesvc serve running at " + url in e.value.message and "CACHESVC_URL" in e.value.message, e.value

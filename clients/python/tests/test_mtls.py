@@ -93,6 +93,17 @@ def test_client_certificate_from_env(mtls_url: str, pki: Path, monkeypatch, capl
     assert str(pki / "server.key") in msgs[0] and "CACHESVC_CLIENT_CERT" in msgs[0], msgs
 
 
+def test_untrusted_server_certificate(start_server, pki: Path, monkeypatch):
+    """A server whose CA the client does not trust: the error says how to
+    trust it (SSL_CERT_FILE), as the CLI's does; before, it was only
+    OpenSSL's "unable to get local issuer certificate"."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    s = start_server(extra=["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")], wait=False)
+    with pytest.raises(cachesvc.Error) as e:
+        cachesvc.Client(s.wait_url(), retries=0).get(hashlib.sha256(b"x").hexdigest())
+    assert e.value.code == "connection_failed" and "SSL_CERT_FILE=" in e.value.message, e.value
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     ({"client_key": "k.pem"}, "needs client_cert"),
     ({"client_cert": "/nonexistent/client.pem"}, "/nonexistent/client.pem"),
