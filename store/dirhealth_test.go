@@ -1,37 +1,17 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/storetest"
 )
-
-// lockedBuffer is a bytes.Buffer that the store's goroutines may log into
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDirErr takes the directory away from an open store in the ways an
 // operator does (removed; removed and made again; made read-only) and
@@ -82,7 +62,7 @@ func TestDirErr(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			var logs lockedBuffer
+			var logs storetest.LogBuffer
 			s, err := store.Open(store.Config{Dir: dir, FlushInterval: 10 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
@@ -133,7 +113,7 @@ func mustRename(t *testing.T, from, to string) {
 
 // waitLog waits until logs holds want; the store looks at its directory
 // every FlushInterval.
-func waitLog(t *testing.T, logs *lockedBuffer, want string) {
+func waitLog(t *testing.T, logs *storetest.LogBuffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs.String(), want) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,24 +52,6 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestBehindOutage: with S3 stopped, write-behind Puts succeed into the
 // queue, and entries the small hot tier evicts before their upload are
 // still served (from the queue's copy). The queue is then snapshotted as a
@@ -81,7 +62,7 @@ func TestBehindOutage(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	dir := t.TempDir()
 	const size = 1 << 20
-	var logsA, logsA2 lockedBuffer // the uploaders log while the test reads
+	var logsA, logsA2 storetest.LogBuffer // the uploaders log while the test reads
 	a := newReplica(t, srv, bucket, dir, opts{mode: tiered.ModeBehind, hotMax: 3 * size, logger: slog.New(slog.NewJSONHandler(&logsA, nil))})
 	srv.Stop()
 	sizes := []int{4 << 10, size, size, size, size, 0}
