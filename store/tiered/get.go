@@ -200,7 +200,7 @@ func (s *Store) downloadHead(sp *spool) (tail func()) {
 		return nil
 	}
 	t0 := time.Now()
-	m, rc, err := s.shared.Get(ctx, sp.ns, sp.key, 0, -1)
+	m, rc, err := s.getShared(ctx, sp.ns, sp.key)
 	if err != nil {
 		s.sharedResult(EventSharedGet, time.Since(t0), 0, err)
 		sp.err = err
@@ -252,6 +252,18 @@ func (s *Store) downloadHead(sp *spool) (tail func()) {
 		}
 		s.fillHot(sp)
 	}
+}
+
+// getShared gets the whole entry from the shared tier under a guarded
+// context (failfast.go), which the returned reader's Close releases.
+func (s *Store) getShared(ctx context.Context, ns string, key store.Key) (store.Meta, io.ReadCloser, error) {
+	g := s.guard(ctx)
+	m, rc, err := s.shared.Get(g, ns, key, 0, -1)
+	if err = g.disarm(err); err != nil {
+		g.release()
+		return store.Meta{}, nil, err
+	}
+	return m, &releaseOnClose{ReadCloser: rc, g: g}, nil
 }
 
 // memSpoolBytes is the largest entry spooled in memory rather than in a
@@ -414,7 +426,7 @@ func (s *Store) afterFill(ctx context.Context, ns string, key store.Key, off, n 
 // so a range is read whole, verified, and cut here.
 func (s *Store) direct(ctx context.Context, ns string, key store.Key, off, n int64) (store.Meta, io.ReadCloser, error) {
 	t0 := time.Now()
-	m, rc, err := s.shared.Get(ctx, ns, key, 0, -1)
+	m, rc, err := s.getShared(ctx, ns, key)
 	s.sharedResult(EventSharedGet, time.Since(t0), 0, err)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {

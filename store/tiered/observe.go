@@ -79,6 +79,11 @@ type SharedState struct {
 type health struct {
 	mu sync.Mutex
 	st SharedState
+	// recheck asks the probe loop for a probe now: a request's failure
+	// marked the tier unreachable, and one transient error must not leave
+	// it marked so (cutting guarded calls short, failfast.go) until the
+	// next scheduled probe.
+	recheck chan struct{}
 }
 
 // SharedState returns the shared tier's last known state.
@@ -103,26 +108,35 @@ func (s *Store) Ready() error {
 
 // observe records a shared-tier request's outcome in SharedState: an
 // answer (success, miss, conflict, corrupt) shows the tier reachable;
-// store.ErrUnavailable shows it not. Context errors say nothing.
+// store.ErrUnavailable shows it not, and asks for a probe now when it
+// marked the tier unreachable. Context errors say nothing.
 func (s *Store) observe(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}
-	s.setHealth(err)
+	if s.setHealth(err) {
+		select {
+		case s.health.recheck <- struct{}{}:
+		default: // a probe is asked for already
+		}
+	}
 }
 
-// setHealth records err (nil: an answer) as the shared tier's state.
-func (s *Store) setHealth(err error) {
+// setHealth records err (nil: an answer) as the shared tier's state and
+// reports whether it marked a reachable tier unreachable.
+func (s *Store) setHealth(err error) (down bool) {
 	now := time.Now()
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
 	if err != nil && errors.Is(err, store.ErrUnavailable) {
+		down = s.health.st.Reachable
 		s.health.st.Reachable = false
 		s.health.st.LastError, s.health.st.LastErrorAt = err.Error(), now
-		return
+		return down
 	}
 	s.health.st.Reachable = true
 	s.health.st.LastSuccess = now
+	return false
 }
 
 // sharedResult records a shared-tier operation in SharedState, Stats and
@@ -139,7 +153,8 @@ func (s *Store) sharedResult(kind EventKind, d time.Duration, bytes int64, err e
 }
 
 // probeLoop asks the shared tier for a key no entry has every
-// Config.ProbeInterval, unless a request got an answer within the interval.
+// Config.ProbeInterval, unless a request got an answer within the interval,
+// and at once when a request's failure marked the tier unreachable.
 func (s *Store) probeLoop() {
 	defer s.wg.Done()
 	var probeKey store.Key // all zeros: no plugin makes it
@@ -161,6 +176,7 @@ func (s *Store) probeLoop() {
 		case <-s.ctx.Done():
 			return
 		case <-time.After(s.cfg.ProbeInterval):
+		case <-s.health.recheck:
 		}
 	}
 }

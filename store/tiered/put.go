@@ -31,7 +31,10 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 	}()
 	tee := &hotTee{r: r, w: pw}
 	t0 := time.Now()
-	res, err := s.shared.Put(ctx, ns, key, tee, opts)
+	g := s.guard(ctx) // failfast.go
+	res, err := s.shared.Put(g, ns, key, tee, opts)
+	err = g.disarm(err)
+	g.release()
 	s.sharedResult(EventSharedPut, time.Since(t0), res.Meta.Size, err)
 	var release error
 	switch {

@@ -50,7 +50,9 @@
 // Stats counts what the tiers did; Config.Observe receives one Event per
 // shared-tier request, fill and queue decision, with its duration, for
 // latency histograms; SharedState and Ready report the shared tier's
-// health without a request.
+// health without a request. While SharedState says the shared tier is
+// unreachable, a request's call to it that gets no answer within a few
+// seconds fails with store.ErrUnavailable (failfast.go).
 package tiered
 
 import (
@@ -274,6 +276,7 @@ func New(cfg Config) (*Store, error) {
 		fills: make(chan struct{}, cfg.MaxFills), spools: make(map[string]*spool),
 	}
 	s.health.st = initialSharedState(cfg.Shared, time.Now())
+	s.health.recheck = make(chan struct{}, 1)
 	if cfg.Mode == ModeBehind {
 		q, err := openQueue(s, cfg.QueueDir)
 		if err != nil {
@@ -331,7 +334,10 @@ func (s *Store) Stat(ctx context.Context, ns string, key store.Key) (store.Meta,
 			return m, nil
 		}
 	}
-	m, err = s.shared.Stat(ctx, ns, key)
+	g := s.guard(ctx) // failfast.go
+	m, err = s.shared.Stat(g, ns, key)
+	err = g.disarm(err)
+	g.release()
 	s.observe(err)
 	return m, err
 }
@@ -343,7 +349,9 @@ func (s *Store) Delete(ctx context.Context, ns string, key store.Key) error {
 	if s.q != nil {
 		queued = s.q.remove(ns, key)
 	}
-	serr := s.shared.Delete(ctx, ns, key)
+	g := s.guard(ctx)
+	serr := g.disarm(s.shared.Delete(g, ns, key))
+	g.release()
 	if queued && errors.Is(serr, store.ErrNotFound) {
 		serr = nil
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,14 +28,21 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // counter is an http.RoundTripper counting GETs of blob objects and of
-// entry records.
+// entry records. While resets is above zero, each request takes one and
+// fails as a connection reset would, without reaching the server (one
+// transient fault of a server that works).
 type counter struct {
 	next       http.RoundTripper
 	blobGets   atomic.Int64
 	recordGets atomic.Int64
+	resets     atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.resets.Add(-1) >= 0 {
+		return nil, syscall.ECONNRESET
+	}
+	c.resets.Add(1) // none was left: leave it at zero
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
 		c.blobGets.Add(1)
 	}

@@ -178,11 +178,40 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles no SIGTERM
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
+	}
+}
+
+// Pause stops the server process with SIGSTOP: its socket still accepts
+// connections (the kernel completes them) but nothing answers, as with a
+// hung gateway. Resume lets it go on; the test's end resumes it.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	s.signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { s.signal(t, syscall.SIGCONT) })
+}
+
+// Resume continues a paused server.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	s.signal(t, syscall.SIGCONT)
+}
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return // stopped
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Errorf("signal %s %v: %v", s.name, sig, err)
 	}
 }
 
