@@ -55,7 +55,7 @@ type Config struct {
 	MaxNamespaces int
 	MaxBackends   int
 	// MaxRuns caps the run ids counted under their own name (default
-	// 500). At the cap a new run id takes the slot of the least recently
+	// DefaultMaxRuns). At the cap a new run id takes the slot of the least recently
 	// seen run of the namespace holding the most runs, whose counts fold
 	// into the run Other (so the runs still add up), with a log line at
 	// most once a minute and RunEvictions counting it: the runs in use are
@@ -87,6 +87,13 @@ type Config struct {
 	coarse bool // Now was nil: the record path reads a clock updated every second
 }
 
+// DefaultMaxRuns is the default Config.MaxRuns: the run ids (X-Cachesvc-Run)
+// counted under their own name. Past it a new run takes the slot of the
+// least recently seen run of the namespace holding the most runs, and that
+// run's counts fold into the run Other, so the most recent runs are always
+// tracked and the runs' counts still add up.
+const DefaultMaxRuns = 500
+
 // DefaultFlushInterval is the default Config.FlushInterval: what a process
 // that cannot close its statistics loses at most.
 const DefaultFlushInterval = 10 * time.Second
@@ -102,7 +109,7 @@ func (c *Config) defaults() {
 		c.MaxBackends = 16
 	}
 	if c.MaxRuns <= 0 {
-		c.MaxRuns = 500
+		c.MaxRuns = DefaultMaxRuns
 	}
 	if c.RunTTL <= 0 {
 		c.RunTTL = 30 * 24 * time.Hour
