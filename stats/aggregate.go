@@ -154,8 +154,8 @@ func (s *Stats) collect() {
 	logArgs := s.takeRunLog(now)
 	a.mu.Unlock()
 	if logArgs != nil {
-		s.cfg.Logger.Warn("stats: run table full: new runs evicted the least recently seen runs of the namespace holding the most, whose counts now count under "+Other+
-			" (raise the cap, or check who sends so many X-Cachesvc-Run ids)", logArgs...)
+		s.cfg.Logger.Warn("stats: run table full: new runs took the slots of the least recently seen runs (of the namespace holding the most runs), "+
+			"whose counts moved to the run "+Other+"; many evictions mean many run ids (a busy CI, or a client making them up)", logArgs...)
 	}
 }
 
@@ -192,9 +192,6 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 				// The record of an earlier slot of the same run id.
 				s.foldRun(r, true)
 				r = nil
-			}
-			if r == nil {
-				r = a.runs[id] // Other's, when the fold created it
 			}
 			if r == nil {
 				r = &Run{Run: id, FirstSeen: d.first, slot: sl}

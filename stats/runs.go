@@ -31,7 +31,10 @@ type runTable struct {
 	// evictions counts the slots taken from a run for a new one since
 	// Open (not those forgotten after RunTTL idle).
 	evictions atomic.Int64
-	other     *runSlot // the run Other: never in slots, never evicted
+	// lastRun and lastNS name the last run evicted, for the log; guarded
+	// by mu.
+	lastRun, lastNS string
+	other           *runSlot // the run Other: never in slots, never evicted
 }
 
 // runSlot is one run's slot. Records are keyed by the slot, not the name,
@@ -131,7 +134,15 @@ func (t *runTable) evictLocked() {
 		return
 	}
 	t.dropLocked(victim.oldest)
+	t.lastRun, t.lastNS = victim.oldest.name, victim.oldest.ns
 	t.evictions.Add(1)
+}
+
+// lastEvicted names the last run evicted and its namespace.
+func (t *runTable) lastEvicted() (run, ns string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastRun, t.lastNS
 }
 
 func (t *runTable) dropLocked(sl *runSlot) {
@@ -166,18 +177,18 @@ func (t *runTable) len() int {
 // runEvictionLogEvery bounds the log lines about evicted runs.
 const runEvictionLogEvery = time.Minute
 
-// runEvictionLog accumulates the evictions collect folds between two log
-// lines. Guarded by aggregate.mu.
+// runEvictionLog is when collect last logged evictions, and how many there
+// had been. Guarded by aggregate.mu.
 type runEvictionLog struct {
-	n       int64
-	run, ns string    // the last one folded
-	logged  time.Time // when the last line was written
+	logged    time.Time
+	evictions int64
 }
 
-// foldRun moves run record r out of the aggregate into the run Other, so
-// that its counts stay in the runs' sum, and deletes its persisted record.
-// evicted says it lost its slot to a new run (logged); otherwise it was
-// forgotten after RunTTL idle, as before. Called with a.mu held.
+// foldRun moves run record r out of the aggregate, into the run Other when
+// evicted so that its counts stay in the runs' sum, and deletes its
+// persisted record.
+// evicted says it lost its slot to a new run; otherwise it was idle for
+// RunTTL and is dropped, counts and all, as before. Called with a.mu held.
 func (s *Stats) foldRun(r *Run, evicted bool) {
 	a := &s.agg
 	delete(a.runs, r.Run)
@@ -193,24 +204,20 @@ func (s *Stats) foldRun(r *Run, evicted bool) {
 	}
 	mergeRun(o, r)
 	a.dirtyRuns[Other] = true
-	a.runLog.n++
-	a.runLog.run = r.Run
-	if len(r.Namespaces) > 0 {
-		a.runLog.ns = r.Namespaces[0]
-	} else {
-		a.runLog.ns = ""
-	}
 }
 
-// takeRunLog returns the log line's fields when evictions were folded and
-// the last line is at least runEvictionLogEvery old. Called with a.mu held.
+// takeRunLog returns the log line's fields when runs were evicted since
+// the last line and that is at least runEvictionLogEvery old. Called with
+// a.mu held.
 func (s *Stats) takeRunLog(now time.Time) []any {
 	l := &s.agg.runLog
-	if l.n == 0 || now.Sub(l.logged) < runEvictionLogEvery {
+	n := s.runs.evictions.Load()
+	if n == l.evictions || now.Sub(l.logged) < runEvictionLogEvery {
 		return nil
 	}
-	args := []any{"max_runs", s.cfg.MaxRuns, "evicted", l.n, "namespace", l.ns, "run", l.run}
-	l.n, l.logged = 0, now
+	run, ns := s.runs.lastEvicted()
+	args := []any{"max_runs", s.cfg.MaxRuns, "evicted", n - l.evictions, "namespace", ns, "run", run}
+	l.evictions, l.logged = n, now
 	return args
 }
 

@@ -239,3 +239,53 @@ func TestRunEvictionLogIsRateLimited(t *testing.T) {
 		t.Errorf("RunEvictions() = %d, want 31", n)
 	}
 }
+
+// TestRunEvictionsUnderLoadStayExact: goroutines cycling many run ids
+// through a small run table while merges run beside them: every lookup is
+// counted in exactly one run's row (Other included), and at most MaxRuns
+// runs keep their own.
+func TestRunEvictionsUnderLoadStayExact(t *testing.T) {
+	const maxRuns, workers, perWorker = 8, 4, 2000
+	s, err := Open(Config{MaxRuns: maxRuns, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.AdmitNamespace("a")
+	s.AdmitNamespace("b")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Snapshot(SnapshotOptions{})
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				s.RecordLookup(Lookup{Namespace: []string{"a", "b"}[w%2], Run: fmt.Sprintf("w%d-r%d", w, i%50), Hit: i%2 == 0})
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	snap := s.Snapshot(SnapshotOptions{MaxRuns: 10_000})
+	var sum int64
+	for _, r := range snap.Runs {
+		sum += r.Lookups
+	}
+	if sum != workers*perWorker || snap.Totals.Lookups != workers*perWorker {
+		t.Errorf("runs sum to %d lookups, totals %d, want %d", sum, snap.Totals.Lookups, workers*perWorker)
+	}
+	if len(snap.Runs) > maxRuns+1 || s.Runs() > maxRuns {
+		t.Errorf("%d runs reported, %d tracked: want at most %d and %s", len(snap.Runs), s.Runs(), maxRuns, Other)
+	}
+	if s.RunEvictions() == 0 {
+		t.Errorf("no evictions counted")
+	}
+}
