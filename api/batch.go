@@ -111,7 +111,7 @@ func (g *batchAPI) handleExists(c *fiber.Ctx) error {
 // server aborts the connection, so a client never sees a complete wrong
 // member. Clients retry a broken batch.
 func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
-	ns, run := reqOf(c).Namespace, reqOf(c).Run
+	ns, run, anon := reqOf(c).Namespace, reqOf(c).Run, reqOf(c).Anonymous
 	keys, err := g.parseKeysRequest(c)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
 			// Counted as missing.json is sent (batchtar.go): a stream
 			// that breaks before it told the client of no miss, and the
 			// client's retry counts it.
-			b.misses = append(b.misses, Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run})
+			b.misses = append(b.misses, Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon})
 			missing.Missing = append(missing.Missing, k.String())
 			continue
 		}
@@ -142,7 +142,7 @@ func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
 			return fmt.Errorf("tar header for %s/%s: %w", ns, k, err)
 		}
 		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, sig: sig, hdrLen: hdrLen,
-			hit: Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Hit: true,
+			hit: Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon, Hit: true,
 				Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size}})
 		total += int64(hdrLen) + m.Size + tarPad(m.Size)
 	}

@@ -75,7 +75,7 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	m, rc, err := g.store.Get(c.UserContext(), ns, key, 0, -1)
 	if errors.Is(err, store.ErrNotFound) {
 		ex := g.stats.Explain(ns, res.Backend, res.Components)
-		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Backend: res.Backend,
+		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Backend: res.Backend,
 			Name: wire.SanitizeName(res.DisplayName), Components: res.Components, Explanation: &ex})
 		return c.Status(http.StatusNotFound).JSON(wire.LookupMiss{
 			Error: wire.ErrorObject{Code: "not_found", Message: fmt.Sprintf(
@@ -92,7 +92,7 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	if err := g.io.send(c, ns, key, rc, m.Size); err != nil {
 		return err // nothing sent (a corrupt first chunk): a failure, not a hit
 	}
-	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Hit: true,
+	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size})
 	return nil
 }

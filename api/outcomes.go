@@ -36,6 +36,14 @@ type Lookup struct {
 	Key       cachekey.Key
 	// Run is the client's run id, "" for none.
 	Run string
+	// Anonymous marks a lookup that the tokens file's anonymous rule
+	// authorized (no token). The statistics count its Run under _other: a
+	// request without a token neither takes one of the bounded run slots
+	// (stats.Config.MaxRuns; anyone who can reach the server could cycle
+	// the real runs out) nor adds to a tracked run (a run id is no secret,
+	// so anyone could skew a team's run and sweep views). Its lookups
+	// still count in every total.
+	Anonymous bool
 	// Backend is the entry's (on a hit) or the signature's backend; "" when
 	// not known.
 	Backend string
@@ -151,14 +159,18 @@ func (c *counter) Lookup(l Lookup) {
 	if l.Hit && c.touch != nil {
 		c.touch(l.Namespace, l.Key)
 	}
+	run := l.Run
+	if l.Anonymous && run != "" {
+		run = stats.Other
+	}
 	c.stats.RecordLookup(stats.Lookup{
-		Namespace: l.Namespace, Backend: l.Backend, Run: l.Run, Key: l.Key, Name: l.Name,
+		Namespace: l.Namespace, Backend: l.Backend, Run: run, Key: l.Key, Name: l.Name,
 		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds, Waited: l.Waited,
 		WaitSeconds: l.WaitSeconds,
 	})
 	if !l.Hit && l.Explanation != nil {
 		c.stats.RecordMiss(stats.Miss{Namespace: l.Namespace, Backend: l.Backend, Key: l.Key.String(),
-			DisplayName: l.Name, Run: l.Run, Explanation: *l.Explanation})
+			DisplayName: l.Name, Run: run, Explanation: *l.Explanation})
 	}
 }
 

@@ -29,6 +29,10 @@ type request struct {
 	RunParam string
 	// Run is X-Cachesvc-Run: the run this request belongs to, "" for none.
 	Run string
+	// Anonymous is true when the tokens file's anonymous rule authorized
+	// the request (no token): its lookups count their run under _other in
+	// the statistics (Lookup.Anonymous).
+	Anonymous bool
 	// Backend is X-Cachesvc-Backend ("" when absent): the entry's backend
 	// on a PUT, the missed program's backend on a GET.
 	Backend string
@@ -91,6 +95,9 @@ func parseRequest(c *fiber.Ctx) error {
 	r, err := readRequest(c)
 	if err != nil {
 		return err
+	}
+	if id, ok := requestIdentity(c); ok && id.Anonymous {
+		r.Anonymous = true
 	}
 	c.Locals(requestKey, r)
 	return c.Next()

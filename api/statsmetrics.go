@@ -114,11 +114,21 @@ var (
 	descIndexDropped = prometheus.NewDesc("cachesvc_explain_index_dropped_total",
 		"Entries that left the miss-explanation index at its bound, least recently written first: their groups' explanations are approximate.",
 		nil, nil)
+	// descStatsRuns and descRunEvictions show the run table at its bound
+	// (stats.Config.MaxRuns): a steady rise of evictions is a busy CI (or
+	// a client making up run ids) cycling runs through it.
+	descStatsRuns = prometheus.NewDesc("cachesvc_stats_runs",
+		fmt.Sprintf("Run ids (X-Cachesvc-Run) the statistics count under their own name; at the bound (%d) a new run takes the slot of the least recently seen run of the namespace holding the most runs.", stats.DefaultMaxRuns),
+		nil, nil)
+	descRunEvictions = prometheus.NewDesc("cachesvc_stats_run_evictions_total",
+		"Runs whose statistics were folded into the run _other to free a slot for a new run id, the run table being full, since the process started.",
+		nil, nil)
 )
 
 // Describe sends the descriptors.
 func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descWaitHits, descReasons, descIndexEntries, descIndexDropped} {
+	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descWaitHits, descReasons, descIndexEntries, descIndexDropped,
+		descStatsRuns, descRunEvictions} {
 		ch <- d
 	}
 }
@@ -176,4 +186,6 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	idx := sc.st.Index()
 	ch <- prometheus.MustNewConstMetric(descIndexEntries, prometheus.GaugeValue, float64(idx.Entries()))
 	ch <- prometheus.MustNewConstMetric(descIndexDropped, prometheus.CounterValue, float64(idx.Dropped()))
+	ch <- prometheus.MustNewConstMetric(descStatsRuns, prometheus.GaugeValue, float64(sc.st.Runs()))
+	ch <- prometheus.MustNewConstMetric(descRunEvictions, prometheus.CounterValue, float64(sc.st.RunEvictions()))
 }

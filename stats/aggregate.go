@@ -24,6 +24,10 @@ type Run struct {
 	// arm of a sweep compiled before the cache started paying.
 	FirstHit time.Time `json:"first_hit,omitzero"`
 	Counters Counters  `json:"counters"`
+
+	// slot is the run's slot in the run table (see runTable); the record
+	// is folded into Other once the slot is gone.
+	slot *runSlot
 }
 
 // maxRunNamespaces bounds Run.Namespaces.
@@ -105,6 +109,7 @@ type aggregate struct {
 	entries      map[entryKey]*Entry
 	dirtyEntries map[entryKey]bool
 	dead         deadKeys // records to delete at the next flush
+	runLog       runEvictionLog
 
 	global        Global            // all-time evictions, failures; last sizes
 	globalMinutes map[int64]*Global // deltas since the last flush
@@ -145,7 +150,18 @@ func (s *Stats) collect() {
 	}
 	a := &s.agg
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	s.collectLocked(now, us)
+	logArgs := s.takeRunLog(now)
+	a.mu.Unlock()
+	if logArgs != nil {
+		s.cfg.Logger.Warn("stats: run table full: new runs took the slots of the least recently seen runs (of the namespace holding the most runs), "+
+			"whose counts moved to the run "+Other+"; many evictions mean many run ids (a busy CI, or a client making them up)", logArgs...)
+	}
+}
+
+// collectLocked is collect with a.mu held.
+func (s *Stats) collectLocked(now time.Time, us Usage) {
+	a := &s.agg
 	for i := range s.shards {
 		se, ru, en := s.shards[i].take()
 		for sk, v := range se {
@@ -165,10 +181,20 @@ func (s *Stats) collect() {
 			}
 			m.add(c)
 		}
-		for id, d := range ru {
+		for sl, d := range ru {
+			if sl.gone.Load() {
+				// Recorded before its slot went: Other's.
+				sl = s.runs.other
+			}
+			id := sl.name
 			r := a.runs[id]
+			if r != nil && r.slot != sl {
+				// The record of an earlier slot of the same run id.
+				s.foldRun(r, true)
+				r = nil
+			}
 			if r == nil {
-				r = &Run{Run: id, FirstSeen: d.first}
+				r = &Run{Run: id, FirstSeen: d.first, slot: sl}
 				a.runs[id] = r
 			}
 			if d.last.After(r.LastSeen) {
@@ -178,6 +204,9 @@ func (s *Stats) collect() {
 			if !contains(r.Namespaces, d.ns) && len(r.Namespaces) < maxRunNamespaces {
 				r.Namespaces = append(r.Namespaces, d.ns)
 				sort.Strings(r.Namespaces)
+				if sl != s.runs.other {
+					s.runs.setNamespace(sl, r.Namespaces[0])
+				}
 			}
 			r.Counters.add(&d.c)
 			a.dirtyRuns[id] = true
@@ -209,13 +238,17 @@ func (s *Stats) collect() {
 			a.dead.entries = append(a.dead.entries, k)
 		}
 	}
-	// Forget runs idle for longer than RunTTL.
-	for id, r := range a.runs {
-		if now.Sub(r.LastSeen) > s.cfg.RunTTL {
-			delete(a.runs, id)
-			delete(a.dirtyRuns, id)
-			a.dead.runs = append(a.dead.runs, id)
-			s.runs.forget(id)
+	// Fold the runs evicted from the run table into Other, and forget
+	// runs idle for longer than RunTTL.
+	for _, r := range a.runs {
+		switch {
+		case r.slot != s.runs.other && r.slot.gone.Load():
+			s.foldRun(r, true)
+		case now.Sub(r.LastSeen) > s.cfg.RunTTL:
+			s.foldRun(r, false)
+			if r.slot != s.runs.other {
+				s.runs.forget(r.slot)
+			}
 		}
 	}
 	if s.cfg.Usage != nil {

@@ -223,23 +223,3 @@ func lenOf(m *map[string]string) int {
 	}
 	return len(*m)
 }
-
-// forget frees v's slot.
-func (l *limiter) forget(v string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old == nil {
-		return
-	}
-	if _, ok := (*old)[v]; !ok {
-		return
-	}
-	m := make(map[string]string, len(*old))
-	for k, c := range *old {
-		if k != v {
-			m[k] = c
-		}
-	}
-	l.known.Store(&m)
-}

@@ -246,10 +246,24 @@ func (s *Stats) loadBackendMarks(marks map[string]bool) {
 
 // loadRuns admits the persisted runs; a run id that is not valid is merged
 // into the run Other, and each run's namespaces are relabelled as their
-// totals were.
+// totals were. The MaxRuns most recently seen runs get slots, as the run
+// table keeps them while serving (more are on disk only when MaxRuns was
+// lowered, or a crash lost the deletions of evicted runs): the rest are
+// merged into Other too. Each slot is last seen when its run was, so
+// eviction order is the same after a restart.
 func (s *Stats) loadRuns(runs []Run) {
 	a := &s.agg
+	slices.SortFunc(runs, func(x, y Run) int {
+		return cmp.Or(y.LastSeen.Compare(x.LastSeen), strings.Compare(x.Run, y.Run))
+	})
+	keep := make(map[string]bool, min(len(runs), s.cfg.MaxRuns))
 	for _, r := range runs {
+		if len(keep) < s.cfg.MaxRuns && r.Run != Other && validRun(r.Run) {
+			keep[r.Run] = true
+		}
+	}
+	// Oldest first, so that admission order breaks ties as it did.
+	for _, r := range slices.Backward(runs) {
 		from := r.Run
 		dirty := r.Counters.clampNegative()
 		if dirty {
@@ -265,7 +279,15 @@ func (s *Stats) loadRuns(runs []Run) {
 		if !slices.Equal(nss, r.Namespaces) {
 			r.Namespaces, dirty = nss, true
 		}
-		r.Run = s.runs.admit(from)
+		r.slot = s.runs.other
+		if keep[from] {
+			ns := ""
+			if len(nss) > 0 {
+				ns = nss[0]
+			}
+			r.slot = s.runs.admit(from, ns, r.LastSeen.Unix(), false)
+		}
+		r.Run = r.slot.name
 		if r.Run != from {
 			s.relabelled("run", from, r.Run)
 			a.dead.runs = append(a.dead.runs, from)

@@ -7,8 +7,10 @@
 // Recording never blocks on I/O: events go to sharded in-memory maps under a
 // short lock; a background loop merges them into the in-memory aggregate and
 // flushes that to Badger every FlushInterval and on Close. Cardinality is
-// bounded: namespaces, backends and runs beyond their caps are folded into
-// "_other", top entries and recent misses are capped. A namespace is
+// bounded: namespaces and backends beyond their caps are folded into
+// "_other", a new run past the cap takes the least recently seen run's
+// slot (that run folding into "_other"), top entries and recent misses are
+// capped. A namespace is
 // tracked only once it holds entries or is configured (AdmitNamespace,
 // RecordWrite): lookups and misses alone never create one, so readers
 // cannot push the real namespaces into "_other".
@@ -31,8 +33,8 @@ import (
 	"github.com/cachesvc/cachesvc/wire"
 )
 
-// Other is the label that namespaces, backends and runs beyond their caps are
-// folded into.
+// Other is the label that namespaces and backends beyond their caps, and
+// runs evicted from the full run table (Config.MaxRuns), are folded into.
 const Other = "_other"
 
 // UnknownBackend labels lookups whose backend is not known (a GET miss by
@@ -48,11 +50,17 @@ type Config struct {
 	// FlushInterval is how often the aggregate is written to Badger.
 	// Default DefaultFlushInterval.
 	FlushInterval time.Duration
-	// MaxNamespaces, MaxBackends and MaxRuns cap the distinct values tracked;
-	// the rest are counted under Other. Defaults 64, 16 and 500.
+	// MaxNamespaces and MaxBackends cap the distinct values tracked; the
+	// rest are counted under Other. Defaults 64 and 16.
 	MaxNamespaces int
 	MaxBackends   int
-	MaxRuns       int
+	// MaxRuns caps the run ids counted under their own name (default
+	// DefaultMaxRuns). At the cap a new run id takes the slot of the least recently
+	// seen run of the namespace holding the most runs, whose counts fold
+	// into the run Other (so the runs still add up), with a log line at
+	// most once a minute and RunEvictions counting it: the runs in use are
+	// always tracked, and a namespace flooding run ids evicts its own.
+	MaxRuns int
 	// RunTTL forgets a run this long after its last activity. Default 30 days.
 	RunTTL time.Duration
 	// MaxEntries caps the entries tracked for "top entries by time saved".
@@ -79,6 +87,13 @@ type Config struct {
 	coarse bool // Now was nil: the record path reads a clock updated every second
 }
 
+// DefaultMaxRuns is the default Config.MaxRuns: the run ids (X-Cachesvc-Run)
+// counted under their own name. Past it a new run takes the slot of the
+// least recently seen run of the namespace holding the most runs, and that
+// run's counts fold into the run Other, so the most recent runs are always
+// tracked and the runs' counts still add up.
+const DefaultMaxRuns = 500
+
 // DefaultFlushInterval is the default Config.FlushInterval: what a process
 // that cannot close its statistics loses at most.
 const DefaultFlushInterval = 10 * time.Second
@@ -94,7 +109,7 @@ func (c *Config) defaults() {
 		c.MaxBackends = 16
 	}
 	if c.MaxRuns <= 0 {
-		c.MaxRuns = 500
+		c.MaxRuns = DefaultMaxRuns
 	}
 	if c.RunTTL <= 0 {
 		c.RunTTL = 30 * 24 * time.Hour
@@ -130,7 +145,7 @@ type Stats struct {
 
 	namespaces limiter
 	backends   limiter
-	runs       limiter
+	runs       *runTable
 
 	shards [numShards]shard
 	rr     atomic.Uint32
@@ -175,7 +190,7 @@ func Open(cfg Config) (*Stats, error) {
 		index:      explain.NewIndex(cfg.Index),
 		namespaces: limiter{max: cfg.MaxNamespaces, valid: validNamespace, invalid: Other, keepAdded: true},
 		backends:   limiter{max: cfg.MaxBackends, valid: validBackend, invalid: UnknownBackend, keepAdded: true},
-		runs:       limiter{max: cfg.MaxRuns, valid: validRun, invalid: Other},
+		runs:       newRunTable(cfg.MaxRuns),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -323,7 +338,8 @@ func (s *Stats) RecordLookup(l Lookup) {
 	} else {
 		be = s.backends.admit(l.Backend)
 	}
-	run := s.runLabel(l.Run)
+	now := s.now()
+	run := s.runSlot(l.Run, ns, now)
 	// Entries stored before the API bounded X-Compile-Seconds keep theirs.
 	cs := wire.ClampCompileSeconds(l.CompileSeconds)
 	var c Counters
@@ -344,11 +360,10 @@ func (s *Stats) RecordLookup(l Lookup) {
 	} else {
 		c.Misses = 1
 	}
-	now := s.now()
 	sh := s.shard(l.Namespace, l.Key)
 	sh.mu.Lock()
 	sh.addSeries(now.Unix()/60, ns, be, &c)
-	if run != "" {
+	if run != nil {
 		sh.addRun(run, ns, now, &c)
 	}
 	if l.Hit && l.Key != ([32]byte{}) {
@@ -380,13 +395,13 @@ func (s *Stats) RecordWrite(w Write) {
 	}
 	ns := s.namespaces.admit(w.Namespace)
 	be := s.backends.admit(w.Backend)
-	run := s.runLabel(w.Run)
 	c := Counters{Writes: 1, BytesIn: w.Bytes}
 	now := s.now()
+	run := s.runSlot(w.Run, ns, now)
 	sh := s.shard(w.Namespace, w.Key)
 	sh.mu.Lock()
 	sh.addSeries(now.Unix()/60, ns, be, &c)
-	if run != "" {
+	if run != nil {
 		sh.addRun(run, ns, now, &c)
 	}
 	sh.mu.Unlock()
@@ -429,13 +444,15 @@ func (s *Stats) RecordEvictions(ns, backend, reason string, n int64) {
 	sh.mu.Unlock()
 }
 
-// runLabel returns the tracked copy of run, "" for none, and Other when it
-// is invalid or beyond MaxRuns.
-func (s *Stats) runLabel(run string) string {
+// runSlot returns run's slot (see runTable), nil for none, and Other's
+// when it is invalid. A new run takes a slot, evicting the least recently
+// seen run when all MaxRuns are in use; ns is the request's namespace
+// label, where a new run counts for eviction.
+func (s *Stats) runSlot(run, ns string, now time.Time) *runSlot {
 	if run == "" {
-		return ""
+		return nil
 	}
-	return s.runs.admit(run)
+	return s.runs.slot(run, ns, now.Unix())
 }
 
 // shard picks a shard: by key when there is one, otherwise round robin.
@@ -455,7 +472,7 @@ func (s *Stats) shard(ns string, key [32]byte) *shard {
 type shard struct {
 	mu      sync.Mutex
 	series  map[shardSeriesKey]*shardSeries
-	runs    map[string]*runDelta
+	runs    map[*runSlot]*runDelta
 	entries map[shardEntryKey]*entryDelta
 	_       [64]byte // keep shards' locks on separate cache lines
 }
@@ -507,7 +524,7 @@ const maxShardEntries = 1024
 
 func (sh *shard) reset() {
 	sh.series = make(map[shardSeriesKey]*shardSeries)
-	sh.runs = make(map[string]*runDelta)
+	sh.runs = make(map[*runSlot]*runDelta)
 	sh.entries = make(map[shardEntryKey]*entryDelta)
 }
 
@@ -523,7 +540,7 @@ func (sh *shard) addSeries(minute int64, ns, backend string, c *Counters) {
 	p.c.add(c)
 }
 
-func (sh *shard) addRun(run, ns string, now time.Time, c *Counters) {
+func (sh *shard) addRun(run *runSlot, ns string, now time.Time, c *Counters) {
 	r := sh.runs[run]
 	if r == nil {
 		r = &runDelta{ns: ns, first: now}
@@ -551,7 +568,7 @@ func (sh *shard) addEntry(ns string, key [32]byte, name, backend string, compile
 }
 
 // take swaps out the shard's maps.
-func (sh *shard) take() (map[shardSeriesKey]*shardSeries, map[string]*runDelta, map[shardEntryKey]*entryDelta) {
+func (sh *shard) take() (map[shardSeriesKey]*shardSeries, map[*runSlot]*runDelta, map[shardEntryKey]*entryDelta) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if len(sh.series) == 0 && len(sh.runs) == 0 && len(sh.entries) == 0 {
