@@ -448,6 +448,20 @@ func (h *Host) Pending() bool {
 	return len(h.pending) > 0 || h.pendErr != nil
 }
 
+// Compiling reports, without blocking, whether Ready is compiling the
+// modules DeferBuiltins registered right now. A server stopping then need
+// not wait for the compile (Close would: seconds, a minute on a loaded
+// host): the compilation cache keeps only whole modules, each written to a
+// temporary file renamed into place, so the next start compiles what did
+// not finish.
+func (h *Host) Compiling() bool {
+	if !h.pendMu.TryLock() {
+		return true // Ready holds the lock while it compiles
+	}
+	h.pendMu.Unlock()
+	return false
+}
+
 // conflict returns the plugin in byName or byBackend that already holds
 // p's name or one of its backends, and ErrDuplicate (wrapped) naming it; nil
 // and nil when p can be registered beside them.
