@@ -39,8 +39,11 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	ff.register(fs)
 	var out string
 	fs.StringVar(&out, "out", "", "tar `file` to write, or - for stdout (required)")
-	fs.StringVar(&out, "o", "", "short for --out")
-	commandLineOnly(fs, "out", "o")
+	// -o is an alias, so help shows it on --out's line as "-o"; marking
+	// --out command line only covers it (an alias's variable is read only
+	// through its target's).
+	aliasFlag(fs, "o", "out")
+	commandLineOnly(fs, "out")
 	// Interspersed, so that "export team.tar --namespace team" names
 	// team.tar alone, not every flag after it (a --token's secret included).
 	pos, err := parseInterspersed(fs, args, sio)
