@@ -122,10 +122,12 @@ func TestBehindQueueFull(t *testing.T) {
 		maxBytes   int64
 		sizes      []int // all fit but the last
 		declared   bool
+		want       string // in the error
 	}{
-		{"entries", 2, 0, []int{1000, 1000, 1000}, true},
-		{"bytes declared", 0, 3000, []int{2000, 2000}, true},
-		{"bytes undeclared", 0, 3000, []int{2000, 2000}, false},
+		{"entries", 2, 0, []int{1000, 1000, 1000}, true, ": 2 entries queued"},
+		{"one entry", 1, 0, []int{1000, 1000}, true, ": 1 entry queued"},
+		{"bytes declared", 0, 3000, []int{2000, 2000}, true, ": 2000 bytes queued, 2000 more do not fit"},
+		{"bytes undeclared", 0, 3000, []int{2000, 2000}, false, " bytes queued"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,8 +150,8 @@ func TestBehindQueueFull(t *testing.T) {
 					t.Fatalf("Put %d: %v", j, err)
 				}
 				if last {
-					if !errors.Is(err, store.ErrQueueFull) {
-						t.Fatalf("Put into a full queue = %v, want ErrQueueFull", err)
+					if !errors.Is(err, store.ErrQueueFull) || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("Put into a full queue = %v, want ErrQueueFull saying %q", err, tc.want)
 					}
 					if _, err := a.hot.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
 						t.Fatalf("refused Put left the entry in the hot tier: %v", err)
