@@ -555,7 +555,7 @@ func parseSize(s string) (int64, error) {
 	}
 	mult, ok := sizeUnits[unit]
 	if !ok {
-		return 0, fmt.Errorf("size %q has unknown unit %q: use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", s, t[i:])
+		return 0, fmt.Errorf("size %q has unknown unit %q: use B (or none), decimal KB, MB, GB, TB, or binary KiB, MiB, GiB, TiB (or K, M, G, T)", s, t[i:])
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {
