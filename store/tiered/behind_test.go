@@ -262,3 +262,42 @@ func TestBehindQueueKeepsDiskReserve(t *testing.T) {
 		t.Errorf("after the refusal: %d entries, %d bytes queued", st.QueueEntries, st.QueueBytes)
 	}
 }
+
+// TestBehindShutdownWarningTellsTheTruth closes a replica with entries
+// queued (S3 stopped): with its queue directory intact the log says they
+// are uploaded at the next start on it; with the directory removed, or
+// removed and made again, it says they are lost, not that a restart will
+// upload them.
+func TestBehindShutdownWarningTellsTheTruth(t *testing.T) {
+	srv := s3test.Start(t)
+	tests := []struct {
+		name    string
+		damage  func(queueDir string) error
+		want    string
+		notWant string
+	}{
+		{"intact", func(string) error { return nil }, "are uploaded when it starts again on the same data directory", "lost"},
+		{"removed", os.RemoveAll, "are lost", "starts again"},
+		{"removed and made again", func(d string) error { return errors.Join(os.RemoveAll(d), os.Mkdir(d, 0o755)) }, "are lost", "starts again"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var logs storetest.LogBuffer
+			a := newReplica(t, srv, srv.NewBucket(t), dir, opts{mode: tiered.ModeBehind, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			srv.Stop()
+			defer srv.Restart(t)
+			for i := range 2 {
+				put(t, a, storetest.KeyOf(tc.name+string(rune('a'+i))), storetest.Data(uint64(i), 1000))
+			}
+			if err := tc.damage(dir + "-queue"); err != nil {
+				t.Fatal(err)
+			}
+			a.Close()
+			l := logs.String()
+			if !strings.Contains(l, "upload queue not empty at shutdown") || !strings.Contains(l, tc.want) || strings.Contains(l, tc.notWant) {
+				t.Errorf("log at shutdown, want %q and not %q:\n%s", tc.want, tc.notWant, l)
+			}
+		})
+	}
+}
