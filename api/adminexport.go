@@ -250,7 +250,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 				return stopped(berr)
 			}
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
-				"The body is not a tar stream in the export format (at member %d: %s); %d entries were imported before it.", n+1, err, res.Imported))
+				"The body is not a tar stream in the export format (at member %d: %s); %s imported before it.", n+1, err, entriesWere(res.Imported)))
 		}
 		if h.Name == wire.ExportMember {
 			res.Complete = true
@@ -279,7 +279,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			return stopped(body.Err())
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
-				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %d entries were imported before it.", wire.OneLine(h.Name, maxFailureName), res.Imported))
+				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %s imported before it.", wire.OneLine(h.Name, maxFailureName), entriesWere(res.Imported)))
 		// A member no retry can store, one that can never fit included, is
 		// listed as failed and the import goes on, so that a rerun gets past it.
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),
@@ -293,6 +293,15 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 	g.log.Info("namespace imported", "namespace", ns, "imported", res.Imported, "skipped", res.Skipped,
 		"failed", res.Failed, "bytes", res.Bytes, "complete", res.Complete)
 	return c.JSON(res)
+}
+
+// entriesWere counts n entries with the verb agreeing: "1 entry was",
+// "2 entries were".
+func entriesWere(n int) string {
+	if n == 1 {
+		return "1 entry was"
+	}
+	return fmt.Sprintf("%d entries were", n)
 }
 
 // importOptions validates an export member's header and returns its key

@@ -42,6 +42,14 @@ func TestDashboardChartsAFirstRunsSavingInSeconds(t *testing.T) {
 	if want := report.Duration(6); kpi != want {
 		t.Errorf("Compile time saved card reads %q, want %q as cachesvc stats prints it", kpi, want)
 	}
+	// The store card counts its one entry in the singular.
+	storeSub, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("kpi-store-sub").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(storeSub, "1 entry · ") {
+		t.Errorf("store card reads %q, want it to start \"1 entry · \"", storeSub)
+	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(function(){
 		var u = window.cachesvcDashboard.charts["chart-saved"].u;
 		return {ticks: u.axes[1]._values.slice(), label: u.series[1].label, last: u.data[1][u.data[1].length-1]};

@@ -12,7 +12,7 @@ import (
 )
 
 // TestDashboardFormatsLikeCachesvcStats: the dashboard and `cachesvc stats`
-// print the same bytes, durations and hit rates the same way, so that a user who
+// print the same bytes, durations, hit rates and counts ("1 entry") the same way, so that a user who
 // compares them sees one number ("216 KiB" in both, not 215.8 KiB in the
 // terminal).
 func TestDashboardFormatsLikeCachesvcStats(t *testing.T) {
@@ -21,6 +21,8 @@ func TestDashboardFormatsLikeCachesvcStats(t *testing.T) {
 	byteCases := []int64{0, 1, 1023, 1024, 1280, 1536, 102912, 103936, 102399, 102400, 220979, 10 << 20, 150 << 30, 3 << 50, 1 << 62}
 	secCases := []float64{0, 0.25, 0.5, 6, 32.25, 32.5, 119.9, 120, 319.5, 7199, 7200, 86400, 3 * 86400, 40 * 86400}
 	rateCases := []float64{0, 1.0 / 16, 1.0 / 3, 0.5, 0.63157894736, 0.9995, 1}
+	countCases := []int64{0, 1, 2, 999, 1000, 1234567}
+	cs, _ := json.Marshal(countCases)
 	rs, _ := json.Marshal(rateCases)
 	bs, _ := json.Marshal(byteCases)
 	ss, _ := json.Marshal(secCases)
@@ -29,7 +31,7 @@ func TestDashboardFormatsLikeCachesvcStats(t *testing.T) {
 	}
 	// map passes the index as a second argument: call each with one.
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](fmt.Sprintf(`[%s.map(function (n) { return CS.bytes(n); }), %s.map(function (s) { return CS.dur(s); }),
-		%s.map(function (r) { return CS.pct(r); })]`, bs, ss, rs)))
+		%s.map(function (r) { return CS.pct(r); }), %s.map(function (n) { return CS.plural(n, "entry", "entries"); })]`, bs, ss, rs, cs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +43,11 @@ func TestDashboardFormatsLikeCachesvcStats(t *testing.T) {
 	for i, r := range rateCases {
 		if want := report.Rate(r, 1); got[2][i] != want {
 			t.Errorf("hit rate %v: dashboard %q, cachesvc stats %q", r, got[2][i], want)
+		}
+	}
+	for i, n := range countCases {
+		if want := report.Plural(n, "entry", "entries"); got[3][i] != want {
+			t.Errorf("%d entries: dashboard %q, cachesvc stats %q", n, got[3][i], want)
 		}
 	}
 	for i, s := range secCases {

@@ -300,8 +300,11 @@ func cmdClient(c *conn, args [][]byte) {
 	arity := map[string]int{"setinfo": 4, "setname": 3, "getname": 2, "id": 2}
 	want, known := arity[sub]
 	switch {
-	case sub == "maint_notifications": // redis-py 8 asks on every connection and carries on
-		c.replyError("ERR CLIENT MAINT_NOTIFICATIONS is not supported: cachesvc sends no maintenance notifications")
+	case sub == "maint_notifications":
+		// redis-py 8 asks on every connection and, like with a Redis
+		// older than 7.4 that answers "unknown subcommand", takes any
+		// error as "not supported" and carries on.
+		c.replyUnsupported("ERR CLIENT MAINT_NOTIFICATIONS is not supported: cachesvc sends no maintenance notifications")
 	case !known:
 		c.replyErrorf("ERR unknown subcommand '%s'; cachesvc's RESP listener speaks CLIENT SETINFO, SETNAME, GETNAME and ID", quoted(args[1]))
 	case len(args) != want:

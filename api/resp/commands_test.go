@@ -168,3 +168,36 @@ func TestQuit(t *testing.T) {
 		t.Fatalf("after QUIT: read %q, %v; want EOF", b, err)
 	}
 }
+
+// TestProbeCountsNoError: a capability probe the listener deliberately
+// declines (redis-py 8 sends CLIENT MAINT_NOTIFICATIONS on every connection
+// and carries on after the error) is counted as result "unsupported", so a
+// healthy client adds nothing to the error series an alert might watch;
+// a subcommand nobody sends on connect is still an error.
+func TestProbeCountsNoError(t *testing.T) {
+	e := start(t, options{})
+	cases := []struct {
+		send   []string
+		want   string // reply prefix
+		result string // the result label it is counted under
+	}{
+		{[]string{"CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "internal-ip"}, "-ERR CLIENT MAINT_NOTIFICATIONS is not supported", "unsupported"},
+		{[]string{"client", "maint_notifications", "OFF"}, "-ERR CLIENT MAINT_NOTIFICATIONS is not supported", "unsupported"},
+		{[]string{"CLIENT", "KILL", "ID", "1"}, "-ERR unknown subcommand 'KILL'", "error"},
+		{[]string{"CLIENT", "SETINFO", "LIB-NAME", "redis-py"}, "+OK", "ok"},
+	}
+	r := e.dial()
+	for _, tc := range cases {
+		series := `cachesvc_resp_commands_total{command="client",result="` + tc.result + `"}`
+		before := max(e.metric(series), 0)
+		if got := r.do(tc.send...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want prefix %q", tc.send, got, tc.want)
+		}
+		if got := e.metric(series); got != before+1 {
+			t.Errorf("%q: %s went from %v to %v, want one more", tc.send, series, before, got)
+		}
+	}
+	if got := e.metric(`cachesvc_resp_commands_total{command="client",result="error"}`); got != 1 {
+		t.Errorf("client errors counted %v, want 1 (the KILL)", got)
+	}
+}

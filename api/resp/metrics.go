@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_resp_commands_total",
-			Help: "Commands the Redis-protocol listener answered, by command (unknown for any other) and result (ok, error, noauth, noperm, wrongpass).",
+			Help: "Commands the Redis-protocol listener answered, by command (unknown for any other) and result (ok, error, noauth, noperm, wrongpass, unsupported: a capability probe such as CLIENT MAINT_NOTIFICATIONS that healthy clients send and the listener declines).",
 		}, []string{"command", "result"}),
 		protoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_resp_protocol_errors_total",

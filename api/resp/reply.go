@@ -19,11 +19,16 @@ const (
 	resultNoAuth                      // NOAUTH: no token where one is needed
 	resultNoPerm                      // NOPERM: the token lacks the scope
 	resultWrongPass                   // WRONGPASS: an unknown token
+	// resultUnsupported: a capability probe a healthy client sends and
+	// carries on after declining (CLIENT MAINT_NOTIFICATIONS). It is an
+	// error reply, as from a Redis without the feature, but counting it as
+	// "error" would give every healthy redis-py connection an error.
+	resultUnsupported
 	numResults
 )
 
 // resultNames are the metric's result label values.
-var resultNames = [numResults]string{"ok", "error", "noauth", "noperm", "wrongpass"}
+var resultNames = [numResults]string{"ok", "error", "noauth", "noperm", "wrongpass", "unsupported"}
 
 // write appends raw reply bytes to the connection's writer.
 func (c *conn) write(b []byte) {
@@ -53,6 +58,13 @@ func (c *conn) replyError(msg string) {
 		c.result = resultError
 	}
 	c.write(redcon.AppendError(c.scratch[:0], oneLine(msg)))
+}
+
+// replyUnsupported declines a capability probe with an error reply counted
+// as result "unsupported", not "error".
+func (c *conn) replyUnsupported(msg string) {
+	c.replyError(msg)
+	c.result = resultUnsupported
 }
 
 // replyErrorf formats an error reply.

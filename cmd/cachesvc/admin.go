@@ -243,6 +243,16 @@ func runAdminList(ctx context.Context, args []string, sio stdio) (err error) {
 	if err != nil {
 		return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 	}
-	fmt.Fprintf(sio.Stderr, "%d entries (%s) %s\n", p.n, humanBytes(p.bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
 	return nil
+}
+
+// plural counts n things in words: "1 entry", "0 entries", "3 entries"
+// (one and many are the phrase in the singular and the plural, a verb
+// included when it must agree: "entry was", "entries were").
+func plural[N ~int | ~int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -110,7 +110,7 @@ func runBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFi
 		if err != nil {
 			return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 		}
-		fmt.Fprintf(sio.Stderr, "dry run: would %s %d entries (%s) %s; nothing was changed\n", o.verb, p.n, humanBytes(p.bytes), where(ns))
+		fmt.Fprintf(sio.Stderr, "dry run: would %s %s (%s) %s; nothing was changed\n", o.verb, plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
 		return nil
 	}
 	total := -1
@@ -138,11 +138,11 @@ func runBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFi
 		err = ferr
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%d entries were %s before it; run again to go on)", adminHint(err), p.n, o.done)
+		return fmt.Errorf("%w (%s %s before it; run again to go on)", adminHint(err), plural(p.n, "entry was", "entries were"), o.done)
 	}
-	fmt.Fprintf(sio.Stderr, "%s %d entries (%s) %s", o.done, p.n, humanBytes(p.bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s", o.done, plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
 	if gone > 0 {
-		fmt.Fprintf(sio.Stderr, "; %d were already gone", gone)
+		fmt.Fprintf(sio.Stderr, "; %s already gone", plural(gone, "was", "were"))
 	}
 	fmt.Fprintln(sio.Stderr)
 	return nil
@@ -163,7 +163,7 @@ func confirmBulk(ctx context.Context, cl *client.Client, ns string, f client.Ent
 		fmt.Fprintf(sio.Stderr, "no entries match %s; nothing to %s\n", where(ns), o.verb)
 		return 0, false, nil
 	}
-	fmt.Fprintf(sio.Stderr, "%s %d entries (%s) %s on %s? [y/N] ", strings.ToUpper(o.verb[:1])+o.verb[1:], n, humanBytes(bytes), where(ns), o.server)
+	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s on %s? [y/N] ", strings.ToUpper(o.verb[:1])+o.verb[1:], plural(n, "entry", "entries"), humanBytes(bytes), where(ns), o.server)
 	line, _ := bufio.NewReader(sio.Stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 		fmt.Fprintln(sio.Stderr, "nothing changed")

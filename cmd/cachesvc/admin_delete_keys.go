@@ -120,9 +120,9 @@ func deleteByKey(ctx context.Context, cl *client.Client, ns string, keys []strin
 				return err
 			}
 		}
-		fmt.Fprintf(sio.Stderr, "dry run: would delete %d entries (%s) %s", n, humanBytes(bytes), where(ns))
+		fmt.Fprintf(sio.Stderr, "dry run: would delete %s (%s) %s", plural(n, "entry", "entries"), humanBytes(bytes), where(ns))
 		if len(missing) > 0 {
-			fmt.Fprintf(sio.Stderr, "; %d KEYs are not stored", len(missing))
+			fmt.Fprintf(sio.Stderr, "; %s not stored", plural(len(missing), "KEY is", "KEYs are"))
 		}
 		fmt.Fprintln(sio.Stderr, "; nothing was changed")
 		return nil
@@ -143,7 +143,7 @@ func deleteByKey(ctx context.Context, cl *client.Client, ns string, keys []strin
 			r.Status = "not_found"
 			missing = append(missing, k)
 		} else if err != nil {
-			return fmt.Errorf("delete %s/%s: %w (%d entries were deleted before it; run again to go on)", ns, k, adminHint(err), deleted)
+			return fmt.Errorf("delete %s/%s: %w (%s deleted before it; run again to go on)", ns, k, adminHint(err), plural(deleted, "entry was", "entries were"))
 		} else {
 			deleted++
 		}
@@ -151,10 +151,10 @@ func deleteByKey(ctx context.Context, cl *client.Client, ns string, keys []strin
 			return err
 		}
 	}
-	fmt.Fprintf(sio.Stderr, "deleted %d entries %s\n", deleted, where(ns))
+	fmt.Fprintf(sio.Stderr, "deleted %s %s\n", plural(deleted, "entry", "entries"), where(ns))
 	if len(missing) > 0 {
-		return fmt.Errorf("%d of the KEYs are not stored %s (already deleted or evicted, or a wrong KEY or namespace): %s",
-			len(missing), where(ns), strings.Join(firstFew(missing, 5), ", "))
+		return fmt.Errorf("%s not stored %s (already deleted or evicted, or a wrong KEY or namespace): %s",
+			plural(len(missing), "of the KEYs is", "of the KEYs are"), where(ns), strings.Join(firstFew(missing, 5), ", "))
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func confirmKeys(n int, ns, server string, sio stdio) (bool, error) {
 	if !isFile || !isTerminal(in) {
 		return false, usagef("delete needs --yes when stdin is not a terminal (see what it deletes with --dry-run first)")
 	}
-	fmt.Fprintf(sio.Stderr, "Delete %d entries %s on %s? [y/N] ", n, where(ns), server)
+	fmt.Fprintf(sio.Stderr, "Delete %s %s on %s? [y/N] ", plural(n, "entry", "entries"), where(ns), server)
 	line, _ := bufio.NewReader(sio.Stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 		fmt.Fprintln(sio.Stderr, "nothing changed")

@@ -68,7 +68,7 @@ func TestAdminDeleteByKey(t *testing.T) {
 
 	// Dry run: says which KEYs are stored, deletes nothing.
 	code, out, errOut := adminIn(t, "", url, adminSecret, "delete", f.a1.key, missing, "--namespace", "team", "--dry-run", "--json")
-	if code != 0 || !strings.Contains(errOut, "would delete 1 entries") || !strings.Contains(errOut, "1 KEYs are not stored") {
+	if code != 0 || !strings.Contains(errOut, "would delete 1 entry (") || !strings.Contains(errOut, "1 KEY is not stored") {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
 	var got []keyResult

@@ -161,6 +161,6 @@ func listQuarantined(ctx context.Context, cl *client.Client, ns string, f client
 	if err != nil {
 		return fmt.Errorf("list quarantined entries %s: %w", where(ns), adminHint(err))
 	}
-	fmt.Fprintf(sio.Stderr, "%d quarantined entries (%s) %s\n", n, humanBytes(bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(n, "quarantined entry", "quarantined entries"), humanBytes(bytes), where(ns))
 	return nil
 }

@@ -39,8 +39,11 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	ff.register(fs)
 	var out string
 	fs.StringVar(&out, "out", "", "tar `file` to write, or - for stdout (required)")
-	fs.StringVar(&out, "o", "", "short for --out")
-	commandLineOnly(fs, "out", "o")
+	// -o is an alias, so help shows it on --out's line as "-o"; marking
+	// --out command line only covers it (an alias's variable is read only
+	// through its target's).
+	aliasFlag(fs, "o", "out")
+	commandLineOnly(fs, "out")
 	// Interspersed, so that "export team.tar --namespace team" names
 	// team.tar alone, not every flag after it (a --token's secret included).
 	pos, err := parseInterspersed(fs, args, sio)
@@ -82,7 +85,7 @@ func runAdminExport(ctx context.Context, args []string, sio stdio) (err error) {
 	if out == "-" {
 		sum, err := copyExport(sio.Stdout, body, newBytesBar(sio, -1, "exporting "+ns))
 		if err != nil {
-			return fmt.Errorf("export namespace %q to stdout broke after %d entries (what was written is incomplete): %w", ns, sum.Entries, err)
+			return fmt.Errorf("export namespace %q to stdout broke after %s (what was written is incomplete): %w", ns, plural(sum.Entries, "entry", "entries"), err)
 		}
 		reportExport(sio, sum, "stdout")
 		return nil
@@ -106,7 +109,7 @@ func exportToFile(sio stdio, ns string, body io.Reader, path string) (err error)
 	bw := bufio.NewWriterSize(tmp, 256<<10)
 	sum, err := copyExport(bw, body, newBytesBar(sio, -1, "exporting "+ns))
 	if err != nil {
-		return fmt.Errorf("export namespace %q broke after %d entries, so %s was not written; run it again: %w", ns, sum.Entries, path, err)
+		return fmt.Errorf("export namespace %q broke after %s, so %s was not written; run it again: %w", ns, plural(sum.Entries, "entry", "entries"), path, err)
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
@@ -126,9 +129,9 @@ func exportToFile(sio stdio, ns string, body io.Reader, path string) (err error)
 
 // reportExport prints an export's summary.
 func reportExport(sio stdio, sum wire.ExportSummary, dest string) {
-	fmt.Fprintf(sio.Stderr, "exported %d entries (%s) from namespace %q to %s", sum.Entries, humanBytes(sum.Bytes), sum.Namespace, dest)
+	fmt.Fprintf(sio.Stderr, "exported %s (%s) from namespace %q to %s", plural(sum.Entries, "entry", "entries"), humanBytes(sum.Bytes), sum.Namespace, dest)
 	if sum.Vanished > 0 {
-		fmt.Fprintf(sio.Stderr, "; %d were deleted or evicted during the export", sum.Vanished)
+		fmt.Fprintf(sio.Stderr, "; %s deleted or evicted during the export", plural(sum.Vanished, "was", "were"))
 	}
 	fmt.Fprintln(sio.Stderr)
 }
@@ -389,8 +392,8 @@ func (s *importSender) want(ctx context.Context, h *tar.Header) (bool, error) {
 func reportImport(sio stdio, name string, s *importSender, res wire.ImportResult) error {
 	failures := append(s.failures, res.Failures...)
 	failed := len(s.failures) + res.Failed
-	fmt.Fprintf(sio.Stdout, "imported %d entries (%s) into namespace %q; skipped %d already present; %d failed\n",
-		res.Imported, humanBytes(res.Bytes), s.ns, s.skipped+res.Skipped, failed)
+	fmt.Fprintf(sio.Stdout, "imported %s (%s) into namespace %q; skipped %d already present; %d failed\n",
+		plural(res.Imported, "entry", "entries"), humanBytes(res.Bytes), s.ns, s.skipped+res.Skipped, failed)
 	for _, f := range failures {
 		fmt.Fprintf(sio.Stdout, "  %s: %s: %s\n", f.Member, f.Code, f.Message)
 	}
@@ -399,7 +402,11 @@ func reportImport(sio stdio, name string, s *importSender, res wire.ImportResult
 	}
 	switch {
 	case failed > 0:
-		return fmt.Errorf("%d entries of %s were not imported (listed above)", failed, name)
+		were := "were"
+		if failed == 1 {
+			were = "was"
+		}
+		return fmt.Errorf("%s of %s %s not imported (listed above)", plural(failed, "entry", "entries"), name, were)
 	case !s.complete:
 		return fmt.Errorf("%s has no %s: it is not a complete export (the entries it holds were imported)", name, wire.ExportMember)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/cachesvc/cachesvc/jaxcache"
@@ -16,9 +19,16 @@ backend, the JAX key as the entry's name). With --warm-run, first fill the
 directory from that run's manifest. Restart-safe: what was uploaded is kept
 in a state file (default <dir>/.cachesvc-agent.json). Stops on SIGINT/SIGTERM:
 watching, that is a success (exit 0); --once or the pre-warm interrupted exits
-130 (SIGINT) or 143 (SIGTERM).`
+130 (SIGINT) or 143 (SIGTERM). SIGHUP is logged and ignored (nothing to reload).`
 
 func runAgent(ctx context.Context, args []string, sio stdio) error {
+	// Operators send SIGHUP to a host's services to reload them; its
+	// default action ended the agent at once (exit 129, no word). The agent
+	// reads its flags once, so it has nothing to reload: caught from the
+	// start, a SIGHUP is logged once the log exists, and ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := newFlagSet("agent", agentSummary, sio)
 	var cf clientFlags
 	cf.register(fs, "default", "`namespace` of the entries")
@@ -48,6 +58,11 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(sio.Stderr, nil))
+	hupCtx, stopHUP := context.WithCancel(ctx)
+	defer stopHUP()
+	reloadOnSIGHUP(hupCtx, hup, log, nil, func(context.Context) { // security.go
+		log.Info("SIGHUP: nothing to reload (the agent reads its flags only at start: restart it to change them); still running")
+	})
 	a, err := jaxsync.NewAgent(jaxsync.AgentConfig{Client: cl, Namespace: cf.NS, Dir: d, StatePath: *state, Interval: interval, Logger: log})
 	if err != nil {
 		return err

@@ -63,13 +63,13 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
 		if typ == "value" {
 			typ = valueType(f.Value)
 		}
-		name := "--" + f.Name
+		name := flagName(f.Name)
 		if typ != "" {
 			name += " " + typ
 		}
 		env := envName(f.Name)
 		for _, a := range aliases[f.Name] {
-			name += " (alias --" + a + ")"
+			name += " (alias " + flagName(a) + ")"
 			env += "; alias " + envName(a)
 		}
 		if _, ok := f.Value.(cmdLineOnly); ok {
@@ -81,6 +81,15 @@ func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// flagName writes a flag's name as it is typed and as help shows it: -o
+// for a one-letter name (a short alias), --name for a longer one.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // valueType names what a flag whose Value the flag package does not know
@@ -121,13 +130,14 @@ type aliasValue struct {
 }
 
 // aliasFlag defines alias as another name of the already defined flag to
-// (not for bool flags: an alias does not take the bare --name form).
+// (not for bool flags: an alias does not take the bare --name form). A
+// one-letter alias is a short form, shown as -o in help.
 func aliasFlag(fs *flag.FlagSet, alias, to string) {
 	f := fs.Lookup(to)
 	if f == nil {
 		panic("aliasFlag: no flag --" + to)
 	}
-	fs.Var(&aliasValue{Value: f.Value, to: to}, alias, "alias of --"+to)
+	fs.Var(&aliasValue{Value: f.Value, to: to}, alias, "alias of "+flagName(to))
 }
 
 // isAlias reports whether f was defined by aliasFlag.
@@ -545,7 +555,7 @@ func parseSize(s string) (int64, error) {
 	}
 	mult, ok := sizeUnits[unit]
 	if !ok {
-		return 0, fmt.Errorf("size %q has unknown unit %q: use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", s, t[i:])
+		return 0, fmt.Errorf("size %q has unknown unit %q: use B (or none), decimal KB, MB, GB, TB, or binary KiB, MiB, GiB, TiB (or K, M, G, T)", s, t[i:])
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {

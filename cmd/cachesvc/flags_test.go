@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +46,35 @@ func TestParseSize(t *testing.T) {
 				t.Errorf("parseSize(%q) = %d, want %d", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSizeUnitErrorListsWhatIsAccepted: the unknown-unit error names
+// every unit parseSize accepts (the bare K, M, G, T too), and only those,
+// so that a user can pick from it.
+func TestSizeUnitErrorListsWhatIsAccepted(t *testing.T) {
+	_, err := parseSize("12QB")
+	if err == nil {
+		t.Fatal("parseSize(12QB) accepted")
+	}
+	_, list, ok := strings.Cut(err.Error(), ": use ")
+	if !ok {
+		t.Fatalf("error %q names no units", err)
+	}
+	named := map[string]bool{}
+	for _, u := range regexp.MustCompile(`\b[A-Za-z]+\b`).FindAllString(list, -1) {
+		if u == "or" || u == "decimal" || u == "binary" || u == "none" {
+			continue
+		}
+		named[strings.ToLower(u)] = true
+		if _, err := parseSize("3" + u); err != nil {
+			t.Errorf("the error names %s, which parseSize refuses: %v", u, err)
+		}
+	}
+	for u := range sizeUnits {
+		if u != "" && !named[u] {
+			t.Errorf("parseSize accepts %q, which the error %q does not name", u, err)
+		}
 	}
 }
 
@@ -179,7 +210,7 @@ func TestFlagValueErrorsSayWhatToDo(t *testing.T) {
 		{"int flag", nil, []string{"--count", "x"}, `invalid value "x" for --count: not understood: use an integer`},
 		{"int out of range", nil, []string{"--count", "99999999999999999999"}, `invalid value "99999999999999999999" for --count: out of range: use an integer that fits`},
 		{"command-line-only int", nil, []string{"--limit", "x"}, `invalid value "x" for --limit: not understood: use an integer`},
-		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for --size: size "12QB" has unknown unit "QB": use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
+		{"size keeps its own sentence", nil, []string{"--size", "12QB"}, `invalid value "12QB" for --size: size "12QB" has unknown unit "QB": use B (or none), decimal KB, MB, GB, TB, or binary KiB, MiB, GiB, TiB (or K, M, G, T)`},
 		{"bounded duration below its least", nil, []string{"--wait", "-1s"}, `invalid value "-1s" for --wait: want 0 (no limit) or more, e.g. 30s`},
 		{"bounded duration env below its least", map[string]string{"CACHESVC_WAIT": "-1s"}, nil, `invalid value "-1s" for CACHESVC_WAIT: want 0 (no limit) or more, e.g. 30s`},
 		{"bounded duration not a duration", nil, []string{"--wait", "soon"}, `invalid value "soon" for --wait: not understood: use a duration such as 90s, 5m or 1h30m`},

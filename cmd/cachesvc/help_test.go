@@ -44,7 +44,7 @@ var commandFlags = map[string][]string{
 	"admin delete": {"all", "all-namespaces", "backend", "dry-run", "idle-for", "json", "keys-from", "max-size", "min-size",
 		"namespace", "older-than", "run", "timeout", "token", "token-file", "client-cert", "client-key", "url", "writer", "yes"},
 	"admin show": {"json", "namespace", "timeout", "token", "token-file", "client-cert", "client-key", "url", "verify-key"},
-	"admin export": {"backend", "idle-for", "max-size", "min-size", "namespace", "o", "older-than", "out", "run",
+	"admin export": {"backend", "idle-for", "max-size", "min-size", "namespace", "older-than", "out", "run",
 		"timeout", "token", "token-file", "client-cert", "client-key", "url", "writer"},
 	"admin import": {"namespace", "timeout", "token", "token-file", "client-cert", "client-key", "url", "verify-key"},
 	"admin quarantine": {"all-namespaces", "backend", "dry-run", "idle-for", "json", "max-size", "min-size",
@@ -54,8 +54,10 @@ var commandFlags = map[string][]string{
 }
 
 var (
-	helpFlagRE  = regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`)
-	helpAliasRE = regexp.MustCompile(`\(alias --([a-z0-9-]+)\)`)
+	// A flag is written as it is typed: -o for a one-letter name, --name
+	// for a longer one (the dashes are captured to check that).
+	helpFlagRE  = regexp.MustCompile(`(?m)^  (--?)([a-zA-Z0-9-]+)`)
+	helpAliasRE = regexp.MustCompile(`\(alias (--?)([a-zA-Z0-9-]+)\)`)
 	helpValueRE = regexp.MustCompile(`(?m)^  --([a-z0-9-]+) value\b`)
 )
 
@@ -135,16 +137,21 @@ func TestHelpEveryCommand(t *testing.T) {
 				registered = append(registered, f.Name)
 			})
 			var listed []string
+			for _, m := range append(helpFlagRE.FindAllStringSubmatch(out, -1), helpAliasRE.FindAllStringSubmatch(out, -1)...) {
+				if want := flagName(m[2]); m[1]+m[2] != want {
+					t.Errorf("help shows %s%s: write it %s", m[1], m[2], want)
+				}
+			}
 			for _, m := range helpFlagRE.FindAllStringSubmatch(out, -1) {
-				listed = append(listed, m[1])
+				listed = append(listed, m[2])
 			}
 			if !slices.Equal(listed, registered) {
 				t.Errorf("help lists flags %v, the command registers %v", listed, registered)
 			}
 			for alias, to := range aliases {
-				line := regexp.MustCompile(`(?m)^  --` + regexp.QuoteMeta(to) + `\b.*$`).FindString(out)
-				if !slices.ContainsFunc(helpAliasRE.FindAllStringSubmatch(line, -1), func(m []string) bool { return m[1] == alias }) {
-					t.Errorf("help does not show --%s as an alias on --%s's line %q", alias, to, line)
+				line := regexp.MustCompile(`(?m)^  --?` + regexp.QuoteMeta(to) + `\b.*$`).FindString(out)
+				if !slices.ContainsFunc(helpAliasRE.FindAllStringSubmatch(line, -1), func(m []string) bool { return m[2] == alias }) {
+					t.Errorf("help does not show %s as an alias on --%s's line %q", flagName(alias), to, line)
 				}
 			}
 			// The top-level help's word on the environment holds for

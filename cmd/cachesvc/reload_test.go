@@ -197,3 +197,67 @@ func TestServeSurvivesSIGHUPDuringStart(t *testing.T) {
 		t.Errorf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}
 }
+
+// TestAgentSurvivesSIGHUP: operators send SIGHUP to every service on a host
+// to reload configuration; the agent, a daemon like serve, has nothing to
+// reload (it reads its flags once) and must say so and keep running rather
+// than die of SIGHUP's default action (exit 129, no word). A stop it is
+// then asked for still ends it as before.
+func TestAgentSurvivesSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test skipped in -short mode")
+	}
+	bin := buildBinary(t)
+	hang, _ := stalledServer(t, nil) // interrupt_test.go
+	tests := []struct {
+		name string
+		args []string
+		stop syscall.Signal
+		want int // exit code after stop
+	}{
+		{"watching", []string{"agent", "--url", hang, "--interval", "10ms", "--jax-cache-dir", t.TempDir()}, syscall.SIGTERM, 0},
+		{"--once between polls", []string{"agent", "--url", hang, "--once", "--interval", "1m", "--jax-cache-dir", t.TempDir()}, syscall.SIGINT, 130},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Env = append(os.Environ(), "CACHESVC_TOKEN=", "CACHESVC_URL=")
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+			alive := func() {
+				select {
+				case <-exited:
+					t.Fatalf("agent exited (%v) on SIGHUP; stderr:\n%s", cmd.ProcessState, stderr.String())
+				default:
+				}
+			}
+			waitFor(t, "the agent to watch", func() bool { alive(); return strings.Contains(stderr.String(), `msg="agent watching"`) })
+			for i := range 2 { // every SIGHUP, not only the first
+				if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the SIGHUP to be logged", func() bool {
+					alive()
+					return strings.Count(stderr.String(), "nothing to reload") == i+1
+				})
+			}
+			if err := cmd.Process.Signal(tc.stop); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no exit 30s after %s; stderr:\n%s", tc.stop, stderr.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != tc.want {
+				t.Errorf("exit %d after %s, want %d; stderr:\n%s", code, tc.stop, tc.want, stderr.String())
+			}
+		})
+	}
+}

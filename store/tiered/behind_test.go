@@ -122,10 +122,12 @@ func TestBehindQueueFull(t *testing.T) {
 		maxBytes   int64
 		sizes      []int // all fit but the last
 		declared   bool
+		want       string // in the error
 	}{
-		{"entries", 2, 0, []int{1000, 1000, 1000}, true},
-		{"bytes declared", 0, 3000, []int{2000, 2000}, true},
-		{"bytes undeclared", 0, 3000, []int{2000, 2000}, false},
+		{"entries", 2, 0, []int{1000, 1000, 1000}, true, ": 2 entries queued"},
+		{"one entry", 1, 0, []int{1000, 1000}, true, ": 1 entry queued"},
+		{"bytes declared", 0, 3000, []int{2000, 2000}, true, ": 2000 bytes queued, 2000 more do not fit"},
+		{"bytes undeclared", 0, 3000, []int{2000, 2000}, false, " bytes queued"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,8 +150,8 @@ func TestBehindQueueFull(t *testing.T) {
 					t.Fatalf("Put %d: %v", j, err)
 				}
 				if last {
-					if !errors.Is(err, store.ErrQueueFull) {
-						t.Fatalf("Put into a full queue = %v, want ErrQueueFull", err)
+					if !errors.Is(err, store.ErrQueueFull) || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("Put into a full queue = %v, want ErrQueueFull saying %q", err, tc.want)
 					}
 					if _, err := a.hot.Stat(context.Background(), "default", key); !errors.Is(err, store.ErrNotFound) {
 						t.Fatalf("refused Put left the entry in the hot tier: %v", err)
@@ -258,5 +260,44 @@ func TestBehindQueueKeepsDiskReserve(t *testing.T) {
 	}
 	if st := a.Stats(); st.QueueEntries != 0 || st.QueueBytes != 0 {
 		t.Errorf("after the refusal: %d entries, %d bytes queued", st.QueueEntries, st.QueueBytes)
+	}
+}
+
+// TestBehindShutdownWarningTellsTheTruth closes a replica with entries
+// queued (S3 stopped): with its queue directory intact the log says they
+// are uploaded at the next start on it; with the directory removed, or
+// removed and made again, it says they are lost, not that a restart will
+// upload them.
+func TestBehindShutdownWarningTellsTheTruth(t *testing.T) {
+	srv := s3test.Start(t)
+	tests := []struct {
+		name    string
+		damage  func(queueDir string) error
+		want    string
+		notWant string
+	}{
+		{"intact", func(string) error { return nil }, "are uploaded when it starts again on the same data directory", "lost"},
+		{"removed", os.RemoveAll, "are lost", "starts again"},
+		{"removed and made again", func(d string) error { return errors.Join(os.RemoveAll(d), os.Mkdir(d, 0o755)) }, "are lost", "starts again"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var logs storetest.LogBuffer
+			a := newReplica(t, srv, srv.NewBucket(t), dir, opts{mode: tiered.ModeBehind, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			srv.Stop()
+			defer srv.Restart(t)
+			for i := range 2 {
+				put(t, a, storetest.KeyOf(tc.name+string(rune('a'+i))), storetest.Data(uint64(i), 1000))
+			}
+			if err := tc.damage(dir + "-queue"); err != nil {
+				t.Fatal(err)
+			}
+			a.Close()
+			l := logs.String()
+			if !strings.Contains(l, "upload queue not empty at shutdown") || !strings.Contains(l, tc.want) || strings.Contains(l, tc.notWant) {
+				t.Errorf("log at shutdown, want %q and not %q:\n%s", tc.want, tc.notWant, l)
+			}
+		})
 	}
 }

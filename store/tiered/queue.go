@@ -339,8 +339,11 @@ func (q *queue) put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 func (q *queue) admit(size int64) (uint64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items)+q.reserved >= q.s.cfg.MaxQueueEntries {
-		return 0, fmt.Errorf("%w: %d entries queued", store.ErrQueueFull, len(q.items)+q.reserved)
+	if n := len(q.items) + q.reserved; n >= q.s.cfg.MaxQueueEntries {
+		if n == 1 { // --upload-queue-entries 1
+			return 0, fmt.Errorf("%w: 1 entry queued", store.ErrQueueFull)
+		}
+		return 0, fmt.Errorf("%w: %d entries queued", store.ErrQueueFull, n)
 	}
 	if q.bytes+size > q.s.cfg.MaxQueueBytes {
 		return 0, fmt.Errorf("%w: %d bytes queued, %d more do not fit", store.ErrQueueFull, q.bytes, size)

@@ -209,6 +209,9 @@ type Store struct {
 	n           counters
 	health      health
 	q           *queue // nil in ModeThrough
+	// queueDir is the upload queue's directory as opened, to tell at
+	// Close whether it is still the one holding the queued files.
+	queueDir os.FileInfo
 
 	ctx    context.Context // ends at Close: downloads, fills, probes, uploads
 	cancel context.CancelFunc
@@ -284,6 +287,7 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("new tiered store: %w", err)
 		}
 		s.q = q
+		s.queueDir, _ = os.Stat(cfg.QueueDir)
 		if n, b, oldest := q.depth(); n > 0 {
 			// Left by the last process (stopped, or killed) before they
 			// reached the bucket: say that they are not lost.
@@ -413,6 +417,20 @@ func (s *Store) NamespaceUsage(ns string) store.NamespaceUsage {
 	return store.NamespaceUsage{Namespace: ns}
 }
 
+// queueDirErr reports whether the upload queue's directory is gone: removed,
+// or removed and made again (its files went with the old one), as when the
+// data directory is deleted under a running server.
+func (s *Store) queueDirErr() error {
+	fi, err := os.Stat(s.cfg.QueueDir)
+	switch {
+	case err != nil:
+		return err
+	case s.queueDir != nil && !os.SameFile(fi, s.queueDir):
+		return fmt.Errorf("%s was removed and made again: this is not the directory the queue opened", s.cfg.QueueDir)
+	}
+	return nil
+}
+
 // Close stops the downloads, fills, probes and uploads in flight (waiting
 // for them to end; queued entries stay queued on disk for the next
 // process), then closes both tiers. Readers still open fail.
@@ -432,11 +450,18 @@ func (s *Store) Close() error {
 	var qerr error
 	if s.q != nil {
 		if n, b, oldest := s.q.depth(); n > 0 {
-			// Kept on this replica's disk only: the operator must know
-			// not to wipe it (a pod's emptyDir, a reimaged host) before
-			// the next start uploads them.
-			s.log.Warn("upload queue not empty at shutdown: these entries are on this replica's disk only, and are uploaded when it starts again on the same data directory",
-				"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339))
+			attrs := []any{"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339)}
+			if err := s.queueDirErr(); err != nil {
+				// The data directory was wiped under the process: no
+				// restart will find them, and the log must not say so.
+				s.log.Error("upload queue not empty at shutdown, and its directory is gone: these entries were on this replica's disk only, never reached the shared tier and are lost",
+					append(attrs, "err", err)...)
+			} else {
+				// Kept on this replica's disk only: the operator must
+				// know not to wipe it (a pod's emptyDir, a reimaged
+				// host) before the next start uploads them.
+				s.log.Warn("upload queue not empty at shutdown: these entries are on this replica's disk only, and are uploaded when it starts again on the same data directory", attrs...)
+			}
 		}
 		qerr = s.q.close()
 	}

@@ -130,7 +130,7 @@
     var hot = !u && st.tier === "shared" && st.hot, shared = "";
     if (hot) {
       used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)";
-      shared = " · shared tier " + bytes(st.bytes) + " in " + num(st.entries) + " entries (no limit)";
+      shared = " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
     } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
       if (evicted == null) evictions = u.evictions + u.expirations;
@@ -147,7 +147,7 @@
     bar.className = frac > 0.95 ? "full" : frac > 0.8 ? "high" : "";
     // Disk use runs ahead of the accounted size by what value-log GC has
     // not returned to the disk yet (the whole store's only).
-    $("kpi-store-sub").textContent = num(entries) + " entries" + (max ? " · " + (100 * frac).toFixed(0) + "% of " + what : " · no " + (u ? "quota" : "size limit")) +
+    $("kpi-store-sub").textContent = CS.plural(entries, "entry", "entries") + (max ? " · " + (100 * frac).toFixed(0) + "% of " + what : " · no " + (u ? "quota" : "size limit")) +
       (!u && st.disk_bytes ? " · " + bytes(st.disk_bytes) + " on disk" : "") + shared;
     $("kpi-evictions").textContent = num(evictions);
     $("kpi-evictions-sub").textContent = evSub;

@@ -30,10 +30,10 @@
 
   function usageCell(u) {
     if (!u) return '<td class="usage-cell"><span class="muted">–</span></td>';
-    var tip = num(u.entries) + " entries · " + num(u.evictions) + " evicted · " + num(u.expirations) + " expired" +
-      (u.max_entries ? " · at most " + num(u.max_entries) + " entries" : "") + (u.max_idle_s ? " · idle limit " + dur(u.max_idle_s) : "") +
+    var tip = CS.plural(u.entries, "entry", "entries") + " · " + num(u.evictions) + " evicted · " + num(u.expirations) + " expired" +
+      (u.max_entries ? " · at most " + CS.plural(u.max_entries, "entry", "entries") : "") + (u.max_idle_s ? " · idle limit " + dur(u.max_idle_s) : "") +
       (u.max_age_s ? " · age limit " + dur(u.max_age_s) : "");
-    if (!u.max_bytes && u.max_entries) return '<td class="usage-cell">' + CS.meter(u.entries, u.max_entries, function (v) { return num(v) + " entries"; }, tip) + "</td>";
+    if (!u.max_bytes && u.max_entries) return '<td class="usage-cell">' + CS.meter(u.entries, u.max_entries, function (v) { return CS.plural(v, "entry", "entries"); }, tip) + "</td>";
     return '<td class="usage-cell">' + CS.meter(u.bytes, u.max_bytes, bytes, tip) + "</td>";
   }
 

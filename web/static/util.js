@@ -13,6 +13,9 @@
     });
   };
   CS.num = function (n) { return nf.format(n || 0); };
+  // plural counts n things as `cachesvc stats` does (report.Plural):
+  // "1 entry", "1,000 entries".
+  CS.plural = function (n, one, many) { return n === 1 ? "1 " + one : CS.num(n) + " " + many; };
   CS.pct = function (r) { return (100 * (r || 0)).toFixed(1) + "%"; };
   CS.bytes = function (n) {
     n = n || 0;

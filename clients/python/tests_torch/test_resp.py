@@ -148,6 +148,13 @@ def test_torch_remote_cache_over_resp(redis_server: tuple[Server, int], tmp_path
         metrics = r.read().decode()
     assert f'cachesvc_lookups_by_route_total{{result="hit",route="resp"}} {tot["hits"]}' in metrics
     assert 'cachesvc_resp_commands_total{command="hello",result="ok"}' in metrics
+    # Healthy clients count no errors (an alert may watch them): redis-py's
+    # CLIENT MAINT_NOTIFICATIONS probe on every connection is "unsupported".
+    errors = [line for line in metrics.splitlines()
+              if line.startswith("cachesvc_resp_commands_total{") and 'result="error"' in line
+              and not line.endswith(" 0")]
+    assert errors == [], errors
+    assert 'cachesvc_resp_commands_total{command="client",result="unsupported"}' in metrics
 
     # A wrong token: redis-py's HELLO 3 AUTH is refused (WRONGPASS, an
     # AuthenticationError), torch turns its remote cache off and compiles.
