@@ -120,9 +120,9 @@ func TestImportCutShortCountsWhatWasImported(t *testing.T) {
 		cut   bool
 		want  string
 	}{
-		{"cut short after none", 0, true, " 0 entries were imported before it."},
-		{"cut short after one", 1, true, " 1 entry was imported before it."},
-		{"cut short after two", 2, true, " 2 entries were imported before it."},
+		{"cut short after none", 0, true, " is cut short: the tar stream ends inside it; nothing of it was stored, and 0 entries were imported before it."},
+		{"cut short after one", 1, true, " is cut short: the tar stream ends inside it; nothing of it was stored, and 1 entry was imported before it."},
+		{"cut short after two", 2, true, " is cut short: the tar stream ends inside it; nothing of it was stored, and 2 entries were imported before it."},
 		{"no header after one", 1, false, "(at member 2: archive/tar: invalid tar header); 1 entry was imported before it."},
 		{"no header after two", 2, false, "(at member 3: archive/tar: invalid tar header); 2 entries were imported before it."},
 	}
