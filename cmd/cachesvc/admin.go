@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -247,12 +248,10 @@ func runAdminList(ctx context.Context, args []string, sio stdio) (err error) {
 	return nil
 }
 
-// plural counts n things in words: "1 entry", "0 entries", "3 entries"
-// (one and many are the phrase in the singular and the plural, a verb
-// included when it must agree: "entry was", "entries were").
+// plural counts n things in words, as `cachesvc stats` does
+// (report.Plural): "1 entry", "0 entries", "1,234 entries" (one and many
+// are the phrase in the singular and the plural, a verb included when it
+// must agree: "entry was", "entries were").
 func plural[N ~int | ~int64](n N, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
+	return report.Plural(int64(n), one, many)
 }
