@@ -56,11 +56,17 @@ func parseWaited(v string, present, wait bool) (time.Duration, error) {
 		// valid one (quoted, as the message quotes it, it was not), else
 		// a valid one.
 		example := "120"
-		if _, err := parseWaited(v, true, true); err == nil {
+		if _, err := waitedValue(v); err == nil {
 			example = v
 		}
 		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited=%s continues a long poll, so it needs ?wait= too: send e.g. ?wait=50s&waited=%s, or drop waited.", wire.Echo(v), example)
 	}
+	return waitedValue(v)
+}
+
+// waitedValue parses the value of a ?waited= that is present: plain
+// seconds or a Go duration, from 0 to MaxWaited; empty is refused.
+func waitedValue(v string) (time.Duration, error) {
 	if v == "" {
 		return 0, Errorf(http.StatusBadRequest, "bad_waited", "?waited= is empty: send the seconds already waited for this entry since your miss (waited=0 on the first slice), or drop waited if you did not look the entry up before waiting.")
 	}
