@@ -49,18 +49,7 @@ func resolveVersion(ldflags string, bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
-	var rev, at string
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
+	rev, at, modified := vcsSettings(bi)
 	if len(rev) < 12 {
 		return "dev"
 	}
@@ -80,13 +69,28 @@ func resolveVersion(ldflags string, bi *debug.BuildInfo) string {
 func versionString() string {
 	v, rev := appVersion(), ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
-				rev = " (" + s.Value[:12] + ")"
-			}
+		if r, _, _ := vcsSettings(bi); len(r) >= 12 && !strings.Contains(v, r[:12]) {
+			rev = " (" + r[:12] + ")"
 		}
 	}
 	return fmt.Sprintf("cachesvc %s%s %s", v, rev, runtime.Version())
+}
+
+// vcsSettings returns what Go recorded in bi of the checkout the binary
+// was built in: its revision, commit time and whether it had uncommitted
+// changes; empty when it recorded none.
+func vcsSettings(bi *debug.BuildInfo) (rev, at string, modified bool) {
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return rev, at, modified
 }
 
 // runVersion prints the version.
