@@ -61,3 +61,27 @@ def test_wrong_token_warns_once_saying_which_setting(cachesvc_binary, wasm_cache
         assert "401" in msgs[0] and "CACHESVC_TOKEN" in msgs[0] and "compiling without the shared cache" in msgs[0], msgs
     finally:
         srv.stop()
+
+
+def test_missing_explanation_hook_is_info_and_caches_stay_routed(monkeypatch, caplog):
+    """A torch without one of the hash functions miss explanations wrap (torch
+    2.11 has no autograd_cache._get_debug_lines_for_cache_key) still routes
+    every cache: one INFO line says only explanations are coarser. The warning
+    used to say "those caches are not routed", which was not so."""
+    import importlib
+
+    from cachesvc import Client
+    from cachesvc.torch import _keys
+
+    mod = importlib.import_module(_keys.AOT_LINES[0])
+    monkeypatch.delattr(mod, _keys.AOT_LINES[1])
+    with caplog.at_level(logging.INFO, logger="cachesvc"):
+        svc = ct.install(client=Client("http://127.0.0.1:9", namespace="hooks"))
+    try:
+        assert svc is not None and ct.installed() is svc
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warned == [], warned
+        infos = [r.getMessage() for r in caplog.records if _keys.AOT_LINES[1] in r.getMessage()]
+        assert len(infos) == 1 and "routed to cachesvc" in infos[0] and "fewer components" in infos[0], infos
+    finally:
+        ct.uninstall()

@@ -249,6 +249,7 @@ def install(
             continue
         routes.append((cls, mod, switch))
     hooks = []
+    unexplained = []  # hash functions this torch lacks: caching works, explanations are coarser
     if components:
         for mod_name, fn_name in (_keys.FX_HASH, _keys.AOT_LINES):
             try:
@@ -256,7 +257,7 @@ def install(
             except Exception:  # noqa: BLE001
                 mod = None
             if mod is None or not callable(getattr(mod, fn_name, None)):
-                missing.append(f"{mod_name}.{fn_name}")
+                unexplained.append(f"{mod_name}.{fn_name}")
             else:
                 hooks.append((mod, fn_name))
     cpp_builder = None
@@ -270,8 +271,12 @@ def install(
             missing.append(".".join(_cpp.TARGET) + ".build")
     if missing:
         log.warning("cachesvc: this torch (%s) lacks %s; %s", torch.__version__, ", ".join(missing),
-                    "those caches are not routed to cachesvc and misses are explained with fewer components"
+                    "those caches are not routed to cachesvc"
                     if routes else "torch.compile's remote caches are not installed")
+    if unexplained and (routes or cpp_builder is not None):
+        # Only the dashboard's miss explanations lose detail: info, not a warning on every start.
+        log.info("cachesvc: this torch (%s) lacks %s; its caches are routed to cachesvc, but a miss "
+                 "is explained with fewer components", torch.__version__, ", ".join(unexplained))
     if base is None or not (routes or cpp_builder is not None):
         return None
 
