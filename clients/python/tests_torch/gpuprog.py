@@ -5,7 +5,12 @@ A small matmul model on CUDA compiled with ``mode="max-autotune-no-cudagraphs"``
 Prints one JSON line: torch's compile counters, cachesvc's counters, digests of
 outputs and gradients, and the time to the first result.
 
-    python gpuprog.py --url URL --ns NS [--run RUN --save]
+    python gpuprog.py --url URL --ns NS [--run RUN --save] [--dump FILE]
+
+``--dump`` saves the first step's output and gradients (torch.save) for
+``compare``: a process that hits every FX graph runs A's kernels, but torch
+re-tunes a reduction's launch config when its autotune entry is not found,
+which can change the summation order and so the last bits of a gradient.
 
 Run it in a fresh interpreter with empty TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR. Exits 77 without a CUDA device.
@@ -27,6 +32,30 @@ T0 = time.monotonic()
 import torch  # noqa: E402
 
 import cachesvc.torch  # noqa: E402
+
+
+# Largest |a - b| / max|a| accepted between two processes' float32 results:
+# a reordered reduction moves the last bits (~1e-7), a wrong kernel far more.
+REL_TOLERANCE = 1e-5
+
+
+def compare(path_a: str | Path, path_b: str | Path) -> tuple[bool, float, list[str]]:
+    """Compares two ``--dump`` files: (bitwise identical, largest relative
+    difference, names of the tensors that differ at all)."""
+    a, b = torch.load(path_a), torch.load(path_b)
+    if a.keys() != b.keys():
+        return False, float("inf"), sorted(a.keys() ^ b.keys())
+    worst, differ = 0.0, []
+    for name in sorted(a):
+        x, y = a[name].double(), b[name].double()
+        if x.shape != y.shape:
+            return False, float("inf"), [name]
+        if torch.equal(x, y):
+            continue
+        differ.append(name)
+        scale = max(x.abs().max().item(), 1e-30)
+        worst = max(worst, (x - y).abs().max().item() / scale)
+    return not differ, worst, differ
 
 
 def digest(t: torch.Tensor) -> str:
@@ -55,6 +84,7 @@ def main() -> None:
     ap.add_argument("--run", default="")
     ap.add_argument("--save", action="store_true", help="also save the Mega-Cache as --run")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--dump", default="", help="save the first step's output and gradients to this file")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if not torch.cuda.is_available():
@@ -79,6 +109,10 @@ def main() -> None:
             first = time.monotonic() - t
             digests = {f"grad.{n}": digest(p.grad) for n, p in model.named_parameters()}
             digests["out"] = digest(out)
+            if a.dump:
+                first_step = {f"grad.{n}": p.grad.detach().cpu() for n, p in model.named_parameters()}
+                first_step["out"] = out.detach().cpu()
+                torch.save(first_step, a.dump)
         opt.step()
     saved = cachesvc.torch.save(a.run) if a.save and a.run else None
     flushed = cachesvc.torch.flush(60)
@@ -92,6 +126,7 @@ def main() -> None:
         "aot_autograd": dict(counters["aot_autograd"]),
         "stats": cachesvc.torch.stats(),
         "digests": digests,
+        "misses": [f'{m.get("cache")} {m.get("torch_key")}' for m in cachesvc.torch.misses()],
         "mega_saved": saved,
         "flushed": flushed,
     }, default=str))
