@@ -125,7 +125,7 @@ func (ff *filterFlags) filter() (client.EntryFilter, error) {
 		}
 	}
 	if ff.maxSize > 0 && ff.minSize > ff.maxSize {
-		return f, usagef("--min-size %s is above --max-size %s: no entry can match", humanBytes(ff.minSize), humanBytes(ff.maxSize))
+		return f, usagef("--min-size %s is above --max-size %s: no entry can match", report.Bytes(ff.minSize), report.Bytes(ff.maxSize))
 	}
 	f.OlderThan, f.IdleFor, f.MinSize, f.MaxSize = ff.olderThan, ff.idleFor, ff.minSize, ff.maxSize
 	return f, nil
@@ -174,7 +174,7 @@ func (p *entryPrinter) add(e client.EntryInfo) error {
 	if p.allNS {
 		fmt.Fprintf(p.tw, "%s\t", e.Namespace)
 	}
-	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.Key, humanBytes(e.Size), dash(e.Writer), dash(e.Run),
+	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.Key, report.Bytes(e.Size), dash(e.Writer), dash(e.Run),
 		dash(e.Backend), dash(e.Name), e.Created.UTC().Format(time.RFC3339), e.LastAccess.UTC().Format(time.RFC3339), e.Hits)
 	if p.rows++; p.rows == wire.MaxListLimit {
 		return p.flush()
@@ -244,7 +244,7 @@ func runAdminList(ctx context.Context, args []string, sio stdio) (err error) {
 	if err != nil {
 		return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 	}
-	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(p.n, "entry", "entries"), report.Bytes(p.bytes), where(ns))
 	return nil
 }
 

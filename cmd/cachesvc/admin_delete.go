@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/report"
 )
 
 const adminDeleteSummary = `Delete the entries that pass every filter, or the entries named by KEY
@@ -110,7 +111,7 @@ func runBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFi
 		if err != nil {
 			return fmt.Errorf("list entries %s: %w", where(ns), adminHint(err))
 		}
-		fmt.Fprintf(sio.Stderr, "dry run: would %s %s (%s) %s; nothing was changed\n", o.verb, plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
+		fmt.Fprintf(sio.Stderr, "dry run: would %s %s (%s) %s; nothing was changed\n", o.verb, plural(p.n, "entry", "entries"), report.Bytes(p.bytes), where(ns))
 		return nil
 	}
 	total := -1
@@ -140,7 +141,7 @@ func runBulk(ctx context.Context, cl *client.Client, ns string, f client.EntryFi
 	if err != nil {
 		return fmt.Errorf("%w (%s %s before it; run again to go on)", adminHint(err), plural(p.n, "entry was", "entries were"), o.done)
 	}
-	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s", o.done, plural(p.n, "entry", "entries"), humanBytes(p.bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s", o.done, plural(p.n, "entry", "entries"), report.Bytes(p.bytes), where(ns))
 	if gone > 0 {
 		fmt.Fprintf(sio.Stderr, "; %s already gone", plural(gone, "was", "were"))
 	}
@@ -163,7 +164,7 @@ func confirmBulk(ctx context.Context, cl *client.Client, ns string, f client.Ent
 		fmt.Fprintf(sio.Stderr, "no entries match %s; nothing to %s\n", where(ns), o.verb)
 		return 0, false, nil
 	}
-	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s on %s? [y/N] ", strings.ToUpper(o.verb[:1])+o.verb[1:], plural(n, "entry", "entries"), humanBytes(bytes), where(ns), o.server)
+	fmt.Fprintf(sio.Stderr, "%s %s (%s) %s on %s? [y/N] ", strings.ToUpper(o.verb[:1])+o.verb[1:], plural(n, "entry", "entries"), report.Bytes(bytes), where(ns), o.server)
 	line, _ := bufio.NewReader(sio.Stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 		fmt.Fprintln(sio.Stderr, "nothing changed")

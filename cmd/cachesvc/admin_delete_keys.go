@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/report"
 )
 
 // maxDeleteKeys bounds the KEYs one `admin delete` takes: they are all read
@@ -120,7 +121,7 @@ func deleteByKey(ctx context.Context, cl *client.Client, ns string, keys []strin
 				return err
 			}
 		}
-		fmt.Fprintf(sio.Stderr, "dry run: would delete %s (%s) %s", plural(n, "entry", "entries"), humanBytes(bytes), where(ns))
+		fmt.Fprintf(sio.Stderr, "dry run: would delete %s (%s) %s", plural(n, "entry", "entries"), report.Bytes(bytes), where(ns))
 		if len(missing) > 0 {
 			fmt.Fprintf(sio.Stderr, "; %s not stored", plural(len(missing), "KEY is", "KEYs are"))
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -147,7 +148,7 @@ func listQuarantined(ctx context.Context, cl *client.Client, ns string, f client
 		if n == 1 {
 			fmt.Fprintln(tw, "KEY\tSIZE\tWRITER\tRUN\tQUARANTINED\tCAUSE\tREPORTS\tRESTORABLE\tREASON")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%t\t%s\n", e.Key, humanBytes(e.Size), dash(e.Writer), dash(e.Run),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%t\t%s\n", e.Key, report.Bytes(e.Size), dash(e.Writer), dash(e.Run),
 			e.QuarantinedAt.UTC().Format(time.RFC3339), e.Cause, e.Reports, e.Restorable, wire.OneLine(e.Reason, 80))
 		if rows++; rows == 1000 {
 			rows = 0
@@ -161,6 +162,6 @@ func listQuarantined(ctx context.Context, cl *client.Client, ns string, f client
 	if err != nil {
 		return fmt.Errorf("list quarantined entries %s: %w", where(ns), adminHint(err))
 	}
-	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(n, "quarantined entry", "quarantined entries"), humanBytes(bytes), where(ns))
+	fmt.Fprintf(sio.Stderr, "%s (%s) %s\n", plural(n, "quarantined entry", "quarantined entries"), report.Bytes(bytes), where(ns))
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -82,7 +83,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	row := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
 	row("key", e.Key)
 	row("namespace", e.Namespace)
-	row("size", fmt.Sprintf("%s (%d bytes)", humanBytes(e.Size), e.Size))
+	row("size", fmt.Sprintf("%s (%d bytes)", report.Bytes(e.Size), e.Size))
 	row("sha256", e.SHA256)
 	row("backend", dash(e.Backend))
 	row("name", dash(e.Name))

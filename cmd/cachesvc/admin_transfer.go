@@ -18,6 +18,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -129,7 +130,7 @@ func exportToFile(sio stdio, ns string, body io.Reader, path string) (err error)
 
 // reportExport prints an export's summary.
 func reportExport(sio stdio, sum wire.ExportSummary, dest string) {
-	fmt.Fprintf(sio.Stderr, "exported %s (%s) from namespace %q to %s", plural(sum.Entries, "entry", "entries"), humanBytes(sum.Bytes), sum.Namespace, dest)
+	fmt.Fprintf(sio.Stderr, "exported %s (%s) from namespace %q to %s", plural(sum.Entries, "entry", "entries"), report.Bytes(sum.Bytes), sum.Namespace, dest)
 	if sum.Vanished > 0 {
 		fmt.Fprintf(sio.Stderr, "; %s deleted or evicted during the export", plural(sum.Vanished, "was", "were"))
 	}
@@ -393,7 +394,7 @@ func reportImport(sio stdio, name string, s *importSender, res wire.ImportResult
 	failures := append(s.failures, res.Failures...)
 	failed := len(s.failures) + res.Failed
 	fmt.Fprintf(sio.Stdout, "imported %s (%s) into namespace %q; skipped %d already present; %d failed\n",
-		plural(res.Imported, "entry", "entries"), humanBytes(res.Bytes), s.ns, s.skipped+res.Skipped, failed)
+		plural(res.Imported, "entry", "entries"), report.Bytes(res.Bytes), s.ns, s.skipped+res.Skipped, failed)
 	for _, f := range failures {
 		fmt.Fprintf(sio.Stdout, "  %s: %s: %s\n", f.Member, f.Code, f.Message)
 	}

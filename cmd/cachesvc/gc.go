@@ -13,6 +13,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/fleet/gc"
 	"github.com/cachesvc/cachesvc/fleet/registry"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/store/s3"
 )
 
@@ -136,24 +137,10 @@ func printGcReport(w io.Writer, b *registry.Bucket, olderThan, grace time.Durati
 	}
 	fmt.Fprintf(w, "), %s %d\n", removed, r.EntriesRemoved)
 	fmt.Fprintf(w, "  blobs        kept %d (%s; %d in their grace), %s %d (%s)\n",
-		r.BlobsKept, humanBytes(r.BytesKept), r.BlobsYoung, removed, r.BlobsRemoved, humanBytes(r.BytesRemoved))
+		r.BlobsKept, report.Bytes(r.BytesKept), r.BlobsYoung, removed, r.BlobsRemoved, report.Bytes(r.BytesRemoved))
 	fmt.Fprintf(w, "  access logs  read %d, %s %d\n", r.AccessLogsRead, removed, r.AccessLogsRemoved)
 	fmt.Fprintf(w, "  debris       %s %d uploads, %d multipart uploads, %d leases, %d replica heartbeats\n",
 		removed, r.UploadsRemoved, r.MultipartAborted, r.LeasesRemoved, r.ReplicasRemoved)
 	fmt.Fprintf(w, "  fleet state  %s %d run manifest parts, %d memo objects\n", removed, r.RunPartsRemoved, r.MemoRemoved)
 	fmt.Fprintf(w, "  took %s\n", r.Duration.Round(time.Millisecond))
-}
-
-// humanBytes formats n with one decimal in the largest binary unit below it.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

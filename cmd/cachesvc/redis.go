@@ -15,6 +15,7 @@ import (
 	"github.com/cachesvc/cachesvc/api/resp"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/keying"
+	"github.com/cachesvc/cachesvc/stats/report"
 )
 
 // redisOptions are serve's flags for the Redis-protocol listener (stock
@@ -54,7 +55,7 @@ func (o *redisOptions) validate(maxEntry int64) error {
 	}
 	if need := resp.CommandBytes(resp.Config{MaxValueBytes: o.MaxValue}); o.MaxBuffered > 0 && o.MaxBuffered < need {
 		return usagef("--redis-max-buffered %s cannot hold one SET of the largest value (--redis-max-value %s, at most --max-entry-size, plus its key): raise --redis-max-buffered or lower --redis-max-value",
-			humanBytes(o.MaxBuffered), humanBytes(o.MaxValue))
+			report.Bytes(o.MaxBuffered), report.Bytes(o.MaxValue))
 	}
 	if err := cachekey.ValidateNamespace(o.Namespace); err != nil {
 		return usagef("--redis-namespace: %s", err)

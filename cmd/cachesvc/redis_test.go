@@ -176,7 +176,7 @@ func TestServeRedisFlags(t *testing.T) {
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-conns", "0"}, 2, "--redis-max-conns must be positive"},
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-value", "0"}, 2, "--redis-max-value must be positive"},
 		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-namespace", "Bad NS"}, 2, "--redis-namespace: "},
-		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-buffered", "1MiB"}, 2, "--redis-max-buffered 1.0 MiB cannot hold one SET of the largest value (--redis-max-value 256.0 MiB"},
+		{[]string{"--redis-addr", "127.0.0.1:0", "--redis-max-buffered", "1MiB"}, 2, "--redis-max-buffered 1.0 MiB cannot hold one SET of the largest value (--redis-max-value 256 MiB"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--wasm-cache", testWasmCache(t)}, tc.args...)
