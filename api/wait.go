@@ -18,7 +18,7 @@ const MaxWait = 300 * time.Second
 
 // waitAccepted is what every bad_wait message says ?wait= takes, in
 // seconds first: curl users and old clients send plain numbers.
-var waitAccepted = fmt.Sprintf("send the seconds to wait for an entry being compiled, seconds above 0 and at most %d (e.g. wait=60), or a Go duration (e.g. wait=60s, at most %s)", int(MaxWait.Seconds()), MaxWait)
+var waitAccepted = fmt.Sprintf("to wait for an entry being compiled, send seconds above 0 and at most %d (e.g. wait=60) or a Go duration up to %s (e.g. wait=60s)", int(MaxWait.Seconds()), MaxWait)
 
 // parseWait parses ?wait= as a Go duration ("60s", "1m") or plain seconds,
 // above 0 and at most MaxWait. The caller calls it when the query has
