@@ -186,19 +186,26 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	if r.Run != "" {
 		g.runs.RecordLookup(r.Namespace, r.Run, r.Key)
 	}
-	wait := c.Query("wait")
+	args := c.Context().QueryArgs()
+	waiting := args.Has("wait")
+	var wait time.Duration
+	if waiting {
+		var err error
+		if wait, err = parseWait(string(args.Peek("wait"))); err != nil {
+			return err
+		}
+	}
 	// waited: the client counted its miss (a plain GET) before this wait
 	// and spent this long on the wait's earlier slices (its slicing or a
 	// proxy cut them), time not saved either. Present, even as 0, it
 	// makes a 404 count no second miss; a bare ?wait= (curl) counts its
 	// no-lease miss as a lookup of its own.
-	args := c.Context().QueryArgs()
 	continued := args.Has("waited")
-	waited, err := parseWaited(string(args.Peek("waited")), continued, wait != "")
+	waited, err := parseWaited(string(args.Peek("waited")), continued, waiting)
 	if err != nil {
 		return err
 	}
-	if wait != "" {
+	if waiting {
 		start := time.Now()
 		if err := g.waitForEntry(c, r, wait); err != nil {
 			return err
@@ -243,7 +250,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	}
 	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size,
-		Waited: wait != "", WaitSeconds: waited.Seconds()}
+		Waited: waiting, WaitSeconds: waited.Seconds()}
 	g.io.headers(c, m)
 	if notModified(r.header(c, seenIfNoneMatch, fiber.HeaderIfNoneMatch), m) {
 		_ = rc.Close()

@@ -16,18 +16,32 @@ import (
 // MaxWait bounds GET ?wait=.
 const MaxWait = 300 * time.Second
 
-// parseWait parses ?wait= as a Go duration ("60s", "1m") or plain seconds.
+// waitAccepted is what every bad_wait message says ?wait= takes, in
+// seconds first: curl users and old clients send plain numbers.
+var waitAccepted = fmt.Sprintf("to wait for an entry being compiled, send seconds above 0 and at most %d (e.g. wait=60) or a Go duration up to %s (e.g. wait=60s)", int(MaxWait.Seconds()), MaxWait)
+
+// parseWait parses ?wait= as a Go duration ("60s", "1m") or plain seconds,
+// above 0 and at most MaxWait. The caller calls it when the query has
+// wait=: present but empty (a templated ?wait=$WAIT with WAIT unset) is
+// refused rather than read as absent, which would answer a lookup that
+// never waited.
 func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait= is empty: %s; or drop wait for a lookup that answers at once.", waitAccepted)
+	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(v, 64)
-		if ferr != nil {
-			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is not a duration: use e.g. wait=60s or wait=60 (seconds), at most %s.", wire.Echo(v), MaxWait)
+		if ferr != nil || f != f { // NaN parses
+			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is not a duration: %s.", wire.Echo(v), waitAccepted)
+		}
+		if f <= 0 || f > MaxWait.Seconds() { // also ±Inf, before the conversion overflows
+			return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is out of range: %s.", v, waitAccepted)
 		}
 		d = time.Duration(f * float64(time.Second))
 	}
 	if d <= 0 || d > MaxWait {
-		return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is out of range: it must be above 0 and at most %s.", v, MaxWait)
+		return 0, Errorf(http.StatusBadRequest, "bad_wait", "?wait=%s is out of range: %s.", v, waitAccepted)
 	}
 	return d, nil
 }
@@ -91,11 +105,7 @@ func waitedValue(v string) (time.Duration, error) {
 // entry is written, the lease ends without it, or the wait runs out. It
 // returns nil to let the GET handler answer (200 with the bytes, or its 404)
 // and an error for a 404 that explains why the wait ended empty.
-func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, wait string) error {
-	d, err := parseWait(wait)
-	if err != nil {
-		return err
-	}
+func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) error {
 	ns, key := r.Namespace, r.Key
 	ctx := c.UserContext()
 	present := func() bool {

@@ -49,14 +49,16 @@ type Config struct {
 	// moved no byte in either direction for this long (a hung server or a
 	// silent network), instead of waiting forever; progress in either
 	// direction keeps a slow transfer going. It applies only when
-	// HTTPClient is nil, and must exceed WaitSlice.
+	// HTTPClient is nil; then a long poll's slices (WaitSlice) are kept to
+	// 0.8 times it, since a parked slice moves no byte until it answers.
 	StallTimeout time.Duration
 	// WaitSlice is the longest single ?wait= request of a long poll (Get
 	// with a wait): a longer wait is sent as slices of at most this, each
 	// continuing the last (&waited=), so that a reverse proxy's read
 	// timeout does not cut it; a proxy that cuts one all the same (its own
 	// 504) makes the slices 0.8 times the cut. 0 means 50 s; at most 300 s
-	// (the server's bound on one ?wait=).
+	// (the server's bound on one ?wait=), and at most 0.8 times a
+	// StallTimeout that applies.
 	WaitSlice time.Duration
 }
 
@@ -109,6 +111,11 @@ func New(cfg Config) (*Client, error) {
 		cfg.WaitSlice = defaultWaitSlice
 	case cfg.WaitSlice > maxWait:
 		cfg.WaitSlice = maxWait
+	}
+	if cfg.StallTimeout > 0 && cfg.HTTPClient == nil {
+		// A parked slice is silent until it answers: one longer than the
+		// stall timeout would fail every wait as a hung server.
+		cfg.WaitSlice = min(cfg.WaitSlice, max(time.Duration(0.8*float64(cfg.StallTimeout)), minSlice))
 	}
 	c := &Client{base: u, cfg: cfg, hc: hc}
 	c.slice.Store(int64(cfg.WaitSlice))
@@ -304,7 +311,8 @@ func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOpti
 // wait hits are the compiles run). A miss is an *Error with Status 404;
 // its Code says why a wait ended empty (not_found: no lease, or it ended
 // without the entry; wait_timeout: wait ran out with the holder still at
-// it).
+// it). A 503 too_many_waiters means the server parks no more waiters:
+// compile yourself, as the Python client's Lease.wait does.
 func (c *Client) Get(ctx context.Context, ns, key string, wait time.Duration) (*http.Response, error) {
 	u := c.url(ns, "entries", key)
 	if wait > 0 {
@@ -355,10 +363,17 @@ type Lease struct {
 	// Renewed is true when holder already held the live lease: the request
 	// renewed it (an older server never sets it).
 	Renewed bool `json:"renewed"`
+	// Code says why a lease was refused (409): "lease_held" (Holder
+	// compiles: Get with a wait for its entry) or "entry_exists" (written
+	// since the caller's miss, Holder empty: Get it with a wait too, which
+	// answers at once, so that the hit counts as answering that miss).
+	// Empty when granted.
+	Code string `json:"-"`
 }
 
 // AcquireLease asks for the compile lease on key. granted is true (201) when
-// holder now owns it; false (409) when another holder does, which l names.
+// holder now owns it; false (409) when another holder does, which l names,
+// or the entry exists; l.Code says which.
 func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
 	ttlS := ttl.Seconds()
 	body := wire.LeaseRequest{Holder: holder, TTL: &ttlS}
@@ -375,8 +390,18 @@ func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl t
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusConflict:
-		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		var body struct {
+			Lease
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 			return l, false, fmt.Errorf("decode lease: %w", err)
+		}
+		l = body.Lease
+		if resp.StatusCode == http.StatusConflict {
+			l.Code = body.Error.Code
 		}
 		return l, resp.StatusCode == http.StatusCreated, nil
 	default:

@@ -102,17 +102,25 @@ class _Entries(_Transport):
                 after retries, ``digest_mismatch`` when the bytes received do
                 not match the announced digest).
         """
-        value, _ = self._wait_get(key, timeout=timeout, wait=wait)
+        value, _, _ = self._wait_get(key, timeout=timeout, wait=wait)
         return value
 
-    def _wait_get(self, key: str, *, timeout: float | None, wait: float | None) -> tuple[bytes | None, Error | None]:
+    def _wait_get(self, key: str, *, timeout: float | None,
+                  wait: float | None) -> tuple[bytes | None, Error | None, float | None]:
         """:meth:`get`, and on a miss the server's answer as an Error: after
         a ``wait`` its code says why the wait ended (``not_found``: no lease,
         or it ended without the entry; ``wait_timeout``: the holder is still
-        at it, and the message names it)."""
+        at it, and the message names it). The third item is what a hit
+        saved: the compile seconds the entry records minus the time this
+        call waited for it (its long poll, up to the answer's headers),
+        never below zero, as the server counts the hit; None on a miss or
+        for an entry that records no compile time."""
         buf = io.BytesIO()
-        info, miss = self._download(key, buf, timeout=timeout, wait=wait)
-        return (None, miss) if info is None else (buf.getvalue(), None)
+        info, miss, waited = self._download(key, buf, timeout=timeout, wait=wait)
+        if info is None:
+            return None, miss, None
+        saved = None if info.compile_seconds is None else max(0.0, info.compile_seconds - waited)
+        return buf.getvalue(), None, saved
 
     def download(self, key: str, out: IO[bytes], *, timeout: float | None = None,
                  wait: float | None = None) -> EntryInfo | None:
@@ -126,16 +134,22 @@ class _Entries(_Transport):
         return self._download(key, out, timeout=timeout, wait=wait)[0]
 
     def _download(self, key: str, out: IO[bytes], *, timeout: float | None,
-                  wait: float | None) -> tuple[EntryInfo | None, Error | None]:
+                  wait: float | None) -> tuple[EntryInfo | None, Error | None, float]:
+        """:meth:`download`, the miss's Error, and the seconds a ``wait``
+        spent before the answer's headers (0 without one)."""
         path = self._entry_path(key)
+        waited = 0.0
         if wait is not None and wait > 0:
+            start = time.monotonic()
             r, miss = self._long_poll(path, wait, timeout)
+            waited = time.monotonic() - start
             if r is None:
-                return None, miss
+                return None, miss, waited
         else:
             r = self._request("GET", path, timeout=timeout, allow=(404,))
         if r.status == 404:
-            return None, _error_from_body(404, r.read_all(limit=1 << 20), _text_header(r.header("X-Request-Id")))
+            return None, _error_from_body(404, r.read_all(limit=1 << 20),
+                                          _text_header(r.header("X-Request-Id"))), waited
         want = (r.header("X-Content-SHA256") or "").lower()
         h = hashlib.sha256()
         n = 0
@@ -151,7 +165,7 @@ class _Entries(_Transport):
         return EntryInfo(key=key, size=n, sha256=got,
                          compile_seconds=_float_header(r.header("X-Compile-Seconds")),
                          etag=r.header("ETag"), name=_text_header(r.header("X-Cachesvc-Name")),
-                         backend=r.header("X-Cachesvc-Backend") or ""), None
+                         backend=r.header("X-Cachesvc-Backend") or ""), None, waited
 
     def _long_poll(self, path: str, wait: float, timeout: float | None) -> tuple[_Response | None, Error | None]:
         """GET ``path?wait=`` for up to ``wait`` seconds in all, in slices of

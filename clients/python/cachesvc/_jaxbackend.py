@@ -39,7 +39,7 @@ class CacheStats:
     put_bytes: int = 0
     lookup_seconds: float = 0.0
     put_seconds: float = 0.0
-    compile_seconds_saved: float = 0.0
+    compile_seconds_saved: float = 0.0  # the compile seconds of the hits (less the wait of a lease wait hit)
     canonical_fallbacks: int = 0  # keys sent as passthrough because the signature failed
     signature_seconds: float = 0.0  # building xla signatures (module text, digests)
     leases_granted: int = 0  # misses this process compiled under a lease
@@ -291,8 +291,10 @@ def _backend_class(base: type) -> type:
             if res.value is not None:
                 return res.value, res.key, res.compile_seconds, used
             if self.leases and res.key:
-                return (self.leasebook.miss(key, res.key, key.split("-")[0], may_hold=_is_writer()),
-                        res.key, None, used)
+                # A hit after waiting on another process's lease saved its
+                # compile time less the wait, as the server counts it.
+                v, saved = self.leasebook.miss_saved(key, res.key, key.split("-")[0], may_hold=_is_writer())
+                return v, res.key, saved, used
             return None, res.key, None, used
 
         def _local_key(self, sig: dict[str, Any]) -> str | None:

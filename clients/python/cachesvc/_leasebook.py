@@ -67,6 +67,15 @@ class LeaseBook:
         never came: compile). ``what`` names the program in warnings. Only a
         process that will write the entry (``may_hold``) takes leases; the
         others wait. Raises :class:`cachesvc.Error` when the server failed."""
+        return self.miss_saved(key, skey, what, may_hold=may_hold)[0]
+
+    def miss_saved(self, key: str, skey: str, what: str, *,
+                   may_hold: bool = True) -> tuple[bytes | None, float | None]:
+        """:meth:`miss`, and the compile seconds its entry saved: the
+        seconds the entry records minus the time waited for it, never below
+        zero (the server counts the hit the same way), or None when nothing
+        came or the entry records no compile time. The integrations add it
+        to ``compile_seconds_saved``, as they add a plain hit's."""
         if may_hold:
             with self._lock:
                 mine = self._held.get(key)
@@ -75,24 +84,24 @@ class LeaseBook:
                 # Looked up twice on the thread that compiles it (JAX probes
                 # a PGLE key first): one renewal, and this thread compiles.
                 self._renew(mine)
-                return None
+                return None, None
             if mine is None:
-                wait, v = self._take(key, skey, what)
+                wait, got = self._take(key, skey, what)
                 if not wait:
-                    return v
+                    return got
             # Else another thread of this process compiles it (its lease, or
             # the server said our holder already held it): wait for its entry
             # instead of compiling the program a second time.
         if self.wait <= 0:
             # lease_wait=0: compile at once. A plain GET here would count a
             # second miss for this one lookup (a wait marks itself waited).
-            return None
+            return None, None
         self.count("lease_waits")
         try:
-            v, miss = self.client._wait_get(skey, wait=self.wait, timeout=self.timeout)
+            v, miss, saved = self.client._wait_get(skey, wait=self.wait, timeout=self.timeout)
         except Error as exc:
             if exc.status == 503:  # too many waiters: compile ourselves
-                return None
+                return None, None
             raise
         if v is not None:
             self.count("lease_wait_hits")
@@ -101,13 +110,15 @@ class LeaseBook:
                 f"waited {self.wait:g}s (lease_wait) for another process to compile {what} and it has "
                 f"not written it ({miss.message.rstrip('.')}); compiling here. A holder killed while "
                 f"compiling keeps its lease for its lease_ttl")
-        return v
+        return v, saved
 
-    def _take(self, key: str, skey: str, what: str) -> tuple[bool, bytes | None]:
-        """Asks for the lease on ``skey``: (True, None) when another holder,
+    def _take(self, key: str, skey: str, what: str) -> tuple[bool, tuple[bytes | None, float | None]]:
+        """Asks for the lease on ``skey``: (True, _) when another holder,
         or another thread of this process, compiles it (wait for it);
-        otherwise (False, the entry's bytes when it was written since our
-        lookup, else None: compile, under the lease when it was granted)."""
+        otherwise (False, the entry's bytes and what they saved, as
+        :meth:`miss_saved` returns them, when it was written since our
+        lookup, else (None, None): compile, under the lease when it was
+        granted)."""
         lease = self.client.lease(skey, holder=self.holder, ttl=self.ttl, renew=False)
         try:
             granted = lease.acquire()
@@ -116,15 +127,16 @@ class LeaseBook:
                 raise
             # e.g. 503 lease_table_full: compile without a lease.
             log.debug("cachesvc: no lease on %s: %s", skey, exc)
-            return False, None
+            return False, (None, None)
         if granted:
             self._hold(key, lease)
-            return False, None
+            return False, (None, None)
         if lease.code == "entry_exists":  # written since our lookup
             # As a ?wait= GET (answered at once), so that the server
             # counts this hit as answering our miss, not as a compile: a
             # wait even when lease_wait is 0 (the entry is there to take).
-            return False, self.client.get(skey, timeout=self.timeout, wait=max(self.wait, 1.0))
+            v, _, saved = self.client._wait_get(skey, timeout=self.timeout, wait=max(self.wait, 1.0))
+            return False, (v, saved)
         if holder_exited(lease.current_holder):
             # Killed while compiling (then restarted): its lease lasts
             # until its TTL, and waiting would only stall this job.
@@ -132,8 +144,8 @@ class LeaseBook:
                 f"the compile lease on {what} is held by {lease.current_holder}, a process on this "
                 f"host that no longer runs (killed while compiling?); compiling here instead of "
                 f"waiting for its lease to expire ({lease.expires})")
-            return False, None
-        return True, None
+            return False, (None, None)
+        return True, (None, None)
 
     @staticmethod
     def _renew(lease: Any) -> None:

@@ -49,7 +49,7 @@ class CacheStats:
     put_bytes: int = 0
     lookup_seconds: float = 0.0
     put_seconds: float = 0.0
-    compile_seconds_saved: float = 0.0  # the X-Compile-Seconds of the hits
+    compile_seconds_saved: float = 0.0  # the X-Compile-Seconds of the hits (less the wait of a lease wait hit)
     compile_seconds_written: float = 0.0  # the compile time sent with the writes
     components_captured: int = 0  # graphs whose components were captured
     components_seconds: float = 0.0  # time spent deriving them
@@ -200,9 +200,11 @@ class Service:
             return None
         self.breaker.success()
         if res.value is None and res.key and self._leased(cache):
-            waited = self._lease_or_wait(pending_id, res.key, cache)
+            waited, saved = self._lease_or_wait(pending_id, res.key, cache)
             if waited is not None:
-                res = dataclasses.replace(res, value=waited, explanation=None)
+                # It saved the entry's compile time less the wait, as the
+                # server counts it (a miss's result has no compile time).
+                res = dataclasses.replace(res, value=waited, compile_seconds=saved, explanation=None)
         now = time.monotonic()
         with self._lock:
             self._stats.lookups += 1
@@ -231,17 +233,18 @@ class Service:
     def _leased(self, cache: str) -> bool:
         return self.leasebook is not None and self.leasebook.renew and cache.startswith(_LEASED_CACHE)
 
-    def _lease_or_wait(self, pending_id: str, skey: str, cache: str) -> bytes | None:
+    def _lease_or_wait(self, pending_id: str, skey: str, cache: str) -> tuple[bytes | None, float | None]:
         """Takes the compile lease on a miss (None: torch compiles) or waits
-        for the holder's entry; any failure is a miss."""
+        for the holder's entry, with the compile seconds it saved
+        (:meth:`LeaseBook.miss_saved`); any failure is a miss."""
         assert self.leasebook is not None
         parts = _keys.split_key(pending_id)
         what = f"{cache} graph {parts[1][:16] if parts else skey[:16]}"
         try:
-            return self.leasebook.miss(pending_id, skey, what)
+            return self.leasebook.miss_saved(pending_id, skey, what)
         except Exception as exc:  # noqa: BLE001 - a failure is a miss
             self.warner.failed(f"compile lease of {what}", exc)
-            return None
+            return None, None
 
     def compile_ended(self) -> None:
         """Inductor's compile of one FX graph on this thread returned or
