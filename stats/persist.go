@@ -19,7 +19,7 @@ import (
 //	t/<ns>\x00<backend>           Counters, all time
 //	m/<minute BE64><ns>\x00<be>   Counters of one minute (TTL MinuteRetention)
 //	h/<hour BE64><ns>\x00<be>     Counters of one hour (TTL HourRetention)
-//	r/<run>                       Run (TTL RunTTL)
+//	r/<run>                       Run (no TTL: collect folds idle runs into Other)
 //	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
 //	x/<ns>                        persistedMisses
 //	a/<ns>                        namespace admitted (empty value)
@@ -196,8 +196,11 @@ func (s *Stats) flush() error {
 	for nb, c := range totals {
 		w.setJSON([]byte(pTotals+nb.ns+"\x00"+nb.backend), c, 0)
 	}
+	// No TTL: a run idle for RunTTL folds into Other (collect), which a
+	// record expiring while the server is down would skip, losing its
+	// counts; Other itself never expires. The run table bounds the records.
 	for _, r := range runs {
-		w.setJSON([]byte(pRun+r.Run), r, s.cfg.RunTTL)
+		w.setJSON([]byte(pRun+r.Run), r, 0)
 	}
 	for _, e := range entries {
 		w.setJSON([]byte(pEntry+e.Namespace+"\x00"+e.Key), e, s.cfg.HourRetention)

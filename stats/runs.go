@@ -19,7 +19,9 @@ import (
 //
 // An evicted slot is marked gone; the next collect folds its counts (the
 // aggregate's record and any delta recorded before the eviction) into the
-// run Other, so the runs still sum to every lookup that carried a run.
+// run Other, so the runs still sum to every lookup that carried a run. A
+// run idle for RunTTL leaves the same way (collect frees its slot and
+// folds it).
 //
 // Slots are read lock-free (sync.Map); admissions and evictions take mu.
 type runTable struct {
@@ -151,7 +153,8 @@ func (t *runTable) dropLocked(sl *runSlot) {
 	t.known.Delete(sl.name)
 }
 
-// forget frees sl's slot (the run was idle for RunTTL).
+// forget frees sl's slot (the run was idle for RunTTL), unless it is gone
+// already.
 func (t *runTable) forget(sl *runSlot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -184,19 +187,15 @@ type runEvictionLog struct {
 	evictions int64
 }
 
-// foldRun moves run record r out of the aggregate, into the run Other when
-// evicted so that its counts stay in the runs' sum, and deletes its
-// persisted record.
-// evicted says it lost its slot to a new run; otherwise it was idle for
-// RunTTL and is dropped, counts and all, as before. Called with a.mu held.
-func (s *Stats) foldRun(r *Run, evicted bool) {
+// foldRun moves run record r out of the aggregate and into the run Other,
+// so that its counts stay in the runs' sum, and deletes its persisted
+// record. Evicted runs (their slot taken by a new run) and runs idle for
+// RunTTL both come here. Called with a.mu held.
+func (s *Stats) foldRun(r *Run) {
 	a := &s.agg
 	delete(a.runs, r.Run)
 	delete(a.dirtyRuns, r.Run)
 	a.dead.runs = append(a.dead.runs, r.Run)
-	if !evicted {
-		return
-	}
 	o := a.runs[Other]
 	if o == nil {
 		o = &Run{Run: Other, FirstSeen: r.FirstSeen, slot: s.runs.other}
