@@ -29,6 +29,7 @@ type runTable struct {
 	mu    sync.Mutex
 	max   int
 	slots map[string]*runSlot // guarded by mu; what known holds
+	lru   runLRU              // guarded by mu; the slots in eviction order
 	seq   uint64              // guarded by mu; admissions so far
 	// evictions counts the slots taken from a run for a new one since
 	// Open (not those forgotten after RunTTL idle).
@@ -55,10 +56,14 @@ type runSlot struct {
 	// seq orders slots last seen in the same second: the earlier
 	// admitted is evicted first. Guarded by runTable.mu.
 	seq uint64
+	// key and idx place the slot in runTable.lru (see runLRU); guarded by
+	// runTable.mu.
+	key int64
+	idx int
 }
 
 func newRunTable(max int) *runTable {
-	return &runTable{max: max, slots: make(map[string]*runSlot), other: &runSlot{name: Other}}
+	return &runTable{max: max, slots: make(map[string]*runSlot), lru: newRunLRU(), other: &runSlot{name: Other}}
 }
 
 // slot returns run's slot, noting that it was seen at now (Unix seconds),
@@ -99,6 +104,7 @@ func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
 	sl := &runSlot{name: strings.Clone(run), ns: ns, seq: t.seq}
 	sl.last.Store(now)
 	t.slots[sl.name] = sl
+	t.lru.add(sl)
 	t.known.Store(sl.name, sl)
 	return sl
 }
@@ -106,37 +112,12 @@ func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
 // evictLocked frees the slot of the least recently seen run of the
 // namespace holding the most slots.
 func (t *runTable) evictLocked() {
-	type share struct {
-		n      int
-		oldest *runSlot
-	}
-	older := func(a, b *runSlot) bool {
-		al, bl := a.last.Load(), b.last.Load()
-		return al < bl || al == bl && a.seq < b.seq
-	}
-	shares := make(map[string]*share)
-	for _, sl := range t.slots {
-		sh := shares[sl.ns]
-		if sh == nil {
-			sh = &share{}
-			shares[sl.ns] = sh
-		}
-		sh.n++
-		if sh.oldest == nil || older(sl, sh.oldest) {
-			sh.oldest = sl
-		}
-	}
-	var victim *share
-	for _, sh := range shares {
-		if victim == nil || sh.n > victim.n || sh.n == victim.n && older(sh.oldest, victim.oldest) {
-			victim = sh
-		}
-	}
-	if victim == nil {
+	v := t.lru.victim()
+	if v == nil {
 		return
 	}
-	t.dropLocked(victim.oldest)
-	t.lastRun, t.lastNS = victim.oldest.name, victim.oldest.ns
+	t.dropLocked(v)
+	t.lastRun, t.lastNS = v.name, v.ns
 	t.evictions.Add(1)
 }
 
@@ -147,8 +128,10 @@ func (t *runTable) lastEvicted() (run, ns string) {
 	return t.lastRun, t.lastNS
 }
 
+// dropLocked frees sl's slot, which is in the table.
 func (t *runTable) dropLocked(sl *runSlot) {
 	sl.gone.Store(true)
+	t.lru.remove(sl)
 	delete(t.slots, sl.name)
 	t.known.Delete(sl.name)
 }
@@ -167,7 +150,13 @@ func (t *runTable) forget(sl *runSlot) {
 func (t *runTable) setNamespace(sl *runSlot, ns string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.slots[sl.name] != sl { // gone: no longer in the eviction order
+		sl.ns = ns
+		return
+	}
+	t.lru.remove(sl)
 	sl.ns = ns
+	t.lru.add(sl)
 }
 
 // len returns the number of slots in use.
