@@ -120,6 +120,13 @@ func (s *Stats) load() error {
 		if err := readJSON(txn, []byte(kUsage), &a.lastUsage); err != nil {
 			return fmt.Errorf("load usage: %w", err)
 		}
+		var runEvictions int64
+		if err := readJSON(txn, []byte(kRunEv), &runEvictions); err != nil {
+			return fmt.Errorf("load run evictions: %w", err)
+		}
+		// The log line counts the evictions since the last one: none yet.
+		s.runs.evictions.Store(runEvictions)
+		a.runLog.evictions, s.savedRunEvictions = runEvictions, runEvictions
 		return nil
 	})
 }

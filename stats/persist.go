@@ -26,6 +26,7 @@ import (
 //	b/<backend>                   backend admitted (empty value)
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
+//	g/r                           run evictions (RunEvictions), all time
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
 //	g/h/<hour BE64>               Global of one hour (TTL HourRetention)
 const (
@@ -39,6 +40,7 @@ const (
 	pBackend = "b/"
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
+	kRunEv   = "g/r"
 	pGMinute = "g/m/"
 	pGHour   = "g/h/"
 )
@@ -105,6 +107,9 @@ func (s *Stats) flush() error {
 		entries = append(entries, *a.entries[k])
 	}
 	clear(a.dirtyEntries)
+	// Read with the runs: the evictions counted are those whose runs
+	// this flush writes folded into Other (or a few more, not yet merged).
+	runEvictions := s.runs.evictions.Load()
 	dead := a.dead
 	a.dead = deadKeys{}
 	// A relabelled total that is live again (its namespace was admitted
@@ -230,6 +235,9 @@ func (s *Stats) flush() error {
 	for ns, pm := range misses {
 		w.setJSON([]byte(pMisses+ns), pm, 0)
 	}
+	if runEvictions != s.savedRunEvictions {
+		w.setJSON([]byte(kRunEv), runEvictions, 0)
+	}
 	for _, ns := range admitted {
 		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pAdmit+ns), nil) })
 	}
@@ -242,6 +250,7 @@ func (s *Stats) flush() error {
 		s.restore(minutes, gmin, totals, runs, entries, dead, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}
+	s.savedRunEvictions = runEvictions
 	return nil
 }
 

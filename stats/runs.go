@@ -31,8 +31,9 @@ type runTable struct {
 	slots map[string]*runSlot // guarded by mu; what known holds
 	lru   runLRU              // guarded by mu; the slots in eviction order
 	seq   uint64              // guarded by mu; admissions so far
-	// evictions counts the slots taken from a run for a new one since
-	// Open (not those forgotten after RunTTL idle).
+	// evictions counts the slots taken from a run for a new one (not
+	// those freed after RunTTL idle), all time: load restores the
+	// persisted count, as the slots.
 	evictions atomic.Int64
 	// lastRun and lastNS name the last run evicted, for the log; guarded
 	// by mu.
@@ -209,10 +210,13 @@ func (s *Stats) takeRunLog(now time.Time) []any {
 	return args
 }
 
-// RunEvictions returns how many runs lost their slot to a new run since
-// Open: each time the run table was full (Config.MaxRuns) and a new run id
-// came, the least recently seen run of the namespace holding the most runs
-// was folded into Other.
+// RunEvictions returns how many runs lost their slot to a new run: each
+// time the run table was full (Config.MaxRuns) and a new run id came, the
+// least recently seen run of the namespace holding the most runs was
+// folded into Other. It is persisted with the run table (as of the last
+// flush: a crash may lose the latest), so it counts across restarts, as
+// the statistics' other counters do; runs idle for RunTTL, folded too, are
+// not counted.
 func (s *Stats) RunEvictions() int64 { return s.runs.evictions.Load() }
 
 // Runs returns the number of run ids tracked under their own name, at

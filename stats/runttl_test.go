@@ -2,6 +2,8 @@ package stats
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,5 +107,60 @@ func TestRunsOutliveADowntimeLongerThanRunTTL(t *testing.T) {
 	want := map[string]int64{Other: 2}
 	if total := s.Snapshot(SnapshotOptions{}).Totals.Lookups; fmt.Sprint(got) != fmt.Sprint(want) || sum != total {
 		t.Errorf("after the downtime: runs' lookups %v (sum %d), want %v (the totals' %d)", got, sum, want, total)
+	}
+}
+
+// TestRunEvictionsSurviveRestart: RunEvictions (cachesvc_stats_run_evictions_total)
+// is persisted with the run table whose evictions it counts, as every
+// other counter of the statistics is, and the eviction log line after a
+// restart counts only the evictions since. Before, it restarted from 0
+// while the runs it had folded stayed in _other.
+func TestRunEvictionsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := newTestClock()
+	logs := &syncBuffer{}
+	cfg := Config{Dir: dir, MaxRuns: 1, Now: clock.Now, FlushInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	steps := []struct {
+		name    string
+		runs    int // new runs looked up, each evicting the last
+		restart bool
+		want    int64
+	}{
+		{"before a restart", 4, false, 3},
+		{"after a restart", 0, true, 3},
+		{"new evictions after the restart", 2, false, 5},
+		{"after a second restart", 0, true, 5},
+	}
+	n := 0
+	for _, st := range steps {
+		if st.restart {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range st.runs {
+			clock.Advance(time.Minute)
+			s.RecordLookup(Lookup{Namespace: "team-a", Run: fmt.Sprint("r", n)})
+			n++
+			s.Snapshot(SnapshotOptions{})
+		}
+		if got := s.RunEvictions(); got != st.want {
+			t.Errorf("%s: RunEvictions() = %d, want %d", st.name, got, st.want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// One line per eviction (a minute apart), each counting one.
+	if got, want := strings.Count(logs.String(), "evicted=1 "), 5; got != want || strings.Contains(logs.String(), "evicted=-") {
+		t.Errorf("%d log lines counting one eviction, want %d:\n%s", got, want, logs.String())
 	}
 }

@@ -162,6 +162,9 @@ type Stats struct {
 	closed  atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
+
+	// savedRunEvictions is the run evictions on disk; guarded by flushMu.
+	savedRunEvictions int64
 }
 
 // Open opens (or creates) the stats database in cfg.Dir, loads the persisted
