@@ -121,7 +121,7 @@ var (
 		fmt.Sprintf("Run ids (X-Cachesvc-Run) the statistics count under their own name; at the bound (%d) a new run takes the slot of the least recently seen run of the namespace holding the most runs.", stats.DefaultMaxRuns),
 		nil, nil)
 	descRunEvictions = prometheus.NewDesc("cachesvc_stats_run_evictions_total",
-		"Runs whose statistics were folded into the run _other to free a slot for a new run id, the run table being full, since the process started.",
+		"Runs whose statistics were folded into the run _other to free a slot for a new run id, the run table being full. Persisted across restarts, as the run table and _other are (runs folded after 30 idle days are not counted).",
 		nil, nil)
 )
 

@@ -190,7 +190,7 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			r := a.runs[id]
 			if r != nil && r.slot != sl {
 				// The record of an earlier slot of the same run id.
-				s.foldRun(r, true)
+				s.foldRun(r)
 				r = nil
 			}
 			if r == nil {
@@ -238,17 +238,16 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			a.dead.entries = append(a.dead.entries, k)
 		}
 	}
-	// Fold the runs evicted from the run table into Other, and forget
-	// runs idle for longer than RunTTL.
+	// Fold the runs evicted from the run table, and those idle for longer
+	// than RunTTL, into Other. Other itself stays, however idle: it holds
+	// the counts of every run folded so far.
 	for _, r := range a.runs {
-		switch {
-		case r.slot != s.runs.other && r.slot.gone.Load():
-			s.foldRun(r, true)
-		case now.Sub(r.LastSeen) > s.cfg.RunTTL:
-			s.foldRun(r, false)
-			if r.slot != s.runs.other {
-				s.runs.forget(r.slot)
-			}
+		if r.slot == s.runs.other {
+			continue
+		}
+		if r.slot.gone.Load() || now.Sub(r.LastSeen) > s.cfg.RunTTL {
+			s.runs.forget(r.slot)
+			s.foldRun(r)
 		}
 	}
 	if s.cfg.Usage != nil {

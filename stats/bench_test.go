@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -39,4 +40,32 @@ func BenchmarkRecordLookupNotAdmitted(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkRunTableEvict measures admitting a new run to a full run table,
+// which evicts the least recently seen run of the namespace holding the
+// most: the table's size (500 is the default MaxRuns) spread over 4
+// namespaces, every run seen at a different second.
+func BenchmarkRunTableEvict(b *testing.B) {
+	for _, size := range []int{500, 5000} {
+		b.Run(fmt.Sprint("runs=", size), func(b *testing.B) {
+			t := newRunTable(size)
+			nss := []string{"ns-0", "ns-1", "ns-2", "ns-3"}
+			now := int64(1)
+			for i := range size {
+				now++
+				t.admit(fmt.Sprint("old-", i), nss[i%4], now, true)
+			}
+			ids := make([]string, b.N)
+			for i := range ids {
+				ids[i] = fmt.Sprint("new-", i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				now++
+				t.admit(ids[i], nss[i%4], now, true)
+			}
+		})
+	}
 }

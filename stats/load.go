@@ -120,6 +120,13 @@ func (s *Stats) load() error {
 		if err := readJSON(txn, []byte(kUsage), &a.lastUsage); err != nil {
 			return fmt.Errorf("load usage: %w", err)
 		}
+		var runEvictions int64
+		if err := readJSON(txn, []byte(kRunEv), &runEvictions); err != nil {
+			return fmt.Errorf("load run evictions: %w", err)
+		}
+		// The log line counts the evictions since the last one: none yet.
+		s.runs.evictions.Store(runEvictions)
+		a.runLog.evictions, s.savedRunEvictions = runEvictions, runEvictions
 		return nil
 	})
 }
@@ -265,8 +272,7 @@ func (s *Stats) loadRuns(runs []Run) {
 	// Oldest first, so that admission order breaks ties as it did.
 	for _, r := range slices.Backward(runs) {
 		from := r.Run
-		dirty := r.Counters.clampNegative()
-		if dirty {
+		if r.Counters.clampNegative() {
 			s.cfg.Logger.Warn("stats: negative counters on disk reset to 0 (written before sums saturated)", "run", r.Run, "namespaces", r.Namespaces)
 		}
 		nss := make([]string, 0, len(r.Namespaces))
@@ -276,9 +282,7 @@ func (s *Stats) loadRuns(runs []Run) {
 			}
 		}
 		sort.Strings(nss)
-		if !slices.Equal(nss, r.Namespaces) {
-			r.Namespaces, dirty = nss, true
-		}
+		r.Namespaces = nss
 		r.slot = s.runs.other
 		if keep[from] {
 			ns := ""
@@ -291,16 +295,17 @@ func (s *Stats) loadRuns(runs []Run) {
 		if r.Run != from {
 			s.relabelled("run", from, r.Run)
 			a.dead.runs = append(a.dead.runs, from)
-			dirty = true
 		}
 		if cur := a.runs[r.Run]; cur != nil {
 			mergeRun(cur, &r)
 		} else {
 			a.runs[r.Run] = &r
 		}
-		if dirty {
-			a.dirtyRuns[r.Run] = true
-		}
+		// Rewritten at the next flush even when unchanged (a clamped or
+		// relabelled one must be): builds before idle runs folded into
+		// Other wrote runs with a TTL, which drops a run idle for RunTTL
+		// while the server is down, and Other once idle.
+		a.dirtyRuns[r.Run] = true
 	}
 }
 

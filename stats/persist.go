@@ -19,13 +19,14 @@ import (
 //	t/<ns>\x00<backend>           Counters, all time
 //	m/<minute BE64><ns>\x00<be>   Counters of one minute (TTL MinuteRetention)
 //	h/<hour BE64><ns>\x00<be>     Counters of one hour (TTL HourRetention)
-//	r/<run>                       Run (TTL RunTTL)
+//	r/<run>                       Run (no TTL: collect folds idle runs into Other)
 //	e/<ns>\x00<key hex>           Entry (TTL HourRetention)
 //	x/<ns>                        persistedMisses
 //	a/<ns>                        namespace admitted (empty value)
 //	b/<backend>                   backend admitted (empty value)
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
+//	g/r                           run evictions (RunEvictions), all time
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
 //	g/h/<hour BE64>               Global of one hour (TTL HourRetention)
 const (
@@ -39,6 +40,7 @@ const (
 	pBackend = "b/"
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
+	kRunEv   = "g/r"
 	pGMinute = "g/m/"
 	pGHour   = "g/h/"
 )
@@ -105,6 +107,9 @@ func (s *Stats) flush() error {
 		entries = append(entries, *a.entries[k])
 	}
 	clear(a.dirtyEntries)
+	// Read with the runs: the evictions counted are those whose runs
+	// this flush writes folded into Other (or a few more, not yet merged).
+	runEvictions := s.runs.evictions.Load()
 	dead := a.dead
 	a.dead = deadKeys{}
 	// A relabelled total that is live again (its namespace was admitted
@@ -196,8 +201,11 @@ func (s *Stats) flush() error {
 	for nb, c := range totals {
 		w.setJSON([]byte(pTotals+nb.ns+"\x00"+nb.backend), c, 0)
 	}
+	// No TTL: a run idle for RunTTL folds into Other (collect), which a
+	// record expiring while the server is down would skip, losing its
+	// counts; Other itself never expires. The run table bounds the records.
 	for _, r := range runs {
-		w.setJSON([]byte(pRun+r.Run), r, s.cfg.RunTTL)
+		w.setJSON([]byte(pRun+r.Run), r, 0)
 	}
 	for _, e := range entries {
 		w.setJSON([]byte(pEntry+e.Namespace+"\x00"+e.Key), e, s.cfg.HourRetention)
@@ -227,6 +235,9 @@ func (s *Stats) flush() error {
 	for ns, pm := range misses {
 		w.setJSON([]byte(pMisses+ns), pm, 0)
 	}
+	if runEvictions != s.savedRunEvictions {
+		w.setJSON([]byte(kRunEv), runEvictions, 0)
+	}
 	for _, ns := range admitted {
 		w.apply(func(txn *badger.Txn) error { return txn.Set([]byte(pAdmit+ns), nil) })
 	}
@@ -239,6 +250,7 @@ func (s *Stats) flush() error {
 		s.restore(minutes, gmin, totals, runs, entries, dead, global != nil, misses, w.committed)
 		return fmt.Errorf("flush stats: %w", err)
 	}
+	s.savedRunEvictions = runEvictions
 	return nil
 }
 

@@ -19,7 +19,9 @@ import (
 //
 // An evicted slot is marked gone; the next collect folds its counts (the
 // aggregate's record and any delta recorded before the eviction) into the
-// run Other, so the runs still sum to every lookup that carried a run.
+// run Other, so the runs still sum to every lookup that carried a run. A
+// run idle for RunTTL leaves the same way (collect frees its slot and
+// folds it).
 //
 // Slots are read lock-free (sync.Map); admissions and evictions take mu.
 type runTable struct {
@@ -27,9 +29,11 @@ type runTable struct {
 	mu    sync.Mutex
 	max   int
 	slots map[string]*runSlot // guarded by mu; what known holds
+	lru   runLRU              // guarded by mu; the slots in eviction order
 	seq   uint64              // guarded by mu; admissions so far
-	// evictions counts the slots taken from a run for a new one since
-	// Open (not those forgotten after RunTTL idle).
+	// evictions counts the slots taken from a run for a new one (not
+	// those freed after RunTTL idle), all time: load restores the
+	// persisted count, as the slots.
 	evictions atomic.Int64
 	// lastRun and lastNS name the last run evicted, for the log; guarded
 	// by mu.
@@ -53,10 +57,14 @@ type runSlot struct {
 	// seq orders slots last seen in the same second: the earlier
 	// admitted is evicted first. Guarded by runTable.mu.
 	seq uint64
+	// key and idx place the slot in runTable.lru (see runLRU); guarded by
+	// runTable.mu.
+	key int64
+	idx int
 }
 
 func newRunTable(max int) *runTable {
-	return &runTable{max: max, slots: make(map[string]*runSlot), other: &runSlot{name: Other}}
+	return &runTable{max: max, slots: make(map[string]*runSlot), lru: newRunLRU(), other: &runSlot{name: Other}}
 }
 
 // slot returns run's slot, noting that it was seen at now (Unix seconds),
@@ -97,6 +105,7 @@ func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
 	sl := &runSlot{name: strings.Clone(run), ns: ns, seq: t.seq}
 	sl.last.Store(now)
 	t.slots[sl.name] = sl
+	t.lru.add(sl)
 	t.known.Store(sl.name, sl)
 	return sl
 }
@@ -104,37 +113,12 @@ func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
 // evictLocked frees the slot of the least recently seen run of the
 // namespace holding the most slots.
 func (t *runTable) evictLocked() {
-	type share struct {
-		n      int
-		oldest *runSlot
-	}
-	older := func(a, b *runSlot) bool {
-		al, bl := a.last.Load(), b.last.Load()
-		return al < bl || al == bl && a.seq < b.seq
-	}
-	shares := make(map[string]*share)
-	for _, sl := range t.slots {
-		sh := shares[sl.ns]
-		if sh == nil {
-			sh = &share{}
-			shares[sl.ns] = sh
-		}
-		sh.n++
-		if sh.oldest == nil || older(sl, sh.oldest) {
-			sh.oldest = sl
-		}
-	}
-	var victim *share
-	for _, sh := range shares {
-		if victim == nil || sh.n > victim.n || sh.n == victim.n && older(sh.oldest, victim.oldest) {
-			victim = sh
-		}
-	}
-	if victim == nil {
+	v := t.lru.victim()
+	if v == nil {
 		return
 	}
-	t.dropLocked(victim.oldest)
-	t.lastRun, t.lastNS = victim.oldest.name, victim.oldest.ns
+	t.dropLocked(v)
+	t.lastRun, t.lastNS = v.name, v.ns
 	t.evictions.Add(1)
 }
 
@@ -145,13 +129,16 @@ func (t *runTable) lastEvicted() (run, ns string) {
 	return t.lastRun, t.lastNS
 }
 
+// dropLocked frees sl's slot, which is in the table.
 func (t *runTable) dropLocked(sl *runSlot) {
 	sl.gone.Store(true)
+	t.lru.remove(sl)
 	delete(t.slots, sl.name)
 	t.known.Delete(sl.name)
 }
 
-// forget frees sl's slot (the run was idle for RunTTL).
+// forget frees sl's slot (the run was idle for RunTTL), unless it is gone
+// already.
 func (t *runTable) forget(sl *runSlot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -164,7 +151,13 @@ func (t *runTable) forget(sl *runSlot) {
 func (t *runTable) setNamespace(sl *runSlot, ns string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.slots[sl.name] != sl { // gone: no longer in the eviction order
+		sl.ns = ns
+		return
+	}
+	t.lru.remove(sl)
 	sl.ns = ns
+	t.lru.add(sl)
 }
 
 // len returns the number of slots in use.
@@ -184,19 +177,15 @@ type runEvictionLog struct {
 	evictions int64
 }
 
-// foldRun moves run record r out of the aggregate, into the run Other when
-// evicted so that its counts stay in the runs' sum, and deletes its
-// persisted record.
-// evicted says it lost its slot to a new run; otherwise it was idle for
-// RunTTL and is dropped, counts and all, as before. Called with a.mu held.
-func (s *Stats) foldRun(r *Run, evicted bool) {
+// foldRun moves run record r out of the aggregate and into the run Other,
+// so that its counts stay in the runs' sum, and deletes its persisted
+// record. Evicted runs (their slot taken by a new run) and runs idle for
+// RunTTL both come here. Called with a.mu held.
+func (s *Stats) foldRun(r *Run) {
 	a := &s.agg
 	delete(a.runs, r.Run)
 	delete(a.dirtyRuns, r.Run)
 	a.dead.runs = append(a.dead.runs, r.Run)
-	if !evicted {
-		return
-	}
 	o := a.runs[Other]
 	if o == nil {
 		o = &Run{Run: Other, FirstSeen: r.FirstSeen, slot: s.runs.other}
@@ -221,10 +210,13 @@ func (s *Stats) takeRunLog(now time.Time) []any {
 	return args
 }
 
-// RunEvictions returns how many runs lost their slot to a new run since
-// Open: each time the run table was full (Config.MaxRuns) and a new run id
-// came, the least recently seen run of the namespace holding the most runs
-// was folded into Other.
+// RunEvictions returns how many runs lost their slot to a new run: each
+// time the run table was full (Config.MaxRuns) and a new run id came, the
+// least recently seen run of the namespace holding the most runs was
+// folded into Other. It is persisted with the run table (as of the last
+// flush: a crash may lose the latest), so it counts across restarts, as
+// the statistics' other counters do; runs idle for RunTTL, folded too, are
+// not counted.
 func (s *Stats) RunEvictions() int64 { return s.runs.evictions.Load() }
 
 // Runs returns the number of run ids tracked under their own name, at

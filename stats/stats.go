@@ -61,7 +61,9 @@ type Config struct {
 	// most once a minute and RunEvictions counting it: the runs in use are
 	// always tracked, and a namespace flooding run ids evicts its own.
 	MaxRuns int
-	// RunTTL forgets a run this long after its last activity. Default 30 days.
+	// RunTTL is how long after its last activity a run keeps its own
+	// name: then its counts fold into the run Other, as an evicted run's
+	// do. Default 30 days.
 	RunTTL time.Duration
 	// MaxEntries caps the entries tracked for "top entries by time saved".
 	// Default 2000.
@@ -160,6 +162,9 @@ type Stats struct {
 	closed  atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
+
+	// savedRunEvictions is the run evictions on disk; guarded by flushMu.
+	savedRunEvictions int64
 }
 
 // Open opens (or creates) the stats database in cfg.Dir, loads the persisted

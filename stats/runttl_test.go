@@ -1,0 +1,185 @@
+package stats
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// runLookups returns each run's lookups (Other included) and their sum.
+func runLookups(s *Stats) (map[string]int64, int64) {
+	got := map[string]int64{}
+	var sum int64
+	for id, r := range runsOf(s) {
+		got[id] = r.Lookups
+		sum += r.Lookups
+	}
+	return got, sum
+}
+
+// TestIdleRunsFoldIntoOther: a run idle for RunTTL leaves the run table as
+// an evicted one does, its counts folding into _other, so that the runs
+// still sum to every lookup that carried a run, while serving, after
+// _other itself has been idle that long, and after a restart. Before, an
+// idle run was dropped, counts and all (and so was _other once idle).
+func TestIdleRunsFoldIntoOther(t *testing.T) {
+	const ttl = time.Hour
+	dir := t.TempDir()
+	clock := newTestClock()
+	cfg := Config{Dir: dir, RunTTL: ttl, Now: clock.Now, FlushInterval: time.Hour}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "r1", Key: key(1), Hit: true, CompileSeconds: 1})
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "r1", Key: key(2)})
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "r2", Key: key(3)})
+	s.Snapshot(SnapshotOptions{})
+	steps := []struct {
+		name    string
+		advance time.Duration
+		lookup  string // a run looked up after advancing, "" for none
+		restart bool
+		want    map[string]int64
+	}{
+		{"both within the TTL", 40 * time.Minute, "r2", false, map[string]int64{"r1": 2, "r2": 2}},
+		{"r1 past the TTL", 30 * time.Minute, "", false, map[string]int64{"r2": 2, Other: 2}},
+		{"every run past the TTL, _other too", 2 * ttl, "", false, map[string]int64{Other: 4}},
+		{"after a restart", 0, "", true, map[string]int64{Other: 4}},
+		{"a new run after the restart", ttl, "r3", false, map[string]int64{"r3": 1, Other: 4}},
+	}
+	for _, st := range steps {
+		clock.Advance(st.advance)
+		if st.restart {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st.lookup != "" {
+			s.RecordLookup(Lookup{Namespace: "team-a", Run: st.lookup, Key: key(4)})
+		}
+		got, sum := runLookups(s)
+		total := s.Snapshot(SnapshotOptions{}).Totals.Lookups
+		if fmt.Sprint(got) != fmt.Sprint(st.want) || sum != total {
+			t.Errorf("%s: runs' lookups %v (sum %d), want %v (the totals' %d)", st.name, got, sum, st.want, total)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunsOutliveADowntimeLongerThanRunTTL: a server stopped for longer
+// than RunTTL finds its runs on restart and folds the idle ones into
+// _other. Before, each run's record expired in Badger RunTTL after it was
+// written, so their counts (and _other's) were lost while the totals kept
+// them. A record an older build wrote with that TTL (legacy) is rewritten
+// without it at the first flush after a start. The database's TTLs run on
+// the real clock: the test waits for a 1 s TTL to pass.
+func TestRunsOutliveADowntimeLongerThanRunTTL(t *testing.T) {
+	const ttl = time.Second
+	dir := t.TempDir()
+	clock := newTestClock()
+	cfg := Config{Dir: dir, RunTTL: ttl, Now: clock.Now, FlushInterval: time.Hour}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "r1", Key: key(1)})
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "r1", Key: key(2)})
+	legacy, err := json.Marshal(Run{Run: "legacy", Namespaces: []string{"team-a"}, FirstSeen: clock.Now(), LastSeen: clock.Now(), Counters: Counters{Lookups: 3, Misses: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.SetEntry(badger.NewEntry([]byte(pRun+"legacy"), legacy).WithTTL(2 * ttl))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A restart: this start reads the legacy record and rewrites it.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3*ttl + 100*time.Millisecond) // Badger's expiry has a 1 s grain
+	clock.Advance(2 * ttl)
+	s, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _ := runLookups(s)
+	if want := map[string]int64{Other: 2 + 3}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after the downtime: runs' lookups %v, want %v (r1's 2 and legacy's 3)", got, want)
+	}
+}
+
+// TestRunEvictionsSurviveRestart: RunEvictions (cachesvc_stats_run_evictions_total)
+// is persisted with the run table whose evictions it counts, as every
+// other counter of the statistics is, and the eviction log line after a
+// restart counts only the evictions since. Before, it restarted from 0
+// while the runs it had folded stayed in _other.
+func TestRunEvictionsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := newTestClock()
+	logs := &syncBuffer{}
+	cfg := Config{Dir: dir, MaxRuns: 1, Now: clock.Now, FlushInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	steps := []struct {
+		name    string
+		runs    int // new runs looked up, each evicting the last
+		restart bool
+		want    int64
+	}{
+		{"before a restart", 4, false, 3},
+		{"after a restart", 0, true, 3},
+		{"new evictions after the restart", 2, false, 5},
+		{"after a second restart", 0, true, 5},
+	}
+	n := 0
+	for _, st := range steps {
+		if st.restart {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range st.runs {
+			clock.Advance(time.Minute)
+			s.RecordLookup(Lookup{Namespace: "team-a", Run: fmt.Sprint("r", n)})
+			n++
+			s.Snapshot(SnapshotOptions{})
+		}
+		if got := s.RunEvictions(); got != st.want {
+			t.Errorf("%s: RunEvictions() = %d, want %d", st.name, got, st.want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// One line per eviction (a minute apart), each counting one.
+	if got, want := strings.Count(logs.String(), "evicted=1 "), 5; got != want || strings.Contains(logs.String(), "evicted=-") {
+		t.Errorf("%d log lines counting one eviction, want %d:\n%s", got, want, logs.String())
+	}
+}
