@@ -120,6 +120,9 @@ func (s *Stats) load() error {
 		if err := readJSON(txn, []byte(kUsage), &a.lastUsage); err != nil {
 			return fmt.Errorf("load usage: %w", err)
 		}
+		if err := readJSON(txn, []byte(kSampled), &a.sampledSince); err != nil {
+			return fmt.Errorf("load sampled since: %w", err)
+		}
 		return nil
 	})
 }
