@@ -202,11 +202,14 @@
       // In a namespace's view the store is the namespace's (store_scope),
       // and its limit the namespace's quota.
       var own = state.ns && (st.namespaces || []).filter(function (n) { return n.namespace === state.ns; })[0];
-      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
-      // Say when the charts show less than the range chosen, and why.
+      var gaps = CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
+      // Say when the charts show less than the range chosen, and why, and
+      // what their shaded steps are.
       var now = Date.now() / 1000, span = d.series.t.length ? now - d.series.t[0] : 0;
-      $("range-note").textContent = span && span < RANGES[state.range] - 60 && state.fitFrom != null ?
-        "charts: the last " + CS.dur(span) + " (data since " + CS.dur(now - state.fitFrom) + " ago)" : "";
+      var notes = [];
+      if (span && span < RANGES[state.range] - 60 && state.fitFrom != null) notes.push("charts: the last " + CS.dur(span) + " (data since " + CS.dur(now - state.fitFrom) + " ago)");
+      if (gaps) notes.push("shaded: no sample (the server was not running)");
+      $("range-note").textContent = notes.join(" · ");
     }
     // Charts drawn while hidden (empty cache) get their size when shown.
     if (state.wasEmpty && !empty) CS.charts.resize();
