@@ -165,7 +165,7 @@
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
     var raw = CS.tables.rawMisses(d);
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + " †" : "") +
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + "\u00a0†" : "") +
       (t.wait_hits ? " · " + num(t.wait_hits) + " after waiting on a compile lease" : "") : "no lookups yet";
     // In a namespace's view the chart is its lookups, the table its backends.
     $("hit-rate-hint").textContent = state.ns ? "(all of " + state.ns + "'s lookups; each backend in the table)" :
@@ -180,6 +180,7 @@
     $("kpi-bytes-out").textContent = bytes(t.bytes_out);
     $("kpi-bytes-in").textContent = bytes(t.bytes_in);
     $("kpi-writes").textContent = num(t.writes);
+    $("kpi-writes-unit").textContent = t.writes === 1 ? "write" : "writes";
     renderStore(st, state.ns ? CS.tables.usageOf(d, state.ns) : null, t.evictions);
     $("kpi-integrity").textContent = num(st.integrity_failures);
     $("kpi-integrity").parentNode.classList.toggle("alert", (st.integrity_failures || 0) > 0);

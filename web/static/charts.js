@@ -189,6 +189,9 @@
     // The server's, like the store size: in a namespace's view the card
     // above counts only that namespace's evictions, so say whose these are.
     $("evictions-chart-title").textContent = "Evictions and integrity failures" + (scoped ? " (whole server)" : "");
+    // An empty plot says nothing by itself: say that there were none.
+    var none = s.store_evictions.every(function (v) { return !v; }) && s.integrity_failures.every(function (v) { return !v; });
+    $("evictions-chart-hint").textContent = none ? "(none in this range)" : "";
     draw("chart-evictions", ["evictions", "integrity failures"], [t, holed(s.store_evictions, gaps), holed(s.integrity_failures, gaps)], function (v) { return num(Math.round(v)); },
       { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true, gaps: gaps });
     return gaps.filter(Boolean).length;
