@@ -50,15 +50,18 @@ func TestDashboardDrawsDowntimeAsGap(t *testing.T) {
 	type step struct {
 		Found             bool
 		Store, Hits, Miss *float64
-		Note              string
+		Note, Legend      string
 	}
 	probe := func(at time.Time) step {
 		t.Helper()
 		js := `(function(at){
 			var ch = window.cachesvcDashboard.charts, st = ch["chart-store"].u.data, lk = ch["chart-lookups"].u.data, i;
 			for (i = st[0].length - 1; i >= 0 && st[0][i] > at; i--) {}
-			var v = function (x) { return x === undefined ? null : x; };
-			return {Found: i >= 0, Store: v(st[1][i]), Hits: v(lk[1][i]), Miss: v(lk[2][i]), Note: document.getElementById("range-note").textContent};
+			var v = function (x) { return x === undefined ? null : x; }, u = ch["chart-store"].u;
+			// Hover the step: the legend gives its value.
+			u.setCursor({left: u.valToPos(st[0][i], "x"), top: 10});
+			var legend = document.querySelector("#chart-store .u-legend .u-series:nth-child(2) .u-value").textContent;
+			return {Found: i >= 0, Store: v(st[1][i]), Hits: v(lk[1][i]), Miss: v(lk[2][i]), Note: document.getElementById("range-note").textContent, Legend: legend};
 		})(` + strconv.FormatInt(at.Unix(), 10) + `)`
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[step](js))
 		if err != nil {
@@ -91,6 +94,9 @@ func TestDashboardDrawsDowntimeAsGap(t *testing.T) {
 		}
 		if !tt.sample && (s.Store != nil || s.Hits != nil || s.Miss != nil) {
 			t.Errorf("%s: store %s hits %s misses %s, want null (no sample) for each", tt.name, str(s.Store), str(s.Hits), str(s.Miss))
+		}
+		if (s.Legend == "no sample") != !tt.sample {
+			t.Errorf("%s: the store chart's legend says %q (sampled: %v)", tt.name, s.Legend, tt.sample)
 		}
 		if !tt.sample && !strings.Contains(s.Note, "no sample") {
 			t.Errorf("range note = %q, want it to say what the shaded steps are", s.Note)
