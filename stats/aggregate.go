@@ -117,6 +117,14 @@ type aggregate struct {
 	lastNSBytes   map[string]int64  // last sample's bytes per namespace label
 	haveUsage     bool
 	dirtyGlobal   bool
+	// sampledMinute is the minute of the last record in globalMinutes, so
+	// that every minute the server runs has one (a heartbeat), changed or
+	// not: a step without one is a step without a sample.
+	sampledMinute int64
+	// sampledSince is when records began to be written every minute
+	// (Unix seconds, persisted; 0: never). Before it, records were written
+	// only when a figure changed, so a step without one was no gap.
+	sampledSince int64
 
 	// missMu guards the recent misses apart from mu, so that recording a
 	// miss never waits for a snapshot being built.
@@ -264,12 +272,12 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			a.haveUsage = true
 		}
 		nsBytes := s.namespaceBytes(us.Namespaces)
+		minute := now.Unix() / 60
 		if dEv != 0 || dInt != 0 || us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes ||
-			!maps.Equal(nsBytes, a.lastNSBytes) {
+			!maps.Equal(nsBytes, a.lastNSBytes) || minute != a.sampledMinute {
 			a.global.Evictions += dEv
 			a.global.IntegrityFailures += dInt
 			a.global.StoreBytes, a.global.StoreEntries, a.global.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
-			minute := now.Unix() / 60
 			g := a.globalMinutes[minute]
 			if g == nil {
 				g = new(Global)
@@ -279,7 +287,12 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			g.IntegrityFailures += dInt
 			g.StoreBytes, g.StoreEntries, g.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
 			g.NamespaceBytes = nsBytes
+			g.Sampled = true
 			a.lastNSBytes = nsBytes
+			a.sampledMinute = minute
+			if a.sampledSince == 0 {
+				a.sampledSince = minute * 60
+			}
 			a.dirtyGlobal = true
 		}
 		a.lastUsage = us

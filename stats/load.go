@@ -127,6 +127,9 @@ func (s *Stats) load() error {
 		// The log line counts the evictions since the last one: none yet.
 		s.runs.evictions.Store(runEvictions)
 		a.runLog.evictions, s.savedRunEvictions = runEvictions, runEvictions
+		if err := readJSON(txn, []byte(kSampled), &a.sampledSince); err != nil {
+			return fmt.Errorf("load sampled since: %w", err)
+		}
 		return nil
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 //	g/t                           Global, all time
 //	g/u                           Usage, last sample
 //	g/r                           run evictions (RunEvictions), all time
+//	g/s                           Unix seconds since which every minute has a g/m record
 //	g/m/<minute BE64>             Global of one minute (TTL MinuteRetention)
 //	g/h/<hour BE64>               Global of one hour (TTL HourRetention)
 const (
@@ -41,6 +44,7 @@ const (
 	kGlobal  = "g/t"
 	kUsage   = "g/u"
 	kRunEv   = "g/r"
+	kSampled = "g/s"
 	pGMinute = "g/m/"
 	pGHour   = "g/h/"
 )
@@ -123,11 +127,13 @@ func (s *Stats) flush() error {
 	dead.totals = live
 	var global *Global
 	var usage Usage
+	var sampledSince int64
 	gmin := a.globalMinutes
 	if a.dirtyGlobal {
 		g := a.global
 		global = &g
 		usage = a.lastUsage
+		sampledSince = a.sampledSince
 		a.globalMinutes = make(map[int64]*Global)
 		a.dirtyGlobal = false
 	}
@@ -213,8 +219,13 @@ func (s *Stats) flush() error {
 	if global != nil {
 		w.setJSON([]byte(kGlobal), global, 0)
 		w.setJSON([]byte(kUsage), usage, 0)
+		if sampledSince != 0 {
+			w.setJSON([]byte(kSampled), sampledSince, 0)
+		}
 		ghours := make(map[int64]*Global)
-		for m, g := range gmin {
+		// In time order: an hour's record takes its last minute's sizes.
+		for _, m := range slices.Sorted(maps.Keys(gmin)) {
+			g := gmin[m]
 			w.addGlobal(bucketKey(pGMinute, m, "", ""), g, s.cfg.MinuteRetention)
 			h := ghours[m/60]
 			if h == nil {
@@ -227,6 +238,7 @@ func (s *Stats) flush() error {
 			if g.NamespaceBytes != nil {
 				h.NamespaceBytes = g.NamespaceBytes
 			}
+			h.Sampled = h.Sampled || g.Sampled
 		}
 		for hr, g := range ghours {
 			w.addGlobal(bucketKey(pGHour, hr, "", ""), g, s.cfg.HourRetention)
@@ -306,8 +318,11 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 			}
 			cur.Evictions += g.Evictions
 			cur.IntegrityFailures += g.IntegrityFailures
-			if cur.StoreBytes == 0 {
+			// A minute sampled since keeps its newer sample (an empty
+			// store's 0 bytes included).
+			if !cur.Sampled {
 				cur.StoreBytes, cur.StoreEntries, cur.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+				cur.Sampled = g.Sampled
 			}
 			if cur.NamespaceBytes == nil {
 				cur.NamespaceBytes = g.NamespaceBytes
@@ -402,6 +417,7 @@ func (b *batch) addGlobal(k []byte, d *Global, ttl time.Duration) {
 		if d.NamespaceBytes != nil {
 			g.NamespaceBytes = d.NamespaceBytes
 		}
+		g.Sampled = g.Sampled || d.Sampled
 		data, _ := json.Marshal(g)
 		return txn.SetEntry(entry(k, data, ttl))
 	})

@@ -205,10 +205,13 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 	npts := int((to-from)/st + 1)
 	out := Series{Namespace: ns, Since: time.Unix(from, 0).UTC(), Until: now.UTC(), Step: st, Resolution: res,
 		Time: make([]int64, npts), Backends: map[string]Points{},
-		StoreBytes: make([]int64, npts), StoreEvictions: make([]int64, npts), IntegrityFailures: make([]int64, npts)}
+		StoreBytes: make([]*int64, npts), StoreEvictions: make([]int64, npts), IntegrityFailures: make([]int64, npts), Sampled: make([]bool, npts)}
 	for i := range out.Time {
 		out.Time[i] = from + int64(i)*st
 	}
+	s.agg.mu.Lock()
+	sampledSince := s.agg.sampledSince
+	s.agg.mu.Unlock()
 	total := make([]Counters, npts)
 	perNS := map[string][]Counters{}
 	perBE := map[string][]Counters{}
@@ -264,12 +267,15 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 				return fmt.Errorf("read store series bucket: %w", err)
 			}
 			// A namespace's series charts its own stored bytes (records
-			// older than NamespaceBytes: no sample), never the server's.
+			// older than NamespaceBytes: no sample), never the server's;
+			// a namespace absent from a sample stores nothing.
 			if ns == "" {
-				out.StoreBytes[i] = g.StoreBytes
-			} else {
-				out.StoreBytes[i] = g.NamespaceBytes[ns]
+				out.StoreBytes[i] = &g.StoreBytes
+			} else if g.NamespaceBytes != nil {
+				b := g.NamespaceBytes[ns]
+				out.StoreBytes[i] = &b
 			}
+			out.Sampled[i] = out.Sampled[i] || g.Sampled
 			out.StoreEvictions[i] += g.Evictions
 			out.IntegrityFailures[i] += g.IntegrityFailures
 		}
@@ -278,6 +284,7 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 	if err != nil {
 		return Series{}, fmt.Errorf("read series: %w", err)
 	}
+	fillUnsampled(&out, sampledSince)
 	out.Total = points(total)
 	if ns == "" {
 		out.Namespaces = map[string]Points{}
@@ -289,6 +296,26 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 		out.Backends[k] = points(perBE[k])
 	}
 	return out, nil
+}
+
+// fillUnsampled completes the store series of out once its records are
+// read. Steps before sampledSince (0: none yet) come from builds that wrote
+// a record only when a figure changed: a step without one held the size
+// of the step before, and whether the server ran then is unknown, so it is
+// taken as sampled. From sampledSince on every minute the server ran has a
+// record, so a step without one had no sample: its size stays null and
+// Sampled false.
+func fillUnsampled(out *Series, sampledSince int64) {
+	var last *int64
+	for i, t := range out.Time {
+		if sampledSince == 0 || t+out.Step <= sampledSince {
+			if out.StoreBytes[i] == nil {
+				out.StoreBytes[i] = last
+			}
+			out.Sampled[i] = true
+		}
+		last = out.StoreBytes[i]
+	}
 }
 
 // busiest returns up to n keys of m with the most lookups.

@@ -48,7 +48,9 @@ type Config struct {
 	// restart); tests and benchmarks use that.
 	Dir string
 	// FlushInterval is how often the aggregate is written to Badger.
-	// Default DefaultFlushInterval.
+	// Default DefaultFlushInterval. The store series takes its sample at
+	// each flush and reads a minute without one as a minute the server
+	// was not running: longer than a minute leaves such gaps.
 	FlushInterval time.Duration
 	// MaxNamespaces and MaxBackends cap the distinct values tracked; the
 	// rest are counted under Other. Defaults 64 and 16.

@@ -227,8 +227,8 @@ func TestStoreUsageSampling(t *testing.T) {
 	for _, e := range ser.StoreEvictions {
 		ev += e
 	}
-	if ev != 3 || ser.StoreBytes[len(ser.StoreBytes)-1] != 900 {
-		t.Fatalf("store series: evictions %d bytes %v", ev, ser.StoreBytes)
+	if last := ser.StoreBytes[len(ser.StoreBytes)-1]; ev != 3 || last == nil || *last != 900 {
+		t.Fatalf("store series: evictions %d last bytes %v", ev, last)
 	}
 }
 
@@ -496,8 +496,8 @@ func TestNamespaceStoreSeries(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := ser.StoreBytes[len(ser.StoreBytes)-1]; got != tt.want {
-					t.Errorf("%s: namespace %q step %v: last store bytes %d, want %d (%v)", when, tt.ns, step, got, tt.want, ser.StoreBytes)
+				if got := ser.StoreBytes[len(ser.StoreBytes)-1]; got == nil || *got != tt.want {
+					t.Errorf("%s: namespace %q step %v: last store bytes %v, want %d", when, tt.ns, step, got, tt.want)
 				}
 			}
 		}

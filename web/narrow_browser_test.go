@@ -143,7 +143,7 @@ func TestDashboardNarrowTablesFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(got[0], " · 1 raw GET miss †") || got[1] != "(all of "+longNamespaces[0]+"'s lookups; each backend in the table)" {
+	if !strings.HasSuffix(got[0], " · 1 raw GET miss\u00a0†") || got[1] != "(all of "+longNamespaces[0]+"'s lookups; each backend in the table)" {
 		t.Errorf("namespace view: hit rate card %q, chart hint %q; want 1 raw GET miss and the namespace's lookups", got[0], got[1])
 	}
 	checkLayout(t, ctx, "dashboard-long-ns-800.png", 800, 900)

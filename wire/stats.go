@@ -146,11 +146,22 @@ type Series struct {
 	Total      Points            `json:"total"`
 	Namespaces map[string]Points `json:"namespaces,omitempty"`
 	Backends   map[string]Points `json:"backends"`
-	// StoreBytes is the last sampled store size in each step (0 before any
-	// sample); Evictions and IntegrityFailures are store-wide.
-	StoreBytes        []int64 `json:"store_bytes"`
-	StoreEvictions    []int64 `json:"store_evictions"`
-	IntegrityFailures []int64 `json:"integrity_failures"`
+	// StoreBytes is the last sampled store size in each step (in a
+	// namespace's series, that namespace's stored bytes), null for a step
+	// without a sample: the server was not running, or the step is before
+	// the first sample in the range. 0 is an empty store. (Servers before
+	// Sampled sent 0 for no sample; a decoder into []int64 still reads 0.)
+	// Evictions and IntegrityFailures are store-wide.
+	StoreBytes        []*int64 `json:"store_bytes"`
+	StoreEvictions    []int64  `json:"store_evictions"`
+	IntegrityFailures []int64  `json:"integrity_failures"`
+	// Sampled says for each step whether the server was recording: false
+	// where it was not running (no sample, so its counts, here and in the
+	// Points, are unknown rather than zero). Steps before the server
+	// recorded a sample every minute it ran (older builds recorded one
+	// only when a figure changed) cannot tell, and are true. Absent from
+	// older servers.
+	Sampled []bool `json:"sampled,omitempty"`
 }
 
 // Global are store-wide counters sampled from Config.Usage: evictions and
@@ -166,6 +177,10 @@ type Global struct {
 	// _other). Only the per-step records of the store series carry it, so
 	// that a namespace's view charts its own size, not the server's.
 	NamespaceBytes map[string]int64 `json:"namespace_bytes,omitempty"`
+	// Sampled marks a per-step record written by a build that records a
+	// sample every minute the server runs, not only when a figure changed:
+	// from the first such record on, a step without a record had no sample.
+	Sampled bool `json:"sampled,omitempty"`
 }
 
 // Miss is one explained lookup miss.

@@ -165,7 +165,7 @@
     $("kpi-hit-rate").textContent = t.lookups ? pct(t.hit_rate) : "–";
     // The totals count raw GET misses, which the table leaves out: say so.
     var raw = CS.tables.rawMisses(d);
-    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + " †" : "") +
+    $("kpi-hit-rate-sub").textContent = t.lookups ? num(t.hits) + " of " + num(t.lookups) + " lookups hit" + (raw ? " · " + num(raw) + " raw GET miss" + (raw === 1 ? "" : "es") + "\u00a0†" : "") +
       (t.wait_hits ? " · " + num(t.wait_hits) + " after waiting on a compile lease" : "") : "no lookups yet";
     // In a namespace's view the chart is its lookups, the table its backends.
     $("hit-rate-hint").textContent = state.ns ? "(all of " + state.ns + "'s lookups; each backend in the table)" :
@@ -180,6 +180,7 @@
     $("kpi-bytes-out").textContent = bytes(t.bytes_out);
     $("kpi-bytes-in").textContent = bytes(t.bytes_in);
     $("kpi-writes").textContent = num(t.writes);
+    $("kpi-writes-unit").textContent = t.writes === 1 ? "write" : "writes";
     renderStore(st, state.ns ? CS.tables.usageOf(d, state.ns) : null, t.evictions);
     $("kpi-integrity").textContent = num(st.integrity_failures);
     $("kpi-integrity").parentNode.classList.toggle("alert", (st.integrity_failures || 0) > 0);
@@ -202,11 +203,14 @@
       // In a namespace's view the store is the namespace's (store_scope),
       // and its limit the namespace's quota.
       var own = state.ns && (st.namespaces || []).filter(function (n) { return n.namespace === state.ns; })[0];
-      CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
-      // Say when the charts show less than the range chosen, and why.
+      var gaps = CS.charts.render(d.series, { bytes: st.bytes, max_bytes: state.ns ? (own && own.max_bytes) || 0 : st.max_bytes, tier: st.tier }, state.ns);
+      // Say when the charts show less than the range chosen, and why, and
+      // what their shaded steps are.
       var now = Date.now() / 1000, span = d.series.t.length ? now - d.series.t[0] : 0;
-      $("range-note").textContent = span && span < RANGES[state.range] - 60 && state.fitFrom != null ?
-        "charts: the last " + CS.dur(span) + " (data since " + CS.dur(now - state.fitFrom) + " ago)" : "";
+      var notes = [];
+      if (span && span < RANGES[state.range] - 60 && state.fitFrom != null) notes.push("charts: the last " + CS.dur(span) + " (data since " + CS.dur(now - state.fitFrom) + " ago)");
+      if (gaps) notes.push("shaded: no sample (the server was not running)");
+      $("range-note").textContent = notes.join(" · ");
     }
     // Charts drawn while hidden (empty cache) get their size when shown.
     if (state.wasEmpty && !empty) CS.charts.resize();

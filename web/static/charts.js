@@ -45,18 +45,22 @@
   // the set of series changes. opts.marks[i], when given, lists for series
   // i whether each step had data of its own: points are drawn there only,
   // when the data are sparse, so that a lone step is visible and an empty
-  // step (or a cumulative line carried through one) gets no dot.
+  // step (or a cumulative line carried through one) gets no dot. In data,
+  // null is a step without a sample (a gap in the line, no bar; shaded,
+  // and "no sample" in the legend, where opts.gaps says so) and undefined
+  // a step with nothing to draw that the line passes over (a hit rate
+  // without lookups).
   function draw(id, names, data, fmt, opts) {
     opts = opts || {};
     var el = $(id), sig = names.join("|"), c = charts[id];
-    if (c && c.sig === sig) { c.marks = opts.marks || []; c.u.setData(data); return; }
+    if (c && c.sig === sig) { c.marks = opts.marks || []; c.gaps = opts.gaps || []; c.u.setData(data); return; }
     if (c) c.u.destroy();
     el.innerHTML = "";
-    c = charts[id] = { sig: sig, marks: opts.marks || [] };
+    c = charts[id] = { sig: sig, marks: opts.marks || [], gaps: opts.gaps || [] };
     var series = [{}].concat(names.map(function (n, i) {
       var color = (opts.colors && opts.colors[i]) || PALETTE[i % PALETTE.length];
-      var s = { label: n, stroke: color, width: i === 0 ? 2.2 : 1.5, spanGaps: true,
-        value: function (u, v) { return v == null ? "–" : fmt(v); },
+      var s = { label: n, stroke: color, width: i === 0 ? 2.2 : 1.5, spanGaps: false,
+        value: function (u, v, si, di) { return di != null && c.gaps[di] ? "no sample" : v == null ? "–" : fmt(v); },
         points: { size: 6, fill: color, show: true, filter: function (u, si) { return pointsAt(u, si, c.marks[si - 1]); } } };
       if (opts.dash && opts.dash[i]) s.dash = [6, 4];
       if (opts.fill && i === 0) s.fill = "rgba(76,194,255,0.10)";
@@ -77,7 +81,26 @@
       axes: [Object.assign({ space: xSpace }, AXIS), Object.assign({ size: axisSize, values: function (u, vs) { return vs.map(fmt); } },
         opts.ints ? { incrs: opts.ints === "bytes" ? BYTE_INCRS : INT_INCRS } : {}, AXIS)],
       legend: { live: true },
+      hooks: { drawClear: [function (u) { shadeGaps(u, c.gaps); }] },
     }, data, el);
+  }
+
+  // shadeGaps shades the steps without a sample (gaps[i] true) across the
+  // plot, so that a bar chart, whose empty step looks like a zero, shows
+  // them too.
+  function shadeGaps(u, gaps) {
+    var t = u.data[0], half = t.length > 1 ? (t[1] - t[0]) / 2 : 30, b = u.bbox, ctx = u.ctx;
+    ctx.save();
+    ctx.fillStyle = "rgba(139,152,165,0.13)";
+    for (var i = 0; i < t.length; i++) {
+      if (!gaps[i]) continue;
+      var j = i;
+      while (j + 1 < t.length && gaps[j + 1]) j++;
+      var x0 = Math.max(b.left, u.valToPos(t[i] - half, "x", true)), x1 = Math.min(b.left + b.width, u.valToPos(t[j] + half, "x", true));
+      if (x1 > x0) ctx.fillRect(x0, b.top, x1 - x0, b.height);
+      i = j;
+    }
+    ctx.restore();
   }
 
   // halfStepMargins is the x range of a bar chart: half a step more on
@@ -108,31 +131,48 @@
 
   function has(a) { return a.map(function (v) { return v > 0; }); }
 
+  // gapsOf lists for each step of s whether it had no sample (the server
+  // was not running): series.sampled false. A series without the field
+  // (an older server's) has a sample in every step.
+  function gapsOf(s) {
+    var sampled = s.sampled || [];
+    return s.t.map(function (_, i) { return sampled[i] === false; });
+  }
+
+  // holed returns the values of a with null at the gaps: a count there is
+  // no sample, not zero.
+  function holed(a, gaps) { return a.map(function (v, i) { return gaps[i] ? null : v; }); }
+
   // render draws the series s; store is the store's numbers (bytes, the
   // limit line's max_bytes, and its tier), scoped is the namespace when
-  // one is selected.
+  // one is selected. It returns how many steps had no sample.
   function render(s, store, scoped) {
-    var t = s.t, tot = s.total;
-    draw("chart-hit-rate", ["hit rate"], [t, tot.hit_rate], function (v) { return (100 * v).toFixed(0) + "%"; },
-      { y: { range: [0, 1] }, fill: true });
-    draw("chart-lookups", ["hits", "misses"], [t, tot.hits, tot.misses], function (v) { return num(Math.round(v)); },
-      { colors: ["#3fcf8e", "#ff6b6b"], bars: [true, true], ints: true });
+    var t = s.t, tot = s.total, gaps = gapsOf(s);
+    // A step without lookups has no hit rate: the line passes over it
+    // (undefined); one without a sample is a gap (null).
+    var rate = tot.hit_rate.map(function (v, i) { return gaps[i] ? null : v == null ? undefined : v; });
+    draw("chart-hit-rate", ["hit rate"], [t, rate], function (v) { return (100 * v).toFixed(0) + "%"; },
+      { y: { range: [0, 1] }, fill: true, gaps: gaps });
+    draw("chart-lookups", ["hits", "misses"], [t, holed(tot.hits, gaps), holed(tot.misses, gaps)], function (v) { return num(Math.round(v)); },
+      { colors: ["#3fcf8e", "#ff6b6b"], bars: [true, true], ints: true, gaps: gaps });
 
     // Cumulative time saved, in the unit its total reads best in: a first
     // run saves seconds, which 0.00 h on every tick would hide.
     var cum = [], acc = 0;
     tot.seconds_saved.forEach(function (v) { acc += v; cum.push(acc); });
     var unit = savedUnit(acc);
-    draw("chart-saved", [unit.name + " saved"], [t, cum.map(function (v) { return v / unit.seconds; })],
+    draw("chart-saved", [unit.name + " saved"], [t, holed(cum.map(function (v) { return v / unit.seconds; }), gaps)],
       function (v) { return (v >= 10 || v === Math.round(v) ? num(Math.round(v)) : v.toFixed(v >= 1 ? 1 : 2)) + " " + unit.abbr; },
-      { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)] });
+      { colors: ["#3fcf8e"], fill: true, marks: [has(tot.seconds_saved)], gaps: gaps });
 
-    draw("chart-bytes", ["served", "uploaded"], [t, tot.bytes_out, tot.bytes_in], bytes, { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes" });
+    draw("chart-bytes", ["served", "uploaded"], [t, holed(tot.bytes_out, gaps), holed(tot.bytes_in, gaps)], bytes,
+      { colors: ["#4cc2ff", "#c38bff"], bars: [true, true], ints: "bytes", gaps: gaps });
 
     // Store size: the whole store's, or in a namespace's view the bytes
-    // that namespace stores (its own series) against its quota. Carry the
-    // last sample forward; the limit is a flat line.
-    var last = null, size = s.store_bytes.map(function (v) { if (v) last = v; return last; });
+    // that namespace stores (its own series) against its quota. A step
+    // without a sample is null (a gap), an empty store 0; the newest step
+    // is the size now. The limit is a flat line.
+    var size = s.store_bytes.slice();
     var max = store.max_bytes || 0;
     var limit = t.map(function () { return max || null; });
     if (store.bytes != null && size.length) size[size.length - 1] = store.bytes;
@@ -143,13 +183,18 @@
     $("store-chart-title").textContent = scoped ? "Stored in " + scoped + (max ? " against its quota" : "") :
       store.tier === "shared" ? "Shared tier size (the whole fleet's entries; no limit)" : "Store size" + (max ? " against its limit" : "");
     draw("chart-store", max ? [scoped ? "stored" : "store size", scoped ? "quota" : "limit"] : [scoped ? "stored" : "store size"], max ? [t, size, limit] : [t, size], bytes,
-      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", marks: [has(s.store_bytes), t.map(function () { return false; })] });
+      { colors: ["#4cc2ff", "#ff6b6b"], dash: [false, true], fill: true, ints: "bytes", gaps: gaps,
+        marks: [s.store_bytes.map(function (v) { return v != null; }), t.map(function () { return false; })] });
 
     // The server's, like the store size: in a namespace's view the card
     // above counts only that namespace's evictions, so say whose these are.
     $("evictions-chart-title").textContent = "Evictions and integrity failures" + (scoped ? " (whole server)" : "");
-    draw("chart-evictions", ["evictions", "integrity failures"], [t, s.store_evictions, s.integrity_failures], function (v) { return num(Math.round(v)); },
-      { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true });
+    // An empty plot says nothing by itself: say that there were none.
+    var none = s.store_evictions.every(function (v) { return !v; }) && s.integrity_failures.every(function (v) { return !v; });
+    $("evictions-chart-hint").textContent = none ? "(none in this range)" : "";
+    draw("chart-evictions", ["evictions", "integrity failures"], [t, holed(s.store_evictions, gaps), holed(s.integrity_failures, gaps)], function (v) { return num(Math.round(v)); },
+      { colors: ["#f5b942", "#ff6b6b"], bars: [true, true], ints: true, gaps: gaps });
+    return gaps.filter(Boolean).length;
   }
 
   function resize() {

@@ -70,6 +70,22 @@
     ["Last seen", function (r) { return CS.ago(r.last_seen); }, "", String],
   ];
 
+  // bestText returns the text of the best of a row's values vs (dir
+  // "max" or "min"; fmt formats them), to be marked on every arm that
+  // shows it, or null when there is nothing to mark: a row without a
+  // better end or a value, or one where every arm shows the best (arms
+  // that tie all round beat none, and marking them all says nothing).
+  // Arms are compared as shown, so that two arms showing "75.0%" are
+  // both marked or neither is; an arm without a value ("–") is beaten.
+  function bestText(vs, dir, fmt) {
+    if (!dir) return null;
+    var best = null;
+    vs.forEach(function (v) { if (v != null && (best == null || (dir === "max" ? v > best : v < best))) best = v; });
+    if (best == null) return null;
+    var text = fmt(best);
+    return vs.every(function (v) { return v != null && fmt(v) === text; }) ? null : text;
+  }
+
   // armsThatFit is how many arms the sweep card has room for: at least
   // two (a sweep is two arms or more), at most MAX_ARMS. The card is shown
   // before this is asked; while the page is hidden it measures 0, and then
@@ -104,13 +120,12 @@
       return '<th class="num" data-run="' + esc(r.run) + '" title="' + esc(r.run) + '">' + esc(arm) + "</th>";
     }).join("") + "</tr>";
     var body = ROWS.map(function (row) {
-      var vs = arms.map(row[1]), best = null;
-      if (row[2]) vs.forEach(function (v) { if (v != null && (best == null || (row[2] === "max" ? v > best : v < best))) best = v; });
+      var vs = arms.map(row[1]), best = bestText(vs, row[2], row[3]);
       return "<tr><th>" + esc(row[0]) + "</th>" + vs.map(function (v) {
         var text = v == null ? "–" : row[3](v);
         // Text rows are cut to the column, with the full text as a title.
         if (row[3] === String) return '<td class="name" title="' + esc(text) + '">' + esc(text) + "</td>";
-        return '<td class="num' + (best != null && v === best && arms.length > 1 ? " best" : "") + '">' + esc(text) + "</td>";
+        return '<td class="num' + (best != null && text === best ? " best" : "") + '">' + esc(text) + "</td>";
       }).join("") + "</tr>";
     }).join("");
     $("sweep-table").tHead.innerHTML = head;
