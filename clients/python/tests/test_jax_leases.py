@@ -144,7 +144,11 @@ import jax, jax.numpy as jnp
 from jax._src import compiler
 import cachesvc.jax
 
-cachesvc.jax.install(leases=True, lease_ttl=1)  # every compile below outlasts the lease's TTL
+# The compile below takes ~6 s on 2 quiet cores, twice the TTL. A TTL of 3 s
+# (renewed every 1 s) leaves 2 s of slack: with lease_ttl=1 (0.5 s of slack)
+# a renewal delayed on a loaded machine let the lease expire and each waiter
+# compiled too (6 compiles, 4 entries, in CI at load average 20).
+cachesvc.jax.install(leases=True, lease_ttl=3)
 orig, compiles = compiler.backend_compile_and_load, [0]
 
 def counting(*a, **k):
@@ -154,7 +158,7 @@ def counting(*a, **k):
 compiler.backend_compile_and_load = counting
 
 def deep(w, x):
-    for _ in range(500):
+    for _ in range(1000):
         x = jnp.tanh(x @ w)
     return (x ** 2).mean()
 
