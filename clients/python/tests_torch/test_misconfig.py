@@ -64,10 +64,10 @@ def test_wrong_token_warns_once_saying_which_setting(cachesvc_binary, wasm_cache
 
 
 def test_missing_explanation_hook_is_info_and_caches_stay_routed(monkeypatch, caplog):
-    """A torch without one of the hash functions miss explanations wrap (torch
-    2.11 has no autograd_cache._get_debug_lines_for_cache_key) still routes
+    """A torch without the hash functions miss explanations wrap still routes
     every cache: one INFO line says only explanations are coarser. The warning
-    used to say "those caches are not routed", which was not so."""
+    used to say "those caches are not routed", which was not so (torch 2.11
+    on an H200)."""
     import importlib
 
     from cachesvc import Client
@@ -75,6 +75,7 @@ def test_missing_explanation_hook_is_info_and_caches_stay_routed(monkeypatch, ca
 
     mod = importlib.import_module(_keys.AOT_LINES[0])
     monkeypatch.delattr(mod, _keys.AOT_LINES[1])
+    monkeypatch.delattr(mod, _keys.AOT_KEY[1])
     with caplog.at_level(logging.INFO, logger="cachesvc"):
         svc = ct.install(client=Client("http://127.0.0.1:9", namespace="hooks"))
     try:
@@ -85,3 +86,37 @@ def test_missing_explanation_hook_is_info_and_caches_stay_routed(monkeypatch, ca
         assert len(infos) == 1 and "routed to cachesvc" in infos[0] and "fewer components" in infos[0], infos
     finally:
         ct.uninstall()
+
+
+def test_older_torch_explains_aot_misses_through_autograd_cache_key(monkeypatch, caplog):
+    """torch 2.11 (probed on an H200 image) has no _get_debug_lines_for_cache_key:
+    its autograd_cache_key computes the debug lines and returns (key, lines).
+    The client then wraps autograd_cache_key, records the components and
+    passes torch's result through unchanged. The stand-in below has 2.11's
+    contract; torch 2.11 itself cannot run beside the pinned 2.15."""
+    import importlib
+
+    from cachesvc import Client
+    from cachesvc.torch import _keys
+
+    mod = importlib.import_module(_keys.AOT_LINES[0])
+    monkeypatch.delattr(mod, _keys.AOT_LINES[1])
+    result = ("aOLDTORCHKEY", ["[0a1b2c] example_inputs[0]: TensorMetadata(device=device(type='cpu'))",
+                               "[3d4e5f] fx_config[config]: {}", "[6a7b8c] aot_config: AOTConfig()"])
+
+    def autograd_cache_key(gm, example_inputs, config, fx_config):  # 2.11's signature
+        return result
+
+    monkeypatch.setattr(mod, _keys.AOT_KEY[1], autograd_cache_key)
+    with caplog.at_level(logging.INFO, logger="cachesvc"):
+        svc = ct.install(client=Client("http://127.0.0.1:9", namespace="hooks"))
+    try:
+        assert svc is not None
+        assert [r.getMessage() for r in caplog.records if "lacks" in r.getMessage()] == []
+        assert getattr(mod, _keys.AOT_KEY[1]) is not autograd_cache_key, "autograd_cache_key not wrapped"
+        assert getattr(mod, _keys.AOT_KEY[1])(None, [], None, None) == result
+        comps = svc.components.get("aOLDTORCHKEY")
+        assert set(comps) >= {"graph", "device"} and comps["device"] == "cpu", comps
+    finally:
+        ct.uninstall()
+    assert getattr(mod, _keys.AOT_KEY[1]) is autograd_cache_key, "uninstall did not restore autograd_cache_key"

@@ -11,7 +11,7 @@ or configured from the environment (``CACHESVC_URL``, ``CACHESVC_NAMESPACE``,
 
     import cachesvc.torch; cachesvc.torch.install()
 
-How it hooks in (torch has no public backend API; coded against torch 2.15.0):
+How it hooks in (torch has no public backend API; coded against torch 2.15.0, and run on 2.11 on a GPU):
 
 * Every ``RemoteCache`` subclass in ``torch/_inductor/remote_cache.py`` has a
   ``backend_override_cls`` (torch's own tests inject backends with it). We set
@@ -256,8 +256,11 @@ def install(
                 mod = importlib.import_module(mod_name)
             except Exception:  # noqa: BLE001
                 mod = None
+            wanted_fn = fn_name
+            if mod is not None and not callable(getattr(mod, fn_name, None)) and fn_name == _keys.AOT_LINES[1]:
+                fn_name = _keys.AOT_KEY[1]  # an older torch: the key function returns the lines
             if mod is None or not callable(getattr(mod, fn_name, None)):
-                unexplained.append(f"{mod_name}.{fn_name}")
+                unexplained.append(f"{mod_name}.{wanted_fn}")
             else:
                 hooks.append((mod, fn_name))
     cpp_builder = None
@@ -310,7 +313,7 @@ def install(
             _set(cpp_builder, "build", _cpp.wrap_build(cpp_builder.build, service))
             on.append("cpp")
         for mod, fn_name in hooks:
-            wrap = _keys.wrap_fx_hash if (mod.__name__, fn_name) == _keys.FX_HASH else _keys.wrap_aot_lines
+            wrap = _keys.wrap_aot_lines if (mod.__name__, fn_name) == _keys.AOT_LINES else _keys.wrap_fx_hash
             _set(mod, fn_name, wrap(getattr(mod, fn_name), comps))
         if routes:
             try:

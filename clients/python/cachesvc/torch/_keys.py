@@ -209,11 +209,15 @@ def mega_signature(run: str) -> dict[str, Any]:
 # (module, attribute) of the functions wrapped, and how each yields debug lines.
 FX_HASH = ("torch._inductor.codecache", "compiled_fx_graph_hash")
 AOT_LINES = ("torch._functorch._aot_autograd.autograd_cache", "_get_debug_lines_for_cache_key")
+# Where AOT_LINES is missing (torch 2.11, as on an H200 image), autograd_cache_key
+# itself computes the debug lines and returns (key, lines), as compiled_fx_graph_hash does.
+AOT_KEY = ("torch._functorch._aot_autograd.autograd_cache", "autograd_cache_key")
 
 
 def wrap_fx_hash(orig: Callable[..., Any], comps: ComponentMap) -> Callable[..., Any]:
-    """Wraps ``compiled_fx_graph_hash``: it already returns (key, debug_lines),
-    so recording costs only parsing the lines."""
+    """Wraps ``compiled_fx_graph_hash`` (or, in torches without AOT_LINES,
+    ``autograd_cache_key``): it already returns (key, debug_lines), so
+    recording costs only parsing the lines."""
 
     @functools.wraps(orig)
     def compiled_fx_graph_hash(*args: Any, **kwargs: Any) -> Any:
