@@ -40,7 +40,7 @@ func (g *batchAPI) routes() []Route {
 // index). Duplicates are dropped, first occurrence kept.
 func (g *batchAPI) parseKeysRequest(c *fiber.Ctx) ([]cachekey.Key, error) {
 	var req wire.KeysRequest
-	if err := g.body.decodeJSON(c, &req); err != nil {
+	if err := g.body.decodeJSON(c, &req, "keys"); err != nil {
 		return nil, err
 	}
 	if len(req.Keys) == 0 {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -230,6 +232,7 @@ func (b *bodyReader) Err() error { return b.err }
 type bodies struct {
 	maxJSON int64
 	bytesIn prometheus.Counter
+	log     *slog.Logger // the debug line naming ignored fields
 }
 
 // readBody reads the whole request body, at most Config.MaxJSONBytes, for
@@ -253,17 +256,53 @@ func (b bodies) readBody(c *fiber.Ctx) ([]byte, error) {
 	return data, nil
 }
 
-// decodeJSON reads the request body with readBody and decodes it into v,
-// rejecting unknown fields: the one JSON body decoder of every endpoint.
+// decodeJSON reads the request body with readBody and decodes it into v
+// (a pointer to a struct): the one JSON body decoder of every endpoint.
 // Malformed JSON is 400 bad_json with a message naming the field and what
 // it must be (jsonBodyMessage).
-func (b bodies) decodeJSON(c *fiber.Ctx, v any) error {
+//
+// A field v does not have is ignored and named in a Warning header
+// (fieldpolicy.go), so that a newer client's optional field reaches an older
+// server as if absent; ?field_validation=strict refuses it instead (400
+// bad_json), for a client whose field must not be ignored. required names
+// the JSON fields without which the handler refuses the body: one missing
+// beside an unknown field (a typo, "hodler") is 400 bad_json naming both,
+// rather than a warning and the handler's less precise refusal.
+func (b bodies) decodeJSON(c *fiber.Ctx, v any, required ...string) error {
+	strict, err := strictFields(c)
+	if err != nil {
+		return err
+	}
 	data, err := b.readBody(c)
 	if err != nil {
 		return err
 	}
+	// Strict first: a body without unknown fields, nearly every one, is
+	// parsed once.
+	err = decodeOne(data, v, true)
+	if strict || err == nil || !isUnknownField(err) {
+		return err
+	}
+	reflect.ValueOf(v).Elem().SetZero() // what the strict pass filled in
+	if err := decodeOne(data, v, false); err != nil {
+		return err
+	}
+	unknown, missing := bodyFields(data, v, required)
+	if len(missing) > 0 {
+		return Errorf(http.StatusBadRequest, "bad_json", "%s", missingFieldMessage(missing[0], unknown, v))
+	}
+	warnUnknownFields(c, unknown)
+	b.log.Debug("unknown request body fields ignored", requestAttrs(c, "fields", unknown[:min(len(unknown), maxFieldWarnings)], "count", len(unknown))...)
+	return nil
+}
+
+// decodeOne decodes the JSON value data holds into v, refusing unknown
+// fields when strict; an error is 400 bad_json saying what is wrong.
+func decodeOne(data []byte, v any, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_json", Message: jsonBodyMessage(err, v), Err: err} // jsonerr.go
 	}

@@ -97,6 +97,16 @@ func fieldType(v any, path string) reflect.Type {
 
 // jsonFields returns the quoted JSON field names of the struct v points to.
 func jsonFields(v any) []string {
+	names := jsonNames(v)
+	for i, n := range names {
+		names[i] = fmt.Sprintf("%q", n)
+	}
+	return names
+}
+
+// jsonNames returns the JSON field names of the struct v points to, as
+// encoding/json names them: the tag's name, else the Go field's.
+func jsonNames(v any) []string {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -117,7 +127,7 @@ func jsonFields(v any) []string {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, fmt.Sprintf("%q", name))
+		out = append(out, name)
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func (s *Server) LeaseCounts() (held, waiting int) { return s.leases.Counts() }
 func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 	ns, key := reqOf(c).Namespace, reqOf(c).Key
 	var req wire.LeaseRequest
-	if err := g.body.decodeJSON(c, &req); err != nil {
+	if err := g.body.decodeJSON(c, &req, "holder"); err != nil {
 		return err
 	}
 	if err := lease.ValidateHolder(req.Holder); err != nil {
@@ -145,7 +145,7 @@ func (g *leasesAPI) handleRelease(c *fiber.Ctx) error {
 		var req struct {
 			Holder string `json:"holder"`
 		}
-		if err := g.body.decodeJSON(c, &req); err != nil {
+		if err := g.body.decodeJSON(c, &req, "holder"); err != nil {
 			return err
 		}
 		holder = req.Holder

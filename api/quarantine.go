@@ -166,7 +166,7 @@ func (g *quarantineAPI) handleReport(c *fiber.Ctx) error {
 	}
 	r := reqOf(c)
 	var b reportBody
-	if err := g.body.decodeJSON(c, &b); err != nil {
+	if err := g.body.decodeJSON(c, &b, "reason"); err != nil {
 		return err
 	}
 	if err := checkReason("reason", b.Reason, store.MaxReasonLen, false); err != nil {
@@ -239,7 +239,7 @@ func (g *quarantineAPI) handleQuarantine(c *fiber.Ctx) error {
 	}
 	r := reqOf(c)
 	var b reasonBody
-	if err := g.body.decodeJSON(c, &b); err != nil {
+	if err := g.body.decodeJSON(c, &b, "reason"); err != nil {
 		return err
 	}
 	if err := checkReason("reason", b.Reason, store.MaxReasonLen, false); err != nil {

@@ -321,7 +321,7 @@ func (s *Server) init() error {
 	// the error reaches the middleware above like any other, so the
 	// request is still counted and logged.
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
-	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn}
+	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn, log: s.log}
 	reports, err := newReportsCounter(cfg.Registry)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,6 +61,10 @@ type Config struct {
 	// (the server's bound on one ?wait=), and at most 0.8 times a
 	// StallTimeout that applies.
 	WaitSlice time.Duration
+	// Logger receives each distinct Warning a server answers with, once
+	// (warning.go): an older server ignoring a field this client sends.
+	// Nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Client talks to one cachesvc server. It is safe for concurrent use.
@@ -70,6 +75,8 @@ type Client struct {
 	// slice is the long polls' current slice in nanoseconds: WaitSlice,
 	// or less after a proxy cut one (longpoll.go).
 	slice atomic.Int64
+	// warned holds the server warnings logged (warning.go).
+	warned warnings
 }
 
 // ParseBaseURL parses a server's base URL as New takes it: http or https,
@@ -180,6 +187,7 @@ func (c *Client) do(req *http.Request, ok ...int) (*http.Response, error) {
 	if err != nil {
 		return nil, err // a *url.Error: it names the method and URL
 	}
+	c.noteWarnings(req, resp)
 	for _, s := range ok {
 		if resp.StatusCode == s {
 			return resp, nil
@@ -387,6 +395,7 @@ func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl t
 	if err != nil {
 		return l, false, fmt.Errorf("acquire lease: %w", err)
 	}
+	c.noteWarnings(req, resp)
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusConflict:

@@ -132,7 +132,8 @@ type Lease struct {
 	// it binds this replica only, and another replica may compile too.
 	Local bool
 	// Renewed is true for a grant to the holder that already held the live
-	// lease: it extended that lease rather than granting a new one. Holders
+	// lease: it extended that lease rather than granting a new one, and
+	// never moved its expiry earlier (renewedExpiry). Holders
 	// name a process (host:pid), so a caller that did not take the lease
 	// itself learns that another part of its process compiles the key and
 	// should wait for the entry instead of compiling it a second time.
@@ -341,8 +342,23 @@ func (t *Table) acquireLocal(ns string, key cachekey.Key, holder string, ttl tim
 	// Waiters parked behind an expired lease keep waiting for the new holder.
 	renewed := s != nil && !s.remote && s.holder == holder && now.Before(s.expires)
 	l := Lease{Holder: holder, Expires: now.Add(ttl), Local: local, Renewed: renewed}
+	if renewed {
+		l.Expires = renewedExpiry(s.expires, l.Expires)
+	}
 	t.setLocked(id, l, false)
 	return l, true, nil
+}
+
+// renewedExpiry is the expiry of a live lease renewed by its holder: the
+// later of the one it had and the one asked for. A holder names a process,
+// so the renewal may come from another thread of it, asking with a shorter
+// ttl_s than the thread compiling took the lease for; shortening would let
+// another process take the lease over and compile the key a second time.
+func renewedExpiry(had, asked time.Time) time.Time {
+	if had.After(asked) {
+		return had
+	}
+	return asked
 }
 
 // reserveLocked checks that (ns, key) may become a lease this table grants:

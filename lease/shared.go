@@ -85,6 +85,9 @@ func (t *Table) acquireShared(ctx context.Context, ns string, key cachekey.Key, 
 		// The holder's own live record: this grant renews it (see
 		// Lease.Renewed). Its raw expiry counts, not the skew margin.
 		want.Renewed = err == nil && cur.Holder == holder && now.Before(cur.Expires)
+		if want.Renewed {
+			want.Expires = renewedExpiry(cur.Expires, want.Expires)
+		}
 		switch {
 		case errors.Is(err, ErrNotHeld):
 			_, err = t.shared.Create(ctx, ns, key, want)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import random
 import socket
@@ -24,6 +25,8 @@ from typing import IO, Any, Mapping
 from . import _ed25519
 from ._authpause import AuthPause
 from ._types import Error
+
+log = logging.getLogger("cachesvc")
 
 _CHUNK = 256 * 1024
 _USER_AGENT = "cachesvc-python/0.1"
@@ -297,6 +300,50 @@ def _json_body(r: _Response) -> dict[str, Any]:
     return doc
 
 
+# The server warnings already logged (each once per process), and how many
+# distinct ones are remembered: past it, new ones are no longer logged.
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+_MAX_WARNINGS_SEEN = 64
+
+
+def _warning_text(v: str) -> str:
+    """The text of a Warning header value (``code agent "text" ["date"]``,
+    RFC 7234 section 5.5) unquoted, or the value itself when it is not of
+    that form."""
+    parts = v.split(" ", 2)
+    if len(parts) < 3 or not parts[2].startswith('"'):
+        return v
+    out = []
+    rest = parts[2]
+    i = 1
+    while i < len(rest):
+        ch = rest[i]
+        if ch == '"':
+            return "".join(out)
+        if ch == "\\" and i + 1 < len(rest):
+            i += 1
+            ch = rest[i]
+        out.append(ch)
+        i += 1
+    return v  # unterminated
+
+
+def _note_warnings(method: str, path: str, resp: http.client.HTTPResponse) -> None:
+    """Logs, once per process, each distinct Warning header of ``resp``: a
+    cachesvc server names there a field of the request's JSON body that it
+    ignored because it does not know it (it is older than this client),
+    e.g. ``299 - "unknown field \\"priority\\" ignored"``."""
+    values = resp.msg.get_all("Warning") if resp.msg is not None else None
+    for v in values or ():
+        text = _warning_text(v)
+        with _warned_lock:
+            if text in _warned or len(_warned) >= _MAX_WARNINGS_SEEN:
+                continue
+            _warned.add(text)
+        log.warning("the server ignored part of a request (%s %s): %s", method, path, text)
+
+
 def _seekable(f: Any) -> bool:
     try:
         return bool(f.seekable())
@@ -453,6 +500,7 @@ class _Transport:
                 rest = deadline.remaining()
                 conn.sock.settimeout(None if rest is None else max(rest, 0.001))
             r = _Response(self, conn, resp, deadline)
+            _note_warnings(method, path, resp)
             if r.status != 401:
                 self._auth.succeeded()
             if r.status == 404 and 404 in allow:
