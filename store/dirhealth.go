@@ -36,6 +36,24 @@ func statDirID(dir string) (dirID, error) {
 // waits forever for a memtable flush that cannot create its table file.
 // It costs a stat and an access(2), no I/O on the store's files, and works
 // after Close too.
+//
+// # Notes
+//
+// While the server runs on, Badger needs the directory again only when a
+// memtable fills (Config.MemTableSize of keys and metadata; chunks go to
+// the value log) and it must create the next one. Where it cannot, Badger
+// (v4.9.6, not patched for this) fails that write, then logs "error
+// flushing memtable to disk ... retrying" at ERROR once a second for good,
+// at no CPU to speak of, and is left without a memtable: reads then panic
+// on a nil pointer, and the next write fails Badger's assertion, which
+// ends the process (log.Fatalf). Put refuses uploads while the directory
+// is gone (its free-space check cannot statfs it), so there only the
+// store's own writes (access times, expiry) fill the memtable, slowly; in
+// a directory that is there but not writable (EACCES; root is not
+// refused) uploads go on, and about 2,000 small ones fill a 1 MiB
+// memtable. Restart on a directory the store can write, as the readiness
+// probe and watchDir's ERROR line say; bounding this in the store means
+// refusing writes while DirErr fails, not a change to Badger.
 func (s *Badger) DirErr() error {
 	dir := s.cfg.Dir
 	id, err := statDirID(dir)

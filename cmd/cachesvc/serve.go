@@ -400,15 +400,17 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		// Stored entries are in Badger's write-ahead log, which the next
 		// start on the same directory replays: only the batched access
 		// times are Close's to write.
-		lost:  "access times of its last " + store.DefaultFlushInterval.String() + ", which order evictions",
-		close: func(context.Context) error { return stores.close() }})
+		lost:     "access times of its last " + store.DefaultFlushInterval.String() + ", which order evictions",
+		close:    func(context.Context) error { return stores.close() },
+		needsDir: true})
 	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err != nil {
 		return err
 	}
 	closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
-		lost:  "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
-		close: func(context.Context) error { return sts.Close() }})
+		lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
+		close:    func(context.Context) error { return sts.Close() },
+		needsDir: true})
 	hookStats.Store(sts)
 	admitConfigured(sts, o.quotas)                     // namespaces.go
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go

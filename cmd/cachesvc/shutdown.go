@@ -13,7 +13,8 @@ import (
 // exit: the statistics, the store, the plugins' signature memo and the
 // last fleet heartbeat. Closing a healthy store takes well under a second
 // (Badger flushes at most one memtable, 64 MiB); one that cannot write (its
-// --data deleted under it) never returned, and only SIGKILL ended serve.
+// --data deleted under it) never returns, so closeAll does not run it then
+// (closeStep.needsDir), and the margin bounds what else may hang.
 const closeMargin = 5 * time.Second
 
 // closeStep is one thing serve closes at exit.
@@ -28,6 +29,13 @@ type closeStep struct {
 	// apart runs it beside the others rather than in their order: it
 	// waits on the network, not on the data directory.
 	apart bool
+	// needsDir marks a Badger database in the data directory. Its Close
+	// flushes the memtable into a new table file there and, when that
+	// cannot be created, retries every second for good; so while the
+	// directory is gone or not writable (closer.dirErr) closeAll does not
+	// run it: it would save nothing, and serve would wait out the whole
+	// --shutdown-grace + closeMargin for it.
+	needsDir bool
 }
 
 // closer closes what serve opened, last opened first, within a deadline.
@@ -47,36 +55,49 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // deadline whatever happens: a step that has not returned by then is left
 // running (the process is about to exit) and named in the error with those
 // never reached, with what is lost, and why when the data directory is gone
-// or not writable. Errors the steps return are joined to it. A data
+// or not writable. A needsDir step reached while the directory is gone or
+// not writable is not run, and named with what is lost; the others still
+// close in order. Errors the steps return are joined to it. A data
 // directory gone or not writable is an error even when everything closed.
 func (c *closer) closeAll(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	type result struct {
-		i   int
-		err error
+		i       int
+		err     error
+		skipped bool // a needsDir step, not run
 	}
 	results := make(chan result, len(c.steps))
 	var ordered []int
 	for i := len(c.steps) - 1; i >= 0; i-- {
 		if c.steps[i].apart {
-			go func() { results <- result{i, c.steps[i].close(ctx)} }()
+			go func() { results <- result{i: i, err: c.steps[i].close(ctx)} }()
 		} else {
 			ordered = append(ordered, i)
 		}
 	}
 	go func() {
 		for _, i := range ordered {
-			results <- result{i, c.steps[i].close(ctx)}
+			// Looked at as each is reached: a directory deleted
+			// while an earlier step closed counts too.
+			if c.steps[i].needsDir && c.dirErr != nil && c.dirErr() != nil {
+				results <- result{i: i, skipped: true}
+				continue
+			}
+			results <- result{i: i, err: c.steps[i].close(ctx)}
 		}
 	}()
 	done := make([]bool, len(c.steps))
+	var skipped []string
 	var errs []error
 wait:
 	for range c.steps {
 		select {
 		case r := <-results:
 			done[r.i] = true
+			if r.skipped {
+				skipped = append(skipped, c.steps[r.i].lostText())
+			}
 			if r.err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", c.steps[r.i].what, r.err))
 			}
@@ -87,27 +108,37 @@ wait:
 	var stuck []string
 	for i := len(c.steps) - 1; i >= 0; i-- {
 		if !done[i] {
-			stuck = append(stuck, fmt.Sprintf("%s (%s)", c.steps[i].what, c.steps[i].lost))
+			stuck = append(stuck, c.steps[i].lostText())
 		}
 	}
 	var derr error
 	if c.dirErr != nil {
 		derr = c.dirErr()
 	}
-	if len(stuck) == 0 {
-		if derr != nil {
-			// Everything closed, into a directory that is gone (or
-			// cannot take the next start's writes): not a clean stop.
-			errs = append([]error{fmt.Errorf("closed, but %w", derr)}, errs...)
-		}
+	var parts []string
+	if len(skipped) > 0 {
+		parts = append(parts, "Not closed (closing would wait for good to write into the directory): "+strings.Join(skipped, "; "))
+	}
+	if len(stuck) > 0 {
+		parts = append(parts, fmt.Sprintf("Not closed by the end of --shutdown-grace + %s: %s", closeMargin, strings.Join(stuck, "; ")))
+	}
+	var err error
+	switch {
+	case derr != nil && len(parts) == 0:
+		// Everything closed, into a directory that is gone (or
+		// cannot take the next start's writes): not a clean stop.
+		err = fmt.Errorf("closed, but %w", derr)
+	case derr != nil:
+		// The cause first: it is what the operator must act on.
+		err = fmt.Errorf("%w. %s", derr, strings.Join(parts, ". "))
+	case len(parts) > 0:
+		msg := strings.Join(parts, ". ")
+		err = errors.New(strings.ToLower(msg[:1]) + msg[1:])
+	default:
 		return errors.Join(errs...)
 	}
-	list := strings.Join(stuck, "; ")
-	if derr != nil {
-		// The cause first: it is what the operator must act on.
-		derr = fmt.Errorf("%w. Not closed by the end of --shutdown-grace + %s: %s", derr, closeMargin, list)
-		return errors.Join(append([]error{derr}, errs...)...)
-	}
-	err := fmt.Errorf("not closed by the end of --shutdown-grace + %s: %s", closeMargin, list)
 	return errors.Join(append([]error{err}, errs...)...)
 }
+
+// lostText names the step and what is lost when it does not close.
+func (s closeStep) lostText() string { return fmt.Sprintf("%s (%s)", s.what, s.lost) }
