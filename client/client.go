@@ -53,14 +53,16 @@ type Config struct {
 	// moved no byte in either direction for this long (a hung server or a
 	// silent network), instead of waiting forever; progress in either
 	// direction keeps a slow transfer going. It applies only when
-	// HTTPClient is nil, and must exceed WaitSlice.
+	// HTTPClient is nil. A long poll moves no byte while it waits, so it
+	// also caps WaitSlice (below).
 	StallTimeout time.Duration
 	// WaitSlice is the longest single ?wait= request of a long poll (Get
 	// with a wait): a longer wait is sent as slices of at most this, each
 	// continuing the last (&waited=), so that a reverse proxy's read
 	// timeout does not cut it; a proxy that cuts one all the same (its own
 	// 504) makes the slices 0.8 times the cut. 0 means 50 s; at most 300 s
-	// (the server's bound on one ?wait=).
+	// (the server's bound on one ?wait=), and with StallTimeout at most 0.8
+	// times it (not under 1 s), so that a wait does not end in ErrStalled.
 	WaitSlice time.Duration
 }
 
@@ -113,6 +115,11 @@ func New(cfg Config) (*Client, error) {
 		cfg.WaitSlice = defaultWaitSlice
 	case cfg.WaitSlice > maxWait:
 		cfg.WaitSlice = maxWait
+	}
+	if cfg.StallTimeout > 0 {
+		// Nothing moves during a slice: one as long as the stall timeout
+		// would always fail with ErrStalled while the holder compiles.
+		cfg.WaitSlice = min(cfg.WaitSlice, max(cfg.StallTimeout*4/5, minSlice))
 	}
 	c := &Client{base: u, cfg: cfg, hc: hc}
 	c.slice.Store(int64(cfg.WaitSlice))
