@@ -1,5 +1,9 @@
 // Package client is a Go client for cachesvc's v1 HTTP API, used by the
-// `cachesvc warm` and `cachesvc agent` subcommands and by integration tests.
+// `cachesvc warm` and `cachesvc agent` subcommands, by integration tests and
+// by any Go program that embeds the cache (Example: look up, compile on a
+// miss, store). Entries live under a namespace ("default" unless the
+// operator made others) and a key of 64 lowercase hex characters, which
+// Keys computes from a signature on a server with plugins.
 //
 // Every method takes a context, streams bodies (nothing is buffered whole)
 // and returns an *Error for a JSON error response, so callers can match the
@@ -58,8 +62,8 @@ type Config struct {
 	// continuing the last (&waited=), so that a reverse proxy's read
 	// timeout does not cut it; a proxy that cuts one all the same (its own
 	// 504) makes the slices 0.8 times the cut. 0 means 50 s; at most 300 s
-	// (the server's bound on one ?wait=), and at most 0.8 times a
-	// StallTimeout that applies.
+	// (the server's bound on one ?wait=), and with StallTimeout at most 0.8
+	// times it (not under 1 s), so that a wait does not end in ErrStalled.
 	WaitSlice time.Duration
 	// Logger receives each distinct Warning a server answers with, once
 	// (warning.go): an older server ignoring a field this client sends.
@@ -269,7 +273,9 @@ func JAXKeySignature(jaxKey string) map[string]string {
 
 // PutOptions are the optional headers of a PUT.
 type PutOptions struct {
-	// Size is the body length, or -1 when unknown (chunked upload).
+	// Size is the body length, or -1 when unknown (chunked upload). 0 means
+	// not given: the length of a *bytes.Reader, *bytes.Buffer or
+	// *strings.Reader, any other reader sent chunked.
 	Size int64
 	// SHA256, when set, is sent as X-Content-SHA256 and verified by the server.
 	SHA256         []byte
@@ -285,9 +291,11 @@ func (c *Client) Put(ctx context.Context, ns, key string, r io.Reader, o PutOpti
 	if err != nil {
 		return false, err
 	}
-	req.ContentLength = o.Size
-	if o.Size == 0 {
-		req.Body = http.NoBody
+	// Size 0 is "not given" (PutOptions are optional): keep the length
+	// NewRequest found for a *bytes.Reader, *bytes.Buffer or *strings.Reader,
+	// or send any other reader chunked. Forcing 0 stored an empty entry.
+	if o.Size != 0 {
+		req.ContentLength = o.Size
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if o.SHA256 != nil {

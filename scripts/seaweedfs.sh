@@ -11,6 +11,18 @@
 #   SEAWEEDFS_VERSION   module version (default: the pinned pseudo-version)
 set -euo pipefail
 
+case "${1:-}" in
+"") ;;
+-h | --help)
+	sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+*)
+	echo "seaweedfs.sh: unknown argument $1 (try --help)" >&2
+	exit 2
+	;;
+esac
+
 SEAWEEDFS_VERSION="${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/cachesvc/bin"
 bin="$dir/weed"
@@ -23,8 +35,13 @@ fi
 mkdir -p "$dir"
 start=$SECONDS
 # Outside this module, so that nothing touches the repository's go.mod.
-moddir="$(cd "$dir" && GOFLAGS= go mod download -json "github.com/seaweedfs/seaweedfs@${SEAWEEDFS_VERSION}" |
-	sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+# On failure go prints its reason inside the JSON (the "Error" field).
+if ! json="$(cd "$dir" && GOFLAGS= go mod download -json "github.com/seaweedfs/seaweedfs@${SEAWEEDFS_VERSION}" 2>&1)"; then
+	echo "seaweedfs.sh: cannot download github.com/seaweedfs/seaweedfs@${SEAWEEDFS_VERSION} (check the network, GOPROXY and SEAWEEDFS_VERSION):" >&2
+	echo "$json" >&2
+	exit 1
+fi
+moddir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")"
 if [[ -z "$moddir" || ! -d "$moddir" ]]; then
 	echo "seaweedfs.sh: go mod download gave no module directory" >&2
 	exit 1

@@ -9,11 +9,21 @@
 #   scripts/soak.sh                 # 10 minutes
 #   scripts/soak.sh --minutes 2 --rps 300 --workers 16
 #
-# Every flag after --minutes is passed to the load program (see
-# `go run ./scripts/soak --help`). CACHESVC_SOAK_MINUTES sets the default
+# --minutes N, when given, comes first; every other flag is passed to the
+# load program (listed by --help). CACHESVC_SOAK_MINUTES sets the default
 # duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+-h | --help)
+  sed -n '2,14p' scripts/soak.sh | sed 's/^# \{0,1\}//'
+  echo
+  echo "Load program flags:"
+  go run ./scripts/soak -help 2>&1 | tail -n +2
+  exit 0
+  ;;
+esac
 
 minutes=${CACHESVC_SOAK_MINUTES:-10}
 if [[ ${1:-} == --minutes ]]; then
@@ -38,7 +48,8 @@ go build -o "$work/soak" ./scripts/soak
 
 # A token with write access to the soak namespace, so that the soak runs
 # through authentication as a deployment would.
-token_out=$("$work/cachesvc" token new --name soak --scopes soak:write)
+# Its stderr (advice to keep the token) is kept with stdout, shown only on failure.
+token_out=$("$work/cachesvc" token new --name soak --scopes soak:write 2>&1)
 token=$(sed -n 's/^token: //p' <<<"$token_out")
 sed -n 's/^line: //p' <<<"$token_out" >"$work/tokens"
 [[ -n $token && -s $work/tokens ]] || { echo "soak: could not make a token:"; echo "$token_out"; exit 2; }

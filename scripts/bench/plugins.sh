@@ -16,7 +16,9 @@ cd "$(dirname "$0")/../.."
 count=3
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n) count="$2"; shift 2 ;;
+    -n)
+      [ $# -ge 2 ] || { echo "plugins.sh: -n needs a value (try --help)" >&2; exit 2; }
+      count="$2"; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "plugins.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac

@@ -25,6 +25,10 @@ peers_only=0
 brbin=${BAZEL_REMOTE_BIN:-}
 while [ $# -gt 0 ]; do
   case "$1" in
+    -d|-r|-o|--bazel-remote)
+      [ $# -ge 2 ] || { echo "run.sh: $1 needs a value (try --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     -d) dur="$2"; shift 2 ;;
     -r) rounds="$2"; shift 2 ;;
     -o) out="$2"; shift 2 ;;

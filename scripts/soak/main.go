@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,22 +50,12 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.url, "url", "http://127.0.0.1:8080", "server base URL")
-	flag.StringVar(&o.token, "token", os.Getenv("CACHESVC_TOKEN"), "bearer token (default $CACHESVC_TOKEN)")
-	flag.StringVar(&o.ns, "ns", "soak", "namespace")
-	flag.IntVar(&o.pid, "pid", 0, "server PID whose RSS to sample (0: none)")
-	flag.Float64Var(&o.minutes, "minutes", 10, "how long to run")
-	flag.IntVar(&o.workers, "workers", 8, "concurrent clients")
-	flag.Float64Var(&o.rps, "rps", 150, "request rate cap, all workers together")
-	flag.Int64Var(&o.maxRequests, "max-requests", 0, "stop after this many requests (0: minutes × 60 × rps)")
-	flag.IntVar(&o.programs, "programs", 2000, "distinct programs (keys) in play")
-	flag.IntVar(&o.maxSize, "max-size", 512<<10, "largest entry in bytes (sizes are spread from 1 KiB up to this)")
-	flag.IntVar(&o.batchKeys, "batch-keys", 16, "keys per batch request")
-	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
-	flag.Parse()
-	if o.maxRequests <= 0 {
-		o.maxRequests = int64(o.minutes * 60 * o.rps)
+	o, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		os.Exit(2)
 	}
 	ok, err := run(o)
 	if err != nil {
@@ -74,6 +65,37 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads the command line; getenv supplies $CACHESVC_TOKEN and
+// usage and errors go to out.
+func parseFlags(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:8080", "server base URL")
+	// Not the flag's default: -help prints defaults, and this one is a secret.
+	fs.StringVar(&o.token, "token", "", "bearer token (default $CACHESVC_TOKEN)")
+	fs.StringVar(&o.ns, "ns", "soak", "namespace")
+	fs.IntVar(&o.pid, "pid", 0, "server PID whose RSS to sample (0: none)")
+	fs.Float64Var(&o.minutes, "minutes", 10, "how long to run")
+	fs.IntVar(&o.workers, "workers", 8, "concurrent clients")
+	fs.Float64Var(&o.rps, "rps", 150, "request rate cap, all workers together")
+	fs.Int64Var(&o.maxRequests, "max-requests", 0, "stop after this many requests (0: minutes × 60 × rps)")
+	fs.IntVar(&o.programs, "programs", 2000, "distinct programs (keys) in play")
+	fs.IntVar(&o.maxSize, "max-size", 512<<10, "largest entry in bytes (sizes are spread from 1 KiB up to this)")
+	fs.IntVar(&o.batchKeys, "batch-keys", 16, "keys per batch request")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.token == "" {
+		o.token = getenv("CACHESVC_TOKEN")
+	}
+	if o.maxRequests <= 0 {
+		o.maxRequests = int64(o.minutes * 60 * o.rps)
+	}
+	return o, nil
 }
 
 // program is one simulated compiled program: a JAX-style key, its cache key

@@ -181,7 +181,7 @@ func main() {
 		fatal(errors.New("give -bin, or -url and -data"))
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conc + 2, DisableCompression: true}}
-	if err := waitHealthy(hc, *base); err != nil {
+	if err := waitReady(hc, *base); err != nil {
 		fatal(err)
 	}
 
@@ -312,10 +312,12 @@ func put(hc *http.Client, base string, body []byte) (int, time.Duration, error) 
 	return resp.StatusCode, retry, nil
 }
 
-func waitHealthy(hc *http.Client, base string) error {
+// waitReady waits for /readyz: /healthz answers 200 while the store opens
+// and the plugins compile, when every PUT still gets 503 starting.
+func waitReady(hc *http.Client, base string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := hc.Get(base + "/healthz")
+		resp, err := hc.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -324,7 +326,7 @@ func waitHealthy(hc *http.Client, base string) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("%s/healthz did not answer 200 within 30s", base)
+	return fmt.Errorf("%s/readyz did not answer 200 within 30s (a server started with -bin logs why above)", base)
 }
 
 func freeAddr() (string, error) {

@@ -82,7 +82,7 @@ func main() {
 	fs.IntVar(&cfg.conc, "c", 1, "concurrent connections")
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to run (get, put, lookup; batch and seq repeat whole passes over the entries for at least this long, one pass at least)")
 	fs.Int64Var(&cfg.requests, "n", 0, "stop after this many requests (0: only the duration bounds the run)")
-	fs.StringVar(&cfg.sigFile, "signature", "", "lookup: JSON signature file to POST")
+	fs.StringVar(&cfg.sigFile, "signature", "", "lookup: JSON signature file to POST (go run ./scripts/bench/gensig); an entry must be stored under its key: the run measures hits")
 	fs.IntVar(&cfg.batch, "batch", 1000, "batch: keys per batch request")
 	fs.StringVar(&cfg.seed, "seed", "bench", "seed that derives keys and contents")
 	fs.BoolVar(&cfg.digest, "digest", false, "lookup: send only the signature's SHA-256 (digest-first), not its bytes")
@@ -346,6 +346,9 @@ func lookupOp(ctx context.Context, hc *http.Client, cfg config, l lookup) (int64
 	if resp.StatusCode == http.StatusPreconditionRequired {
 		return got, errors.New("lookup: 428: the server's memo does not know this digest (run one full lookup first)")
 	}
+	if resp.StatusCode == http.StatusNotFound {
+		return got, errors.New("lookup: 404, a miss: the lookup figures are hits; PUT an entry under the signature's key (POST /v1/{ns}/keys) first, as run.sh's sig_for does")
+	}
 	if resp.StatusCode != http.StatusOK {
 		return got, fmt.Errorf("lookup: %s", resp.Status)
 	}
@@ -355,6 +358,9 @@ func lookupOp(ctx context.Context, hc *http.Client, cfg config, l lookup) (int64
 func runLookup(ctx context.Context, cfg config) (Result, error) {
 	if !isCachesvc(cfg.target) {
 		return Result{}, errors.New("lookup runs only against cachesvc")
+	}
+	if cfg.sigFile == "" {
+		return Result{}, errors.New("-mode lookup needs -signature FILE, a JSON signature to POST; make one with: go run ./scripts/bench/gensig -size 1MiB -o sig.json")
 	}
 	sig, err := os.ReadFile(cfg.sigFile)
 	if err != nil {
