@@ -70,12 +70,12 @@ SERVER_PID=$!
 URL=""
 for _ in $(seq 1 600); do
 	URL="$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$WORK/server.log" | head -1 || true)"
-	[[ -n "$URL" ]] && "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/healthz", timeout=2)' "$URL" 2>/dev/null && break
+	[[ -n "$URL" ]] && "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/readyz", timeout=2)' "$URL" 2>/dev/null && break
 	kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log"; echo "gpu-check: the server exited"; exit 1; }
 	URL=""
 	sleep 0.1
 done
-[[ -n "$URL" ]] || { cat "$WORK/server.log"; echo "gpu-check: the server never became healthy"; exit 1; }
+[[ -n "$URL" ]] || { cat "$WORK/server.log"; echo "gpu-check: the server never became ready"; exit 1; }
 echo "serving on $URL"
 
 # run NAME CMD...: one process with fresh local caches; its last stdout line -> $WORK/NAME.json
