@@ -5,9 +5,11 @@ own key, plus a fingerprint of the loaded jaxlib build."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -166,13 +168,79 @@ def _jaxlib_extension_files() -> list[str]:
 _build_lock = threading.Lock()
 _build_memo: tuple[tuple, str] | None = None  # ((path, size, mtime_ns) per file, digest)
 
+# The digest is also kept on disk, so that a process does not read jaxlib's
+# ~333 MB again when an earlier process on the host already did (~1 s, paid
+# by every warm process otherwise). A file's inode, device and ctime join
+# its size and mtime there: ctime cannot be set back (utime sets mtime and
+# moves ctime), so a file rewritten in place is read again.
+_DISK_MEMO_NAME = "jaxlib-build.json"
+_DISK_MEMO_ENTRIES = 8  # jaxlib installs remembered (venvs on one host); the oldest goes
+
+
+def _disk_memo_path() -> str:
+    """``$XDG_CACHE_HOME/cachesvc/jaxlib-build.json`` (``~/.cache`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cachesvc", _DISK_MEMO_NAME)
+
+
+def _disk_stamp(files: list[str]) -> list[list]:
+    """Per file: path, size, mtime, ctime, inode, device (JSON-ready)."""
+    return [[p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+            for p in files for st in (os.stat(p),)]
+
+
+def _disk_memo_entries(path: str) -> list[dict[str, Any]]:
+    """The memo file's entries; [] when it is missing or not ours."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        entries = doc.get("entries") if isinstance(doc, dict) and doc.get("version") == 1 else None
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _disk_memo_get(stamp: list[list]) -> str:
+    """The digest remembered for exactly these files, or ""."""
+    for e in _disk_memo_entries(_disk_memo_path()):
+        digest = e.get("sha256")
+        if e.get("files") == stamp and isinstance(digest, str) and len(digest) == 64:
+            try:
+                int(digest, 16)
+            except ValueError:
+                continue
+            return digest
+    return ""
+
+
+def _disk_memo_put(stamp: list[list], digest: str) -> None:
+    """Remembers digest for these files (newest first, at most
+    _DISK_MEMO_ENTRIES), written whole to a temporary file and renamed, so a
+    reader never sees half of it. Fails quietly: the memo only saves time."""
+    path = _disk_memo_path()
+    try:
+        entries = [e for e in _disk_memo_entries(path) if e.get("files") != stamp]
+        doc = {"version": 1, "entries": [{"files": stamp, "sha256": digest}, *entries][:_DISK_MEMO_ENTRIES]}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".jaxlib-build-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        log.debug("cachesvc: cannot remember the jaxlib fingerprint in %s: %s", path, exc)
+
 
 def _jaxlib_build() -> str:
     """SHA-256 (hex) of the loaded XLA extension's files, the signature's
     ``jaxlib_build``: two jaxlib builds with one version string then never share
-    an executable (JAX issue #18750). Read once per process (streamed) and kept
-    while every file's path, size and mtime stay the same; "" (no field) when
-    the files cannot be found or read."""
+    an executable (JAX issue #18750). Read (streamed) once per host and jaxlib
+    install: kept in the process while every file's path, size and mtime stay
+    the same, and on disk (_disk_memo_path) while its inode and ctime do too;
+    "" (no field) when the files cannot be found or read."""
     global _build_memo
     try:
         files = _jaxlib_extension_files()
@@ -182,14 +250,19 @@ def _jaxlib_build() -> str:
         with _build_lock:
             if _build_memo is not None and _build_memo[0] == stamp:
                 return _build_memo[1]
-            h = hashlib.sha256()
-            for p, size, _ in stamp:
-                h.update(f"{os.path.basename(p)}\0{size}\0".encode())
-                with open(p, "rb") as f:
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
-            _build_memo = (stamp, h.hexdigest())
-            return _build_memo[1]
+            disk_stamp = _disk_stamp(files)
+            digest = _disk_memo_get(disk_stamp)
+            if not digest:
+                h = hashlib.sha256()
+                for p, size, _ in stamp:
+                    h.update(f"{os.path.basename(p)}\0{size}\0".encode())
+                    with open(p, "rb") as f:
+                        while chunk := f.read(1 << 20):
+                            h.update(chunk)
+                digest = h.hexdigest()
+                _disk_memo_put(disk_stamp, digest)
+            _build_memo = (stamp, digest)
+            return digest
     except Exception as exc:  # noqa: BLE001 - fail open: the key just lacks the field
         log.debug("cachesvc: cannot fingerprint the jaxlib build: %s", exc)
         return ""

@@ -24,7 +24,22 @@ def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     current = {"files": [str(a)]}
     monkeypatch.setattr(cj, "_jaxlib_extension_files", lambda: list(current["files"]))
     monkeypatch.setattr(cj, "_build_memo", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     return a, b, current
+
+
+def _counting_opens(monkeypatch: pytest.MonkeyPatch, suffix: str) -> list:
+    """Records every open() of a path ending in suffix."""
+    reads: list = []
+    real_open = open
+
+    def counting(p, *k, **kw):
+        if str(p).endswith(suffix):
+            reads.append(str(p))
+        return real_open(p, *k, **kw)
+
+    monkeypatch.setattr("builtins.open", counting)
+    return reads
 
 
 def test_one_byte_changes_the_fingerprint(builds):
@@ -42,9 +57,7 @@ def test_cached_by_path_size_and_mtime(builds, monkeypatch):
     a, _, _ = builds
     fa = cj._jaxlib_build()
     st = a.stat()
-    reads = []
-    real_open = open
-    monkeypatch.setattr("builtins.open", lambda p, *k, **kw: reads.append(p) or real_open(p, *k, **kw))
+    reads = _counting_opens(monkeypatch, "_jax.so")
     # Same path, size and mtime: not read again (the memo is trusted).
     a.write_bytes(b"\xff" + a.read_bytes()[1:])
     os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -54,6 +67,50 @@ def test_cached_by_path_size_and_mtime(builds, monkeypatch):
     os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     fa2 = cj._jaxlib_build()
     assert fa2 != fa and reads == [str(a)]
+
+
+def test_a_new_process_reuses_the_digest_on_disk(builds, monkeypatch, tmp_path):
+    """A second process (the in-process memo empty) does not read jaxlib's
+    files again: ~1 s of every warm process's first compile before."""
+    a, _, _ = builds
+    fa = cj._jaxlib_build()
+    assert (tmp_path / "xdg" / "cachesvc" / "jaxlib-build.json").is_file()
+    monkeypatch.setattr(cj, "_build_memo", None)  # as in a new process
+    reads = _counting_opens(monkeypatch, "_jax.so")
+    assert cj._jaxlib_build() == fa
+    assert reads == [], "the extension was read again"
+
+
+def test_disk_memo_sees_a_file_rewritten_in_place(builds, monkeypatch):
+    """Content rewritten with size and mtime put back: the in-process memo
+    trusts it, the disk memo does not (the ctime moved), so a new process
+    fingerprints the new bytes."""
+    a, _, _ = builds
+    fa = cj._jaxlib_build()
+    st = a.stat()
+    a.write_bytes(b"\xff" + a.read_bytes()[1:])
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    monkeypatch.setattr(cj, "_build_memo", None)
+    fresh = cj._jaxlib_build()
+    assert fresh != fa and len(fresh) == 64
+
+
+@pytest.mark.parametrize("memo", ["not json", '{"version": 1, "entries": [{"files": 1, "sha256": "zz"}]}',
+                                  '{"version": 99}', None])
+def test_disk_memo_trouble_fails_open(builds, monkeypatch, tmp_path, memo):
+    """A corrupt or foreign memo file, or a cache directory that cannot be
+    made (XDG_CACHE_HOME is a file), costs a read of the files, nothing more."""
+    a, _, _ = builds
+    want = cj._jaxlib_build()
+    monkeypatch.setattr(cj, "_build_memo", None)
+    if memo is None:
+        blocker = tmp_path / "blocker"
+        blocker.write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    else:
+        (tmp_path / "xdg" / "cachesvc" / "jaxlib-build.json").write_text(memo)
+    reads = _counting_opens(monkeypatch, "_jax.so")
+    assert cj._jaxlib_build() == want and reads == [str(a)]
 
 
 @pytest.mark.parametrize("files", [[], ["/nonexistent/_jax.so"]])
