@@ -53,13 +53,13 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 			[]string{"Store       5.0 MiB in 5 entries in the shared tier (this older server does not report its hot tier's usage; hot tier limit 3.0 MiB)"},
 			[]string{"% used", "Note "}},
 		{"fleet-format3.json", "",
-			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), for the whole fleet", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
+			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), the fleet's as this replica last counted them", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
 			[]string{"167%", "Note "}},
 		// Format 4 moved the hot tier's evictions (and disk bytes and
 		// namespaces) under store.hot; the outer ones are the shared
 		// tier's 0.
 		{"fleet-format4.json", "",
-			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), for the whole fleet", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
+			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), the fleet's as this replica last counted them", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
 			[]string{"167%", "Note "}},
 	}
 	for _, tt := range tests {
