@@ -61,9 +61,10 @@ func hotOf(r *wire.StatsResponse) *wire.StoreUsage {
 // which tier each figure is (store.tier, store.hot): the shared tier's
 // entries and bytes, without a limit, and its own hot tier's against its
 // --max-size (with its evictions: store.hot's from format 4 on, the outer
-// store's in format 3). asked is the URL of the replica that answered. A fleet replica of an older format sent the shared
+// store's in format 3). A fleet replica of an older format sent the shared
 // tier's bytes with the hot tier's limit: the line says so rather than
-// showing the whole bucket as a share of one replica's hot tier.
+// showing the whole bucket as a share of one replica's hot tier. asked is
+// the URL of the replica that answered.
 func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, asked string) {
 	fleet := r.SharedTier != nil && r.SharedTier.Configured
 	switch {

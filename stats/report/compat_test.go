@@ -57,7 +57,8 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 			[]string{"167%", "Note "}},
 		// Format 4 moved the hot tier's evictions (and disk bytes and
 		// namespaces) under store.hot; the outer ones are the shared
-		// tier's 0.
+		// tier's 0. (fleet-format3.json moved into that shape; api
+		// TestStatsFleetStoreShape checks a real replica's.)
 		{"fleet-format4.json", "",
 			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), the fleet's as this replica last counted them", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
 			[]string{"167%", "Note "}},
