@@ -84,6 +84,9 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		r.Store.Namespaces = boundUsage(r.Store.Namespaces, tracked, maxStatsNamespaces)
 	}
 	withPersistedEvictions(r.Store.Namespaces, persistedEvictions(r.Snapshot.Namespaces)) // nsevictions.go
+	if r.StoreScope == wire.StoreScopeServer {
+		r.Store = replicaTiers(r.Store)
+	}
 	r.RecentMisses = g.recentMisses(ns, r.Snapshot.Namespaces)
 	if g.shared != nil {
 		st := g.shared()
@@ -100,6 +103,23 @@ func (g *statsAPI) handleStats(c *fiber.Ctx) error {
 		r.Series = &ser
 	}
 	return c2json(c, r)
+}
+
+// replicaTiers returns u, a tiered store's usage, in the shape of stats
+// format 4: the outer figures the shared tier's alone, and the hot tier's
+// disk use, evictions and namespaces (quotas bound each hot tier) under
+// u.Hot. A tiered store's Usage keeps them outer too, for the metrics and
+// the statistics' samples, which are this process's; an answer's top level
+// is read as the fleet's. u of a store without tiers is returned as is.
+func replicaTiers(u wire.StoreUsage) wire.StoreUsage {
+	if u.Hot == nil {
+		return u
+	}
+	hot := *u.Hot
+	hot.DiskBytes, hot.Evictions, hot.Namespaces = u.DiskBytes, u.Evictions, u.Namespaces
+	u.DiskBytes, u.Evictions, u.Namespaces = 0, 0, nil
+	u.Hot = &hot
+	return u
 }
 
 // namespaceUsager is a store that reports one namespace's usage against

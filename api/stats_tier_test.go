@@ -1,14 +1,24 @@
 package api_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
+	"github.com/cachesvc/cachesvc/store/tiered"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -61,5 +71,72 @@ func TestStatsStoreTiers(t *testing.T) {
 		if st.Hot != nil && (st.Hot.Tier != wire.StoreTierHot || st.MaxBytes != 0) {
 			t.Errorf("%s: hot tier %q, shared tier limit %d; want hot and no limit", tt.name, st.Hot.Tier, st.MaxBytes)
 		}
+	}
+}
+
+// TestStatsFleetStoreShape: on a fleet replica, the outer figures of
+// GET /v1/stats's store are the shared tier's (the fleet's bucket), and
+// what belongs to this replica's hot tier alone (its disk use, its
+// evictions, its namespaces' usage against their quotas) is under
+// store.hot. Format 3 sent the hot tier's disk bytes, evictions and
+// namespaces as the outer ones, beside the shared tier's entries and
+// bytes, so a reader of the top level took one replica's for the fleet's.
+func TestStatsFleetStoreShape(t *testing.T) {
+	srv3 := s3test.Start(t)
+	const size = 1 << 20
+	hot, err := store.Open(store.Config{Dir: t.TempDir(), MaxBytes: 3 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv3.Endpoint, Bucket: srv3.NewBucket(t), Insecure: true,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"), QueueDir: filepath.Join(dir, "queue")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
+		c.Store = ts
+		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }
+	}})
+	for i := range 5 { // 5 MiB into a 3 MiB hot tier: 2 evictions
+		key := fmt.Sprintf("%x", sha256.Sum256([]byte{byte(i)}))
+		resp := srv.Do(http.MethodPut, srv.EntryURL("default", key), bytes.NewReader(bytes.Repeat([]byte{byte(i)}, size)))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT entry %d: %d", i, resp.StatusCode)
+		}
+	}
+	r := getStats(t, srv.URL+"/v1/stats")
+	st := r.Store
+	if st.Hot == nil {
+		t.Fatalf("store %+v has no hot tier", st)
+	}
+	h := st.Hot
+	tests := []struct {
+		name      string
+		got, want int64
+	}{
+		{"format", int64(r.Format), 4},
+		{"shared tier entries", st.Entries, 5},
+		{"shared tier disk bytes (it has no disk of this replica's)", st.DiskBytes, 0},
+		{"shared tier evictions (it evicts nothing)", st.Evictions, 0},
+		{"shared tier namespaces (quotas bound hot tiers)", int64(len(st.Namespaces)), 0},
+		{"hot tier entries", h.Entries, 3},
+		{"hot tier evictions", h.Evictions, 2},
+		{"hot tier namespaces", int64(len(h.Namespaces)), 1},
+		{"hot tier has disk bytes", min(h.DiskBytes, 1), 1},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+	if len(h.Namespaces) == 1 && (h.Namespaces[0].Namespace != "default" || h.Namespaces[0].Entries != 3 || h.Namespaces[0].Evictions != 2) {
+		t.Errorf("hot tier's namespace usage %+v, want default: 3 entries, 2 evictions", h.Namespaces[0])
 	}
 }

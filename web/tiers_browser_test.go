@@ -74,7 +74,8 @@ func TestDashboardStoreTiers(t *testing.T) {
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({
 		value: document.getElementById("kpi-store").textContent,
 		sub: document.getElementById("kpi-store-sub").textContent,
-		chart: document.getElementById("store-chart-title").textContent})`))
+		chart: document.getElementById("store-chart-title").textContent,
+		quota: document.getElementById("quota-card").hidden ? "hidden" : document.getElementById("quota-table").tBodies[0].textContent})`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +86,11 @@ func TestDashboardStoreTiers(t *testing.T) {
 		// The chart beside the card draws the shared tier's 5 MiB: its
 		// title says so, not "Store size" under a card of 3 MiB.
 		{"chart", "Shared tier size (the whole fleet's entries; no limit)"},
+		// Stats format 4 moved the hot tier's disk use and namespaces
+		// under store.hot: the card still names its disk use, and the
+		// quotas card still lists the hot tier's namespaces.
+		{"sub", " on disk"},
+		{"quota", "default"},
 	}
 	for _, tt := range tests {
 		if !strings.Contains(got[tt.field], tt.want) {

@@ -60,7 +60,10 @@ type ReplicaStatus struct {
 	// stored.
 	Health       string  `json:"health,omitempty"`
 	HeartbeatAge float64 `json:"heartbeat_age_s,omitempty"`
-	// Hot is the replica's hot tier (its Badger directory).
+	// Hot is the replica's hot tier (its Badger directory): Tier
+	// StoreTierHot, and its namespaces' usage (trimmed first when the
+	// heartbeat is too large). Replicas before stats format 4 left Tier
+	// empty.
 	Hot    StoreUsage      `json:"hot"`
 	Shared SharedTierState `json:"shared"`
 	// Totals repeats Stats.Totals, so that a listing without the

@@ -261,9 +261,13 @@ type StoreUsage struct {
 	QuarantinesAdmin    int64 `json:"quarantines_admin"`
 	// Hot is this replica's hot tier when Tier is StoreTierShared: its
 	// entries, bytes against its own --max-size, disk use and evictions
-	// (Tier StoreTierHot, no namespaces). The outer DiskBytes, Evictions
-	// and Namespaces are the hot tier's too (the shared tier has neither
-	// disk of its own nor evictions, and quotas bound each hot tier).
+	// (Tier StoreTierHot). From stats format 4 on, a stats answer puts the
+	// hot tier's namespaces here too, and its outer DiskBytes, Evictions
+	// and Namespaces are the shared tier's: 0, 0 and none (the shared tier
+	// has no disk of this replica's, evicts nothing, and quotas bound each
+	// hot tier). Format 3 answers, and a tiered store's Usage inside the
+	// process (what the metrics and the statistics' samples read), carry
+	// the hot tier's DiskBytes, Evictions and Namespaces as the outer ones.
 	Hot *StoreUsage `json:"hot,omitempty"`
 	// Namespaces is each namespace's usage against its quota: every
 	// namespace with entries or a quota on GET /v1/stats (up to 256, then an
@@ -306,10 +310,13 @@ type NamespaceUsage struct {
 // the field; 2 adds format and store_scope, and a namespace's answer holds
 // that namespace's store usage only; 3 adds store.tier and store.hot, and
 // a fleet replica's store.max_bytes is 0 (the shared tier's, whose bytes
-// store.bytes counts) where format 2 gave the hot tier's limit. Raise it when a field changes meaning
-// or unit (never reuse a name for another meaning); adding a field that old
-// readers may ignore does not need it.
-const StatsFormat = 3
+// store.bytes counts) where format 2 gave the hot tier's limit; 4 moves a
+// fleet replica's hot-tier disk_bytes, evictions and namespaces from the
+// outer store to store.hot (the outer ones are the shared tier's: 0, 0,
+// none), so that the top level is all the fleet's. Raise it when a field
+// changes meaning or unit (never reuse a name for another meaning); adding
+// a field that old readers may ignore does not need it.
+const StatsFormat = 4
 
 // Values of StatsResponse.StoreScope.
 const (

@@ -424,8 +424,13 @@ func TestFleetRunManifestsAndStats(t *testing.T) {
 		want []string
 	}{
 		{[]string{"stats", "--url", c.url}, []string{"Replica     one replica of a fleet (shared tier reachable)", "--scope fleet shows the fleet's"}},
+		// The shared tier's count is the asked replica's view (its last
+		// listing plus its own writes): C listed the bucket before A and B
+		// wrote, so it counts 0 of the fleet's 2 entries. The line said
+		// "for the whole fleet"; it says whose count it is.
 		{[]string{"stats", "--url", c.url, "--scope", "fleet"}, []string{"· all namespaces · fleet of 3 replicas", "Replicas    3 of 3 healthy",
-			"stored in 2 writes", "REPLICA", st.Fleet.Replicas[0].ID + " ", st.Fleet.Replicas[2].ID + " "}},
+			"stored in 2 writes", "REPLICA", st.Fleet.Replicas[0].ID + " ", st.Fleet.Replicas[2].ID + " ",
+			"as " + c.url + " last counted them", "Hot tier    0 B in 0 entries on " + c.url + ", the replica asked (no limit)"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &stdout, &stderr); code != 0 {
@@ -435,6 +440,9 @@ func TestFleetRunManifestsAndStats(t *testing.T) {
 			if !strings.Contains(stdout.String(), w) {
 				t.Errorf("%q: output lacks %q:\n%s", tc.args, w, stdout.String())
 			}
+		}
+		if strings.Contains(stdout.String(), "for the whole fleet") {
+			t.Errorf("%q: one replica's count of the shared tier is called the whole fleet's:\n%s", tc.args, stdout.String())
 		}
 	}
 }

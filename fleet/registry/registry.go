@@ -71,7 +71,8 @@ const (
 
 // Sample is what a replica reports about itself at each heartbeat.
 type Sample struct {
-	// Hot is the hot tier's usage (store.Store.Usage of the Badger store).
+	// Hot is the hot tier's usage (store.Store.Usage of the Badger store);
+	// the heartbeat gives it Tier wire.StoreTierHot when it names none.
 	Hot wire.StoreUsage
 	// Shared is the replica's view of the shared tier.
 	Shared wire.SharedTierState
@@ -228,6 +229,12 @@ func (r *Registry) Status(state string) wire.ReplicaStatus {
 	if r.cfg.Sample != nil {
 		s := r.cfg.Sample()
 		st.Hot, st.Shared, st.Config = s.Hot, s.Shared, s.Config
+		// The Badger store's usage names no tier (it is a store of its
+		// own); in a heartbeat it is the replica's hot tier, as in a stats
+		// answer's store.hot, which readers tell apart by tier.
+		if st.Hot.Tier == "" {
+			st.Hot.Tier = wire.StoreTierHot
+		}
 		if s.Stats != nil {
 			snap := trimSnapshot(*s.Stats, r.cfg.MaxRuns, r.cfg.MaxTopEntries)
 			st.Totals, st.Stats = snap.Totals, &snap

@@ -101,6 +101,11 @@ func TestHealthOfTheFleet(t *testing.T) {
 			if st.ID != rp.id || st.Health != rp.health || st.Hot.Entries != 7 || st.URL != "http://"+rp.id+":8080" {
 				t.Errorf("status %+v, want id %s health %s", st, rp.id, rp.health)
 			}
+			// The sample is the Badger store's usage, which names no tier:
+			// the heartbeat says whose it is, as a stats answer's store.hot.
+			if st.Hot.Tier != wire.StoreTierHot {
+				t.Errorf("heartbeat's hot tier says tier %q, want %q", st.Hot.Tier, wire.StoreTierHot)
+			}
 			if got := time.Duration(st.HeartbeatAge * float64(time.Second)); got != rp.age {
 				t.Errorf("age %v, want %v", got, rp.age)
 			}

@@ -19,7 +19,11 @@
 // change. Every lease write carries a random nonce: the ETag of a
 // single-part object is the MD5 of its bytes, and without the nonce two
 // writes of the same holder and expiry would share an ETag and a stale
-// If-Match could succeed.
+// If-Match could succeed. Memo values are created the same way and replaced
+// with If-Match, never when the value there is of a newer record format (a
+// newer replica's, in a rolling upgrade); a lease record of a newer format
+// whose expiry this build cannot read is a fault, not a lapsed lease to take
+// over.
 //
 // # Its client
 //

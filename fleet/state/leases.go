@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -34,6 +35,14 @@ type leaseRecord struct {
 	Nonce   string `json:"nonce"`   // makes every write's ETag unique
 }
 
+// leaseRecordVersion is the format of the lease records this build writes.
+const leaseRecordVersion = 1
+
+// errNewerLease is a lease record of a newer format whose expiry this
+// build cannot read: a newer replica's. Load returns it as a fault, so the
+// Table fails open instead of taking over a lease that may be live.
+var errNewerLease = errors.New("lease record of a newer format than this replica reads (a newer replica's): left as it is, failing open; upgrade this replica")
+
 // maxLeaseBytes bounds a lease read: holders are at most 256 bytes.
 const maxLeaseBytes = 4 << 10
 
@@ -43,11 +52,20 @@ func (l *Leases) name(ns string, key cachekey.Key) string {
 
 // Load returns the lease record and its ETag, or lease.ErrNotHeld. A record
 // that does not decode is returned as a lapsed lease of no holder, so that
-// the next Acquire replaces it instead of every caller failing open on it.
+// the next Acquire replaces it instead of every caller failing open on it;
+// except a record of a newer format ("v") whose expiry does not decode, a
+// newer replica's during a rolling upgrade, which is a fault
+// (errNewerLease): replacing it could take a live lease from its holder.
 func (l *Leases) Load(ctx context.Context, ns string, key cachekey.Key) (lease.Lease, string, error) {
 	rec, etag, err := l.load(ctx, ns, key)
 	if err != nil {
 		return lease.Lease{}, "", err
+	}
+	if rec.Version > leaseRecordVersion {
+		var exp time.Time
+		if exp.UnmarshalText([]byte(rec.Expires)) != nil {
+			return lease.Lease{}, "", fmt.Errorf("%s: %w", l.c.where("get lease", l.name(ns, key)), errNewerLease)
+		}
 	}
 	return rec.lease(), etag, nil
 }
@@ -101,7 +119,7 @@ func (l *Leases) Replace(ctx context.Context, ns string, key cachekey.Key, etag 
 func (l *Leases) write(ctx context.Context, ns string, key cachekey.Key, etag string, in lease.Lease) (string, error) {
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:])
-	rec := leaseRecord{Version: 1, Holder: in.Holder, Expires: in.Expires.UTC().Format(time.RFC3339Nano), Nonce: hex.EncodeToString(nonce[:])}
+	rec := leaseRecord{Version: leaseRecordVersion, Holder: in.Holder, Expires: in.Expires.UTC().Format(time.RFC3339Nano), Nonce: hex.EncodeToString(nonce[:])}
 	js, err := json.Marshal(rec)
 	if err != nil {
 		return "", fmt.Errorf("encode lease: %w", err)

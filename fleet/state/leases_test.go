@@ -3,10 +3,14 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/lease"
@@ -237,5 +241,34 @@ func TestFleetS3Down(t *testing.T) {
 	}
 	if l, ok, _ := ts[0].Acquire(ctx, "ns", key(32), "other", time.Minute); ok || l.Holder != "after" {
 		t.Fatalf("after recovery the lease is not shared: ok=%v holder=%q", ok, l.Holder)
+	}
+}
+
+// TestFleetLeaseOfNewerFormatKept: a lease record of a newer format than
+// this build writes, whose expiry it cannot read (a newer replica's, in a
+// rolling upgrade), is neither read as lapsed nor taken over: this replica
+// fails open (a local grant) and leaves the record to the replicas that
+// read it. It used to replace it, taking a live lease from the newer
+// replica's compile.
+func TestFleetLeaseOfNewerFormatKept(t *testing.T) {
+	ts, c := tables(t, 1, lease.Config{SharedTimeout: time.Second})
+	k := key(40)
+	name := c.Leases().name("ns", k)
+	newer := `{"v":2,"holder":"newer-host:1","expires_unix_ms":` + fmt.Sprint(time.Now().Add(time.Hour).UnixMilli()) + `,"nonce":"n"}`
+	if _, err := c.core.PutObject(ctx, c.cfg.Bucket, name, strings.NewReader(newer), int64(len(newer)), "", "", minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := ts[0].Acquire(ctx, "ns", k, "older-host:1", time.Minute)
+	if err != nil || !ok || !l.Local {
+		t.Errorf("acquire over a newer lease record: ok=%v local=%v err=%v; want a local grant (fail open)", ok, l.Local, err)
+	}
+	rc, _, _, err := c.core.GetObject(ctx, c.cfg.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(got) != newer {
+		t.Errorf("lease record after an older replica's acquire: %s; want the newer replica's kept: %s", got, newer)
 	}
 }

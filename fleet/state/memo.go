@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -54,15 +55,89 @@ func (m *Memo) Get(ctx context.Context, plugin, code string, digest [32]byte) ([
 	return b, true, nil
 }
 
-// Put overwrites the value: results are deterministic, so a concurrent
-// writer stores the same bytes, and overwriting is what replaces a
-// corrupt value.
+// Put stores value, replacing a value already there (results are
+// deterministic, so a concurrent writer stores the same bytes, and
+// replacing is what mends a corrupt value), except one of a newer record
+// format than value's (its "v" field, keying's memo record version): that
+// is a newer replica's during a rolling upgrade, which this build cannot
+// read and must not take from the replicas that can; Put leaves it and
+// returns nil. It creates with If-None-Match: * (one request when there is
+// no value, the usual case), and replaces with If-Match on the ETag of the
+// value it read, so that a newer value written meanwhile is kept too; under
+// s3.Config.CheckThenWrite (servers without conditional writes) it reads,
+// then writes.
 func (m *Memo) Put(ctx context.Context, plugin, code string, digest [32]byte, value []byte) error {
 	name := m.name(plugin, code, digest)
-	_, err := m.c.core.PutObject(ctx, m.c.cfg.Bucket, name, bytes.NewReader(value), int64(len(value)), "", "",
-		minio.PutObjectOptions{ContentType: "application/json", DisableMultipart: true})
-	if err != nil {
+	cond := !m.c.cfg.CheckThenWrite
+	if cond {
+		err := m.put(ctx, name, value, "*", true)
+		if err == nil {
+			return nil
+		}
+		if !isPrecondition(err) {
+			return fmt.Errorf("%s: %w", m.c.where("put memo", name), err)
+		}
+	}
+	cur, etag, err := m.read(ctx, name)
+	switch {
+	case err != nil:
+		return err
+	case cur != nil && memoVersion(cur) > memoVersion(value):
+		return nil // a newer replica's
+	case cur == nil: // deleted since the create was refused
+		etag = "*"
+	}
+	if err := m.put(ctx, name, value, etag, cond); err != nil && !(cond && (isPrecondition(err) || isMiss(err))) {
 		return fmt.Errorf("%s: %w", m.c.where("put memo", name), err)
 	}
-	return nil
+	return nil // stored, or another writer's value is there now: leave it
+}
+
+// put writes value to name: with If-None-Match: * when etag is "*", with
+// If-Match on etag otherwise, unconditionally when cond is false. Its error
+// is the client's, unwrapped, for isPrecondition.
+func (m *Memo) put(ctx context.Context, name string, value []byte, etag string, cond bool) error {
+	opts := minio.PutObjectOptions{ContentType: "application/json", DisableMultipart: true}
+	switch {
+	case !cond:
+	case etag == "*":
+		opts.SetMatchETagExcept("*")
+	default:
+		opts.SetMatchETag(etag)
+	}
+	_, err := m.c.core.PutObject(ctx, m.c.cfg.Bucket, name, bytes.NewReader(value), int64(len(value)), "", "", opts)
+	return err
+}
+
+// read returns the value at name and its ETag; nil and no error when there
+// is none.
+func (m *Memo) read(ctx context.Context, name string) ([]byte, string, error) {
+	rc, info, _, err := m.c.core.GetObject(ctx, m.c.cfg.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		if isMiss(err) {
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("%s: %w", m.c.where("get memo", name), err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, keying.MaxSharedMemoBytes+1))
+	if err != nil {
+		if isMiss(err) {
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("%s: %w", m.c.where("read memo", name), err)
+	}
+	return b, info.ETag, nil
+}
+
+// memoVersion is a memo value's record format, its "v" field; 0 for a
+// value without one or that does not decode (a corrupt value, replaced).
+func memoVersion(b []byte) int {
+	var v struct {
+		V int `json:"v"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return 0
+	}
+	return v.V
 }

@@ -121,6 +121,40 @@ func TestFleetMemoCorrupt(t *testing.T) {
 	}
 }
 
+// TestFleetMemoKeepsNewerFormat: during a rolling upgrade, a replica that
+// finds a memo value of a newer record format than it reads (a newer
+// replica's) computes the key itself but leaves the value as it is, where
+// it used to overwrite it with its own format, so that every newer replica
+// then missed on it too and overwrote it back.
+func TestFleetMemoKeepsNewerFormat(t *testing.T) {
+	c, srv := bucket(t)
+	a := keyer(t, c)
+	sig := []byte(`{"backend":"passthrough","kind":"jax","key":"jit_newer"}`)
+	want, err := a.Key(ctx, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, a, 1)
+	obj := c.Prefix() + "memo/" + want.Plugin + "/" + want.PluginSHA256 + "/" + fmt.Sprintf("%x", sha256.Sum256(sig))
+	newer := fmt.Sprintf(`{"v":99,"key":%q,"plugin":"passthrough@1.0.0","code":%q,"backend":"passthrough","components":{},"added":"by a newer build"}`,
+		want.Key, want.PluginSHA256)
+	if err := os.WriteFile(srv.ObjectPath(c.Bucket(), obj), []byte(newer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := keyer(t, client(t, srv, c.Bucket()))
+	if res, err := b.Key(ctx, sig); err != nil || res.Memo || res.Key != want.Key {
+		t.Fatalf("over a newer value: %+v %v; want a plugin call with key %s", res, err, want.Key)
+	}
+	drain(t, b, 1)
+	got, err := os.ReadFile(srv.ObjectPath(c.Bucket(), obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != newer {
+		t.Errorf("memo value after an older replica computed it: %s; want the newer replica's kept: %s", got, newer)
+	}
+}
+
 func TestFleetMemoS3Down(t *testing.T) {
 	c, srv := bucket(t)
 	k := keyingtest.Keyer(t, plugins.Config{}, keying.Config{SharedMemo: c.Memo(), SharedMemoTimeout: 500 * time.Millisecond, SharedMemoQueue: 2})

@@ -46,22 +46,46 @@ func renderNamespaceStore(p *printer, r *wire.StatsResponse, ns string) {
 	}
 }
 
+// hotOf returns the hot tier's usage of a fleet replica's answer whose
+// store.hot holds its evictions, disk bytes and namespaces (format 4 on),
+// else nil: format 3 sent them as the outer store's.
+func hotOf(r *wire.StatsResponse) *wire.StoreUsage {
+	if r.Format >= 4 && r.Store.Tier == wire.StoreTierShared {
+		return r.Store.Hot
+	}
+	return nil
+}
+
 // renderStoreTiers writes the store lines of a server's answer, u being
-// its store usage (evictions adjusted). A fleet replica of format 3 says
+// its store usage (evictions adjusted). A fleet replica of format 3 on says
 // which tier each figure is (store.tier, store.hot): the shared tier's
 // entries and bytes, without a limit, and its own hot tier's against its
-// --max-size. A fleet replica of an older format sent the shared tier's
-// bytes with the hot tier's limit: the line says so rather than showing
-// the whole bucket as a share of one replica's hot tier.
-func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage) {
+// --max-size (with its evictions: store.hot's from format 4 on, the outer
+// store's in format 3). A fleet replica of an older format sent the shared
+// tier's bytes with the hot tier's limit: the line says so rather than
+// showing the whole bucket as a share of one replica's hot tier. asked is
+// the URL of the replica that answered.
+func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, asked string) {
 	fleet := r.SharedTier != nil && r.SharedTier.Configured
 	switch {
 	case u.Tier == wire.StoreTierShared && u.Hot != nil:
 		h := *u.Hot
-		p.f("Shared tier %s in %s (no limit), for the whole fleet; %s\n", Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"),
-			Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
-		p.f("Hot tier    %s in %s on this replica (%s); %s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), limitText(h),
-			Plural(u.Evictions, "eviction", "evictions"))
+		evictions := u.Evictions
+		if r.Format >= 4 {
+			evictions = h.Evictions
+		}
+		// The shared tier's count is the answering replica's: its last
+		// listing of the bucket plus its own writes since, so it lags the
+		// other replicas' writes (by up to the listing's 10 minutes). In
+		// fleet scope the line names that replica, not "the fleet".
+		who, hotOn, every := "this replica", "on this replica", ""
+		if r.Fleet != nil {
+			who, hotOn, every = asked, "on "+asked+", the replica asked", " (every replica's: HOT TIER below)"
+		}
+		p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its listing of the bucket every 10 minutes, plus its own writes since); %s\n",
+			Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+		p.f("Hot tier    %s in %s %s (%s); %s%s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), hotOn, limitText(h),
+			Plural(evictions, "eviction", "evictions"), every)
 	case u.Tier == "" && fleet:
 		hot := "no limit"
 		if u.MaxBytes > 0 {

@@ -17,7 +17,7 @@ import (
 // per entry): format 1 from the build before store_scope (a namespace's
 // answer with the whole store beside its share), format 1 from the build
 // whose namespace answer already held only its own usage, format 2,
-// formats 2 and 3 of a fleet replica (the store's tiers), and a made-up
+// formats 2, 3 and 4 of a fleet replica (the store's tiers), and a made-up
 // format 99 with fields this build does not know.
 // Each is read as its server meant it: the whole store is called the whole
 // server's only when it is, and a newer format is said to be newer.
@@ -44,7 +44,7 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 			[]string{"Lookups     6  (hits 4, misses 2)", "Store       76 B in 4 entries (no limit)", "team-b"},
 			[]string{"Note "}},
 		{"all-format99.json", "",
-			[]string{"Note        the server (v9.0.0) writes stats format 99, newer than this cachesvc's 3", "Lookups     6  (hits 4, misses 2)"},
+			[]string{"Note        the server (v9.0.0) writes stats format 99, newer than this cachesvc's 4", "Lookups     6  (hits 4, misses 2)"},
 			nil},
 		// A fleet replica whose bucket holds 5 MiB and whose hot tier 3 MiB
 		// of its 3 MiB --max-size: format 2 sent the bucket's bytes with the
@@ -53,7 +53,14 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 			[]string{"Store       5.0 MiB in 5 entries in the shared tier (this older server does not report its hot tier's usage; hot tier limit 3.0 MiB)"},
 			[]string{"% used", "Note "}},
 		{"fleet-format3.json", "",
-			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), for the whole fleet", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
+			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), the fleet's as this replica last counted them", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
+			[]string{"167%", "Note "}},
+		// Format 4 moved the hot tier's evictions (and disk bytes and
+		// namespaces) under store.hot; the outer ones are the shared
+		// tier's 0. (fleet-format3.json moved into that shape; api
+		// TestStatsFleetStoreShape checks a real replica's.)
+		{"fleet-format4.json", "",
+			[]string{"Shared tier 5.0 MiB in 5 entries (no limit), the fleet's as this replica last counted them", "Hot tier    3.0 MiB in 3 entries on this replica (limit 3.0 MiB, 100% used); 2 evictions"},
 			[]string{"167%", "Note "}},
 	}
 	for _, tt := range tests {

@@ -139,9 +139,15 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 		// restart (the larger of the two, for a server whose totals lack it).
 		u := r.Store
 		if r.Fleet == nil {
-			u.Evictions = max(u.Evictions, t.Evictions)
+			if h := hotOf(r); h != nil { // a replica's evictions are its hot tier's
+				hot := *h
+				hot.Evictions = max(hot.Evictions, t.Evictions)
+				u.Hot = &hot
+			} else {
+				u.Evictions = max(u.Evictions, t.Evictions)
+			}
 		}
-		renderStoreTiers(p, r, u) // compat.go
+		renderStoreTiers(p, r, u, o.Server) // compat.go
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if r.Fleet != nil {

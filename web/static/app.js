@@ -127,9 +127,10 @@
   function renderStore(st, u, evicted) {
     var used = st.bytes, max = st.max_bytes || 0, entries = st.entries, scope = "Store size", what = "limit";
     var evictions = evicted != null ? evicted : st.evictions, evSub = "entries evicted to make room or expired";
-    var hot = !u && st.tier === "shared" && st.hot, shared = "";
+    var hot = !u && st.tier === "shared" && st.hot, shared = "", disk = st.disk_bytes;
     if (hot) {
-      used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)";
+      // Stats format 4 keeps the hot tier's disk use under store.hot.
+      used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)"; disk = hot.disk_bytes || disk;
       shared = " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
     } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
@@ -148,7 +149,7 @@
     // Disk use runs ahead of the accounted size by what value-log GC has
     // not returned to the disk yet (the whole store's only).
     $("kpi-store-sub").textContent = CS.plural(entries, "entry", "entries") + (max ? " · " + (100 * frac).toFixed(0) + "% of " + what : " · no " + (u ? "quota" : "size limit")) +
-      (!u && st.disk_bytes ? " · " + bytes(st.disk_bytes) + " on disk" : "") + shared;
+      (!u && disk ? " · " + bytes(disk) + " on disk" : "") + shared;
     $("kpi-evictions").textContent = num(evictions);
     $("kpi-evictions-sub").textContent = evSub;
   }

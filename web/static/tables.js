@@ -22,8 +22,15 @@
     return { known: known, raw: raw, t: Object.assign({}, n, { lookups: lookups, misses: n.misses - raw, hit_rate: lookups ? n.hits / lookups : 0 }) };
   }
 
+  // nsUsage is the namespaces' usage against their quotas: on a fleet
+  // replica its hot tier's (store.hot.namespaces from stats format 4 on,
+  // where quotas apply), else the store's.
+  function nsUsage(st) {
+    return (st.hot && st.hot.namespaces) || st.namespaces || [];
+  }
+
   function usageOf(d, ns) {
-    var us = (d.store && d.store.namespaces) || [];
+    var us = nsUsage(d.store || {});
     for (var i = 0; i < us.length; i++) if (us[i].namespace === ns) return us[i];
     return null;
   }
@@ -168,9 +175,10 @@
 
   // renderQuotas fills the quotas card: each namespace's usage of this
   // server's store against its quota (serve --namespaces), its expiry and
-  // what the store removed, from store.namespaces.
+  // what the store removed, from store.namespaces (store.hot.namespaces on
+  // a fleet replica).
   function renderQuotas(st) {
-    var nss = st.namespaces || [];
+    var nss = nsUsage(st);
     $("quota-card").hidden = !nss.length;
     $("quota-table").tBodies[0].innerHTML = nss.map(function (n) {
       var fill = Math.max(n.max_bytes ? n.bytes / n.max_bytes : 0, n.max_entries ? n.entries / n.max_entries : 0);
