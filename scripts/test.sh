@@ -12,6 +12,8 @@
 #   CACHESVC_BIG_TESTS=0   skip the 2 GiB memory test (runs by default, without -race)
 #   CACHESVC_SKIP=a,b      skip suites by name (e.g. CACHESVC_SKIP=browser)
 #   GO_TEST_FLAGS          extra flags for go test (e.g. -run TestFoo -v)
+#   CACHESVC_FUZZTIME      time per fuzz target in suite fuzz (default 15s)
+#   CACHESVC_CRASH_REPEAT  SIGKILL crash test repetitions in suite faults (default 20)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -293,6 +295,11 @@ suite_faults() {
 # main
 # ---------------------------------------------------------------------------
 SUITES=(python torch browser fuzz go faults)
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+	# The header comment above is the usage.
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$ROOT/scripts/test.sh"
+	exit 0
+fi
 if (($#)); then
 	# Checked before the setup, so that a typo does not cost it.
 	for a in "$@"; do
