@@ -30,8 +30,8 @@ type batchAPI struct {
 // routes declares the batch and exists routes.
 func (g *batchAPI) routes() []Route {
 	return []Route{
-		{Method: http.MethodPost, Path: "/v1/:ns/batch", Access: readNS, Handler: g.handleBatch},
-		{Method: http.MethodPost, Path: "/v1/:ns/exists", Access: readNS, Handler: g.handleExists},
+		{Method: http.MethodPost, Path: "/v1/:ns/batch", Access: readNS, JSONBody: true, Handler: g.handleBatch},
+		{Method: http.MethodPost, Path: "/v1/:ns/exists", Access: readNS, JSONBody: true, Handler: g.handleExists},
 	}
 }
 

@@ -286,7 +286,7 @@ func TestLeaseBadInput(t *testing.T) {
 	}
 	// The holder renews by posting again.
 	time.Sleep(10 * time.Millisecond)
-	l3, ok, err := c.AcquireLease(context.Background(), "default", testKey(1), "a", 60e9)
+	l3, ok, err := c.RenewLease(context.Background(), "default", testKey(1), "a", 60e9)
 	if err != nil || !ok || !l3.Expires.After(l.Expires) {
 		t.Fatalf("renewal: %+v %v %v (was %+v)", l3, ok, err, l)
 	}

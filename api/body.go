@@ -232,7 +232,10 @@ func (b *bodyReader) Err() error { return b.err }
 type bodies struct {
 	maxJSON int64
 	bytesIn prometheus.Counter
-	log     *slog.Logger // the debug line naming ignored fields
+	// unknownFields counts the requests that had fields ignored, by
+	// route and method (cachesvc_request_unknown_fields_total).
+	unknownFields *prometheus.CounterVec
+	log           *slog.Logger // the debug line naming ignored fields
 }
 
 // readBody reads the whole request body, at most Config.MaxJSONBytes, for
@@ -292,6 +295,9 @@ func (b bodies) decodeJSON(c *fiber.Ctx, v any, required ...string) error {
 		return Errorf(http.StatusBadRequest, "bad_json", "%s", missingFieldMessage(missing[0], unknown, v))
 	}
 	warnUnknownFields(c, unknown)
+	// The route's own pattern and method (not the request's spelling):
+	// bounded by the route table.
+	b.unknownFields.WithLabelValues(c.Route().Path, c.Route().Method).Inc()
 	b.log.Debug("unknown request body fields ignored", requestAttrs(c, "fields", unknown[:min(len(unknown), maxFieldWarnings)], "count", len(unknown))...)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The unknown-field policy of JSON request bodies (decodeJSON), as
@@ -144,4 +145,31 @@ func quoteFieldName(name string) string {
 // persistent warning"), no agent, and text as its quoted-string.
 func warning(text string) string {
 	return `299 - "` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(text) + `"`
+}
+
+// newUnknownFieldsCounter registers on reg the count of requests whose JSON
+// body had fields this server ignored: the one place an operator sees,
+// without debug logs, that clients newer than this server are talking to
+// it (a rolling upgrade under way, or one left half done). Its labels are
+// the route pattern and method, never the field names, which clients pick.
+func newUnknownFieldsCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cachesvc_request_unknown_fields_total",
+		Help: "Requests whose JSON body had fields this server does not know and ignored (each named in a Warning header and, at debug level, the log), counted once per request, by route pattern and method; ?field_validation=strict refusals are not counted.",
+	}, []string{"route", "method"})
+	if err := reg.Register(vec); err != nil {
+		return nil, fmt.Errorf("register unknown field metrics: %w", err)
+	}
+	return vec, nil
+}
+
+// exportUnknownFieldSeries creates vec's series of every route that reads
+// a JSON body, at 0, so that the first request with an ignored field shows
+// as an increase.
+func exportUnknownFieldSeries(vec *prometheus.CounterVec, routes []Route) {
+	for _, r := range routes {
+		if r.JSONBody {
+			vec.WithLabelValues(r.Path, r.Method)
+		}
+	}
 }

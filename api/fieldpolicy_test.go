@@ -73,3 +73,81 @@ func TestUnknownBodyFieldsWarn(t *testing.T) {
 		t.Errorf("no debug line naming the ignored fields and the key:\n%s", logs.String())
 	}
 }
+
+// TestUnknownFieldsCounted: cachesvc_request_unknown_fields_total counts,
+// by route pattern and method, each request whose body had fields the
+// server ignored, once however many there were; a request refused instead
+// (strict, or a typo of a required field) and one without unknown fields
+// are not counted. Every JSON-body route exports its series at 0 from the
+// start, so that the first newer client of a rolling upgrade shows as an
+// increase.
+func TestUnknownFieldsCounted(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	series := func(method, route string) string {
+		return `cachesvc_request_unknown_fields_total{method="` + method + `",route="` + route + `"}`
+	}
+	const leaseRoute = "/v1/:ns/leases/:key"
+	jsonRoutes := []string{
+		series("POST", "/v1/:ns/batch"), series("POST", "/v1/:ns/exists"),
+		series("POST", leaseRoute), series("DELETE", leaseRoute),
+		series("POST", "/v1/:ns/entries/:key/reports"), series("POST", "/v1/:ns/entries/:key/quarantine"),
+	}
+	for _, s := range jsonRoutes {
+		if v := srv.Metric(s); v != 0 {
+			t.Errorf("%s = %v at start, want 0 (-1: not exported)", s, v)
+		}
+	}
+	lease := func(i int) string { return srv.URL + "/v1/default/leases/" + testKey(i) }
+	entry := srv.URL + "/v1/default/entries/" + testKey(1)
+	keys := `{"keys":["` + testKey(1) + `"],"priority":1}`
+	tests := []struct {
+		name, method, url, body string
+		series                  string
+		add                     float64 // what the request adds to series
+	}{
+		{"lease, one unknown field", "POST", lease(1), `{"holder":"h","priority":3}`, series("POST", leaseRoute), 1},
+		{"lease, ten unknown fields count once", "POST", lease(2), `{"holder":"h","f0":1,"f1":1,"f2":1,"f3":1,"f4":1,"f5":1,"f6":1,"f7":1,"f8":1,"f9":1}`, series("POST", leaseRoute), 1},
+		{"lease, none unknown", "POST", lease(3), `{"holder":"h","ttl_s":5}`, series("POST", leaseRoute), 0},
+		{"lease, strict refuses", "POST", lease(4) + "?field_validation=strict", `{"holder":"h","priority":3}`, series("POST", leaseRoute), 0},
+		{"lease, a typo refused", "POST", lease(5), `{"hodler":"h"}`, series("POST", leaseRoute), 0},
+		{"release", "DELETE", lease(1), `{"holder":"h","reason":"done"}`, series("DELETE", leaseRoute), 1},
+		{"batch", "POST", srv.URL + "/v1/default/batch", keys, series("POST", "/v1/:ns/batch"), 1},
+		{"exists", "POST", srv.URL + "/v1/default/exists", keys, series("POST", "/v1/:ns/exists"), 1},
+		{"report of an absent entry", "POST", entry + "/reports", `{"reason":"x","why":1}`, series("POST", "/v1/:ns/entries/:key/reports"), 1},
+		{"quarantine of an absent entry", "POST", entry + "/quarantine", `{"reason":"x","why":1}`, series("POST", "/v1/:ns/entries/:key/quarantine"), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := srv.Metric(tt.series)
+			resp := srv.Do(tt.method, tt.url, strings.NewReader(tt.body), "Content-Type", "application/json")
+			apitest.ReadAll(t, resp)
+			if got := srv.Metric(tt.series); got != before+tt.add {
+				t.Errorf("%s: got %v after %d, want %v", tt.series, got, resp.StatusCode, before+tt.add)
+			}
+		})
+	}
+}
+
+// TestJSONBodyRoutesMarked holds Route.JSONBody to what the handlers do:
+// a route reads its body with decodeJSON, and so refuses a bad
+// ?field_validation=, exactly when it is marked, so that every such route
+// exports its cachesvc_request_unknown_fields_total series from the start.
+func TestJSONBodyRoutesMarked(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	fill := strings.NewReplacer(":ns", "default", ":key", testKey(1), ":run", "r1")
+	marked := 0
+	for _, r := range srv.API.Routes() {
+		if r.JSONBody {
+			marked++
+		}
+		resp := srv.Do(r.Method, srv.URL+fill.Replace(r.Path)+"?field_validation=Strict", strings.NewReader("{}"), "Content-Type", "application/json")
+		body := apitest.ReadAll(t, resp)
+		decodes := resp.StatusCode == 400 && bytes.Contains(body, []byte(`"code":"bad_field_validation"`))
+		if decodes != r.JSONBody {
+			t.Errorf("%s %s: JSONBody is %v, but it answered %d %.200s to ?field_validation=Strict", r.Method, r.Path, r.JSONBody, resp.StatusCode, body)
+		}
+	}
+	if marked < 6 {
+		t.Errorf("only %d routes marked JSONBody, want the 6 that read JSON bodies at least", marked)
+	}
+}

@@ -34,8 +34,8 @@ type leasesAPI struct {
 // routes declares the lease and run routes.
 func (g *leasesAPI) routes() []Route {
 	return []Route{
-		{Method: http.MethodPost, Path: "/v1/:ns/leases/:key", Access: writeNS, Handler: g.handleAcquire},
-		{Method: http.MethodDelete, Path: "/v1/:ns/leases/:key", Access: writeNS, Handler: g.handleRelease},
+		{Method: http.MethodPost, Path: "/v1/:ns/leases/:key", Access: writeNS, JSONBody: true, Handler: g.handleAcquire},
+		{Method: http.MethodDelete, Path: "/v1/:ns/leases/:key", Access: writeNS, JSONBody: true, Handler: g.handleRelease},
 		{Method: http.MethodGet, Path: "/v1/:ns/runs/:run/manifest", Access: readNS, Handler: g.handleRunManifest},
 	}
 }

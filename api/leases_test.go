@@ -350,7 +350,9 @@ func metricSums(t *testing.T, base string, names ...string) map[string]float64 {
 
 // TestLeaseRenewedSaysSo: a second POST by the same holder (another thread of
 // one process) is a renewal, and the answer says so, so that the second
-// asker waits for the entry instead of compiling it twice.
+// asker waits for the entry instead of compiling it twice (the Go client's
+// AcquireLease: not granted; its RenewLease, for the thread that took it:
+// granted).
 func TestLeaseRenewedSaysSo(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	c := newClient(t, srv.URL, "")
@@ -358,14 +360,20 @@ func TestLeaseRenewedSaysSo(t *testing.T) {
 	key := testKey(47)
 	steps := []struct {
 		holder           string
+		renew            bool // RenewLease, else AcquireLease
 		granted, renewed bool
 	}{
-		{"host:1", true, false},
-		{"host:1", true, true},
-		{"host:2", false, false},
+		{"host:1", false, true, false},
+		{"host:1", false, false, true},
+		{"host:1", true, true, true},
+		{"host:2", false, false, false},
 	}
 	for i, s := range steps {
-		l, granted, err := c.AcquireLease(ctx, "default", key, s.holder, 30*time.Second)
+		post := c.AcquireLease
+		if s.renew {
+			post = c.RenewLease
+		}
+		l, granted, err := post(ctx, "default", key, s.holder, 30*time.Second)
 		if err != nil || granted != s.granted || l.Renewed != s.renewed {
 			t.Fatalf("ask %d by %s: granted=%v renewed=%v err=%v, want %v %v", i, s.holder, granted, l.Renewed, err, s.granted, s.renewed)
 		}

@@ -51,9 +51,9 @@ type quarantineAPI struct {
 // routes declares the report and quarantine routes.
 func (g *quarantineAPI) routes() []Route {
 	return []Route{
-		{Method: http.MethodPost, Path: "/v1/:ns/entries/:key/reports", Access: readNS, Handler: g.handleReport},
+		{Method: http.MethodPost, Path: "/v1/:ns/entries/:key/reports", Access: readNS, JSONBody: true, Handler: g.handleReport},
 		{Method: http.MethodGet, Path: "/v1/:ns/entries/:key/reports", Access: adminNS, Handler: g.handleReports},
-		{Method: http.MethodPost, Path: "/v1/:ns/entries/:key/quarantine", Access: adminNS, Handler: g.handleQuarantine},
+		{Method: http.MethodPost, Path: "/v1/:ns/entries/:key/quarantine", Access: adminNS, JSONBody: true, Handler: g.handleQuarantine},
 		{Method: http.MethodPost, Path: "/v1/:ns/entries/:key/restore", Access: adminNS, Handler: g.handleRestore},
 		{Method: http.MethodGet, Path: "/v1/:ns/quarantine", Access: adminNS, Handler: g.handleList},
 	}

@@ -63,6 +63,10 @@ type Route struct {
 	Access Access
 	// Upload marks entry uploads, bounded by Limits.MaxConcurrentUploads.
 	Upload bool
+	// JSONBody marks routes whose handler reads a JSON body (decodeJSON):
+	// their cachesvc_request_unknown_fields_total series is exported
+	// from the start.
+	JSONBody bool
 	// Handler serves the route once the caller is admitted and the request
 	// value parsed (request.go).
 	Handler fiber.Handler

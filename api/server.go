@@ -321,7 +321,11 @@ func (s *Server) init() error {
 	// the error reaches the middleware above like any other, so the
 	// request is still counted and logged.
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
-	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn, log: s.log}
+	unknownFields, err := newUnknownFieldsCounter(cfg.Registry)
+	if err != nil {
+		return err
+	}
+	body := bodies{maxJSON: cfg.MaxJSONBytes, bytesIn: s.http.bytesIn, unknownFields: unknownFields, log: s.log}
 	reports, err := newReportsCounter(cfg.Registry)
 	if err != nil {
 		return err
@@ -339,7 +343,7 @@ func (s *Server) init() error {
 			return fmt.Errorf("register signature memo metrics: %w", err)
 		}
 	}
-	return s.register(
+	err = s.register(
 		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, draining: &s.draining, version: cfg.Version,
 			shared: cfg.SharedTier, stats: cfg.Stats, log: s.log},
@@ -352,6 +356,11 @@ func (s *Server) init() error {
 		&leasesAPI{store: cfg.Store, leases: s.leases, runs: s.runs, body: body, log: s.log},
 		&adminEntriesAPI{store: cfg.Store, io: s.io, maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, baseCtx: s.baseCtx, log: s.log},
 	)
+	if err != nil {
+		return err
+	}
+	exportUnknownFieldSeries(unknownFields, s.table)
+	return nil
 }
 
 // closeOwned closes what New opened for the server itself.

@@ -377,7 +377,9 @@ type Lease struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
 	// Renewed is true when holder already held the live lease: the request
-	// renewed it (an older server never sets it).
+	// renewed it (an older server never sets it). From AcquireLease, not
+	// granted: another goroutine of this holder compiles; from RenewLease,
+	// granted.
 	Renewed bool `json:"renewed"`
 	// Code says why a lease was refused (409): "lease_held" (Holder
 	// compiles: Get with a wait for its entry) or "entry_exists" (written
@@ -387,10 +389,40 @@ type Lease struct {
 	Code string `json:"-"`
 }
 
-// AcquireLease asks for the compile lease on key. granted is true (201) when
-// holder now owns it; false (409) when another holder does, which l names,
-// or the entry exists; l.Code says which.
+// AcquireLease asks for the compile lease on key, for a caller that has
+// not taken it yet (to extend a lease it took, use RenewLease). granted is
+// true (201) when this call gave holder the lease: compile, then Put (which
+// releases it) or ReleaseLease. It is false when someone else compiles:
+// another holder (409, l.Code "lease_held"), or one of this process's own
+// goroutines, since holders name a process (the server renews the lease for
+// the second asker, 201 with "renewed": l.Renewed is true, l.Code
+// "lease_held" and l.Holder is holder); or the entry exists (409, l.Code
+// "entry_exists"). When not granted, wait for the entry with Get and a
+// wait, as the Python client's Lease does. A server older than "renewed"
+// grants every asker of one holder.
 func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
+	l, granted, err = c.postLease(ctx, ns, key, holder, ttl)
+	if granted && l.Renewed {
+		// Another goroutine of this holder took it and compiles.
+		l.Code = "lease_held"
+		return l, false, nil
+	}
+	return l, granted, err
+}
+
+// RenewLease extends the lease holder took with AcquireLease, for a
+// compile that outlasts its ttl (renew every ttl/3 or so): ttl counts from
+// now, and never moves the expiry earlier. granted is true (201) while
+// holder holds the lease (l.Renewed), or again if it lapsed and nobody took
+// it; false (409) when another holder took it after it lapsed (l.Code
+// "lease_held") or the entry was written (l.Code "entry_exists").
+func (c *Client) RenewLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
+	return c.postLease(ctx, ns, key, holder, ttl)
+}
+
+// postLease posts holder's lease request on key: granted is true on a 201,
+// renewal or not.
+func (c *Client) postLease(ctx context.Context, ns, key, holder string, ttl time.Duration) (l Lease, granted bool, err error) {
 	ttlS := ttl.Seconds()
 	body := wire.LeaseRequest{Holder: holder, TTL: &ttlS}
 	data, _ := json.Marshal(body)

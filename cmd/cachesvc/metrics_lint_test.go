@@ -218,7 +218,7 @@ func TestMetricsLint(t *testing.T) {
 		"cachesvc_namespace_quota_bytes", "cachesvc_shared_tier_duration_seconds", "cachesvc_shared_tier_errors_total",
 		"cachesvc_tier_gets_total", "cachesvc_tier_events_total", "cachesvc_plugin_failures_total",
 		"cachesvc_resp_protocol_errors_total", "cachesvc_resp_commands_total", "cachesvc_namespaces_reloads_total",
-		"cachesvc_miss_explanations_total", "go_goroutines", "process_cpu_seconds_total",
+		"cachesvc_miss_explanations_total", "cachesvc_request_unknown_fields_total", "go_goroutines", "process_cpu_seconds_total",
 	} {
 		if !strings.Contains(exposition, "\n# TYPE "+name+" ") {
 			t.Errorf("/metrics has no family %s after the traffic", name)
