@@ -130,8 +130,40 @@ func (s *Stats) load() error {
 		if err := readJSON(txn, []byte(kSampled), &a.sampledSince); err != nil {
 			return fmt.Errorf("load sampled since: %w", err)
 		}
+		if olderRecordSince(txn, a.sampledSince) {
+			// An older build (rolled back onto this directory) served
+			// since: it wrote a record only when a figure changed, so
+			// the minutes it served without one were not downtime. This
+			// run's first sample starts the every-minute records anew;
+			// the steps before it read as that build's records always did.
+			a.sampledSince = 0
+		}
 		return nil
 	})
+}
+
+// olderRecordSince reports whether a store record from sampledSince on
+// lacks the sampled mark, that is, was written by a build that records
+// only changes (an older one, served on this directory after this build).
+// A record it cannot decode is skipped: the series reports it when read,
+// and the statistics must open all the same.
+func olderRecordSince(txn *badger.Txn, sampledSince int64) bool {
+	if sampledSince == 0 {
+		return false
+	}
+	it := txn.NewIterator(badger.DefaultIteratorOptions)
+	defer it.Close()
+	p := []byte(pGMinute)
+	for it.Seek(bucketKey(pGMinute, sampledSince/60, "", "")); it.ValidForPrefix(p); it.Next() {
+		var g Global
+		if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &g) }); err != nil {
+			continue
+		}
+		if !g.Sampled {
+			return true
+		}
+	}
+	return false
 }
 
 // relabelled logs that a persisted record now counts under another label.

@@ -20,6 +20,10 @@ func TestRunDispatch(t *testing.T) {
 		{nil, 2, "", "Commands:"},
 		{[]string{"version"}, 0, "cachesvc ", ""},
 		{[]string{"version"}, 0, "\nstore format 2 (--data), shared-tier entry records up to v2\n", ""},
+		// The stats answer's format, which changed (3 to 4) where the
+		// two lines above did not: an older `cachesvc stats` against a
+		// newer server prints fewer figures, or some read wrong.
+		{[]string{"version"}, 0, "\nstats format 4 (GET /v1/stats; stats reads formats 1 to 4)\n", ""},
 		{[]string{"--version"}, 0, "cachesvc ", ""},
 		// README (Upgrading) says to compare the formats `version` prints
 		// before a rollback; its help and the command list said only

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // version is the release version, set at build time with
@@ -95,13 +96,23 @@ func vcsSettings(bi *debug.BuildInfo) (rev, at string, modified bool) {
 
 // runVersion prints the version.
 func runVersion(ctx context.Context, args []string, sio stdio) error {
-	fs := newFlagSet("version", "Print the version, and the store format (--data) and shared-tier entry record versions this binary reads: compare them before rolling back to an older binary.", sio)
+	fs := newFlagSet("version", "Print the version, the store format (--data) and shared-tier entry record versions this binary reads, and the stats format it writes and reads: compare them before rolling back to an older binary, or running an older cachesvc stats against it.", sio)
 	if err := parseOperandless(fs, args, sio); err != nil {
 		return err
 	}
 	fmt.Fprintln(sio.Stdout, versionString())
 	fmt.Fprintln(sio.Stdout, dataFormats())
+	fmt.Fprintln(sio.Stdout, statsFormats())
 	return nil
+}
+
+// statsFormats names the stats answer's format (wire.StatsFormat): what
+// this binary's server writes and the newest its stats command reads. It
+// changes where the data formats do not, and an older stats command
+// against a newer server prints fewer figures, some of them wrong (README,
+// "Upgrading and rolling back").
+func statsFormats() string {
+	return fmt.Sprintf("stats format %d (GET /v1/stats; stats reads formats 1 to %d)", wire.StatsFormat, wire.StatsFormat)
 }
 
 // dataFormats names the data formats this binary reads and writes, so that

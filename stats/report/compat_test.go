@@ -90,3 +90,58 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderMixedFleet decodes GET /v1/stats?scope=fleet answers saved
+// from a fleet in a rolling upgrade (README "Upgrading and rolling back"):
+// replica a ran this build (stats format 4, labelled v1.0.0-newf268911),
+// b and c ran 557bbaf (format 3, v0.9.0-old557bbaf), on one versitygw
+// bucket under traffic; one file is b's answer, the other a's. Either is
+// read as meant: each replica's hot tier from its heartbeat (557bbaf's
+// has no tier), the answering replica's own lines from its format, and no
+// note that the format is newer.
+func TestRenderMixedFleet(t *testing.T) {
+	rows := []string{
+		"a        ok      just now   v1.0.0-newf268911  40.3 MiB in 1,401 entries  reachable",
+		"b        ok      7 s ago    v0.9.0-old557bbaf  38.7 MiB in 1,334 entries  reachable",
+		"c        ok      9 s ago    v0.9.0-old557bbaf  37.8 MiB in 1,317 entries  reachable",
+	}
+	tests := []struct {
+		file, asked string
+		want        []string
+	}{
+		{"fleet-scope-format3-mixed.json", "http://127.0.0.1:17082", []string{
+			"Shared tier 18.7 MiB in 786 entries (no limit), the fleet's as http://127.0.0.1:17082 last counted them",
+			"Hot tier    41.6 MiB in 1,440 entries on http://127.0.0.1:17082, the replica asked (no limit); 0 evictions",
+			"Replicas    3 of 3 healthy",
+		}},
+		{"fleet-scope-format4-mixed.json", "http://127.0.0.1:17081", []string{
+			"Shared tier 52.1 MiB in 2,171 entries (no limit), the fleet's as http://127.0.0.1:17081 last counted them",
+			"Hot tier    41.6 MiB in 1,448 entries on http://127.0.0.1:17081, the replica asked (no limit); 0 evictions",
+			"Replicas    3 of 3 healthy",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r wire.StatsResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			var out strings.Builder
+			if err := Render(&out, &r, Options{Server: tt.asked, Now: r.Fleet.GeneratedAt}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range append(tt.want, rows...) {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			if strings.Contains(out.String(), "Note ") {
+				t.Errorf("output has a format note:\n%s", out.String())
+			}
+		})
+	}
+}
