@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +148,44 @@ func TestUsageUncountedUntilListed(t *testing.T) {
 	check(state{"after a later listing failed", "", true})
 	if u := s.Usage(); !u.ListedAt.Equal(listed) {
 		t.Errorf("a failed listing moved ListedAt from %v to %v", listed, u.ListedAt)
+	}
+}
+
+// TestUsageFirstListingRetried: a replica whose first listing of the bucket
+// fails (started during an outage of the bucket) tries again after
+// UsageRetry, not the whole UsageInterval (10 minutes by default), so its
+// shared tier is not "not counted yet" for 10 minutes after a short outage.
+func TestUsageFirstListingRetried(t *testing.T) {
+	srv := s3test.Start(t)
+	stuck := stuckListener(t)
+	var hung atomic.Bool
+	hung.Store(true)
+	var dialer net.Dialer
+	cfg := config(srv, srv.NewBucket(t))
+	cfg.UsageInterval, cfg.UsageRetry = time.Hour, 100*time.Millisecond
+	cfg.Transport = &http.Transport{
+		ResponseHeaderTimeout: 500 * time.Millisecond,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if hung.Load() {
+				addr = stuck
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+	}
+	s, err := s3.Open(context.Background(), cfg) // the bucket hangs: Open serves on, the listing fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for !strings.Contains(s.Usage().Uncounted, "failing") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	hung.Store(false)
+	deadline := time.Now().Add(30 * time.Second) // a bound on the test, not a timing assertion
+	for s.Usage().Uncounted != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the bucket answered again, Usage still says %q: the failed first listing was not retried before UsageInterval (1h)", s.Usage().Uncounted)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -276,20 +276,28 @@ func (s *Store) ScanUsage(ctx context.Context) (err error) {
 	return nil
 }
 
-// usageLoop runs ScanUsage at Open and every Config.UsageInterval.
+// usageLoop runs ScanUsage at Open and every Config.UsageInterval, and
+// every Config.UsageRetry after a failure while no listing has finished.
 func (s *Store) usageLoop() {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-s.stop; cancel() }()
 	for {
+		wait := s.cfg.UsageInterval
 		if err := s.ScanUsage(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("s3 usage scan failed", "err", err)
+			s.usage.mu.Lock()
+			first := s.usage.listedAt.IsZero()
+			s.usage.mu.Unlock()
+			if first {
+				wait = s.cfg.UsageRetry
+			}
+			s.log.Warn("s3 usage scan failed", "bucket", s.cfg.Bucket, "counted", !first, "retry_in", wait, "err", err)
 		}
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(s.cfg.UsageInterval):
+		case <-time.After(wait):
 		}
 	}
 }
