@@ -28,9 +28,9 @@ func TestStatsSharedTierUncounted(t *testing.T) {
 	srv, shared := statstest.StartReplica(t, srv3, 0)
 	type view struct {
 		uncounted, listedAt string
-		size               any // the last step's store_bytes
-		sampled            bool
-		metrics            string
+		size                any // the last step's store_bytes
+		sampled             bool
+		metrics             string
 	}
 	read := func() view {
 		t.Helper()
