@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cachesvc/cachesvc/stats"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // withSeries creates vec's series for each of the values of its one label,
@@ -116,6 +117,7 @@ var (
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited (always on a fleet replica, whose store figures are the shared tier's: see cachesvc_hot_tier_max_bytes).", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
+	descStoreListed  = prometheus.NewDesc("cachesvc_store_listed_timestamp_seconds", "When this fleet replica last finished listing the shared tier's bucket, which cachesvc_store_bytes, _entries and _blobs count (plus its own writes since); 0 until the first listing, while those three are not exported.", nil, nil)
 	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them.", nil, nil)
 	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
 	descQuarantined  = prometheus.NewDesc("cachesvc_quarantined_entries", "Entries quarantined now (reported as unloadable or quarantined by an admin): never served, restorable.", nil, nil)
@@ -132,7 +134,7 @@ var (
 
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descEvictions, descIntegrity, descQuarantined, descQuarantines,
+	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descStoreListed, descEvictions, descIntegrity, descQuarantined, descQuarantines,
 		descHotBytes, descHotMax, descHotEntries} {
 		ch <- d
 	}
@@ -144,11 +146,23 @@ func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the store's Usage once and sends every metric.
 func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	us := u.st.Usage()
-	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(us.Bytes))
+	// A shared tier not listed yet has no count: its sizes are left out
+	// (absent, not a 0 that graphs as an emptied bucket), and the listing
+	// timestamp says since when they are known.
+	if us.Uncounted == "" {
+		ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(us.Bytes))
+		ch <- prometheus.MustNewConstMetric(descStoreEntries, prometheus.GaugeValue, float64(us.Entries))
+		ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))
+	}
+	if us.Tier == wire.StoreTierShared {
+		var listed float64
+		if !us.ListedAt.IsZero() {
+			listed = float64(us.ListedAt.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(descStoreListed, prometheus.GaugeValue, listed)
+	}
 	ch <- prometheus.MustNewConstMetric(descStoreDisk, prometheus.GaugeValue, float64(us.DiskBytes))
 	ch <- prometheus.MustNewConstMetric(descStoreMax, prometheus.GaugeValue, float64(us.MaxBytes))
-	ch <- prometheus.MustNewConstMetric(descStoreEntries, prometheus.GaugeValue, float64(us.Entries))
-	ch <- prometheus.MustNewConstMetric(descStoreBlobs, prometheus.GaugeValue, float64(us.Blobs))
 	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(us.Evictions))
 	ch <- prometheus.MustNewConstMetric(descIntegrity, prometheus.CounterValue, float64(us.IntegrityFailures))
 	ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(us.Quarantined))

@@ -55,6 +55,16 @@ type Usage struct {
 	IntegrityFailures int64
 	// Namespaces are the bytes each namespace stores (nil: not known).
 	Namespaces map[string]int64
+	// Uncounted says Entries and Bytes are no count (a shared tier whose
+	// bucket was not listed yet, wire.StoreUsage.Uncounted): the sample's
+	// step is sampled, with a null size.
+	Uncounted bool
+}
+
+// UsageOf is the part of a store's usage (store.Usage) that stats samples.
+func UsageOf(u wire.StoreUsage) Usage {
+	return Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures,
+		Namespaces: NamespaceBytes(u.Namespaces), Uncounted: u.Uncounted != ""}
 }
 
 // NamespaceBytes is a store usage's bytes per namespace, as Usage takes
@@ -273,11 +283,18 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 		}
 		nsBytes := s.namespaceBytes(us.Namespaces)
 		minute := now.Unix() / 60
-		if dEv != 0 || dInt != 0 || us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes ||
-			!maps.Equal(nsBytes, a.lastNSBytes) || minute != a.sampledMinute {
+		sample := Global{StoreBytes: us.Bytes, StoreEntries: us.Entries, MaxBytes: us.MaxBytes, Uncounted: us.Uncounted}
+		sizesChanged := us.Uncounted != a.lastUsage.Uncounted ||
+			!us.Uncounted && (us.Bytes != a.global.StoreBytes || us.Entries != a.global.StoreEntries || us.MaxBytes != a.global.MaxBytes)
+		if dEv != 0 || dInt != 0 || sizesChanged || !maps.Equal(nsBytes, a.lastNSBytes) || minute != a.sampledMinute {
 			a.global.Evictions += dEv
 			a.global.IntegrityFailures += dInt
-			a.global.StoreBytes, a.global.StoreEntries, a.global.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			// The totals keep the last count, and say whether the last
+			// sample was one.
+			if !us.Uncounted {
+				a.global.StoreBytes, a.global.StoreEntries, a.global.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			}
+			a.global.Uncounted = us.Uncounted
 			g := a.globalMinutes[minute]
 			if g == nil {
 				g = new(Global)
@@ -285,7 +302,7 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			}
 			g.Evictions += dEv
 			g.IntegrityFailures += dInt
-			g.StoreBytes, g.StoreEntries, g.MaxBytes = us.Bytes, us.Entries, us.MaxBytes
+			takeSizes(g, &sample)
 			g.NamespaceBytes = nsBytes
 			g.Sampled = true
 			a.lastNSBytes = nsBytes
@@ -296,6 +313,21 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 			a.dirtyGlobal = true
 		}
 		a.lastUsage = us
+	}
+}
+
+// takeSizes gives dst, a record of sizes, those of src, a later sample: a
+// counted sample replaces them; an uncounted one (the shared tier not listed
+// yet: its bytes are no count) marks dst uncounted only where dst holds no
+// counted sizes, so a step or a total keeps the last count it had rather
+// than taking a 0 that is no count.
+func takeSizes(dst, src *Global) {
+	counted := !dst.Uncounted && (dst.Sampled || dst.StoreBytes != 0 || dst.StoreEntries != 0 || dst.MaxBytes != 0)
+	switch {
+	case !src.Uncounted:
+		dst.StoreBytes, dst.StoreEntries, dst.MaxBytes, dst.Uncounted = src.StoreBytes, src.StoreEntries, src.MaxBytes, false
+	case !counted:
+		dst.StoreBytes, dst.StoreEntries, dst.MaxBytes, dst.Uncounted = src.StoreBytes, src.StoreEntries, src.MaxBytes, true
 	}
 }
 

@@ -234,7 +234,7 @@ func (s *Stats) flush() error {
 			}
 			h.Evictions += g.Evictions
 			h.IntegrityFailures += g.IntegrityFailures
-			h.StoreBytes, h.StoreEntries, h.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+			takeSizes(h, g)
 			if g.NamespaceBytes != nil {
 				h.NamespaceBytes = g.NamespaceBytes
 			}
@@ -321,7 +321,7 @@ func (s *Stats) restore(minutes map[seriesKey]*Counters, gmin map[int64]*Global,
 			// A minute sampled since keeps its newer sample (an empty
 			// store's 0 bytes included).
 			if !cur.Sampled {
-				cur.StoreBytes, cur.StoreEntries, cur.MaxBytes = g.StoreBytes, g.StoreEntries, g.MaxBytes
+				cur.StoreBytes, cur.StoreEntries, cur.MaxBytes, cur.Uncounted = g.StoreBytes, g.StoreEntries, g.MaxBytes, g.Uncounted
 				cur.Sampled = g.Sampled
 			}
 			if cur.NamespaceBytes == nil {
@@ -413,7 +413,7 @@ func (b *batch) addGlobal(k []byte, d *Global, ttl time.Duration) {
 		}
 		g.Evictions += d.Evictions
 		g.IntegrityFailures += d.IntegrityFailures
-		g.StoreBytes, g.StoreEntries, g.MaxBytes = d.StoreBytes, d.StoreEntries, d.MaxBytes
+		takeSizes(&g, d)
 		if d.NamespaceBytes != nil {
 			g.NamespaceBytes = d.NamespaceBytes
 		}

@@ -269,8 +269,12 @@ func (s *Stats) Series(ns string, since time.Time, step time.Duration) (Series, 
 			// A namespace's series charts its own stored bytes (records
 			// older than NamespaceBytes: no sample), never the server's;
 			// a namespace absent from a sample stores nothing.
+			// An uncounted sample (a shared tier not listed yet) is no
+			// size: the step keeps an earlier count, or stays null.
 			if ns == "" {
-				out.StoreBytes[i] = &g.StoreBytes
+				if !g.Uncounted {
+					out.StoreBytes[i] = &g.StoreBytes
+				}
 			} else if g.NamespaceBytes != nil {
 				b := g.NamespaceBytes[ns]
 				out.StoreBytes[i] = &b

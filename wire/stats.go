@@ -177,6 +177,13 @@ type Global struct {
 	// _other). Only the per-step records of the store series carry it, so
 	// that a namespace's view charts its own size, not the server's.
 	NamespaceBytes map[string]int64 `json:"namespace_bytes,omitempty"`
+	// Uncounted marks a per-step record whose samples all had no count of
+	// the sizes: the shared tier's bucket was not listed yet
+	// (StoreUsage.Uncounted). Such a step has a null size in the store
+	// series, and is still sampled. In Snapshot.StoreCounters it says the
+	// last sample had no count: the sizes are the last counted sample's
+	// (0 if none).
+	Uncounted bool `json:"uncounted,omitempty"`
 	// Sampled marks a per-step record written by a build that records a
 	// sample every minute the server runs, not only when a figure changed:
 	// from the first such record on, a step without a record had no sample.

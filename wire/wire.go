@@ -259,6 +259,21 @@ type StoreUsage struct {
 	// Quarantines of corrupt chunks are IntegrityFailures.
 	QuarantinesReported int64 `json:"quarantines_reported"`
 	QuarantinesAdmin    int64 `json:"quarantines_admin"`
+	// Uncounted, when set, says that Entries, Blobs and Bytes are no count
+	// of the shared tier: its bucket has not been listed yet (a replica
+	// lists it at start and every 10 minutes), so they hold only this
+	// replica's own writes since it started, not 0 entries in the bucket.
+	// Its value says why, for people: "first listing of the bucket
+	// pending" (running or about to) or "first listing of the bucket
+	// failing: <error>". Absent once a listing has finished, and on a store
+	// that is counted as it changes (local, hot). Servers before the field
+	// sent the partial counts alone.
+	Uncounted string `json:"uncounted,omitempty"`
+	// ListedAt is when the last listing of the shared tier's bucket
+	// finished: Entries, Blobs and Bytes are its counts plus this
+	// replica's writes since. Absent until the first listing, and on a
+	// store without a shared tier.
+	ListedAt time.Time `json:"listed_at,omitzero"`
 	// Hot is this replica's hot tier when Tier is StoreTierShared: its
 	// entries, bytes against its own --max-size, disk use and evictions
 	// (Tier StoreTierHot). From stats format 4 on, a stats answer puts the

@@ -83,11 +83,7 @@ func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Lo
 	s, err := stats.Open(stats.Config{
 		Dir:    dir,
 		Logger: logger,
-		Usage: func() stats.Usage {
-			u := st.Usage()
-			return stats.Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures,
-				Namespaces: stats.NamespaceBytes(u.Namespaces)}
-		},
+		Usage:  func() stats.Usage { return stats.UsageOf(st.Usage()) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open stats %s: %w", dir, err)

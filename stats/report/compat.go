@@ -82,8 +82,15 @@ func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, aske
 		if r.Fleet != nil {
 			who, hotOn, every = asked, "on "+asked+", the replica asked", " (every replica's: HOT TIER below)"
 		}
-		p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its listing of the bucket every 10 minutes, plus its own writes since); %s\n",
-			Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+		if u.Uncounted != "" {
+			// Before its first listing of the bucket a replica knows
+			// only its own writes: "0 B in 0 entries" read as an empty
+			// bucket.
+			p.f("Shared tier: not counted yet (%s); %s\n", u.Uncounted, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+		} else {
+			p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its listing of the bucket every 10 minutes, plus its own writes since); %s\n",
+				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+		}
 		p.f("Hot tier    %s in %s %s (%s); %s%s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), hotOn, limitText(h),
 			Plural(evictions, "eviction", "evictions"), every)
 	case u.Tier == "" && fleet:

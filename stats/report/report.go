@@ -155,7 +155,8 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 	} else if sh := r.SharedTier; sh != nil && sh.Configured {
 		p.f("Replica     one replica of a fleet (shared tier %s): these are its numbers; --scope fleet shows the fleet's\n", sharedState(*sh))
 	}
-	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 {
+	// A shared tier not listed yet may hold entries: not "empty".
+	if t.Lookups == 0 && t.Writes == 0 && r.Store.Entries == 0 && r.Store.Uncounted == "" {
 		p.f("\nThe cache is empty. Connect a trainer:\n")
 		p.f("  import cachesvc.jax; cachesvc.jax.install(%q)\n", o.Server)
 		p.f("  import cachesvc.torch; cachesvc.torch.install(%q)\n", o.Server)

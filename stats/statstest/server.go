@@ -58,11 +58,7 @@ func StartWith(t testing.TB, cfg func(*stats.Config), apiCfg func(*api.Config)) 
 			}
 		}
 		store := c.Store
-		sc := stats.Config{Dir: filepath.Join(dir, "stats"), Usage: func() stats.Usage {
-			u := store.Usage()
-			return stats.Usage{Entries: u.Entries, Bytes: u.Bytes, MaxBytes: u.MaxBytes, Evictions: u.Evictions, IntegrityFailures: u.IntegrityFailures,
-				Namespaces: stats.NamespaceBytes(u.Namespaces)}
-		}}
+		sc := stats.Config{Dir: filepath.Join(dir, "stats"), Usage: func() stats.Usage { return stats.UsageOf(store.Usage()) }}
 		if cfg != nil {
 			cfg(&sc)
 		}

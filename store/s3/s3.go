@@ -105,6 +105,8 @@ const (
 	MinPartSize = 5 << 20
 	// DefaultUsageInterval is the default Config.UsageInterval.
 	DefaultUsageInterval = 10 * time.Minute
+	// DefaultUsageRetry is the default Config.UsageRetry.
+	DefaultUsageRetry = 30 * time.Second
 	// DefaultMaxRetries is the default Config.MaxRetries.
 	DefaultMaxRetries = 3
 	// DefaultInlineMax is the default Config.InlineMax.
@@ -165,6 +167,12 @@ type Config struct {
 	// UsageInterval is how often Usage's counts are refreshed by listing the
 	// bucket. Default 10m; negative lists only when ScanUsage is called.
 	UsageInterval time.Duration
+	// UsageRetry is how soon a failed listing is tried again while none
+	// has finished (until one does, Usage has no count of the bucket, only
+	// this process's writes): a replica started during a short outage of
+	// the bucket waited the whole UsageInterval. Default 30s; never more
+	// than UsageInterval.
+	UsageRetry time.Duration
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -208,6 +216,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.UsageInterval == 0 {
 		cfg.UsageInterval = DefaultUsageInterval
 	}
+	if cfg.UsageRetry <= 0 {
+		cfg.UsageRetry = DefaultUsageRetry
+	}
+	cfg.UsageRetry = min(cfg.UsageRetry, cfg.UsageInterval)
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = DefaultMaxRetries
 	}

@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/store"
+	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 	"github.com/cachesvc/cachesvc/store/storetest"
 )
@@ -65,5 +71,121 @@ func TestUsageCountsSmallEntries(t *testing.T) {
 	}
 	if relisted := check("after a listing again", n); relisted.Bytes != deleted.Bytes {
 		t.Errorf("the Delete left %d bytes counted, the listing %d", deleted.Bytes, relisted.Bytes)
+	}
+}
+
+// TestUsageUncountedUntilListed: until a listing of the bucket has
+// finished, Usage's counts are this process's own writes, no count of the
+// bucket, and it says so (Uncounted: the first listing pending, running
+// for how long while a hung server holds it, or failing with its error);
+// the first listing to finish makes them counts, with ListedAt. Before,
+// nothing told 0 bytes in 0 entries not counted from an empty bucket.
+func TestUsageUncountedUntilListed(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	s, err := s3.Open(context.Background(), config(srv, bucket)) // UsageInterval -1: lists on ScanUsage only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "default", storetest.KeyOf("a"), bytes.NewReader([]byte("hello")), store.PutOptions{Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	type state struct {
+		when, uncounted string
+		listed          bool
+	}
+	check := func(tt state) {
+		t.Helper()
+		u := s.Usage()
+		if !strings.HasPrefix(u.Uncounted, tt.uncounted) || (tt.uncounted == "") != (u.Uncounted == "") || u.ListedAt.IsZero() == tt.listed {
+			t.Errorf("%s: Uncounted %q, ListedAt %v; want Uncounted %q, listed: %v", tt.when, u.Uncounted, u.ListedAt, tt.uncounted, tt.listed)
+		}
+	}
+	check(state{"before any listing", "first listing of the bucket pending", false})
+
+	// The server hangs: the listing waits (Usage says for how long), then
+	// ends at the caller's deadline, and its error is the reason.
+	srv.Pause(t)
+	listCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- s.ScanUsage(listCtx) }()
+	for !strings.Contains(s.Usage().Uncounted, "running for") {
+		select {
+		case err := <-done:
+			t.Fatalf("a listing of a paused server ended (%v) before Usage said it was running", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	check(state{"while the listing hangs", "first listing of the bucket pending, running for ", false})
+	err = <-done
+	cancel()
+	srv.Resume(t)
+	if err == nil {
+		t.Fatal("a listing of a paused server succeeded")
+	}
+	check(state{"after the listing failed", "first listing of the bucket failing: list entries s3://" + bucket + "/cache/entries/", false})
+
+	if err := s.ScanUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(state{"after a listing", "", true})
+	if u := s.Usage(); u.Entries != 1 {
+		t.Errorf("after a listing: %d entries, want 1", u.Entries)
+	}
+	// A later listing that fails leaves the last counts, and says when
+	// they were listed.
+	listed := s.Usage().ListedAt
+	srv.Pause(t)
+	listCtx, cancel = context.WithTimeout(ctx, time.Second)
+	err = s.ScanUsage(listCtx)
+	cancel()
+	srv.Resume(t)
+	if err == nil {
+		t.Fatal("a listing of a paused server succeeded")
+	}
+	check(state{"after a later listing failed", "", true})
+	if u := s.Usage(); !u.ListedAt.Equal(listed) {
+		t.Errorf("a failed listing moved ListedAt from %v to %v", listed, u.ListedAt)
+	}
+}
+
+// TestUsageFirstListingRetried: a replica whose first listing of the bucket
+// fails (started during an outage of the bucket) tries again after
+// UsageRetry, not the whole UsageInterval (10 minutes by default), so its
+// shared tier is not "not counted yet" for 10 minutes after a short outage.
+func TestUsageFirstListingRetried(t *testing.T) {
+	srv := s3test.Start(t)
+	stuck := stuckListener(t)
+	var hung atomic.Bool
+	hung.Store(true)
+	var dialer net.Dialer
+	cfg := config(srv, srv.NewBucket(t))
+	cfg.UsageInterval, cfg.UsageRetry = time.Hour, 100*time.Millisecond
+	cfg.Transport = &http.Transport{
+		ResponseHeaderTimeout: 500 * time.Millisecond,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if hung.Load() {
+				addr = stuck
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+	}
+	s, err := s3.Open(context.Background(), cfg) // the bucket hangs: Open serves on, the listing fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for !strings.Contains(s.Usage().Uncounted, "failing") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	hung.Store(false)
+	deadline := time.Now().Add(30 * time.Second) // a bound on the test, not a timing assertion
+	for s.Usage().Uncounted != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the bucket answered again, Usage still says %q: the failed first listing was not retried before UsageInterval (1h)", s.Usage().Uncounted)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -174,11 +174,33 @@ func (s *Store) fetchRecords(ctx context.Context, ns string, keys []store.Key) (
 }
 
 // usageCounts is Usage's bookkeeping: the counts of the last listing of the
-// bucket plus this process's own changes since the listing began.
+// bucket plus this process's own changes since the listing began, and
+// whether a listing has finished yet (until then the counts are only this
+// process's changes: no count of the bucket).
 type usageCounts struct {
 	mu                    sync.Mutex
 	entries, blobs, bytes int64
+	listedAt              time.Time // end of the last listing; zero: none yet
+	listing               time.Time // start of the listing running; zero: none
+	listErr               error     // the last listing's failure, cleared by a success
 	integrity             atomic.Int64
+}
+
+// uncounted says why the counts are not a count of the bucket yet ("" once a
+// listing has finished), for StoreUsage.Uncounted. With u.mu held.
+func (u *usageCounts) uncounted(now time.Time) string {
+	switch {
+	case !u.listedAt.IsZero():
+		return ""
+	case u.listErr != nil:
+		// A retry may be running: its failure is still the news.
+		return "first listing of the bucket failing: " + u.listErr.Error()
+	case !u.listing.IsZero():
+		// A listing of a hung server runs until the HTTP client gives
+		// up: say how long it has been waiting.
+		return fmt.Sprintf("first listing of the bucket pending, running for %s", now.Sub(u.listing).Round(time.Second))
+	}
+	return "first listing of the bucket pending"
 }
 
 func (u *usageCounts) add(entries, blobs, bytes int64) {
@@ -187,12 +209,6 @@ func (u *usageCounts) add(entries, blobs, bytes int64) {
 	u.blobs += blobs
 	u.bytes += bytes
 	u.mu.Unlock()
-}
-
-func (u *usageCounts) get() (entries, blobs, bytes int64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.entries, u.blobs, u.bytes
 }
 
 // Usage returns approximate counts: those of the last listing of the bucket
@@ -207,16 +223,35 @@ func (u *usageCounts) get() (entries, blobs, bytes int64) {
 // of small entries showed 0 bytes). The listing gives each object's size,
 // so no record is read. A record quarantined for damage is uncounted at
 // the next listing. Nothing is evicted and MaxBytes is 0.
+//
+// Until a listing has finished the counts are this process's changes
+// alone, no count of the bucket: Uncounted says so and why (the listing
+// pending, or failing with its error), and ListedAt is zero. ListedAt is
+// when the last listing finished.
 func (s *Store) Usage() store.Usage {
-	e, b, n := s.usage.get()
-	return store.Usage{Entries: e, Blobs: b, Bytes: n, IntegrityFailures: s.usage.integrity.Load()}
+	u := &s.usage
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return store.Usage{Entries: u.entries, Blobs: u.blobs, Bytes: u.bytes, IntegrityFailures: u.integrity.Load(),
+		Uncounted: u.uncounted(time.Now()), ListedAt: u.listedAt}
 }
 
 // ScanUsage lists the bucket's records and blobs and resets Usage's counts
 // to what it found (plus this process's changes during the listing). It
-// costs one list request per 1,000 objects.
-func (s *Store) ScanUsage(ctx context.Context) error {
-	e0, b0, n0 := s.usage.get()
+// costs one list request per 1,000 objects. Until one has succeeded, Usage
+// says the counts are not counted yet, with this one's error if it fails.
+func (s *Store) ScanUsage(ctx context.Context) (err error) {
+	s.usage.mu.Lock()
+	s.usage.listing = time.Now()
+	e0, b0, n0 := s.usage.entries, s.usage.blobs, s.usage.bytes
+	s.usage.mu.Unlock()
+	defer func() {
+		if err != nil {
+			s.usage.mu.Lock()
+			s.usage.listing, s.usage.listErr = time.Time{}, err
+			s.usage.mu.Unlock()
+		}
+	}()
 	var entries, blobs, bytes int64
 	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "entries/", Recursive: true}) {
 		if obj.Err != nil {
@@ -236,24 +271,33 @@ func (s *Store) ScanUsage(ctx context.Context) error {
 	s.usage.entries += entries - e0
 	s.usage.blobs += blobs - b0
 	s.usage.bytes += bytes - n0
+	s.usage.listedAt, s.usage.listing, s.usage.listErr = time.Now().UTC(), time.Time{}, nil
 	s.usage.mu.Unlock()
 	return nil
 }
 
-// usageLoop runs ScanUsage at Open and every Config.UsageInterval.
+// usageLoop runs ScanUsage at Open and every Config.UsageInterval, and
+// every Config.UsageRetry after a failure while no listing has finished.
 func (s *Store) usageLoop() {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-s.stop; cancel() }()
 	for {
+		wait := s.cfg.UsageInterval
 		if err := s.ScanUsage(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("s3 usage scan failed", "err", err)
+			s.usage.mu.Lock()
+			first := s.usage.listedAt.IsZero()
+			s.usage.mu.Unlock()
+			if first {
+				wait = s.cfg.UsageRetry
+			}
+			s.log.Warn("s3 usage scan failed", "bucket", s.cfg.Bucket, "counted", !first, "retry_in", wait, "err", err)
 		}
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(s.cfg.UsageInterval):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -131,7 +131,10 @@
     if (hot) {
       // Stats format 4 keeps the hot tier's disk use under store.hot.
       used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)"; disk = hot.disk_bytes || disk;
-      shared = " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
+      // Before its first listing of the bucket the replica knows only its
+      // own writes (store.uncounted says why): no "0 B in 0 entries".
+      shared = st.uncounted ? " · shared tier not counted yet (" + st.uncounted + ")" :
+        " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
     } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
       if (evicted == null) evictions = u.evictions + u.expirations;
@@ -157,7 +160,8 @@
   function render(d, skipCharts) {
     state.last = d;
     var t = d.totals || {}, st = d.store || {};
-    var empty = !t.lookups && !t.writes && !st.entries;
+    // A shared tier not listed yet may hold the other replicas' entries.
+    var empty = !t.lookups && !t.writes && !st.entries && !st.uncounted;
     $("empty-state").hidden = !empty;
     $("empty-token").hidden = !state.token;
     document.body.classList.toggle("is-empty", empty);

@@ -194,6 +194,39 @@ func (s *Server) Pause(t testing.TB) {
 	t.Helper()
 	s.signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { s.signal(t, syscall.SIGCONT) })
+	s.awaitStopped()
+}
+
+// awaitStopped waits (up to 5 s) until every thread of the server process
+// is stopped: kill returns before the stop reaches a thread running on
+// another CPU, which could still answer a request sent just after Pause.
+// Where /proc is absent it returns at once.
+func (s *Server) awaitStopped() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	tasks := fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		stats, err := filepath.Glob(tasks + "/*/stat")
+		if err != nil || len(stats) == 0 {
+			return
+		}
+		stopped := true
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			// The state follows the parenthesized command name: "pid (comm) T ...".
+			if i := strings.LastIndexByte(string(b), ')'); err == nil && i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+	}
 }
 
 // Resume continues a paused server.
