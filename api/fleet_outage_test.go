@@ -1,19 +1,16 @@
 package api_test
 
 import (
-	"context"
 	"io"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cachesvc/cachesvc/api"
-	"github.com/cachesvc/cachesvc/store"
-	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/store/tiered/tieredtest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -22,22 +19,7 @@ import (
 // store.
 func replicaAPI(t *testing.T, srv *s3test.Server, maxRetries int) (*api.Server, *tiered.Store) {
 	t.Helper()
-	hot, err := store.Open(store.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: srv.NewBucket(t), Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: maxRetries})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"),
-		QueueDir: filepath.Join(dir, "queue"), ProbeInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() })
+	ts, _ := tieredtest.Open(t, srv, tieredtest.Options{MaxRetries: maxRetries, ProbeInterval: 20 * time.Millisecond})
 	sharedState := func() wire.SharedTierState {
 		st := ts.SharedState()
 		return wire.SharedTierState{Configured: true, Reachable: st.Reachable, LastError: st.LastError}

@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +11,9 @@ import (
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/store"
-	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/store/tiered/tieredtest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -33,18 +31,7 @@ func TestSharedTierOutageLogsOneLinePerInterval(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		API: func(c *api.Config) {
-			shared, err := s3.Open(context.Background(), s3.Config{Endpoint: s3srv.Endpoint, Bucket: s3srv.NewBucket(t), Insecure: true,
-				AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			ts, err = tiered.New(tiered.Config{Hot: c.Store.(*store.Badger), Shared: shared, SpoolDir: filepath.Join(dir, "spool"),
-				QueueDir: filepath.Join(dir, "queue"), ProbeInterval: 20 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ts.Close() })
+			ts, _ = tieredtest.Open(t, s3srv, tieredtest.Options{Hot: c.Store.(*store.Badger), MaxRetries: 1, ProbeInterval: 20 * time.Millisecond})
 			c.Store = ts
 			c.SharedTier = func() wire.SharedTierState {
 				return wire.SharedTierState{Configured: true, Reachable: ts.SharedState().Reachable}

@@ -2,23 +2,19 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/store"
-	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
-	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/store/tiered/tieredtest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -84,21 +80,7 @@ func TestStatsStoreTiers(t *testing.T) {
 func TestStatsFleetStoreShape(t *testing.T) {
 	srv3 := s3test.Start(t)
 	const size = 1 << 20
-	hot, err := store.Open(store.Config{Dir: t.TempDir(), MaxBytes: 3 * size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv3.Endpoint, Bucket: srv3.NewBucket(t), Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"), QueueDir: filepath.Join(dir, "queue")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() })
+	ts, _ := tieredtest.Open(t, srv3, tieredtest.Options{HotMaxBytes: 3 * size})
 	srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
 		c.Store = ts
 		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }

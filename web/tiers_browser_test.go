@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,10 +13,8 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/stats/statstest"
-	"github.com/cachesvc/cachesvc/store"
-	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
-	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/store/tiered/tieredtest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -31,26 +28,12 @@ func TestDashboardStoreTiers(t *testing.T) {
 	ctx := browser(t)
 	srv3 := s3test.Start(t)
 	const size = 1 << 20
-	hot, err := store.Open(store.Config{Dir: t.TempDir(), MaxBytes: 3 * size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv3.Endpoint, Bucket: srv3.NewBucket(t), Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, shared := tieredtest.Open(t, srv3, tieredtest.Options{HotMaxBytes: 3 * size})
 	// The first listing, as a replica's start does: until one, the card
 	// says the shared tier is not counted yet.
 	if err := shared.ScanUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"), QueueDir: filepath.Join(dir, "queue")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() })
 	srv := statstest.StartWith(t, nil, func(c *api.Config) {
 		c.Store = ts
 		c.SharedTier = func() wire.SharedTierState { return wire.SharedTierState{Configured: true, Reachable: true} }

@@ -1,16 +1,13 @@
 package statstest
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/stats"
-	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
-	"github.com/cachesvc/cachesvc/store/tiered"
+	"github.com/cachesvc/cachesvc/store/tiered/tieredtest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -22,21 +19,7 @@ import (
 // the test decides when the replica's first listing happens.
 func StartReplica(t testing.TB, srv3 *s3test.Server, hotMax int64) (*Server, *s3.Store) {
 	t.Helper()
-	hot, err := store.Open(store.Config{Dir: t.TempDir(), MaxBytes: hotMax})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv3.Endpoint, Bucket: srv3.NewBucket(t), Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ts, err := tiered.New(tiered.Config{Hot: hot, Shared: shared, SpoolDir: filepath.Join(dir, "spool"), QueueDir: filepath.Join(dir, "queue")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() }) // after the server's shutdown: cleanups run last first
+	ts, shared := tieredtest.Open(t, srv3, tieredtest.Options{HotMaxBytes: hotMax})
 	srv := StartWith(t, func(c *stats.Config) {
 		c.Usage = func() stats.Usage { return stats.UsageOf(ts.Usage()) }
 	}, func(c *api.Config) {
