@@ -25,7 +25,27 @@ import (
 // read. Now every write is refused before Badger sees it (ErrDirUnavailable,
 // naming the directory), reads of what the store held go on, the batched
 // access times wait in memory, and writes resume once access is back.
+//
+// The directory removed (renamed away, so that it can come back) is
+// refused alike; before, an upload there failed on its free-space check
+// (500), while the store's own writes went on into the memtable.
 func TestUnwritableDirRefusesWrites(t *testing.T) {
+	tests := []struct {
+		name string
+		take func(t *testing.T, dir string) (restore func())
+	}{
+		{"read-only", func(t *testing.T, dir string) func() { return storetest.MakeReadOnly(t, dir) }},
+		{"removed", func(t *testing.T, dir string) func() {
+			mustRename(t, dir, dir+".away")
+			return func() { mustRename(t, dir+".away", dir) }
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { testUnwritableDir(t, tc.take) })
+	}
+}
+
+func testUnwritableDir(t *testing.T, take func(t *testing.T, dir string) (restore func())) {
 	dir := filepath.Join(t.TempDir(), "data")
 	var logs storetest.LogBuffer
 	s, err := store.Open(store.Config{Dir: dir, MemTableSize: 1 << 20, FlushInterval: 10 * time.Millisecond,
@@ -57,7 +77,7 @@ func TestUnwritableDirRefusesWrites(t *testing.T) {
 		}
 	}
 
-	restore := storetest.MakeReadOnly(t, dir)
+	restore := take(t, dir)
 	want := "the data directory " + dir + " is gone or not writable"
 	refused := 0
 	for i := range 5000 {

@@ -152,26 +152,32 @@ func (s *Badger) noteDir(err error) {
 }
 
 // writable is the check every write to Badger passes first (enterWrite,
-// Put before it reads the body, the background loops): DirErr. Badger
-// needs the directory only when a memtable fills, and then fails for good
-// (see DirErr's notes), so a write it is handed while the directory is
+// the background loops; Put looks anew, lookDir): DirErr. Badger needs
+// the directory only when a memtable fills, and then fails for good (see
+// DirErr's notes), so a write it is handed while the directory is
 // unwritable may be the one that ends the process.
 //
 // A look costs a stat and an access(2), about 0.8µs (BenchmarkDirErr), and
-// a small Put makes two or three checks (up front, its chunk, its commit):
-// up to 10% of a 4 KiB Put (~38µs here) when each looked. So a look that found the directory
-// writable stands for dirLookMaxAge; one that found it broken is repeated
-// at every check, so that writes resume as soon as it is back. An answer
-// kept for 100ms would let through the ~2,000 small Puts that fill a 1 MiB
-// memtable; 1ms lets through what arrives in 1ms, like the race between
-// any look and the write after it.
+// a small Put passes two or three checks (up front, its chunk, its
+// commit): up to 10% of a 4 KiB Put (~38µs here) when each looked. So Put
+// looks anew once, before it reads the body, and a look that found the
+// directory writable stands for the other checks for dirLookMaxAge; one
+// that found it broken is repeated at every check, so that writes resume
+// as soon as it is back. An answer kept for 100ms would let through the
+// ~2,000 small Puts that fill a 1 MiB memtable.
 func (s *Badger) writable() error {
 	now := time.Since(s.dirWatch.epoch) // monotonic: a clock step cannot stretch it
 	if l := s.dirWatch.last.Load(); l != nil && l.err == nil && now-l.at < dirLookMaxAge {
 		return nil
 	}
+	return s.lookDir()
+}
+
+// lookDir is writable without the remembered answer: DirErr, remembered
+// for the next writable.
+func (s *Badger) lookDir() error {
 	err := s.DirErr()
-	s.dirWatch.last.Store(&dirLook{at: now, err: err})
+	s.dirWatch.last.Store(&dirLook{at: time.Since(s.dirWatch.epoch), err: err})
 	s.noteDir(err)
 	return err
 }

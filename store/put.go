@@ -118,7 +118,7 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 	// Refused before the body is read: storing it would hand Badger writes
 	// it may not survive (dirhealth.go). A Put of an existing key (above)
 	// writes nothing, so it goes on.
-	if err := s.writable(); err != nil {
+	if err := s.lookDir(); err != nil {
 		return res, fmt.Errorf("put entry %s/%s: %w; nothing was stored, and what the server holds is still served: make the directory writable again and uploads resume, or restart the server on a directory it can write", ns, key, err)
 	}
 	if opts.SHA256 != nil {
