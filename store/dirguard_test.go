@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +55,9 @@ func testUnwritableDir(t *testing.T, take func(t *testing.T, dir string) (restor
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	// After the directory is back (cleanups run last first): Badger's
+	// Close waits for good to flush into a directory it cannot write.
+	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	put := func(name string) error {
 		data := []byte("executable " + name)
@@ -77,7 +80,8 @@ func testUnwritableDir(t *testing.T, take func(t *testing.T, dir string) (restor
 		}
 	}
 
-	restore := take(t, dir)
+	restore := sync.OnceFunc(take(t, dir))
+	t.Cleanup(restore) // should the test end early
 	want := "the data directory " + dir + " is gone or not writable"
 	refused := 0
 	for i := range 5000 {
@@ -87,23 +91,23 @@ func testUnwritableDir(t *testing.T, take func(t *testing.T, dir string) (restor
 		case errors.Is(err, store.ErrDirUnavailable) && strings.Contains(err.Error(), want):
 			refused++
 		default:
-			t.Fatalf("put %d into a read-only directory: %v, want ErrDirUnavailable %q", i, err, want)
+			t.Fatalf("put %d into an unwritable directory: %v, want ErrDirUnavailable %q", i, err, want)
 		}
 		name := fmt.Sprint("before ", i%before)
 		if got, err := get(name); err != nil || got != "executable "+name {
-			t.Fatalf("get %q with the directory read-only: %q, %v", name, got, err)
+			t.Fatalf("get %q with the directory unwritable: %q, %v", name, got, err)
 		}
 	}
 	if refused != 5000 {
-		t.Errorf("%d of 5000 puts into a read-only directory refused, want all", refused)
+		t.Errorf("%d of 5000 puts into an unwritable directory refused, want all", refused)
 	}
 	if err := s.Delete(ctx, store.DefaultNamespace, dirKey("before 0")); !errors.Is(err, store.ErrDirUnavailable) {
-		t.Errorf("delete with the directory read-only: %v, want ErrDirUnavailable", err)
+		t.Errorf("delete with the directory unwritable: %v, want ErrDirUnavailable", err)
 	}
 	s.CollectGarbage()
 	time.Sleep(100 * time.Millisecond) // flushes, GC and expiry passes: each skips
 	if m, err := s.Stat(ctx, store.DefaultNamespace, dirKey("before 1")); err != nil || m.Hits == 0 {
-		t.Errorf("hits of an entry read with the directory read-only: %v %v, want counted", m.Hits, err)
+		t.Errorf("hits of an entry read with the directory unwritable: %v %v, want counted", m.Hits, err)
 	}
 	if n := strings.Count(logs.String(), "skipped while the data directory"); n == 0 || n > 4 {
 		t.Errorf("%d lines about skipped background writes, want one per kind:\n%s", n, logs.String())
