@@ -3,9 +3,11 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/store"
@@ -19,9 +21,15 @@ import (
 // before. Before, the uploads were stored (201) until Badger could not
 // create its next memtable and ended the process. Now each is answered 503
 // data_dir_unavailable with Retry-After, naming the directory and what to
-// do, the GETs are served, and uploads resume once access is back.
+// do, the GETs are served, and uploads resume once access is back. The
+// refusals are logged as an outage's are: one WARN request line per
+// interval, no "request failed" ERROR line each (the store's own ERROR
+// line says it once).
 func TestUnwritableDataDir(t *testing.T) {
-	srv := apitest.Start(t, apitest.Options{Store: func(c *store.Config) { c.MemTableSize = 1 << 20 }})
+	var logs syncBuffer
+	srv := apitest.Start(t, apitest.Options{Store: func(c *store.Config) { c.MemTableSize = 1 << 20 },
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	srv.API.SetOutageLogEvery(time.Hour)
 	const before = 50
 	for i := range before {
 		if resp, body := put(t, srv, "default", keyOf(fmt.Sprint("before ", i)), uint64(i), 512); resp.StatusCode != http.StatusCreated {
@@ -56,6 +64,18 @@ func TestUnwritableDataDir(t *testing.T) {
 	resp := srv.Do(http.MethodDelete, srv.EntryURL("default", keyOf("before 0")), nil)
 	if body := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "data_dir_unavailable") {
 		t.Errorf("DELETE with the directory read-only: %d %s, want 503 data_dir_unavailable", resp.StatusCode, body)
+	}
+
+	var warns, failed int
+	for _, line := range strings.Split(logs.String(), "\n") {
+		warns += strings.Count(line, `"level":"WARN","msg":"request"`) * strings.Count(line, `"code":"data_dir_unavailable"`)
+		failed += strings.Count(line, `"msg":"request failed"`)
+	}
+	if warns != 1 || failed != 0 {
+		t.Errorf("%d WARN request lines and %d \"request failed\" lines for 3,001 refused writes, want 1 and 0", warns, failed)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"the store cannot keep what it is sent`) {
+		t.Errorf("no ERROR line from the store about its directory:\n%.2000s", logs.String())
 	}
 
 	restore()

@@ -102,6 +102,8 @@ var expectedUnavailable = map[string]bool{
 	"shared_tier_unavailable": true, "fleet_unavailable": true, "upload_queue_full": true,
 	"too_many_uploads": true, "too_many_waiters": true, "too_many_connections": true, "lease_table_full": true,
 	"plugin_busy": true, "quota_exceeded": true,
+	// The store logs the directory's failure itself, once, at ERROR.
+	"data_dir_unavailable": true,
 }
 
 // failureLevel is the level a request answered status (5xx) with error
