@@ -62,8 +62,9 @@ func TestUnwritableDataDir(t *testing.T) {
 		t.Errorf("%d of 3000 PUTs into a read-only data directory stored, want none", stored)
 	}
 	resp := srv.Do(http.MethodDelete, srv.EntryURL("default", keyOf("before 0")), nil)
-	if body := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "data_dir_unavailable") {
-		t.Errorf("DELETE with the directory read-only: %d %s, want 503 data_dir_unavailable", resp.StatusCode, body)
+	if body := apitest.ReadAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "data_dir_unavailable") ||
+		!strings.Contains(string(body), "make the directory writable again") {
+		t.Errorf("DELETE with the directory read-only: %d %s, want 503 data_dir_unavailable saying what to do", resp.StatusCode, body)
 	}
 
 	var warns, failed int

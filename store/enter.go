@@ -1,5 +1,7 @@
 package store
 
+import "fmt"
+
 // enter starts a short operation on the database; leave ends it.
 func (s *Badger) enter() error {
 	s.closeMu.RLock()
@@ -22,7 +24,7 @@ func (s *Badger) enterWrite() error {
 	}
 	if err := s.writable(); err != nil { // dirhealth.go
 		s.leave()
-		return err
+		return fmt.Errorf("%w; nothing was changed: make the directory writable again and writes resume, or restart the server on a directory it can write", err)
 	}
 	s.gcMu.RLock()
 	return nil
