@@ -67,6 +67,10 @@ var sentinels = []struct {
 	{store.ErrFull, http.StatusInsufficientStorage, "store_full"},
 	{store.ErrCorrupt, http.StatusInternalServerError, "integrity_failure"},
 	{store.ErrClosed, http.StatusServiceUnavailable, "store_closed"},
+	// 503, not 507: the disk is not full, this replica is broken (its
+	// /readyz fails too); another replica, or this one once the directory
+	// is writable again, takes the entry.
+	{store.ErrDirUnavailable, http.StatusServiceUnavailable, "data_dir_unavailable"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "shared_tier_unavailable"},
 	// A newer replica's record, during a rolling upgrade: this replica
 	// cannot serve or replace it; the message says to upgrade it.
@@ -98,6 +102,8 @@ var expectedUnavailable = map[string]bool{
 	"shared_tier_unavailable": true, "fleet_unavailable": true, "upload_queue_full": true,
 	"too_many_uploads": true, "too_many_waiters": true, "too_many_connections": true, "lease_table_full": true,
 	"plugin_busy": true, "quota_exceeded": true,
+	// The store logs the directory's failure itself, once, at ERROR.
+	"data_dir_unavailable": true,
 }
 
 // failureLevel is the level a request answered status (5xx) with error
@@ -377,9 +383,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		e = &Error{Status: e.Status, Code: e.Code, Err: err,
 			Message: fmt.Sprintf("Method %.32q is not allowed on this path: use %s.", c.Method(), allow)}
 	}
-	if e.Code == "shared_tier_unavailable" && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
+	if (e.Code == "shared_tier_unavailable" || e.Code == "data_dir_unavailable") && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
 		// As every other 503 does: clients back off while the shared tier
-		// is away (the heartbeat probes it every few seconds).
+		// is away (the heartbeat probes it every few seconds), or the data
+		// directory is (every write looks at it again).
 		c.Set(fiber.HeaderRetryAfter, "5")
 	}
 	if e.Status >= 500 && !isProbe(c) && failureLevel(e.Status, e.Code) >= slog.LevelError {

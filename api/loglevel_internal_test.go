@@ -21,6 +21,7 @@ func TestFailureLevel(t *testing.T) {
 		{503, "starting", slog.LevelWarn},
 		{503, "too_many_uploads", slog.LevelWarn},
 		{503, "upload_queue_full", slog.LevelWarn},
+		{503, "data_dir_unavailable", slog.LevelWarn},
 		{507, "quota_exceeded", slog.LevelWarn},
 		{501, "keying_disabled", slog.LevelInfo},
 		{501, "unsupported_transfer_encoding", slog.LevelInfo},

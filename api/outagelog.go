@@ -11,8 +11,10 @@ import (
 // (outageLog); one per request flooded the log during an outage (a replica
 // serving 1,000 cold reads a second wrote 1,000 WARN lines a second) while
 // the heartbeat already logs the outage's start, its progress every 10
-// minutes and its end (fleet/registry).
-var outageCodes = map[string]bool{"shared_tier_unavailable": true, "fleet_unavailable": true}
+// minutes and its end (fleet/registry). A data directory gone or not
+// writable is one too: the store logs its start at ERROR and its end, and
+// every upload fails alike meanwhile.
+var outageCodes = map[string]bool{"shared_tier_unavailable": true, "fleet_unavailable": true, "data_dir_unavailable": true}
 
 // defaultOutageLogEvery is how often a request line of each outage code is
 // logged at WARN at most; the ones between go to INFO.

@@ -79,7 +79,9 @@ func parseBucketKey(k []byte, prefix string) (bucket int64, ns, backend string, 
 
 // Flush merges what was recorded and writes it to the database. The flush
 // loop calls it every FlushInterval; queries of time series call it first so
-// that they are exact.
+// that they are exact. While the directory is gone or not writable it
+// writes nothing and returns nil: what was recorded waits in memory for
+// the first flush that can save it (logged once at WARN).
 func (s *Stats) Flush() error {
 	return s.flush()
 }
@@ -88,6 +90,14 @@ func (s *Stats) flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.collect()
+	// The dirty state stays in the aggregate, to be saved by the first
+	// flush that can: a write Badger cannot complete ends the process
+	// (dirguard.go).
+	err := s.dirErr()
+	s.noteDir(err)
+	if err != nil {
+		return nil
+	}
 
 	// Take the dirty state under the lock, write it without.
 	a := &s.agg

@@ -167,6 +167,9 @@ type Stats struct {
 
 	// savedRunEvictions is the run evictions on disk; guarded by flushMu.
 	savedRunEvictions int64
+	// dirBroken is whether the last flush found the directory unwritable
+	// (dirguard.go); guarded by flushMu.
+	dirBroken bool
 }
 
 // Open opens (or creates) the stats database in cfg.Dir, loads the persisted

@@ -20,7 +20,10 @@ func (s *Badger) flushLoop() {
 			return
 		case <-t.C:
 			s.watchDir() // dirhealth.go
-			if s.enterWrite() != nil {
+			if err := s.enterWrite(); errors.Is(err, ErrDirUnavailable) {
+				s.skipWrite("access-time flush", "access times and hit counts wait in memory", err)
+				continue
+			} else if err != nil {
 				return
 			}
 			err := s.flushAccess()

@@ -157,6 +157,7 @@ func Open(cfg Config) (*Badger, error) {
 	// Badger has just opened it, so a failure here would be a race with its
 	// removal: DirErr says so at the first look.
 	s.dirID, _ = statDirID(cfg.Dir)
+	s.dirWatch.epoch = time.Now()
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -306,7 +307,10 @@ func (s *Badger) purgeChunks(u uploadID, n uint32, size int64) {
 	if n == 0 || s.readers.deferPurge(u, n, size) { // readerhold.go
 		return
 	}
-	if s.enterWrite() != nil {
+	if err := s.enterWrite(); err != nil {
+		if errors.Is(err, ErrDirUnavailable) {
+			s.skipWrite("chunk purge", "the chunks of deleted and evicted entries stay until the next start collects them", err)
+		}
 		return // collected at the next Open
 	}
 	defer s.leaveWrite()
@@ -333,33 +337,6 @@ func (s *Badger) purgeChunks(u uploadID, n uint32, size int64) {
 		}
 	}
 	flush()
-}
-
-// enter starts a short operation on the database; leave ends it.
-func (s *Badger) enter() error {
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return ErrClosed
-	}
-	return nil
-}
-
-func (s *Badger) leave() { s.closeMu.RUnlock() }
-
-// enterWrite starts a short operation that writes to the database;
-// leaveWrite ends it. Writes are paused while value-log GC runs (see runGC).
-func (s *Badger) enterWrite() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	s.gcMu.RLock()
-	return nil
-}
-
-func (s *Badger) leaveWrite() {
-	s.gcMu.RUnlock()
-	s.leave()
 }
 
 // Stat returns the entry's metadata without counting an access.
@@ -562,7 +539,7 @@ func (s *Badger) Close() error {
 	s.closeMu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
-	ferr := s.flushAccess()
+	ferr := s.flushAccessAtClose() // dirhealth.go
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}

@@ -153,6 +153,11 @@ func (s *Badger) expirePass(now time.Time) passResult {
 	s.expiry.mu.Lock()
 	defer s.expiry.mu.Unlock()
 	var res passResult
+	if err := s.writable(); err != nil {
+		// Every eviction would fail alike, each with a line of its own.
+		s.skipWrite("expiry pass", "idle and over-quota entries are evicted once it is", err)
+		return res
+	}
 	plan := s.expiryPlans()
 	if len(plan) == 0 {
 		return res

@@ -115,6 +115,11 @@ func (s *Badger) CollectGarbage() int { return s.maintain(time.Minute, 0, true) 
 // gcExhausted, so that the next Put the disk bound refuses evicts
 // (evictForDisk).
 func (s *Badger) maintain(compactWait time.Duration, limit int, explicit bool) int {
+	// Flushing memtables, GC's rewrites and flattening all create files.
+	if err := s.writable(); err != nil {
+		s.skipWrite("value-log gc", "deleted and evicted entries' disk space is returned once it is", err)
+		return 0
+	}
 	flush, wide := s.garbageChunks.Swap(0) > 0, false
 	if !flush && s.diskPressed() && time.Since(time.Unix(0, s.lastWide.Load())) >= time.Second {
 		// Pressed with no new garbage: what is left was counted by no

@@ -477,7 +477,12 @@ func (s *Badger) quarantine(sha [32]byte, u uploadID, reason string) {
 			p()
 		}
 	}()
-	if s.enterWrite() != nil {
+	if err := s.enterWrite(); err != nil {
+		if errors.Is(err, ErrDirUnavailable) {
+			// The read that found the corruption failed with ErrCorrupt;
+			// the next one finds it again, and quarantines it then.
+			s.skipWrite("quarantine", "corrupt entries stay in place (their reads fail) until it is", err)
+		}
 		return
 	}
 	defer s.leaveWrite()

@@ -57,6 +57,8 @@ func checkLabels(what string, m map[string]string, maxCount int) error {
 //   - ErrSizeMismatch: opts.Size > 0 and the body has another length.
 //   - ErrDigestMismatch: opts.SHA256 differs from the body's SHA-256.
 //   - ErrConflict: the entry exists with different bytes; it is untouched.
+//   - ErrDirUnavailable: the directory is gone or not writable (DirErr);
+//     checked before the body is read, and before each write to Badger.
 //   - ctx errors and r's errors, wrapped.
 //
 // On any error nothing is stored and staged chunks are deleted (or collected
@@ -112,6 +114,12 @@ func (s *Badger) Put(ctx context.Context, ns string, key Key, r io.Reader, opts 
 		} else if !errors.Is(err, ErrNotFound) {
 			return res, fmt.Errorf("put entry %s/%s: %w", ns, key, err)
 		}
+	}
+	// Refused before the body is read: storing it would hand Badger writes
+	// it may not survive (dirhealth.go). A Put of an existing key (above)
+	// writes nothing, so it goes on.
+	if err := s.lookDir(); err != nil {
+		return res, fmt.Errorf("put entry %s/%s: %w; nothing was stored, and what the server holds is still served: make the directory writable again and uploads resume, or restart the server on a directory it can write", ns, key, err)
 	}
 	if opts.SHA256 != nil {
 		if token := s.pin(*opts.SHA256); token != nil {

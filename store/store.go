@@ -101,6 +101,12 @@ var (
 	// and a Put brought the same bytes again; nothing was stored. Different
 	// bytes replace a quarantined entry.
 	ErrQuarantined = errors.New("entry is quarantined")
+	// ErrDirUnavailable means the store's directory is gone or not
+	// writable (Badger.DirErr) and the store refused a write before Badger
+	// saw it; nothing was written. Reads go on. Writes resume by themselves
+	// once the directory is writable again; a directory that was removed
+	// needs a restart.
+	ErrDirUnavailable = errors.New("the data directory is gone or not writable")
 )
 
 // Key is a cache key (cachekey.Key); the store addresses entries by
