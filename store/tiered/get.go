@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -334,7 +335,7 @@ func (s *Store) fillHot(sp *spool) {
 	s.emit(Event{Kind: EventFill, Namespace: sp.ns, Duration: time.Since(t0), Bytes: m.Size, Err: err})
 	if err != nil {
 		s.n.fillFailures.Add(1)
-		s.log.Warn("entry fetched from the shared tier not kept in the hot tier", "namespace", sp.ns, "key", sp.key.String(), "err", err)
+		s.log.Log(ctx, hotFailureLevel(err), "entry fetched from the shared tier not kept in the hot tier", "namespace", sp.ns, "key", sp.key.String(), "err", err)
 	}
 }
 
@@ -484,3 +485,15 @@ func (r *rangeOf) Read(p []byte) (int, error) {
 }
 
 func (r *rangeOf) Close() error { return r.rc.Close() }
+
+// hotFailureLevel is the level of a hot-tier write's failure beside a
+// shared tier that has the entry: Warn, but Debug when the hot tier's data
+// directory is gone or not writable, which the hot tier logs once itself
+// and /readyz reports, so that every upload and every hot miss of a
+// replica on a read-only disk does not log a line of its own.
+func hotFailureLevel(err error) slog.Level {
+	if errors.Is(err, store.ErrDirUnavailable) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}

@@ -55,7 +55,7 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 	}
 	if herr != nil {
 		s.n.hotPutFailures.Add(1)
-		s.log.Warn("entry stored in the shared tier but not the hot tier", "namespace", ns, "key", key.String(), "err", herr)
+		s.log.Log(ctx, hotFailureLevel(herr), "entry stored in the shared tier but not the hot tier", "namespace", ns, "key", key.String(), "err", herr)
 	}
 	return res, nil
 }
