@@ -65,16 +65,9 @@ func TestRenderAnswersOfOtherVersions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r wire.StatsResponse
-			if err := json.Unmarshal(data, &r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
+			r := readAnswer(t, tt.file)
 			var out strings.Builder
-			if err := Render(&out, &r, Options{Server: "http://h:8080", Namespace: tt.ns, Now: time.Now()}); err != nil {
+			if err := Render(&out, r, Options{Server: "http://h:8080", Namespace: tt.ns, Now: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tt.want {
@@ -122,16 +115,9 @@ func TestRenderMixedFleet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r wire.StatsResponse
-			if err := json.Unmarshal(data, &r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
+			r := readAnswer(t, tt.file)
 			var out strings.Builder
-			if err := Render(&out, &r, Options{Server: tt.asked, Now: r.Fleet.GeneratedAt}); err != nil {
+			if err := Render(&out, r, Options{Server: tt.asked, Now: r.Fleet.GeneratedAt}); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range append(tt.want, rows...) {
@@ -144,4 +130,18 @@ func TestRenderMixedFleet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readAnswer decodes the saved GET /v1/stats answer testdata/file.
+func readAnswer(t *testing.T, file string) *wire.StatsResponse {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r wire.StatsResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("decode %s: %v", file, err)
+	}
+	return &r
 }
