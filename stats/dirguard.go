@@ -3,7 +3,8 @@ package stats
 import (
 	"fmt"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirErr reports whether the statistics directory can take a flush: nil,
@@ -17,14 +18,11 @@ func (s *Stats) dirErr() error {
 	if s.cfg.Dir == "" {
 		return nil
 	}
-	if err := syscall.Access(s.cfg.Dir, accessWrite); err != nil {
+	if err := unix.Access(s.cfg.Dir, unix.W_OK); err != nil {
 		return fmt.Errorf("the statistics directory %s is gone or not writable: %w", s.cfg.Dir, &os.PathError{Op: "access", Path: s.cfg.Dir, Err: err})
 	}
 	return nil
 }
-
-// accessWrite is access(2)'s W_OK, the same on every Unix.
-const accessWrite = 2
 
 // noteDir logs a change in what flush found the directory to be, once:
 // WARN when it cannot save, INFO when it saves again. Guarded by flushMu.

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirID identifies the directory the store opened: a directory removed
@@ -70,15 +72,11 @@ func (s *Badger) DirErr() error {
 	// access(2) answers EROFS on a read-only mount and EACCES where the
 	// process may not write (root passes the mode bits, as it does when it
 	// writes).
-	if err := syscall.Access(dir, accessWrite); err != nil {
+	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return dirErr(dir, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
 	return nil
 }
-
-// accessWrite is access(2)'s W_OK, the same on every Unix (the syscall
-// package does not name it).
-const accessWrite = 2
 
 // dirErr is DirErr's error for dir.
 func dirErr(dir string, cause error) error { return &dirError{dir: dir, cause: cause} }
