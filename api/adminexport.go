@@ -15,6 +15,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/stats/report"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -250,7 +251,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 				return stopped(berr)
 			}
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
-				"The body is not a tar stream in the export format (at member %d: %s); %s imported before it.", n+1, err, entriesWere(res.Imported)))
+				"The body is not a tar stream in the export format (at member %d: %s); %s imported before it.", n+1, err, report.Plural(int64(res.Imported), "entry was", "entries were")))
 		}
 		if h.Name == wire.ExportMember {
 			res.Complete = true
@@ -280,7 +281,7 @@ func (g *adminEntriesAPI) handleImport(c *fiber.Ctx) error {
 			return stopped(body.Err())
 		case member.cut || errors.Is(err, io.ErrUnexpectedEOF):
 			return stopped(Errorf(http.StatusBadRequest, "bad_tar",
-				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %s imported before it.", wire.OneLine(h.Name, maxFailureName), entriesWere(res.Imported)))
+				"Member %s is cut short: the tar stream ends inside it; nothing of it was stored, and %s imported before it.", wire.OneLine(h.Name, maxFailureName), report.Plural(int64(res.Imported), "entry was", "entries were")))
 		// A member no retry can store, one that can never fit included, is
 		// listed as failed and the import goes on, so that a rerun gets past it.
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrQuarantined), errors.Is(err, store.ErrDigestMismatch),
@@ -311,15 +312,6 @@ func (m *memberReader) Read(p []byte) (int, error) {
 		m.cut = true
 	}
 	return n, err
-}
-
-// entriesWere counts n entries with the verb agreeing: "1 entry was",
-// "2 entries were".
-func entriesWere(n int) string {
-	if n == 1 {
-		return "1 entry was"
-	}
-	return fmt.Sprintf("%d entries were", n)
 }
 
 // importOptions validates an export member's header and returns its key
