@@ -45,12 +45,12 @@ def test_stopped_server_costs_torch_at_most_3s(start_server: Any, run_torch: Any
     # processes (the first one still pays cold g++ header reads: the no-cache
     # process, which makes the wall-time bound below lenient).
     assert s["lookup_seconds"] + s["put_seconds"] < 3.0, s
-    # The wall times of two 40 s CPU compiles differ by more than 3 s on a
-    # loaded 2-core machine (53.7 s against 43.6 s in one CI run, with the
-    # cache's own cost under 3 s): the bound above is the claim, this one
-    # only catches a hang (a timeout of its own, an exit that waits for the
-    # hung server), which costs tens of seconds more than the noise.
-    assert wall - base < 3.0 + 0.5 * base, f"stopped server {wall:.2f}s vs no cache {base:.2f}s"
+    # The wall times of two 40 s CPU compiles differ by far more than 3 s on a
+    # loaded 2-core machine (53.7 s against 43.6 s in one CI run, 98.7 s
+    # against 64.7 s beside six other jobs, the cache's own cost under 3 s
+    # both times): the bound above is the claim; this one only catches a hang
+    # (a timeout of its own, an exit that waits for the hung server).
+    assert wall < 2 * base + 3.0, f"stopped server {wall:.2f}s vs no cache {base:.2f}s"
 
 
 def test_stopped_server_mega_load_fails_fast(start_server: Any, tmp_path: Any) -> None:
