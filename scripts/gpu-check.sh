@@ -131,6 +131,10 @@ if a and b:
               f"cachesvc lookups {s['lookups']} hits {s['hits']} errors {s['errors']} puts {s['puts']} "
               f"read {s['hit_bytes']} B written {s['put_bytes']} B")
         print(f"    by cache: {json.dumps(s['by_cache'])}")
+        # A kernel's autotune record is saved twice (winner, then coordinate descent's config):
+        # the client writes the last one, so superseded > 0 and no 409 (put_conflicts) for them.
+        print(f"    autotune records superseded before their write {s.get('autotune_superseded', 'n/a')}, "
+              f"held after the flush {s.get('autotune_held', 'n/a')}; put_conflicts {s['put_conflicts']}")
     if b["inductor"].get("fxgraph_cache_miss", 0) or not b["inductor"].get("fxgraph_cache_hit"):
         bad.append("torch B compiled FX graphs (expected only remote hits)")
     from gpuprog import REL_TOLERANCE, compare
