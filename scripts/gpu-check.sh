@@ -153,6 +153,17 @@ if a and b:
     if retuned:
         print(f"torch B: {len(retuned)} autotune lookups missed, {sum(m in tuned_a for m in retuned)} of them "
               f"keys A had looked up and stored: {retuned}")
+        # torch's key is pt2:<digest of torch, Triton and the kernel's configs>::<digest of the
+        # kernel file>:c1. A miss on a kernel file A saved under another cache id means B hashed
+        # other configs for the same kernel (a static autotuner's recheck hashes its compiled configs).
+        saved_a = set(a.get("autotune_saved", []))
+        files_a = {k.split("::", 1)[1] for k in saved_a}
+        keys_b = [m.split(" ", 1)[1] for m in retuned]
+        same = sum(k in saved_a for k in keys_b)
+        other_id = sum(k not in saved_a and k.split("::", 1)[-1] in files_a for k in keys_b)
+        print(f"torch A saved {len(saved_a)} autotune records; B's misses: {same} under a key A saved, "
+              f"{other_id} for a kernel file A saved under another cache id (other configs hashed), "
+              f"{len(keys_b) - same - other_id} for kernel files A saved nothing for")
     if not a.get("mega_saved"):
         bad.append("torch A saved no Mega-Cache")
 elif os.path.exists(os.path.join(work, "torch-A")):
