@@ -164,6 +164,9 @@ if a and b:
         print(f"torch A saved {len(saved_a)} autotune records; B's misses: {same} under a key A saved, "
               f"{other_id} for a kernel file A saved under another cache id (other configs hashed), "
               f"{len(keys_b) - same - other_id} for kernel files A saved nothing for")
+        kernels_b = b.get("autotune_kernels", {})
+        for k in keys_b:
+            print(f"    B missed {k[:40]}...: {kernels_b.get(k, 'kernel not seen')}")
     if not a.get("mega_saved"):
         bad.append("torch A saved no Mega-Cache")
 elif os.path.exists(os.path.join(work, "torch-A")):
