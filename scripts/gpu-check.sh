@@ -131,6 +131,10 @@ if a and b:
               f"cachesvc lookups {s['lookups']} hits {s['hits']} errors {s['errors']} puts {s['puts']} "
               f"read {s['hit_bytes']} B written {s['put_bytes']} B")
         print(f"    by cache: {json.dumps(s['by_cache'])}")
+        # A kernel's autotune record is saved twice (winner, then coordinate descent's config):
+        # the client writes the last one, so superseded > 0 and no 409 (put_conflicts) for them.
+        print(f"    autotune records superseded before their write {s.get('autotune_superseded', 'n/a')}, "
+              f"held after the flush {s.get('autotune_held', 'n/a')}; put_conflicts {s['put_conflicts']}")
     if b["inductor"].get("fxgraph_cache_miss", 0) or not b["inductor"].get("fxgraph_cache_hit"):
         bad.append("torch B compiled FX graphs (expected only remote hits)")
     from gpuprog import REL_TOLERANCE, compare
@@ -149,6 +153,20 @@ if a and b:
     if retuned:
         print(f"torch B: {len(retuned)} autotune lookups missed, {sum(m in tuned_a for m in retuned)} of them "
               f"keys A had looked up and stored: {retuned}")
+        # torch's key is pt2:<digest of torch, Triton and the kernel's configs>::<digest of the
+        # kernel file>:c1. A miss on a kernel file A saved under another cache id means B hashed
+        # other configs for the same kernel (a static autotuner's recheck hashes its compiled configs).
+        saved_a = set(a.get("autotune_saved", []))
+        files_a = {k.split("::", 1)[1] for k in saved_a}
+        keys_b = [m.split(" ", 1)[1] for m in retuned]
+        same = sum(k in saved_a for k in keys_b)
+        other_id = sum(k not in saved_a and k.split("::", 1)[-1] in files_a for k in keys_b)
+        print(f"torch A saved {len(saved_a)} autotune records; B's misses: {same} under a key A saved, "
+              f"{other_id} for a kernel file A saved under another cache id (other configs hashed), "
+              f"{len(keys_b) - same - other_id} for kernel files A saved nothing for")
+        kernels_b = b.get("autotune_kernels", {})
+        for k in keys_b:
+            print(f"    B missed {k[:40]}...: {kernels_b.get(k, 'kernel not seen')}")
     if not a.get("mega_saved"):
         bad.append("torch A saved no Mega-Cache")
 elif os.path.exists(os.path.join(work, "torch-A")):

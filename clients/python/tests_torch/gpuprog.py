@@ -25,6 +25,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -76,6 +77,56 @@ class MLP(torch.nn.Module):
         return self.b(torch.nn.functional.gelu(self.a(x)))
 
 
+def record_autotune_saves(svc: Any) -> set[str]:
+    """The torch keys of the autotune records torch saves in this process
+    (filled as it saves; the backend calls ``svc.put``). A save needs no
+    lookup in this process (a kernel tuned in a compile worker looked itself
+    up there, without cachesvc), so misses() alone cannot list them."""
+    saved: set[str] = set()
+    put = svc.put
+
+    def recording_put(key: str, value: Any) -> None:
+        parts = key.split("::", 1)
+        if key.startswith("pt2:") and len(parts) == 2 and "-" not in parts[0]:  # per-kernel autotune cache
+            saved.add(key)
+        put(key, value)
+
+    svc.put = recording_put
+    return saved
+
+
+def record_autotune_kernels() -> dict[str, str]:
+    """Which kernel each autotune lookup in this process is for: torch's key
+    ``pt2:<cache id>::<key>:c1`` -> "<kernel name>, <n> configs" (the name
+    says the kind: triton_poi/red/per for pointwise and reductions,
+    triton_tem for GEMM templates, which torch never tunes by coordinate
+    descent, so never saves). Wraps check_autotune_cache, which every lookup
+    of a kernel's record goes through (cached_autotune, and the recheck of an
+    autotuner loaded from an FX graph entry); only lookups in this process
+    are seen (not a compile worker's). Best effort: empty if torch changed."""
+    found: dict[str, str] = {}
+    try:
+        from torch._inductor.runtime import triton_heuristics as th
+
+        orig = th.check_autotune_cache
+
+        def check_autotune_cache(configs: Any, filename: Any, inductor_meta: Any, *args: Any, **kw: Any) -> Any:
+            got = orig(configs, filename, inductor_meta, *args, **kw)
+            try:
+                cache = got[1]
+                if cache is not None and cache.remote_cache is not None:
+                    rc, key = cache.remote_cache
+                    found[rc._get_key(key)] = f"{inductor_meta.get('kernel_name', '?')}, {len(configs)} configs"
+            except Exception:  # noqa: BLE001 - a diagnostic only
+                pass
+            return got
+
+        th.check_autotune_cache = check_autotune_cache
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
 def main() -> None:
     """Parses the arguments, trains on the GPU, prints the JSON report."""
     ap = argparse.ArgumentParser()
@@ -92,6 +143,8 @@ def main() -> None:
         sys.exit(77)
     svc = cachesvc.torch.install(a.url, a.ns, run=a.run or None)
     assert svc is not None, "cachesvc.torch.install failed"
+    saved = record_autotune_saves(svc)
+    kernels = record_autotune_kernels()
     torch.manual_seed(0)
     model = MLP().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -114,7 +167,7 @@ def main() -> None:
                 first_step["out"] = out.detach().cpu()
                 torch.save(first_step, a.dump)
         opt.step()
-    saved = cachesvc.torch.save(a.run) if a.save and a.run else None
+    mega = cachesvc.torch.save(a.run) if a.save and a.run else None
     flushed = cachesvc.torch.flush(60)
     from torch._dynamo.utils import counters
 
@@ -127,7 +180,9 @@ def main() -> None:
         "stats": cachesvc.torch.stats(),
         "digests": digests,
         "misses": [f'{m.get("cache")} {m.get("torch_key")}' for m in cachesvc.torch.misses()],
-        "mega_saved": saved,
+        "mega_saved": mega,
+        "autotune_saved": sorted(saved),
+        "autotune_kernels": kernels,
         "flushed": flushed,
     }, default=str))
 

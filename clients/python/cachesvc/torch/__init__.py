@@ -34,6 +34,11 @@ one warning, then at most one per ``warn_interval``; every call has a time
 budget; a circuit breaker skips the server after repeated failures; writes go
 through a bounded background queue flushed at exit (:func:`flush`).
 
+Autotune records: torch saves a kernel's record twice on its first launch
+(the benchmarked winner, then coordinate descent's config) under one key;
+entries are immutable, so each is held until it settles and written once
+(``_autotune.py``).
+
 Self-healing: an FX graph or AOTAutograd artifact from the server that torch
 cannot load (unpickling raises) is reported to the server with the error and
 stays a miss, so torch compiles; enough distinct reports quarantine it
@@ -374,7 +379,9 @@ def stats() -> dict[str, Any]:
     """The installed service's counters as a dict (empty if not installed):
     ``lookups`` (answered), ``hits``, ``misses``, ``errors``, ``skipped``,
     ``puts`` ..., ``hit_bytes``, ``put_bytes``, ``lookup_seconds``,
-    ``compile_seconds_saved``, ``by_cache`` (per torch cache id)."""
+    ``compile_seconds_saved``, ``autotune_superseded`` (autotune records
+    replaced by a later save of their kernel, never written), ``autotune_held``
+    (records held now until they settle), ``by_cache`` (per torch cache id)."""
     s = _installed
     return s.stats() if s is not None else {}
 

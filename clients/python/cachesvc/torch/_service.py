@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 import re
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 from .._failopen import Breaker, Uploader, Warner
 from .._leasebook import LeaseBook
 from ..client import Client, Error
+from ._autotune import AutotuneHold
 
 # The time budget of one report of a value torch could not load (_heal.py),
 # in seconds: it runs in torch's compile path.
@@ -62,6 +64,8 @@ class CacheStats:
     leases_granted: int = 0  # FX graph misses this process compiled under a lease
     lease_waits: int = 0  # FX graph misses that waited for another process's compile
     lease_wait_hits: int = 0  # ... and received its entry (counted as hits)
+    autotune_superseded: int = 0  # autotune records replaced by a later save of the kernel (not written)
+    autotune_held: int = 0  # autotune records held now, not yet settled (set by stats())
     by_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # cache id -> counts
 
 
@@ -85,6 +89,8 @@ def time_taken_seconds(value: bytes) -> float | None:
 _LEASED_CACHE = "fx-graph"
 # Dynamo's PGO profiles: written once, in their last state, at flush (put).
 _PGO_CACHE = "dynamo-pgo"
+# The per-kernel autotune records (_cache_of): held until settled (_autotune).
+_AUTOTUNE_CACHE = "autotune"
 
 
 def _cache_of(full_key: str) -> str:
@@ -93,7 +99,7 @@ def _cache_of(full_key: str) -> str:
         return "other"
     cache = parts[0]
     # Autotune caches are named by a digest per kernel: count them together.
-    return cache if "-" in cache else "autotune"
+    return cache if "-" in cache else _AUTOTUNE_CACHE
 
 
 class Service:
@@ -101,12 +107,13 @@ class Service:
 
     _MAX_PENDING = 1024  # misses remembered until their write
     _MAX_MISSES = 64  # recent misses kept with the server's explanation
+    _MAX_AUTOTUNE_HELD = 256  # autotune records held at once (~300 bytes each); beyond, the oldest is written
 
     def __init__(self, client: Client, *, timeout: float, put_timeout: float | None,
                  breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
                  background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float,
                  lookup_timeout: float | None = None, leases: bool = False, lease_ttl: float = 120.0,
-                 lease_wait: float = 3600.0) -> None:
+                 lease_wait: float = 3600.0, autotune_settle: float = 30.0) -> None:
         self.client = client
         self.timeout = timeout
         self.lookup_timeout = lookup_timeout
@@ -120,6 +127,13 @@ class Service:
         self._lock = threading.Lock()
         self._pending: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
         self._profiles: dict[str, bytes] = {}  # PGO profiles held until flush (put)
+        # Autotune records held until settled (_hold_autotune), written by
+        # one settle thread per process when quiet for autotune_settle s.
+        self._autotune = AutotuneHold(self._MAX_AUTOTUNE_HELD, autotune_settle)
+        self._settle_cv = threading.Condition(self._lock)
+        self._settle_thread: threading.Thread | None = None
+        self._settle_pid = os.getpid()
+        self._settling = 0  # records the settle thread took and has not submitted yet
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
         self._hit = threading.local()  # server key of this thread's last hit (_heal)
         # Seconds of C++ builds (_cpp) not yet taken out of an FX graph's
@@ -139,6 +153,7 @@ class Service:
         """A snapshot of the counters, plus the breaker state and the run id."""
         with self._lock:
             d = asdict(self._stats)
+            d["autotune_held"] = len(self._autotune)
         if self.components is not None:
             d["components_captured"] = self.components.captured
             d["components_seconds"] = self.components.seconds
@@ -296,6 +311,13 @@ class Service:
         cache = _cache_of(full_key)
         if cache == _PGO_CACHE and self._hold_profile(full_key, data):
             return
+        if cache == _AUTOTUNE_CACHE:
+            self._hold_autotune(full_key, data)
+            return
+        self._submit_value(full_key, cache, data)
+
+    def _submit_value(self, full_key: str, cache: str, data: bytes) -> None:
+        """Submits torch's value of ``full_key`` with the compile seconds it records."""
         parts = _keys.split_key(full_key)
         name = f"{cache}:{parts[1][:16]}" if parts else full_key[:64]
         # AOTAutograd's time_taken_ms is the sum of its forward and backward
@@ -323,6 +345,74 @@ class Service:
                 return False
             self._profiles[full_key] = data
         return True
+
+    def _hold_autotune(self, full_key: str, data: bytes) -> None:
+        """Holds a kernel's autotune record until it has settled (``_autotune``),
+        then writes it once; a later save of the kernel replaces it.
+
+        torch saves a kernel's record twice on its first launch: the
+        benchmarked winner, then the config coordinate descent tuned from it
+        (torch 2.15 marks both ``found_by_coordesc``). Written as they came,
+        the first stayed for good (entries are immutable) and the tuned one
+        was refused, so every other host launched the untuned config."""
+        with self._lock:
+            superseded, settled = self._autotune.hold(full_key, data, threading.get_ident(), time.monotonic())
+            if superseded:
+                self._stats.autotune_superseded += 1
+            self._start_settler_locked()
+            self._settle_cv.notify_all()
+        for key, value in settled:
+            self._submit_value(key, _AUTOTUNE_CACHE, value)
+
+    def _start_settler_locked(self) -> None:
+        """Starts the settle thread unless it runs (again after a fork)."""
+        t = self._settle_thread
+        if t is not None and t.is_alive() and self._settle_pid == os.getpid():
+            return
+        self._settle_pid = os.getpid()
+        self._settling = 0
+        self._settle_thread = threading.Thread(target=self._settle_loop, name="cachesvc-autotune-settle", daemon=True)
+        try:
+            self._settle_thread.start()
+        except RuntimeError as exc:  # no thread to be had: the records wait for a flush (exit)
+            log.debug("cachesvc: no autotune settle thread: %s", exc)
+
+    def _settle_loop(self) -> None:
+        """Writes each held autotune record once nothing saved it for the
+        quiet period: the last kernel a thread tunes has no successor to
+        settle it, and a long job must not keep it until exit."""
+        while True:
+            with self._lock:
+                while True:
+                    now = time.monotonic()
+                    due = self._autotune.due(now)
+                    if due:
+                        self._settling += len(due)
+                        break
+                    nxt = self._autotune.next_due()
+                    self._settle_cv.wait(None if nxt is None else max(0.0, nxt - now))
+            try:
+                for key, value in due:
+                    self._submit_value(key, _AUTOTUNE_CACHE, value)
+            finally:
+                with self._lock:
+                    self._settling -= len(due)
+                    self._settle_cv.notify_all()
+
+    def _write_autotune(self, timeout: float | None) -> None:
+        """Submits every held autotune record, and waits (up to ``timeout``)
+        for those the settle thread took, so a flush leaves none behind."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            held = self._autotune.drain()
+        for key, value in held:
+            self._submit_value(key, _AUTOTUNE_CACHE, value)
+        with self._lock:
+            while self._settling > 0:
+                rem = None if end is None else end - time.monotonic()
+                if rem is not None and rem <= 0:
+                    break
+                self._settle_cv.wait(rem)
 
     def _write_profiles(self) -> None:
         """Submits the PGO profiles held (``_hold_profile``), in their last state."""
@@ -432,10 +522,15 @@ class Service:
                 self._stats.put_existing += 1
 
     def flush(self, timeout: float | None = 60.0) -> bool:
-        """Writes the PGO profiles held (``_hold_profile``), then waits until
-        queued writes are done; False if ``timeout`` ran out."""
+        """Writes the autotune records (``_hold_autotune``) and PGO profiles
+        (``_hold_profile``) held, then waits until queued writes are done;
+        False if ``timeout`` ran out."""
+        end = None if timeout is None else time.monotonic() + timeout
+        self._write_autotune(timeout)
         self._write_profiles()
-        return True if self.uploader is None else self.uploader.flush(timeout)
+        if self.uploader is None:
+            return True
+        return self.uploader.flush(None if end is None else max(0.0, end - time.monotonic()))
 
 
 def backend_class(base: type, service: Service) -> type:
