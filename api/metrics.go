@@ -113,14 +113,14 @@ type usageCollector struct {
 
 var (
 	descStoreBytes   = prometheus.NewDesc("cachesvc_store_bytes", "Logical bytes of unique blobs in the store (on a fleet replica: the shared tier's blobs plus entry records, where entries of at most 64 KiB keep their bytes).", nil, nil)
-	descStoreDisk    = prometheus.NewDesc("cachesvc_store_disk_bytes", "Disk space the store's files occupy (allocated blocks, Badger's fixed files included); above cachesvc_store_bytes by what value-log GC has not reclaimed yet.", nil, nil)
+	descStoreDisk    = prometheus.NewDesc("cachesvc_store_disk_bytes", "Disk space the store's files occupy (allocated blocks, Badger's fixed files included); above cachesvc_store_bytes by what value-log GC has not reclaimed yet. On a fleet replica, its hot tier's: cachesvc_hot_tier_disk_bytes (the shared tier has no disk of the replica's).", nil, nil)
 	descStoreMax     = prometheus.NewDesc("cachesvc_store_max_bytes", "The store's size limit in bytes; 0 means unlimited (always on a fleet replica, whose store figures are the shared tier's: see cachesvc_hot_tier_max_bytes).", nil, nil)
 	descStoreEntries = prometheus.NewDesc("cachesvc_store_entries", "Entries in the store.", nil, nil)
 	descStoreBlobs   = prometheus.NewDesc("cachesvc_store_blobs", "Unique blobs in the store.", nil, nil)
 	descStoreListed  = prometheus.NewDesc("cachesvc_store_listed_timestamp_seconds", "When this fleet replica last finished listing the shared tier's bucket, which cachesvc_store_bytes, _entries and _blobs count (plus its own writes since); 0 until the first listing, while those three are not exported.", nil, nil)
-	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them.", nil, nil)
+	descEvictions    = prometheus.NewDesc("cachesvc_evictions_total", "Entries the store removed on its own: evicted to make room (--max-size, a namespace's quota) or expired (max_idle, max_age); cachesvc_namespace_evictions_total splits them. On a fleet replica, its hot tier's: cachesvc_hot_tier_evictions_total (the shared tier evicts nothing).", nil, nil)
 	descIntegrity    = prometheus.NewDesc("cachesvc_integrity_failures_total", "Stored chunks that failed their checksum; each quarantines its entry.", nil, nil)
-	descQuarantined  = prometheus.NewDesc("cachesvc_quarantined_entries", "Entries quarantined now (reported as unloadable or quarantined by an admin): never served, restorable.", nil, nil)
+	descQuarantined  = prometheus.NewDesc("cachesvc_quarantined_entries", "Entries quarantined now (reported as unloadable or quarantined by an admin): never served, restorable. On a fleet replica, those of its hot tier: cachesvc_hot_tier_quarantined_entries.", nil, nil)
 	descQuarantines  = prometheus.NewDesc("cachesvc_quarantines_total", "Entries quarantined since the store opened, by cause: reports (enough distinct clients could not load it), admin, corrupt (a chunk failed its checksum).", []string{"cause"}, nil)
 )
 
@@ -130,12 +130,20 @@ var (
 	descHotBytes   = prometheus.NewDesc("cachesvc_hot_tier_bytes", "Logical bytes in this fleet replica's hot tier (its Badger store), which --max-size bounds.", nil, nil)
 	descHotMax     = prometheus.NewDesc("cachesvc_hot_tier_max_bytes", "This fleet replica's hot tier size limit (--max-size) in bytes; 0 means unlimited.", nil, nil)
 	descHotEntries = prometheus.NewDesc("cachesvc_hot_tier_entries", "Entries in this fleet replica's hot tier.", nil, nil)
+	// The hot tier's disk use, evictions and quarantined entries are also
+	// under the generic names above (the shared tier has none of its own
+	// that this replica knows), which stay for the dashboards and alerts
+	// that read them; these complete the family, so that a fleet's
+	// dashboard reads every hot-tier figure by one prefix.
+	descHotDisk        = prometheus.NewDesc("cachesvc_hot_tier_disk_bytes", "Disk space this fleet replica's hot tier's files occupy (as cachesvc_store_disk_bytes); above cachesvc_hot_tier_bytes by what value-log GC has not reclaimed yet.", nil, nil)
+	descHotEvictions   = prometheus.NewDesc("cachesvc_hot_tier_evictions_total", "Entries this fleet replica's hot tier removed on its own since it opened, evicted or expired (as cachesvc_evictions_total).", nil, nil)
+	descHotQuarantined = prometheus.NewDesc("cachesvc_hot_tier_quarantined_entries", "Entries quarantined now in this fleet replica's hot tier (as cachesvc_quarantined_entries).", nil, nil)
 )
 
 // Describe sends the store metrics' descriptors.
 func (u *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreBytes, descStoreDisk, descStoreMax, descStoreEntries, descStoreBlobs, descStoreListed, descEvictions, descIntegrity, descQuarantined, descQuarantines,
-		descHotBytes, descHotMax, descHotEntries} {
+		descHotBytes, descHotMax, descHotEntries, descHotDisk, descHotEvictions, descHotQuarantined} {
 		ch <- d
 	}
 	for _, d := range namespaceDescs {
@@ -173,6 +181,9 @@ func (u *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHotBytes, prometheus.GaugeValue, float64(h.Bytes))
 		ch <- prometheus.MustNewConstMetric(descHotMax, prometheus.GaugeValue, float64(h.MaxBytes))
 		ch <- prometheus.MustNewConstMetric(descHotEntries, prometheus.GaugeValue, float64(h.Entries))
+		ch <- prometheus.MustNewConstMetric(descHotDisk, prometheus.GaugeValue, float64(h.DiskBytes))
+		ch <- prometheus.MustNewConstMetric(descHotEvictions, prometheus.CounterValue, float64(h.Evictions))
+		ch <- prometheus.MustNewConstMetric(descHotQuarantined, prometheus.GaugeValue, float64(h.Quarantined))
 	}
 	withPersistedEvictions(us.Namespaces, byReason(u.stats.NamespaceEvictions())) // nsevictions.go
 	collectNamespaces(ch, us.Namespaces, &u.namespaces)

@@ -121,4 +121,39 @@ func TestStatsFleetStoreShape(t *testing.T) {
 	if len(h.Namespaces) == 1 && (h.Namespaces[0].Namespace != "default" || h.Namespaces[0].Entries != 3 || h.Namespaces[0].Evictions != 2) {
 		t.Errorf("hot tier's namespace usage %+v, want default: 3 entries, 2 evictions", h.Namespaces[0])
 	}
+
+	// The metrics: the hot tier's figures are all in the cachesvc_hot_tier_
+	// family beside the shared tier's cachesvc_store_ sizes (before, its
+	// disk use, evictions and quarantined entries were only under the
+	// generic names, which stay, with the same values, for the dashboards
+	// and alerts that read them).
+	scraped := map[string]float64{}
+	for _, line := range strings.Split(string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil))), "\n") {
+		var v float64
+		if name, val, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") {
+			if _, err := fmt.Sscan(val, &v); err == nil {
+				scraped[name] = v
+			}
+		}
+	}
+	disk := scraped["cachesvc_store_disk_bytes"]
+	metrics := []struct {
+		series string
+		want   float64
+	}{
+		{"cachesvc_hot_tier_entries", 3},
+		{"cachesvc_hot_tier_evictions_total", 2},
+		{"cachesvc_hot_tier_disk_bytes", disk},
+		{"cachesvc_hot_tier_quarantined_entries", 0},
+		{"cachesvc_evictions_total", 2},
+		{"cachesvc_quarantined_entries", 0},
+	}
+	for _, m := range metrics {
+		if got, ok := scraped[m.series]; !ok || got != m.want {
+			t.Errorf("%s = %v (exported: %v), want %v", m.series, got, ok, m.want)
+		}
+	}
+	if disk <= 0 {
+		t.Errorf("cachesvc_store_disk_bytes = %v, want the hot tier's files' size", disk)
+	}
 }

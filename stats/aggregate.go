@@ -269,16 +269,17 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 		}
 	}
 	if s.cfg.Usage != nil {
-		var dEv, dInt int64
+		dEv, dInt := us.Evictions, us.IntegrityFailures
 		if a.haveUsage {
 			dEv = delta(us.Evictions, a.lastUsage.Evictions)
 			dInt = delta(us.IntegrityFailures, a.lastUsage.IntegrityFailures)
 		} else {
-			// First sample since Open: the store's counters may have
-			// restarted with the process; count only what is new since
-			// the last persisted sample.
-			dEv = delta(us.Evictions, a.lastUsage.Evictions)
-			dInt = delta(us.IntegrityFailures, a.lastUsage.IntegrityFailures)
+			// First sample since Open: the store's counters count since
+			// it opened, with this process (Config.Usage), so all of them
+			// are new. The last persisted sample is the previous
+			// process's: a delta from it lost that process's final count
+			// whenever this one's had reached it (evictions down to a
+			// lowered --max-size at open, say).
 			a.haveUsage = true
 		}
 		nsBytes := s.namespaceBytes(us.Namespaces)

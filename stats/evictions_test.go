@@ -46,3 +46,49 @@ func TestEvictionReasonsSurviveRestart(t *testing.T) {
 	want["team-a"], evictions["team-a"] = wire.EvictionReasons{Size: 1, Quota: 4, Age: 2}, 7
 	check("after a new eviction", s2)
 }
+
+// TestStoreCountersAfterRestart: the store's counters (Config.Usage) start
+// again at 0 with each process, and the first sample of a new process
+// counts them whole. Before, it counted them as a delta from the previous
+// process's last sample, losing that process's final count whenever the
+// new one's had reached it: evictions at open down to a lowered
+// --max-size vanished from store_counters (a drill persisted 431 against
+// 5,249 evicted since the start).
+func TestStoreCountersAfterRestart(t *testing.T) {
+	tests := []struct {
+		name             string
+		before, atOpen   int64 // the store's count in the first process, and at the second's first sample
+		wantAfterRestart int64
+	}{
+		{"fewer at open than before", 5, 3, 8},
+		{"as many at open as before", 5, 5, 10},
+		{"more at open than before", 2, 6, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var u Usage
+			open := func() *Stats {
+				s, err := Open(Config{Dir: dir, Usage: func() Usage { return u }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			s := open()
+			s.Snapshot(SnapshotOptions{})
+			u.Evictions, u.IntegrityFailures = tc.before, tc.before
+			s.Snapshot(SnapshotOptions{})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			u.Evictions, u.IntegrityFailures = tc.atOpen, tc.atOpen // a new process's store
+			s = open()
+			defer s.Close()
+			g := s.Snapshot(SnapshotOptions{}).StoreCounters
+			if g.Evictions != tc.wantAfterRestart || g.IntegrityFailures != tc.wantAfterRestart {
+				t.Errorf("after the restart: evictions %d, integrity failures %d; want %d of each", g.Evictions, g.IntegrityFailures, tc.wantAfterRestart)
+			}
+		})
+	}
+}

@@ -79,6 +79,9 @@ type Config struct {
 	HourRetention   time.Duration
 	// Usage, when set, is sampled at each flush for the store's evictions,
 	// integrity failures and size, which are kept as a global time series.
+	// Its Evictions and IntegrityFailures count since the store opened,
+	// which must be no earlier than this Stats' previous Close (a server
+	// opens both at start): the first sample counts them whole.
 	Usage func() Usage
 	// Index bounds the in-memory index of entry components used to explain
 	// misses.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -53,6 +54,7 @@ func TestDashboardStoreTiers(t *testing.T) {
 			t.Fatalf("PUT entry %d: %d", i, resp.StatusCode)
 		}
 	}
+	listedAt := shared.Usage().ListedAt.Format(time.RFC3339Nano) // as the stats answer encodes it
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		waitText("#kpi-store-label", "Hot tier (this replica)"),
@@ -62,6 +64,7 @@ func TestDashboardStoreTiers(t *testing.T) {
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({
 		value: document.getElementById("kpi-store").textContent,
 		sub: document.getElementById("kpi-store-sub").textContent,
+		subTitle: document.getElementById("kpi-store-sub").title,
 		chart: document.getElementById("store-chart-title").textContent,
 		quota: document.getElementById("quota-card").hidden ? "hidden" : document.getElementById("quota-table").tBodies[0].textContent})`))
 	if err != nil {
@@ -71,6 +74,11 @@ func TestDashboardStoreTiers(t *testing.T) {
 		{"value", "3.0 MiB / 3.0 MiB"},
 		{"sub", "3 entries · 100% of limit"},
 		{"sub", "shared tier 5.0 MiB in 5 entries (no limit)"},
+		// The shared tier's count is this replica's last listing plus
+		// its own writes: the card says how old it is, where it gave
+		// the count unlabelled, as if current for the whole fleet.
+		{"sub", "(no limit), as this replica listed it "},
+		{"subTitle", "at its last listing of the bucket (" + listedAt + ";"},
 		// The chart beside the card draws the shared tier's 5 MiB: its
 		// title says so, not "Store size" under a card of 3 MiB.
 		{"chart", "Shared tier size (the whole fleet's entries; no limit)"},

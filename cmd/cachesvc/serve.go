@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -374,23 +373,15 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	}()
 	// The store's hooks reach the statistics, which are opened after the
 	// store (they sample its usage): evictions from the hot tier are
-	// counted, and evicted and quarantined entries leave the index that
-	// explains misses (a restore puts an entry back: api/quarantine.go).
-	var hookStats atomic.Pointer[stats.Stats]
+	// counted, those of the store's open too (statsHooks), and evicted and
+	// quarantined entries leave the index that explains misses (a restore
+	// puts an entry back: api/quarantine.go).
+	var hooks statsHooks
 	tierMetrics := api.NewTierMetrics()
 	stores, err := openStores(ctx, o, logger, storeHooks{ // fleet.go
-		onEvict: func(m store.Meta, reason string) {
-			if st := hookStats.Load(); st != nil {
-				st.RecordEvictions(m.Namespace, m.Backend, reason, 1)
-				st.ForgetEntry(m.Namespace, m.Backend, m.Key)
-			}
-		},
-		onQuarantine: func(ns string, key store.Key) {
-			if st := hookStats.Load(); st != nil {
-				st.ForgetEntry(ns, "", key)
-			}
-		},
-		observe: tierMetrics.Observe,
+		onEvict:      hooks.evicted,
+		onQuarantine: hooks.quarantined,
+		observe:      tierMetrics.Observe,
 	})
 	if err != nil {
 		return err
@@ -411,8 +402,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
 		close:    func(context.Context) error { return sts.Close() },
 		needsDir: true})
-	hookStats.Store(sts)
 	admitConfigured(sts, o.quotas)                     // namespaces.go
+	hooks.attach(sts)                                  // after admitting: counted under their namespaces
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
 	replicaID := ""
 	if o.S3.enabled() {

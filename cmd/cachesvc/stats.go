@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cachesvc/cachesvc/stats"
@@ -89,4 +90,69 @@ func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Lo
 		return nil, fmt.Errorf("open stats %s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// maxPendingEvictionKinds bounds what statsHooks keeps before the
+// statistics attach: (namespace, backend, reason) kinds past it count
+// under no namespace (the statistics' _other), still by reason.
+const maxPendingEvictionKinds = 4096
+
+// evictionKind is what the statistics count an eviction by.
+type evictionKind struct{ ns, backend, reason string }
+
+// statsHooks carries the store's eviction and quarantine hooks to the
+// statistics, which open after the store (they sample its usage). The
+// store evicts while it opens (down to a lowered --max-size) and its
+// expiry loop's first pass starts at once, before the statistics exist:
+// statsHooks keeps those evictions' counts and records them when the
+// statistics attach, so the persisted counts (totals.evictions, by reason,
+// cachesvc_namespace_evictions_total) have them too. Before, they were
+// dropped. The entries evicted then need no ForgetEntry: the index that
+// explains misses is seeded from the store after it opened.
+type statsHooks struct {
+	mu      sync.Mutex
+	st      *stats.Stats // nil until attach
+	pending map[evictionKind]int64
+}
+
+// evicted is store.Config.OnEvict.
+func (h *statsHooks) evicted(m store.Meta, reason string) {
+	h.mu.Lock()
+	st := h.st
+	if st == nil {
+		k := evictionKind{m.Namespace, m.Backend, reason}
+		if _, ok := h.pending[k]; !ok && len(h.pending) >= maxPendingEvictionKinds {
+			k = evictionKind{reason: reason}
+		}
+		if h.pending == nil {
+			h.pending = make(map[evictionKind]int64)
+		}
+		h.pending[k]++
+	}
+	h.mu.Unlock()
+	if st != nil {
+		st.RecordEvictions(m.Namespace, m.Backend, reason, 1)
+		st.ForgetEntry(m.Namespace, m.Backend, m.Key)
+	}
+}
+
+// quarantined is store.Config.OnQuarantine.
+func (h *statsHooks) quarantined(ns string, key store.Key) {
+	h.mu.Lock()
+	st := h.st
+	h.mu.Unlock()
+	if st != nil {
+		st.ForgetEntry(ns, "", key)
+	}
+}
+
+// attach records the evictions kept so far in st and sends later ones
+// straight to it.
+func (h *statsHooks) attach(st *stats.Stats) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, n := range h.pending {
+		st.RecordEvictions(k.ns, k.backend, k.reason, n)
+	}
+	h.st, h.pending = st, nil
 }

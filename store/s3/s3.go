@@ -194,6 +194,10 @@ type Store struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// onListed, when set (tests only, before any listing), sees each
+	// object a listing yields.
+	onListed func(key string)
 }
 
 var _ store.Store = (*Store)(nil)

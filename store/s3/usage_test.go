@@ -3,6 +3,7 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
@@ -187,5 +191,62 @@ func TestUsageFirstListingRetried(t *testing.T) {
 			t.Fatalf("30 s after the bucket answered again, Usage still says %q: the failed first listing was not retried before UsageInterval (1h)", s.Usage().Uncounted)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUsageListingCancelledBetweenPages: minio-go ends a listing whose
+// context ends between two pages without an error, and ScanUsage took it
+// for a finished listing: a replica closing (or a caller's deadline) while
+// it listed blobs/ (its second listing; a short first one was caught by the
+// second's check of ctx at its start) saved a partial count as the
+// bucket's usage, with a new ListedAt. Now the listing fails and the last
+// counts stand. The listing is cancelled at the last objects of its first
+// page (S3 pages hold 1,000 keys), where minio-go either reports the cancel
+// or ends silently, by chance: before the fix about half the attempts
+// ended silently.
+func TestUsageListingCancelledBetweenPages(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	cfg := config(srv, bucket)
+	const n = 1100 // two pages
+	c := srv.Client(t, nil)
+	g, gctx := errgroup.WithContext(context.Background())
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			name := fmt.Sprintf("%s/blobs/%064x", cfg.Prefix, i)
+			_, err := c.PutObject(gctx, bucket, name, bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, cfg) // lists the bucket once
+	defer s.Close()
+	before := s.Usage()
+	if before.Blobs != n || before.ListedAt.IsZero() {
+		t.Fatalf("after the first listing: %+v, want %d blobs and ListedAt", before, n)
+	}
+	for i := range 30 {
+		cut := 997 + i%3
+		ctx, cancel := context.WithCancel(context.Background())
+		listed := 0
+		s3.OnListed(s, func(key string) {
+			if !strings.Contains(key, "/blobs/") {
+				return
+			}
+			if listed++; listed == cut {
+				cancel()
+			}
+		})
+		err := s.ScanUsage(ctx)
+		cancel()
+		if u := s.Usage(); u.Blobs != before.Blobs || u.Bytes != before.Bytes || !u.ListedAt.Equal(before.ListedAt) {
+			t.Errorf("ScanUsage cancelled at object %d of %d changed Usage from %+v to %+v", cut, n, before, u)
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("ScanUsage cancelled at object %d of %d: err = %v, want context.Canceled", cut, n, err)
+		}
 	}
 }

@@ -87,14 +87,15 @@ func (s *Store) walk(ctx context.Context, ns, afterNS string, afterKey *store.Ke
 func (s *Store) namespaces(ctx context.Context) ([]string, error) {
 	prefix := s.cfg.Prefix + "entries/"
 	var out []string
-	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix}) {
-		if obj.Err != nil {
-			return nil, s.fault("list namespaces", prefix, obj.Err)
-		}
+	err := s.list(ctx, "list namespaces", minio.ListObjectsOptions{Prefix: prefix}, func(obj minio.ObjectInfo) error {
 		ns := strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/")
 		if cachekey.ValidateNamespace(ns) == nil {
 			out = append(out, ns)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(out)
 	return out, nil
@@ -103,8 +104,6 @@ func (s *Store) namespaces(ctx context.Context) ([]string, error) {
 // walkNamespace walks one namespace's records after the key startAfter
 // ("" for all); more is false once fn said stop.
 func (s *Store) walkNamespace(ctx context.Context, ns, startAfter string, fn func(store.Meta) bool) (more bool, err error) {
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the listing when fn stops early
 	prefix := s.cfg.Prefix + "entries/" + ns + "/"
 	page := make([]store.Key, 0, walkPage)
 	flush := func() (bool, error) {
@@ -124,26 +123,28 @@ func (s *Store) walkNamespace(ctx context.Context, ns, startAfter string, fn fun
 	if startAfter != "" {
 		opts.StartAfter = prefix + startAfter
 	}
-	for obj := range s.core.Client.ListObjects(lctx, s.cfg.Bucket, opts) {
-		if obj.Err != nil {
-			return false, s.fault("list entries", prefix, obj.Err)
-		}
+	more = true
+	err = s.list(ctx, "list entries", opts, func(obj minio.ObjectInfo) error {
 		name := strings.TrimPrefix(obj.Key, prefix)
 		if startAfter != "" && name <= startAfter {
-			continue // a server that ignores start-after lists from the start
+			return nil // a server that ignores start-after lists from the start
 		}
 		key, err := cachekey.ParseKey(name)
 		if err != nil {
-			continue // not a record of ours
+			return nil // not a record of ours
 		}
 		if page = append(page, key); len(page) == walkPage {
-			if more, err := flush(); err != nil || !more {
-				return more, err
+			if more, err = flush(); err != nil {
+				return err
+			}
+			if !more {
+				return errStopListing
 			}
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("walk entries: %w", err)
+		return nil
+	})
+	if err != nil || !more {
+		return false, err
 	}
 	return flush()
 }
@@ -253,19 +254,21 @@ func (s *Store) ScanUsage(ctx context.Context) (err error) {
 		}
 	}()
 	var entries, blobs, bytes int64
-	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "entries/", Recursive: true}) {
-		if obj.Err != nil {
-			return s.fault("list entries", s.cfg.Prefix+"entries/", obj.Err)
-		}
+	err = s.list(ctx, "list entries", minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "entries/", Recursive: true}, func(obj minio.ObjectInfo) error {
 		entries++
 		bytes += obj.Size
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for obj := range s.core.Client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "blobs/", Recursive: true}) {
-		if obj.Err != nil {
-			return s.fault("list blobs", s.cfg.Prefix+"blobs/", obj.Err)
-		}
+	err = s.list(ctx, "list blobs", minio.ListObjectsOptions{Prefix: s.cfg.Prefix + "blobs/", Recursive: true}, func(obj minio.ObjectInfo) error {
 		blobs++
 		bytes += obj.Size
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.usage.mu.Lock()
 	s.usage.entries += entries - e0

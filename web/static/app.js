@@ -127,7 +127,7 @@
   function renderStore(st, u, evicted) {
     var used = st.bytes, max = st.max_bytes || 0, entries = st.entries, scope = "Store size", what = "limit";
     var evictions = evicted != null ? evicted : st.evictions, evSub = "entries evicted to make room or expired";
-    var hot = !u && st.tier === "shared" && st.hot, shared = "", disk = st.disk_bytes;
+    var hot = !u && st.tier === "shared" && st.hot, shared = "", sharedTitle = "", disk = st.disk_bytes;
     if (hot) {
       // Stats format 4 keeps the hot tier's disk use under store.hot.
       used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)"; disk = hot.disk_bytes || disk;
@@ -135,6 +135,15 @@
       // own writes (store.uncounted says why): no "0 B in 0 entries".
       shared = st.uncounted ? " · shared tier not counted yet (" + st.uncounted + ")" :
         " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
+      // The count is this replica's last listing of the bucket plus its
+      // own writes since: it lags the other replicas' writes by up to the
+      // listing interval, and says how old it is, as `cachesvc stats`
+      // names whose count it is.
+      if (!st.uncounted && st.listed_at) {
+        shared += ", as this replica listed it " + CS.ago(st.listed_at);
+        sharedTitle = "Shared tier: the fleet's entries as this replica counted them at its last listing of the bucket (" + st.listed_at +
+          "; it lists every 10 minutes), plus its own writes since. Other replicas' writes since then show at its next listing.";
+      }
     } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";
       if (evicted == null) evictions = u.evictions + u.expirations;
@@ -153,6 +162,7 @@
     // not returned to the disk yet (the whole store's only).
     $("kpi-store-sub").textContent = CS.plural(entries, "entry", "entries") + (max ? " · " + (100 * frac).toFixed(0) + "% of " + what : " · no " + (u ? "quota" : "size limit")) +
       (!u && disk ? " · " + bytes(disk) + " on disk" : "") + shared;
+    $("kpi-store-sub").title = sharedTitle;
     $("kpi-evictions").textContent = num(evictions);
     $("kpi-evictions-sub").textContent = evSub;
   }
