@@ -238,41 +238,43 @@ func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
 	bad := func(format string, args ...any) (int64, int64, bool, error) {
 		return 0, 0, false, Errorf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", format, args...)
 	}
-	spec, found := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	h = strings.TrimSpace(h)
+	spec, found := strings.CutPrefix(h, "bytes=")
 	if !found {
 		return 0, -1, false, nil
 	}
+	sent := echoShaped(h, "bytes=", rangeShape)
 	if strings.Contains(spec, ",") {
-		return bad("Only a single byte range is supported, got %q.", h)
+		return bad("Only a single byte range is supported, got %s.", sent)
 	}
 	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
 	if !found {
-		return bad("Range %q is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.", h)
+		return bad("Range %s is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.", sent)
 	}
 	switch {
 	case first == "": // suffix: last N bytes
 		k, perr := strconv.ParseInt(last, 10, 64)
 		if perr != nil || k <= 0 {
-			return bad("Range %q is malformed: the suffix length must be a positive integer.", h)
+			return bad("Range %s is malformed: the suffix length must be a positive integer.", sent)
 		}
 		if size == 0 {
-			return bad("Range %q cannot be satisfied: the entry is empty.", h)
+			return bad("Range %s cannot be satisfied: the entry is empty.", sent)
 		}
 		k = min(k, size)
 		return size - k, k, true, nil
 	default:
 		start, perr := strconv.ParseInt(first, 10, 64)
 		if perr != nil || start < 0 {
-			return bad("Range %q is malformed: the start must be a non-negative integer.", h)
+			return bad("Range %s is malformed: the start must be a non-negative integer.", sent)
 		}
 		if start >= size {
-			return bad("Range %q starts at or after the end of the %d-byte entry.", h, size)
+			return bad("Range %s starts at or after the end of the %d-byte entry.", sent, size)
 		}
 		end := size - 1
 		if last != "" {
 			e, perr := strconv.ParseInt(last, 10, 64)
 			if perr != nil || e < start {
-				return bad("Range %q is malformed: the end must be an integer not below the start.", h)
+				return bad("Range %s is malformed: the end must be an integer not below the start.", sent)
 			}
 			end = min(e, size-1)
 		}
