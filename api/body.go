@@ -60,7 +60,8 @@ func ambiguousFraming(c *fiber.Ctx) error {
 			value = bytes.TrimSpace(value)
 			if hasLength && !bytes.Equal(value, length) {
 				return Errorf(http.StatusBadRequest, "bad_request",
-					"The request has Content-Length headers with different values (%q and %q); send one.", length, value)
+					"The request has Content-Length headers with different values (%s and %s); send one.",
+					echoShaped(string(length), "", lengthShape), echoShaped(string(value), "", lengthShape))
 			}
 			hasLength, length = true, value
 		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):

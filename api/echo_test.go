@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -70,5 +71,53 @@ func TestBadValuesNotEchoed(t *testing.T) {
 	resp = srv.Do(http.MethodGet, entry+"?wait=5x", nil)
 	if body := apitest.ReadAll(t, resp); resp.StatusCode != 400 || !strings.Contains(string(body), `5x`) {
 		t.Fatalf("?wait=5x: %d %s; want 400 quoting 5x", resp.StatusCode, body)
+	}
+}
+
+// TestRangeAndLengthEchoes: a refused Range or pair of Content-Lengths is
+// shown in the error as sent when it has the shape of one (digits, '-',
+// ',' after "bytes="), without quotes that JSON escapes; anything else is
+// quoted in printable ASCII, and a long value is cut (wire.Echo). Before,
+// every value was quoted whole with %q: a 2,000-digit Range came back in
+// full, and every message carried \"...\" in its JSON.
+func TestRangeAndLengthEchoes(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	key := keyOf("echo-range")
+	if resp, body := put(t, srv, "default", key, 1, 100); resp.StatusCode != 201 {
+		t.Fatalf("PUT: %d %s", resp.StatusCode, body)
+	}
+	get := "GET /v1/default/entries/" + key + " HTTP/1.1\r\nHost: x\r\n"
+	upload := "PUT /v1/default/entries/" + keyOf("echo-length") + " HTTP/1.1\r\nHost: x\r\n"
+	long := "bytes=" + strings.Repeat("7", 2000) + "-"
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		message       string
+	}{
+		{"end before start", get + "Range: bytes=5-1\r\n\r\n", 416,
+			"Range bytes=5-1 is malformed: the end must be an integer not below the start."},
+		{"two ranges", get + "Range: bytes=0-1, 5-6\r\n\r\n", 416,
+			"Only a single byte range is supported, got bytes=0-1, 5-6."},
+		{"past the end", get + "Range: bytes=100-\r\n\r\n", 416,
+			"Range bytes=100- starts at or after the end of the 100-byte entry."},
+		{"letters", get + "Range: bytes=abc\r\n\r\n", 416,
+			`Range "bytes=abc" is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.`},
+		{"a control character", get + "Range: bytes=1\x01-2\r\n\r\n", 416,
+			`Range "bytes=1\x01-2" is malformed: the start must be a non-negative integer.`},
+		{"long", get + "Range: " + long + "\r\n\r\n", 416,
+			`Range "byte"... (2007 bytes, not shown in full: a long value may be a secret) is malformed: the start must be a non-negative integer.`},
+		{"two lengths", upload + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400,
+			"The request has Content-Length headers with different values (5 and 6); send one."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body, _, _ := rawExchange(t, addr, tc.request)
+			var got struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != tc.status || got.Error.Message != tc.message {
+				t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, got.Error.Message, err, tc.status, tc.message)
+			}
+		})
 	}
 }

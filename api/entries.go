@@ -264,11 +264,9 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentRange, fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, m.Size))
 	}
 	c.Status(status)
-	if err := g.io.send(c, r.Namespace, r.Key, rc, size); err != nil {
-		return err // nothing sent (a corrupt first chunk): a failure, not a hit
-	}
-	g.out.Lookup(hit)
-	return nil
+	// A hit once the whole body was read: a corrupt chunk, first or
+	// later, is a failure that saved nothing.
+	return g.io.send(c, r.Namespace, r.Key, rc, size, func() { g.out.Lookup(hit) })
 }
 
 // entryTooLarge is the 413 of an upload over --max-entry-size (limit

@@ -123,8 +123,14 @@ var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<
 
 // send sends size bytes of rc (an entry's bytes from the store) as
 // the response body and takes ownership of rc. The response status and
-// headers other than the content type are set by the caller.
-func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64) error {
+// headers other than the content type are set by the caller. sent is
+// called once every byte has been read from the store and verified, never
+// when the body fails: a caller counts its hit there, not when send
+// returns, since a streamed body (over smallBodyBytes) is read after the
+// handler returns and a later bad chunk aborts it mid-way. sent runs
+// before the body's last bytes reach the client, on the handler's
+// goroutine or on the one fasthttp writes the body from.
+func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64, sent func()) error {
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	if b, ok := rc.(byteser); ok && int64(len(b.Bytes())) == size {
 		// An entry from the store's memory (verified when it was cached):
@@ -132,6 +138,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 		c.Response().SetBodyRaw(b.Bytes())
 		_ = rc.Close()
 		st.bytesOut.Add(float64(size))
+		sent()
 		return nil
 	}
 	if size <= smallBodyBytes {
@@ -146,6 +153,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 			return fmt.Errorf("read %s/%s: %w", ns, key, err)
 		}
 		st.bytesOut.Add(float64(n))
+		sent()
 		return nil
 	}
 	// Read the first chunk before answering, so that an entry whose first
@@ -161,7 +169,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 		return fmt.Errorf("read %s/%s: %w", ns, key, err)
 	}
 	st.inflight.Add(1) // until fasthttp closes the body: the store stays open
-	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st}, int(size))
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st, size: size, sent: sent}, int(size))
 	return nil
 }
 
@@ -184,6 +192,10 @@ type responseBody struct {
 	c    io.Closer
 	st   *streams
 	once sync.Once
+	// size is the body's length; read counts the bytes read so far, and
+	// sent (send's) is called when the store's reader ends at size.
+	size, read int64
+	sent       func()
 }
 
 // Read reads from the entry.
@@ -192,6 +204,9 @@ func (b *responseBody) Read(p []byte) (n int, err error) {
 	n, err = b.r.Read(p)
 	if n > 0 {
 		b.count(n)
+	}
+	if err == io.EOF {
+		b.ended()
 	}
 	return n, err
 }
@@ -205,10 +220,25 @@ func (b *responseBody) WriteTo(w io.Writer) (n int64, err error) {
 	if n > 0 {
 		b.count(int(n))
 	}
+	if err == nil { // the store's reader ended without an error
+		b.ended()
+	}
 	return n, err
 }
 
-func (b *responseBody) count(n int) { b.st.bytesOut.Add(float64(n)) }
+func (b *responseBody) count(n int) {
+	b.read += int64(n)
+	b.st.bytesOut.Add(float64(n))
+}
+
+// ended reports a clean end of the store's reader: the whole entry, every
+// chunk verified, was read (a short one is no success).
+func (b *responseBody) ended() {
+	if b.read == b.size && b.sent != nil {
+		b.sent()
+		b.sent = nil
+	}
+}
 
 // Close closes the store reader.
 func (b *responseBody) Close() error {
@@ -238,41 +268,43 @@ func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
 	bad := func(format string, args ...any) (int64, int64, bool, error) {
 		return 0, 0, false, Errorf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", format, args...)
 	}
-	spec, found := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	h = strings.TrimSpace(h)
+	spec, found := strings.CutPrefix(h, "bytes=")
 	if !found {
 		return 0, -1, false, nil
 	}
+	sent := echoShaped(h, "bytes=", rangeShape)
 	if strings.Contains(spec, ",") {
-		return bad("Only a single byte range is supported, got %q.", h)
+		return bad("Only a single byte range is supported, got %s.", sent)
 	}
 	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
 	if !found {
-		return bad("Range %q is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.", h)
+		return bad("Range %s is malformed: use bytes=START-END, bytes=START- or bytes=-SUFFIX.", sent)
 	}
 	switch {
 	case first == "": // suffix: last N bytes
 		k, perr := strconv.ParseInt(last, 10, 64)
 		if perr != nil || k <= 0 {
-			return bad("Range %q is malformed: the suffix length must be a positive integer.", h)
+			return bad("Range %s is malformed: the suffix length must be a positive integer.", sent)
 		}
 		if size == 0 {
-			return bad("Range %q cannot be satisfied: the entry is empty.", h)
+			return bad("Range %s cannot be satisfied: the entry is empty.", sent)
 		}
 		k = min(k, size)
 		return size - k, k, true, nil
 	default:
 		start, perr := strconv.ParseInt(first, 10, 64)
 		if perr != nil || start < 0 {
-			return bad("Range %q is malformed: the start must be a non-negative integer.", h)
+			return bad("Range %s is malformed: the start must be a non-negative integer.", sent)
 		}
 		if start >= size {
-			return bad("Range %q starts at or after the end of the %d-byte entry.", h, size)
+			return bad("Range %s starts at or after the end of the %d-byte entry.", sent, size)
 		}
 		end := size - 1
 		if last != "" {
 			e, perr := strconv.ParseInt(last, 10, 64)
 			if perr != nil || e < start {
-				return bad("Range %q is malformed: the end must be an integer not below the start.", h)
+				return bad("Range %s is malformed: the end must be an integer not below the start.", sent)
 			}
 			end = min(e, size-1)
 		}

@@ -172,6 +172,31 @@ func withoutRequestDump(msg string) string {
 	return msg
 }
 
+// maxShapedEcho bounds a refused header value that echoShaped shows as sent.
+const maxShapedEcho = 64
+
+// Shapes of echoShaped: the characters a refused value may have to be shown
+// as sent.
+const (
+	rangeShape  = "0123456789-, " // after "bytes=": a byte range, however wrong
+	lengthShape = "0123456789"    // a Content-Length
+)
+
+// echoShaped renders v, a header value being refused, for an error
+// message. A value of the shape the header has (prefix, then only the
+// characters of shape, at most maxShapedEcho bytes) is shown as sent,
+// unquoted: it holds no secret and nothing that JSON or a terminal would
+// escape, so the message reads "Range bytes=5-1 is malformed" rather than
+// carrying \"...\" in its JSON. Any other value is quoted by wire.Echo:
+// printable ASCII, and a long one (a pasted token) cut to its start.
+func echoShaped(v, prefix, shape string) string {
+	rest, ok := strings.CutPrefix(v, prefix)
+	if ok && rest != "" && len(v) <= maxShapedEcho && strings.Trim(rest, shape) == "" {
+		return v
+	}
+	return wire.Echo(v)
+}
+
 // sentence capitalizes msg and ends it with a period.
 func sentence(msg string) string {
 	if msg == "" {

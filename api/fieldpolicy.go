@@ -54,6 +54,18 @@ func strictFields(c *fiber.Ctx) (bool, error) {
 	}
 }
 
+// vetFieldValidation refuses a bad ?field_validation= before the handler
+// of a route that takes it runs: decodeJSON reads it only when there is a
+// body to decode, so a request without one (a lease release by ?holder=)
+// or one the handler refuses first would otherwise do what it asks with
+// the misspelt policy silently ignored.
+func vetFieldValidation(c *fiber.Ctx) error {
+	if _, err := strictFields(c); err != nil {
+		return err
+	}
+	return c.Next()
+}
+
 // isUnknownField reports whether err is encoding/json's refusal of a field
 // the target struct lacks (Decoder.DisallowUnknownFields): it has no type.
 func isUnknownField(err error) bool {

@@ -151,3 +151,40 @@ func TestJSONBodyRoutesMarked(t *testing.T) {
 		t.Errorf("only %d routes marked JSONBody, want the 6 that read JSON bodies at least", marked)
 	}
 }
+
+// TestBadFieldValidationWithoutBody: a misspelt ?field_validation= is 400
+// bad_field_validation on every route that takes it, also when the request
+// has no body to decode: a release by ?holder= with
+// ?field_validation=strcit is refused, and the lease stays held. Before,
+// the value was read only when a body was decoded, so that request
+// released the lease and the typo went unnoticed.
+func TestBadFieldValidationWithoutBody(t *testing.T) {
+	srv := apitest.Start(t, apitest.Options{})
+	lease := srv.URL + "/v1/default/leases/" + testKey(30)
+	if resp := srv.Do("POST", lease, strings.NewReader(`{"holder":"h"}`), "Content-Type", "application/json"); resp.StatusCode != 201 {
+		t.Fatalf("acquire: %d %s", resp.StatusCode, apitest.ReadAll(t, resp))
+	}
+	tests := []struct {
+		name, method, url string
+		status            int
+		code, message     string
+	}{
+		{"release by ?holder= with a typo", "DELETE", lease + "?holder=h&field_validation=strcit",
+			400, "bad_field_validation", `?field_validation= must be strict or warn, got "strcit".`},
+		{"release of no lease with a typo", "DELETE", srv.URL + "/v1/default/leases/" + testKey(31) + "?holder=h&field_validation=Warn",
+			400, "bad_field_validation", `?field_validation= must be strict or warn, got "Warn".`},
+		{"an empty value is the default", "DELETE", srv.URL + "/v1/default/leases/" + testKey(31) + "?holder=h&field_validation=",
+			404, "lease_not_found", ""},
+		{"the lease is still held, and strict releases it", "DELETE", lease + "?holder=h&field_validation=strict", 204, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := srv.Do(tt.method, tt.url, nil)
+			if tt.code != "" {
+				checkError(t, resp, tt.status, tt.code, tt.message)
+			} else if body := apitest.ReadAll(t, resp); resp.StatusCode != tt.status {
+				t.Fatalf("got %d %s, want %d", resp.StatusCode, body, tt.status)
+			}
+		})
+	}
+}

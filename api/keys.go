@@ -89,10 +89,9 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	}
 	g.io.headers(c, m)
 	c.Status(http.StatusOK)
-	if err := g.io.send(c, ns, key, rc, m.Size); err != nil {
-		return err // nothing sent (a corrupt first chunk): a failure, not a hit
-	}
-	g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
-		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size})
-	return nil
+	hit := Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
+		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size}
+	// A hit once the whole body was read (streams.send), never on a
+	// corrupt chunk.
+	return g.io.send(c, ns, key, rc, m.Size, func() { g.out.Lookup(hit) })
 }

@@ -132,7 +132,18 @@ func (g *leasesAPI) handleAcquire(c *fiber.Ctx) error {
 		})
 	}
 	g.log.Debug("lease granted", "namespace", ns, "key", key.String(), "holder", l.Holder, "ttl", ttl)
-	return c.Status(http.StatusCreated).JSON(wire.LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: ttl.Seconds(), Renewed: l.Renewed})
+	return c.Status(http.StatusCreated).JSON(wire.LeaseResponse{Holder: l.Holder, Expires: l.Expires, TTL: grantedSeconds(ttl, l.Granted), Renewed: l.Renewed})
+}
+
+// grantedSeconds is a 201's ttl_s: the seconds the lease was granted for,
+// so that it agrees with expires. That is the ttl asked for, as asked,
+// unless a renewal kept a later expiry (lease.Lease.Granted): then what is
+// left of the lease, cut to the millisecond so as never to claim more.
+func grantedSeconds(asked, granted time.Duration) float64 {
+	if granted <= asked {
+		return asked.Seconds()
+	}
+	return granted.Truncate(time.Millisecond).Seconds()
 }
 
 // handleReleaseLease serves DELETE /v1/{ns}/leases/{key}?holder=H (or the

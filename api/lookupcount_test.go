@@ -174,60 +174,81 @@ func TestBrokenBatchCountsWhatItDelivered(t *testing.T) {
 	}
 }
 
-// TestCorruptEntryCountsNoHit: a GET or lookup of an entry whose first
-// chunk fails its checksum answers 500 integrity_failure before any byte
-// of the body (the entry is quarantined), and counts no hit: the client got
-// no entry, like any store failure that is not a miss. Its next lookup is
-// a miss (the entry is quarantined), counted once. Before, the hit was
-// counted before the body was read, so one compile's lookups counted a hit
-// that saved nothing and a miss.
+// TestCorruptEntryCountsNoHit: a GET or lookup of an entry with a chunk
+// that fails its checksum counts no hit: the client got no entry, like any
+// store failure that is not a miss. A bad first chunk answers 500
+// integrity_failure before any byte of the body; a bad chunk past the first
+// 64 KiB (the body streams) aborts the connection mid-body. Either way the
+// entry is quarantined, and its next lookup is a miss, counted once.
+// Before, the hit was counted before the body was read (first chunk), or
+// once the stream was set up (a later chunk), so one compile's lookups
+// counted a hit that saved nothing and a miss.
 func TestCorruptEntryCountsNoHit(t *testing.T) {
-	sig := []byte(`{"backend":"passthrough","kind":"jax","key":"jit_corrupt-1"}`)
-	lookupKey := keying.ComputeKey("passthrough@1.0.0", "passthrough", []byte("jax\x00jit_corrupt-1")).String()
-	tests := []struct {
+	type route struct {
 		name, method, key, path string
 		body                    []byte
 		route                   string
-	}{
-		{"GET", http.MethodGet, testKey(95), "/v1/default/entries/" + testKey(95), nil, "entries"},
-		{"lookup", http.MethodPost, lookupKey, "/v1/default/lookup", sig, "lookup"},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := digestServer(t, keying.Config{}, nil)
-			bad := make([]byte, 3<<20)
-			rand.New(rand.NewSource(int64(20 + i))).Read(bad)
-			if resp := s.Do(http.MethodPut, s.EntryURL("default", tt.key), bytes.NewReader(bad)); resp.StatusCode != 201 {
-				t.Fatalf("put: %d %s", resp.StatusCode, apitest.ReadAll(t, resp))
-			}
-			s.Close()
-			if _, err := storetest.FlipInValueLog(s.Dir, bad[100:164]); err != nil {
-				t.Fatal(err)
-			}
-			s.Restart()
-			for _, want := range []struct {
-				status int
-				counts map[string]float64
-			}{
-				{http.StatusInternalServerError, nil},                            // the corrupt read
-				{http.StatusNotFound, map[string]float64{tt.route + " miss": 1}}, // quarantined: a miss
-			} {
-				before := routeCounts(t, s)
-				var body io.Reader
-				if tt.body != nil {
-					body = bytes.NewReader(tt.body)
+	routes := func(i int) []route {
+		name := fmt.Sprintf("jit_corrupt-%d", i)
+		sig := []byte(`{"backend":"passthrough","kind":"jax","key":"` + name + `"}`)
+		lookupKey := keying.ComputeKey("passthrough@1.0.0", "passthrough", []byte("jax\x00"+name)).String()
+		return []route{
+			{"GET", http.MethodGet, testKey(95 + i), "/v1/default/entries/" + testKey(95+i), nil, "entries"},
+			{"lookup", http.MethodPost, lookupKey, "/v1/default/lookup", sig, "lookup"},
+		}
+	}
+	const size = 3 << 20
+	for i, where := range []struct {
+		name   string
+		at     int // the corrupt bytes' offset in the entry
+		status int // the corrupt read's
+	}{
+		{"first chunk", 100, http.StatusInternalServerError},
+		{"late chunk", 2<<20 + 100, http.StatusOK}, // aborted mid-body
+	} {
+		for j, tt := range routes(i) {
+			t.Run(where.name+"/"+tt.name, func(t *testing.T) {
+				s := digestServer(t, keying.Config{}, nil)
+				bad := make([]byte, size)
+				rand.New(rand.NewSource(int64(20 + 2*i + j))).Read(bad)
+				if resp := s.Do(http.MethodPut, s.EntryURL("default", tt.key), bytes.NewReader(bad)); resp.StatusCode != 201 {
+					t.Fatalf("put: %d %s", resp.StatusCode, apitest.ReadAll(t, resp))
 				}
-				resp := s.Do(tt.method, s.URL+tt.path, body)
-				if b := apitest.ReadAll(t, resp); resp.StatusCode != want.status {
-					t.Fatalf("%s %s: %d %.200s, want %d", tt.method, tt.path, resp.StatusCode, b, want.status)
+				s.Close()
+				if _, err := storetest.FlipInValueLog(s.Dir, bad[where.at:where.at+64]); err != nil {
+					t.Fatal(err)
 				}
-				after := routeCounts(t, s)
-				for k, v := range after {
-					if d := v - before[k]; d != want.counts[k] {
-						t.Errorf("answer %d: lookups %s: +%v, want +%v", want.status, k, d, want.counts[k])
+				s.Restart()
+				for _, want := range []struct {
+					status int
+					counts map[string]float64
+				}{
+					{where.status, nil}, // the corrupt read
+					{http.StatusNotFound, map[string]float64{tt.route + " miss": 1}}, // quarantined: a miss
+				} {
+					before := routeCounts(t, s)
+					var body io.Reader
+					if tt.body != nil {
+						body = bytes.NewReader(tt.body)
+					}
+					resp := s.Do(tt.method, s.URL+tt.path, body)
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != want.status {
+						t.Fatalf("%s %s: %d %.200s, want %d", tt.method, tt.path, resp.StatusCode, b, want.status)
+					}
+					if resp.StatusCode == http.StatusOK && (err == nil || len(b) == size) {
+						t.Fatalf("%s %s: read %d bytes, %v; want the body cut short by an error", tt.method, tt.path, len(b), err)
+					}
+					after := routeCounts(t, s)
+					for k, v := range after {
+						if d := v - before[k]; d != want.counts[k] {
+							t.Errorf("answer %d: lookups %s: +%v, want +%v", want.status, k, d, want.counts[k])
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

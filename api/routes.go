@@ -65,7 +65,8 @@ type Route struct {
 	Upload bool
 	// JSONBody marks routes whose handler reads a JSON body (decodeJSON):
 	// their cachesvc_request_unknown_fields_total series is exported
-	// from the start.
+	// from the start, and their ?field_validation= is checked before the
+	// handler runs (vetFieldValidation).
 	JSONBody bool
 	// Handler serves the route once the caller is admitted and the request
 	// value parsed (request.go).
@@ -102,7 +103,11 @@ func (s *Server) register(groups ...group) error {
 	}
 	s.table = append(s.table, added...)
 	for _, r := range added {
-		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parseRequest, r.Handler}
+		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parseRequest}
+		if r.JSONBody {
+			handlers = append(handlers, vetFieldValidation)
+		}
+		handlers = append(handlers, r.Handler)
 		s.app.Add(r.Method, r.Path, handlers...)
 		if r.Method == http.MethodGet && !seen[http.MethodHead+" "+strings.ToLower(r.Path)] {
 			head := append(append([]fiber.Handler(nil), handlers[:len(handlers)-1]...), headOf(r.Handler))

@@ -138,6 +138,10 @@ type Lease struct {
 	// itself learns that another part of its process compiles the key and
 	// should wait for the entry instead of compiling it a second time.
 	Renewed bool
+	// Granted is, on a grant, how long the lease runs from the moment it
+	// was granted (Expires minus then): the ttl asked for, or more when a
+	// renewal kept a later expiry. Zero on a refusal.
+	Granted time.Duration
 }
 
 // Outcome says why a waiter was woken.
@@ -341,9 +345,10 @@ func (t *Table) acquireLocal(ns string, key cachekey.Key, holder string, ttl tim
 	}
 	// Waiters parked behind an expired lease keep waiting for the new holder.
 	renewed := s != nil && !s.remote && s.holder == holder && now.Before(s.expires)
-	l := Lease{Holder: holder, Expires: now.Add(ttl), Local: local, Renewed: renewed}
+	l := Lease{Holder: holder, Expires: now.Add(ttl), Local: local, Renewed: renewed, Granted: ttl}
 	if renewed {
 		l.Expires = renewedExpiry(s.expires, l.Expires)
+		l.Granted = l.Expires.Sub(now)
 	}
 	t.setLocked(id, l, false)
 	return l, true, nil

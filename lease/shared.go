@@ -81,12 +81,13 @@ func (t *Table) acquireShared(ctx context.Context, ns string, key cachekey.Key, 
 	for range maxRaces {
 		cur, ver, err := t.shared.Load(ctx, ns, key)
 		now := t.now()
-		want := Lease{Holder: holder, Expires: now.Add(ttl)}
+		want := Lease{Holder: holder, Expires: now.Add(ttl), Granted: ttl}
 		// The holder's own live record: this grant renews it (see
 		// Lease.Renewed). Its raw expiry counts, not the skew margin.
 		want.Renewed = err == nil && cur.Holder == holder && now.Before(cur.Expires)
 		if want.Renewed {
 			want.Expires = renewedExpiry(cur.Expires, want.Expires)
+			want.Granted = want.Expires.Sub(now)
 		}
 		switch {
 		case errors.Is(err, ErrNotHeld):

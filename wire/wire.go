@@ -180,7 +180,11 @@ type LeaseRequest struct {
 type LeaseResponse struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
-	TTL     float64   `json:"ttl_s,omitempty"`
+	// TTL is the seconds the lease was granted for, in agreement with
+	// Expires: the ttl_s asked for, or what is left of the lease when a
+	// renewal asked for less and kept its later expiry. (Servers before
+	// this rule echoed the ttl_s asked for.)
+	TTL float64 `json:"ttl_s,omitempty"`
 	// Renewed is true on a 201 to a holder that already held the live
 	// lease: the post extended it. A caller that did not take the lease
 	// itself (another thread of the process named by the holder) should

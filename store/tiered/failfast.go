@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cachesvc/cachesvc/store"
@@ -28,6 +29,11 @@ import (
 // that is down hard (connection refused) fails calls at once anyway; only a
 // hung one costs each call this wait. The few seconds are far above a
 // healthy S3 request's first answer and far below a compile.
+//
+// It is a constant, not a setting: it only bounds calls to a tier the
+// probe has already found unreachable, and any call that gets an answer
+// within it succeeds, so a slow but answering bucket never meets it; the
+// knob that fits a slower bucket is the probe (Config.ProbeInterval).
 const unreachableWait = 3 * time.Second
 
 // errNoAnswer is the cause a guarded call's context is canceled with; the
@@ -45,10 +51,13 @@ type guarded struct {
 	mu      sync.Mutex
 	timer   *time.Timer
 	stopped bool
+	// answered is when the call last got an answer of its own (UnixNano),
+	// 0 for none: a walk's entries, each an answer from the tier.
+	answered atomic.Int64
 }
 
 // guard returns the context for a request-path call to the shared tier
-// (a hot miss's Get, Stat, a write-through Put, Delete): every
+// (a hot miss's Get, Stat, a write-through Put, Delete, Walk): every
 // unreachableWait until disarm, the call is canceled if SharedState says
 // the tier is unreachable and nothing got an answer from it within the
 // last unreachableWait, so calls started before the probe marked it down
@@ -69,7 +78,11 @@ func (s *Store) guard(ctx context.Context) *guarded {
 // after unreachableWait.
 func (s *Store) check(g *guarded) {
 	st := s.SharedState()
-	if !st.Reachable && time.Since(st.LastSuccess) >= unreachableWait {
+	last := st.LastSuccess
+	if a := g.answered.Load(); a > last.UnixNano() {
+		last = time.Unix(0, a)
+	}
+	if !st.Reachable && time.Since(last) >= unreachableWait {
 		g.cancel(errNoAnswer)
 		return
 	}
@@ -94,6 +107,19 @@ func (g *guarded) disarm(err error) error {
 	}
 	msg := strings.TrimSuffix(err.Error(), ": "+context.Canceled.Error())
 	return fmt.Errorf("%s: %w", msg, errNoAnswer)
+}
+
+// walkFn wraps a walk's fn: each entry is an answer from the tier, so a
+// walk that goes on getting entries is not cut short while the tier is
+// marked unreachable, however long it runs (an export of a large bucket);
+// nor is the time the caller's fn takes counted as waiting for the tier.
+func (g *guarded) walkFn(fn func(store.Meta) bool) func(store.Meta) bool {
+	return func(m store.Meta) bool {
+		g.answered.Store(time.Now().UnixNano())
+		more := fn(m)
+		g.answered.Store(time.Now().UnixNano())
+		return more
+	}
 }
 
 // release frees the context: the call and its result are done with.

@@ -14,9 +14,10 @@ import (
 
 // TestHungSharedTierFailsFast: with the S3 server hung (SIGSTOP: its
 // socket accepts, nothing answers) and the probe having marked the shared
-// tier unreachable, a hot miss's Get, a Stat and a write-through Put answer
-// ErrUnavailable within a few seconds, while a hot hit is served as ever
-// and a caller's own deadline still ends its call as the caller's. Before,
+// tier unreachable, a hot miss's Get, a Stat, a write-through Put and a
+// Walk (an entry listing, an export) answer ErrUnavailable within a few
+// seconds, while a hot hit is served as ever and a caller's own deadline
+// still ends its call as the caller's. Before,
 // each parked until the S3 client gave up (minutes in production; here,
 // whose transport has no response-header timeout, never). Once the server
 // answers again, the tier is used again.
@@ -64,6 +65,12 @@ func TestHungSharedTierFailsFast(t *testing.T) {
 		{"Put", 0, store.ErrUnavailable, func(ctx context.Context) error {
 			_, err := b.Put(ctx, "default", storetest.KeyOf("new"), bytes.NewReader(small), store.PutOptions{Size: -1})
 			return err
+		}},
+		{"Walk", 0, store.ErrUnavailable, func(ctx context.Context) error {
+			return b.Walk(ctx, "default", func(store.Meta) bool { return true })
+		}},
+		{"WalkAfter", 0, store.ErrUnavailable, func(ctx context.Context) error {
+			return b.WalkAfter(ctx, "default", "default", remote, func(store.Meta) bool { return true })
 		}},
 		{"Stat, caller's deadline first", 500 * time.Millisecond, context.DeadlineExceeded, func(ctx context.Context) error {
 			_, err := b.Stat(ctx, "default", remote)

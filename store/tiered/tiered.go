@@ -375,14 +375,18 @@ func (s *Store) Delete(ctx context.Context, ns string, key store.Key) error {
 // Walk walks the shared tier, which holds every entry (the hot tier holds
 // those this replica used lately). On S3 that is a request per entry.
 func (s *Store) Walk(ctx context.Context, ns string, fn func(store.Meta) bool) error {
-	return s.shared.Walk(ctx, ns, fn)
+	g := s.guard(ctx) // failfast.go: an entry listing must not park on a hung tier
+	defer g.release()
+	return g.disarm(s.shared.Walk(g, ns, g.walkFn(fn)))
 }
 
 // WalkAfter is Walk starting after the entry (afterNS, afterKey), which need
 // not exist: through the shared tier's WalkAfter (store.WalkAfter), so a
 // paged listing does not read every record before its page again.
 func (s *Store) WalkAfter(ctx context.Context, ns, afterNS string, afterKey store.Key, fn func(store.Meta) bool) error {
-	return store.WalkAfter(ctx, s.shared, ns, afterNS, afterKey, fn)
+	g := s.guard(ctx)
+	defer g.release()
+	return g.disarm(store.WalkAfter(g, s.shared, ns, afterNS, afterKey, g.walkFn(fn)))
 }
 
 // Usage returns the shared tier's entry, blob and byte counts (Tier
