@@ -371,3 +371,9 @@ def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> i
     except Exception as exc:  # noqa: BLE001 - warming is best effort
         b._warn(f"prefetch of run {run!r}", exc)
         return 0
+
+
+if __name__ == "__main__":  # python -m cachesvc.jax check: see _check.py
+    from cachesvc._check import main as _check_main
+
+    sys.exit(_check_main(sys.argv[1:]))
