@@ -18,7 +18,7 @@ import re
 import sys
 from typing import Sequence
 
-EXIT_OK, EXIT_USAGE, EXIT_SERVER = 0, 2, 3
+EXIT_OK, EXIT_USAGE, EXIT_SERVER, EXIT_JAX = 0, 2, 3, 4
 
 # The server's rule for a namespace (README "HTTP API"); checked here so that
 # a typo is a setting to fix (exit 2), named with its variable.
@@ -52,6 +52,8 @@ exit codes:
   2  a setting cannot be used (no URL, a malformed URL or namespace, a token file or
      client certificate that does not load)
   3  the server could not be reached, or refused to read (token, scope)
+  4  the server is ready, but install() installs nothing in this Python (no JAX, or
+     one without the hooks it needs)
 """
 
 
@@ -113,17 +115,21 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
     except Error as e:
         return fail(EXIT_SERVER, _what_to_do(e))
     found["write"] = _write(c)
-    found["jax"] = _jax(env("CACHESVC_MODE", "canonical") or "canonical")
+    found["jax"], usable = _jax(env("CACHESVC_MODE", "canonical") or "canonical")
+    code = EXIT_OK if usable else EXIT_JAX
     if a.json:
-        print(json.dumps({**found, "ok": True}))
-        return EXIT_OK
+        print(json.dumps({**found, "ok": usable}))
+        return code
     rows = [("server", f"{s.url} (cachesvc {found['version'] or 'version unknown'})"),
             ("namespace", s.namespace), ("token", found["token"]), ("read", "ok"),
             ("write", found["write"]), ("jax", found["jax"]), ("run", s.run)]
     for name, value in rows:
         print(f"{name:<10} {value}")
+    if not usable:
+        print("The server is ready, but cachesvc.jax.install() installs nothing in this Python (see jax).")
+        return code
     print("cachesvc.jax.install() will use this server.")
-    return EXIT_OK
+    return code
 
 
 def _write(c) -> str:
@@ -141,20 +147,21 @@ def _write(c) -> str:
                 "are not stored; the writing process (JAX process 0) needs a token with write scope")
 
 
-def _jax(mode: str) -> str:
-    """JAX's version and whether it has the hooks install() needs."""
+def _jax(mode: str) -> tuple[str, bool]:
+    """JAX's version and whether it has the hooks install() needs: what to
+    print, and whether install() would install anything."""
     try:
         import jax
         from jax._src import cache_key as ck
         from jax._src import compilation_cache as cc
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return f"not importable ({type(exc).__name__}: {exc}): install() does nothing without JAX"
+        return f"not importable ({type(exc).__name__}: {exc}): install() does nothing without JAX", False
     missing = [f"compilation_cache.{n}" for n in ("reset_cache", "_cache") if not hasattr(cc, n)]
     if missing:
-        return f"{jax.__version__}, lacks {', '.join(missing)}: install() does nothing with this JAX"
+        return f"{jax.__version__}, lacks {', '.join(missing)}: install() does nothing with this JAX", False
     if mode == "canonical" and not callable(getattr(ck, "get", None)):
-        return f"{jax.__version__}, lacks cache_key.get: install() falls back to mode jax-key"
-    return f"{jax.__version__}, hooks present; mode {mode}"
+        return f"{jax.__version__}, lacks cache_key.get: install() falls back to mode jax-key", True
+    return f"{jax.__version__}, hooks present; mode {mode}", True
 
 
 def _what_to_do(e) -> str:

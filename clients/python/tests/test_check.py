@@ -88,3 +88,13 @@ def test_check_tokens(auth_server) -> None:
     assert r.returncode == 3 and 'lacks read scope in namespace "team-a"' in r.stderr, r
     r = check("check", env={"CACHESVC_URL": url, "CACHESVC_TOKEN": WRITER})
     assert r.returncode == 0 and "write      ok" in r.stdout, r
+
+
+def test_check_without_jax(server, tmp_path) -> None:
+    """A Python without JAX: the server is ready, but install() would do
+    nothing there, which check says (exit 4) instead of 'will use'."""
+    (tmp_path / "jax.py").write_text("raise ImportError('no JAX in this environment')\n")
+    e = {"CACHESVC_URL": server.url, "PYTHONPATH": f"{tmp_path}{os.pathsep}{PY_DIR}"}
+    r = check("check", env=e)
+    assert r.returncode == 4 and "read       ok" in r.stdout and "installs nothing" in r.stdout, r
+    assert "will use this server" not in r.stdout, r.stdout
