@@ -1,12 +1,14 @@
-"""``python -m cachesvc.jax check``: does this environment reach the cache?
+"""``python -m cachesvc.jax check`` (and ``cachesvc.torch``): does this
+environment reach the cache?
 
-``cachesvc.jax.install()`` fails open: a wrong URL, token or namespace costs
-a training job one warning and every hit, and nothing else says so. ``check``
-resolves the settings exactly as ``install()`` does (``CACHESVC_*`` variables,
+``install()`` fails open: a wrong URL, token or namespace costs a training
+job one warning and every hit, and nothing else says so. ``check`` resolves
+the settings exactly as ``install()`` does (``CACHESVC_*`` variables,
 overridden by ``--url`` and ``--namespace``), then asks the server what the
 job will ask: a key (read scope) and a compile lease taken and released at
-once (write scope, which only the writing process, JAX process 0, needs).
-Nothing is stored.
+once (write scope, which only the processes that store compiles need), and
+whether this Python has the framework ``install()`` hooks. Nothing is
+stored.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 import sys
 from typing import Sequence
 
-EXIT_OK, EXIT_USAGE, EXIT_SERVER, EXIT_JAX = 0, 2, 3, 4
+EXIT_OK, EXIT_USAGE, EXIT_SERVER, EXIT_FRAMEWORK = 0, 2, 3, 4
 
 # The server's rule for a namespace (README "HTTP API"); checked here so that
 # a typo is a setting to fix (exit 2), named with its variable.
@@ -30,11 +32,11 @@ _PROBE = {"backend": "passthrough", "kind": "jax", "key": "jit_cachesvc_check-" 
 
 EPILOG = """\
 commands:
-  check   resolve the settings as cachesvc.jax.install() does and ask the server
+  check   resolve the settings as cachesvc.{fw}.install() does and ask the server
           what a training job will: a key (needs read scope in the namespace) and
-          a compile lease, released at once (write scope: only the writing process,
-          JAX process 0, needs it). Stores nothing. Prints what it found, and with
-          a failure what to change.
+          a compile lease, released at once (write scope: only the processes that
+          store compiles need it{writer_note}). Stores nothing. Prints what it found,
+          and with a failure what to change.
 
 environment (what install() reads):
   CACHESVC_URL          server URL, e.g. http://cache:8080 (required unless --url)
@@ -44,24 +46,31 @@ environment (what install() reads):
   CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
                         CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
   CACHESVC_RUN          run id tagged on requests (default <host>-<pid>-<random>)
-  CACHESVC_MODE         canonical (default) or jax-key
-  CACHESVC_LOOKUP_TIMEOUT  seconds to wait for the server's answer (default 1)
+{mode}  CACHESVC_LOOKUP_TIMEOUT  seconds to wait for the server's answer (default 1)
 
 exit codes:
   0  the server answers and the token reads the namespace (write may be refused: said so)
   2  a setting cannot be used (no URL, a malformed URL or namespace, a token file or
      client certificate that does not load)
   3  the server could not be reached, or refused to read (token, scope)
-  4  the server is ready, but install() installs nothing in this Python (no JAX, or
-     one without the hooks it needs)
+  4  the server is ready, but install() installs nothing in this Python (no {name},
+     or one without the hooks it needs)
 """
 
+# What differs between the frameworks' checks: the name printed, who writes,
+# and the variables only one of them reads.
+_FRAMEWORKS = {
+    "jax": {"name": "JAX", "writer": "JAX process 0",
+            "mode": "  CACHESVC_MODE         canonical (default) or jax-key\n"},
+    "torch": {"name": "torch", "writer": "", "mode": ""},
+}
 
-def _parser(prog: str) -> argparse.ArgumentParser:
+
+def _parser(prog: str, fw: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, description="Check that this environment reaches the cachesvc server the way "
-                               "cachesvc.jax.install() will.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                               f"cachesvc.{fw}.install() will.",
+        epilog=EPILOG.format(fw=fw, writer_note=_note(": ", _FRAMEWORKS[fw]["writer"], ""), **_FRAMEWORKS[fw]), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["check"])
     p.add_argument("--url", help="server URL (default $CACHESVC_URL)")
     p.add_argument("--namespace", help="namespace (default $CACHESVC_NAMESPACE or default)")
@@ -70,9 +79,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax") -> int:
-    """Runs the CLI; returns the exit code (see ``--help``)."""
-    p = _parser(prog)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax", fw: str = "jax") -> int:
+    """Runs the CLI of framework ``fw`` (``jax`` or ``torch``); returns the
+    exit code (see ``--help``)."""
+    p = _parser(prog, fw)
     if not argv:
         p.print_usage(sys.stderr)
         print(f"{prog}: give a command: {prog} check (see --help)", file=sys.stderr)
@@ -114,25 +124,25 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
         found["read"] = "ok"
     except Error as e:
         return fail(EXIT_SERVER, _what_to_do(e))
-    found["write"] = _write(c)
-    found["jax"], usable = _jax(env("CACHESVC_MODE", "canonical") or "canonical")
-    code = EXIT_OK if usable else EXIT_JAX
+    found["write"] = _write(c, _FRAMEWORKS[fw]["writer"])
+    found[fw], usable = _jax(env("CACHESVC_MODE", "canonical") or "canonical") if fw == "jax" else _torch()
+    code = EXIT_OK if usable else EXIT_FRAMEWORK
     if a.json:
         print(json.dumps({**found, "ok": usable}))
         return code
     rows = [("server", f"{s.url} (cachesvc {found['version'] or 'version unknown'})"),
             ("namespace", s.namespace), ("token", found["token"]), ("read", "ok"),
-            ("write", found["write"]), ("jax", found["jax"]), ("run", s.run)]
+            ("write", found["write"]), (fw, found[fw]), ("run", s.run)]
     for name, value in rows:
         print(f"{name:<10} {value}")
     if not usable:
-        print("The server is ready, but cachesvc.jax.install() installs nothing in this Python (see jax).")
+        print(f"The server is ready, but cachesvc.{fw}.install() installs nothing in this Python (see {fw}).")
         return code
-    print("cachesvc.jax.install() will use this server.")
+    print(f"cachesvc.{fw}.install() will use this server.")
     return code
 
 
-def _write(c) -> str:
+def _write(c, writer: str) -> str:
     """Takes and releases a compile lease on the probe key: 'ok', or what the
     server refused and what it costs."""
     from . import Error
@@ -144,7 +154,8 @@ def _write(c) -> str:
         return "ok"
     except Error as e:
         return (f"refused ({e.code}, {e.status}: {e.message}): lookups hit, but this token's compiles "
-                "are not stored; the writing process (JAX process 0) needs a token with write scope")
+                f"are not stored; the processes that store them{_note(' (', writer, ')')} need a token with "
+                "write scope")
 
 
 def _jax(mode: str) -> tuple[str, bool]:
@@ -173,6 +184,27 @@ def _what_to_do(e) -> str:
     if e.status == 403:
         return f"{msg}; use a token with read scope there, or set CACHESVC_NAMESPACE to a namespace it reads"
     return msg
+
+
+
+def _note(before: str, text: str, after: str) -> str:
+    """text between before and after, or "" when there is no text."""
+    return before + text + after if text else ""
+
+
+def _torch() -> tuple[str, bool]:
+    """torch's version and whether it has the remote-cache hook install()
+    needs most (the FX graph cache's backend_override_cls)."""
+    try:
+        import torch
+        from torch._inductor import remote_cache as rc
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return f"not importable ({type(exc).__name__}: {exc}): install() does nothing without torch", False
+    cls = getattr(rc, "RemoteFxGraphCache", None)
+    if cls is None or not hasattr(cls, "backend_override_cls"):
+        return (f"{torch.__version__}, lacks remote_cache.RemoteFxGraphCache.backend_override_cls: "
+                "install() cannot route its caches"), False
+    return f"{torch.__version__}, hooks present", True
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m cachesvc._check
