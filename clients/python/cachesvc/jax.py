@@ -67,7 +67,7 @@ from ._failopen import Breaker, Settings, Uploader, env, env_flag
 from ._jaxbackend import CacheStats, _backend_class
 from .client import Client, Error
 
-__all__ = ["install", "uninstall", "installed", "stats", "flush", "prefetch", "CacheStats"]
+__all__ = ["install", "uninstall", "installed", "stats", "summary", "flush", "prefetch", "CacheStats"]
 
 log = logging.getLogger("cachesvc.jax")
 
@@ -334,6 +334,15 @@ def stats() -> dict[str, Any]:
     """The installed backend's counters as a dict (empty if not installed)."""
     b = _installed
     return b.stats() if b is not None else {}
+
+
+def summary() -> str:
+    """:func:`stats` as one line for a person: hits of lookups, bytes read and
+    written, compile time saved, failures (``print(cachesvc.jax.summary())``
+    at the end of a job)."""
+    from ._summary import summary as _summary
+
+    return _summary("cachesvc.jax", stats())
 
 
 def flush(timeout: float | None = 60.0) -> bool:
