@@ -14,6 +14,7 @@ stored.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import re
@@ -79,6 +80,21 @@ def _parser(prog: str, fw: str) -> argparse.ArgumentParser:
     return p
 
 
+def reject_unknown_options(p: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Exits through ``p.error`` (status 2) naming the first option ``p``
+    does not know, and the one it most likely meant: argparse itself says
+    "unrecognized arguments", or, for one before the command, takes its
+    value for the command ("invalid choice: 'http://x:1'")."""
+    known = [o for a in p._actions for o in a.option_strings]
+    for arg in argv:
+        if arg == "--":
+            return
+        name = arg.split("=", 1)[0]
+        if name.startswith("--") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            p.error(f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax", fw: str = "jax") -> int:
     """Runs the CLI of framework ``fw`` (``jax`` or ``torch``); returns the
     exit code (see ``--help``)."""
@@ -87,6 +103,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
         p.print_usage(sys.stderr)
         print(f"{prog}: give a command: {prog} check (see --help)", file=sys.stderr)
         return EXIT_USAGE
+    reject_unknown_options(p, argv)
     a = p.parse_args(argv)
     # The client's warnings are a training job's (one line, then paused
     # calls); here every finding is printed once, with what to do.

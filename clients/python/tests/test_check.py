@@ -50,6 +50,18 @@ def test_usage() -> None:
     assert r.returncode == 2 and "python -m cachesvc.jax check" in r.stderr, r
 
 
+@pytest.mark.parametrize("args,want", [
+    (["check", "--namespce", "x"], "unknown option --namespce (did you mean --namespace?)"),
+    (["--urll", "http://x:1", "check"], "unknown option --urll (did you mean --url?)"),
+    (["check", "--frobnicate"], "unknown option --frobnicate"),
+])
+def test_unknown_option(args, want) -> None:
+    """A misspelt option is named, with the one meant; it was 'unrecognized
+    arguments', or, before the command, "invalid choice: 'http://x:1'"."""
+    r = check(*args)
+    assert r.returncode == 2 and want in r.stderr, r
+
+
 def test_check_ok(server) -> None:
     r = check("check", env={"CACHESVC_URL": server.url})
     assert r.returncode == 0, r

@@ -36,3 +36,9 @@ def test_check(torch_server) -> None:
 def test_help_lists_check() -> None:
     r = check("--help", env={})
     assert r.returncode == 0 and "check" in r.stdout and "load RUN" in r.stdout, r
+
+
+def test_unknown_option() -> None:
+    """`--urll x info RUN` said "invalid choice: 'x'", blaming the command."""
+    r = check("--urll", "http://x:1", "info", "run-1", env={})
+    assert r.returncode == 2 and "unknown option --urll (did you mean --url?)" in r.stderr, r

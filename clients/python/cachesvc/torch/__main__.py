@@ -77,7 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .._check import main as check
 
         return check(argv, prog="python -m cachesvc.torch", fw="torch")
-    a = _parser().parse_args(argv)
+    from .._check import reject_unknown_options
+
+    p = _parser()
+    reject_unknown_options(p, argv)
+    a = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     from .._failopen import Settings
