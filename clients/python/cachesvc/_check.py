@@ -17,15 +17,10 @@ import argparse
 import difflib
 import json
 import logging
-import re
 import sys
 from typing import Sequence
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVER, EXIT_FRAMEWORK = 0, 2, 3, 4
-
-# The server's rule for a namespace (README "HTTP API"); checked here so that
-# a typo is a setting to fix (exit 2), named with its variable.
-_NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 # The key check asks for and leases: a passthrough signature that no
 # compile produces, so the lease never stands in a real compile's way.
@@ -109,7 +104,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
     # calls); here every finding is printed once, with what to do.
     logging.getLogger("cachesvc").setLevel(logging.CRITICAL)
     from . import Error
-    from ._failopen import Settings, env
+    from ._failopen import NAMESPACE_RE, Settings, env
 
     s = Settings.resolve(a.url, a.namespace)
     found: dict[str, object] = {"server": s.url, "namespace": s.namespace, "run": s.run}
@@ -122,7 +117,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
 
     if not s.url:
         return fail(EXIT_USAGE, "no server URL: pass --url or set CACHESVC_URL (e.g. http://cache:8080)")
-    if not _NAMESPACE_RE.match(s.namespace):
+    if not NAMESPACE_RE.match(s.namespace):  # named with its flag or variable, before client()
         src = "--namespace" if a.namespace else "CACHESVC_NAMESPACE"
         return fail(EXIT_USAGE, f'namespace "{s.namespace}" ({src}) is invalid: use 1 to 63 characters of '
                                 "a-z, 0-9, '.', '_' or '-', starting with a letter or digit")

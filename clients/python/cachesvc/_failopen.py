@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -68,6 +69,11 @@ def default_run_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+# The server's rule for a namespace (README "HTTP API"), checked before any
+# call: a launcher's typo is then one warning naming the variable.
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
 @dataclass
 class Settings:
     """Connection settings resolved from arguments, then ``CACHESVC_*`` variables.
@@ -108,8 +114,14 @@ class Settings:
         )
 
     def client(self, *, timeout: float | None, retries: int) -> Client:
-        """A :class:`Client` with these settings (``url`` must be set)."""
+        """A :class:`Client` with these settings (``url`` must be set).
+
+        Raises ValueError for a namespace the server would refuse (400
+        ``bad_namespace`` on every call), naming where it came from."""
         assert self.url is not None
+        if not NAMESPACE_RE.match(self.namespace):
+            raise ValueError(f'namespace "{self.namespace}" (namespace= or CACHESVC_NAMESPACE) is invalid: use 1 to '
+                             "63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
                       verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run,
                       client_cert=self.client_cert, client_key=self.client_key)
@@ -126,7 +138,7 @@ class Settings:
         except (ValueError, OSError) as exc:
             msg = str(exc).removeprefix("cachesvc: ")
             log.warning("cachesvc: cannot use the configured server (%s: %s); check CACHESVC_URL, "
-                        "CACHESVC_TOKEN_FILE, CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and "
+                        "CACHESVC_NAMESPACE, CACHESVC_TOKEN_FILE, CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and "
                         "CACHESVC_CLIENT_KEY (or the arguments); %s",
                         type(exc).__name__, msg, not_installed)
             return None
