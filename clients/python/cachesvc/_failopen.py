@@ -214,12 +214,16 @@ def is_transient(exc: BaseException) -> bool:
 WRITE_CONSEQUENCE = "it was not stored, but lookups still use the shared cache"
 
 
-def auth_hint(exc: BaseException) -> str:
-    """What to check when the server does not know the token (401), as a
-    clause to append to the error; "" otherwise (a 403 already names the
-    scope the token lacks)."""
+def auth_hint(exc: BaseException, write: bool = False) -> str:
+    """What to check when the server does not know the token (401), or it
+    may not read the namespace (a 403 to a read: the server names the scope,
+    but not that the namespace setting is as likely wrong as the token), as
+    a clause to append to the error; "" otherwise (a refused write says what
+    it costs instead: WRITE_CONSEQUENCE)."""
     if isinstance(exc, Error) and exc.status == 401:
         return "; check CACHESVC_TOKEN or CACHESVC_TOKEN_FILE (or the token argument)"
+    if isinstance(exc, Error) and exc.status == 403 and not write:
+        return "; check CACHESVC_NAMESPACE, and that the token (CACHESVC_TOKEN or CACHESVC_TOKEN_FILE) may read it"
     return ""
 
 
@@ -239,7 +243,7 @@ class Warner:
         self._last = -1e18
         self._lock = threading.Lock()
 
-    def warn(self, what: str, exc: BaseException, consequence: str | None = None) -> None:
+    def warn(self, what: str, exc: BaseException, consequence: str | None = None, *, write: bool = False) -> None:
         """Logs ``what failed (exc); consequence`` unless a warning was logged
         recently; ``consequence`` defaults to the one given at construction.
         A refused token (401, or ``auth_paused`` after one) logs at debug
@@ -250,7 +254,7 @@ class Warner:
         elif self._due():
             self.log.warning("cachesvc: %s failed (%s%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
-                             what, exc, auth_hint(exc), consequence or self.consequence, self.interval)
+                             what, exc, auth_hint(exc, write), consequence or self.consequence, self.interval)
         else:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
 
@@ -283,7 +287,7 @@ class Warner:
         transient = is_transient(exc)
         if transient and self.breaker.failure(immediate=is_timeout(exc)):
             self.log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
-        self.warn(what, exc, WRITE_CONSEQUENCE if write and not transient else None)
+        self.warn(what, exc, WRITE_CONSEQUENCE if write and not transient else None, write=write)
 
 
 class Uploader:
