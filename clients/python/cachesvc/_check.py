@@ -66,7 +66,8 @@ def _parser(prog: str, fw: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, description="Check that this environment reaches the cachesvc server the way "
                                f"cachesvc.{fw}.install() will.",
-        epilog=EPILOG.format(fw=fw, writer_note=_note(": ", _FRAMEWORKS[fw]["writer"], ""), **_FRAMEWORKS[fw]), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG.format(fw=fw, writer_note=_note(": ", _FRAMEWORKS[fw]["writer"], ""), **_FRAMEWORKS[fw]),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["check"])
     p.add_argument("--url", help="server URL (default $CACHESVC_URL)")
     p.add_argument("--namespace", help="namespace (default $CACHESVC_NAMESPACE or default)")
@@ -165,7 +166,7 @@ def _write(c, writer: str) -> str:
         lease.release()
         return "ok"
     except Error as e:
-        return (f"refused ({e.code}, {e.status}: {e.message}): lookups hit, but this token's compiles "
+        return (f"refused ({e.code}, {e.status}: {e.message}): lookups still work, but this token's compiles "
                 f"are not stored; the processes that store them{_note(' (', writer, ')')} need a token with "
                 "write scope")
 
