@@ -22,7 +22,8 @@ import (
 type request struct {
 	// Namespace is the route's {ns}; "" on routes without one.
 	Namespace string
-	// Key is the route's {key}; HasKey is false on routes without one.
+	// Key is the route's {key} or, on lookup and keys, the key the
+	// signature's plugin computed (keyFor); HasKey is false until one is known.
 	Key    cachekey.Key
 	HasKey bool
 	// RunParam is the route's {run} (the manifest route).

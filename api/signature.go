@@ -137,11 +137,24 @@ func gzipError(err error, limit int64) error {
 		Message: sentence("the body is declared Content-Encoding: gzip but is not a valid gzip stream: " + err.Error()), Err: err}
 }
 
-// keyFor computes the key of the request's signature: from its digest
-// alone when the body is empty and wire.HeaderSignatureSHA256 names it
-// (digest-first), else from the body, checked against that header when
-// present.
+// keyFor computes the key of the request's signature (see signatureKey)
+// and records it as the request's key, so that its log line names the key
+// as a GET or PUT by key does: an operator follows a program from its
+// lookup's miss to its upload.
 func (g *keysAPI) keyFor(c *fiber.Ctx) (keying.Result, error) {
+	res, err := g.signatureKey(c)
+	if err == nil {
+		r := reqOf(c)
+		r.Key, r.HasKey = res.Key, true
+	}
+	return res, err
+}
+
+// signatureKey computes the key of the request's signature: from its
+// digest alone when the body is empty and wire.HeaderSignatureSHA256 names
+// it (digest-first), else from the body, checked against that header when
+// present.
+func (g *keysAPI) signatureKey(c *fiber.Ctx) (keying.Result, error) {
 	k := g.keyer
 	if k == nil {
 		return keying.Result{}, Errorf(http.StatusNotImplemented, "keying_disabled", "This server has no plugins configured; compute keys client-side.")

@@ -12,6 +12,12 @@
 # Output depends only on the sources and the Go toolchain, recorded in
 # plugins/builtin/TOOLCHAIN; the freshness test skips under another toolchain.
 set -euo pipefail
+# Answered before anything is built: --help from the comment above, without
+# its "# "; any other option is a mistake, not an OUTDIR.
+case "${1:-}" in
+	-h | --help) sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+	-*) echo "build-plugins.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 out="${1:-.}"
 

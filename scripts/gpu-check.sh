@@ -22,6 +22,12 @@
 # Exit codes: 0 all checks passed, 1 a check failed, 77 skipped (no GPU, or
 # torch/JAX without CUDA: says which), 2 usage (no binary).
 set -uo pipefail
+# Answered before anything runs: --help from the comment above, without its
+# "# "; any other option is a mistake, not the binary's path.
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+-*) echo "gpu-check: unknown option $1 (try --help)" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"

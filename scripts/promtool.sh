@@ -14,6 +14,13 @@
 # Environment:
 #   PROMETHEUS_VERSION   module version (default: the pinned one, Prometheus 3.x)
 set -euo pipefail
+# It takes no arguments: --help prints the comment above (without its "# "),
+# anything else is refused before a download starts.
+case "${1:-}" in
+"") ;;
+-h | --help) sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+*) echo "promtool.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+esac
 
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/cachesvc/bin"

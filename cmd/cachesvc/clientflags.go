@@ -15,6 +15,7 @@ import (
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/manifest"
+	"github.com/cachesvc/cachesvc/stats/report"
 )
 
 // defaultURL is where the client commands look for the server: the URL of
@@ -150,13 +151,23 @@ func (c *clientFlags) checkURL() error {
 	return nil
 }
 
+// unauthorizedHint is what serverHint adds to a 401: the server's own
+// message ("send Authorization: Bearer <token>") is for HTTP clients.
+const unauthorizedHint = "(the server wants a token its --tokens file lists: give --token-file FILE or CACHESVC_TOKEN_FILE (or --token, CACHESVC_TOKEN); 'cachesvc token new' makes one)"
+
 // serverHint adds what to do to err when the server at url could not be
 // reached at all (nothing listens there, or no such host), was not trusted,
-// or refused the TLS handshake for want of a client certificate.
+// refused the TLS handshake for want of a client certificate, or wanted a
+// token it knows (401).
 func serverHint(err error, url string) error {
 	var dns *net.DNSError
 	var ca x509.UnknownAuthorityError
+	var ce *client.Error
+	var se *report.StatusError
 	switch {
+	case errors.As(err, &ce) && ce.Status == http.StatusUnauthorized,
+		errors.As(err, &se) && se.Status == http.StatusUnauthorized:
+		return fmt.Errorf("%w %s", err, unauthorizedHint)
 	case errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns):
 		return fmt.Errorf("%w (is cachesvc serve running at %s? Set --url or CACHESVC_URL to the server's URL)", err, url)
 	case errors.As(err, &ca):

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,7 +153,11 @@ func TestCommandErrors(t *testing.T) {
 		want string
 	}{
 		{"store on a file", append(serve, "--data", file), 1, "open store " + file},
-		{"port taken", []string{"serve", "--addr", taken.Addr().String(), "--data", filepath.Join(dir, "d1")}, 1, "listen on " + taken.Addr().String()},
+		// It said only "bind: address already in use", not what to do.
+		{"port taken", []string{"serve", "--addr", taken.Addr().String(), "--data", filepath.Join(dir, "d1")}, 1,
+			"listen on --addr " + taken.Addr().String() + ": listen tcp " + taken.Addr().String() + ": bind: address already in use (another process listens there, perhaps another cachesvc serve: stop it, or give --addr another port, e.g. --addr 127.0.0.1:0 for a free one, which serve prints)"},
+		{"redis port taken", append(serve, "--data", filepath.Join(dir, "d12"), "--redis-addr", taken.Addr().String()), 1,
+			"listen on --redis-addr " + taken.Addr().String() + ": listen tcp " + taken.Addr().String() + ": bind: address already in use (another process listens there, perhaps another cachesvc serve: stop it, or give --redis-addr another port, e.g. --redis-addr " + nextPort(t, taken.Addr()) + ")"},
 		{"tokens file missing", append(serve, "--data", filepath.Join(dir, "d2"), "--tokens", missing), 1, missing},
 		{"pprof port taken", append(serve, "--data", filepath.Join(dir, "d4"), "--pprof-addr", taken.Addr().String()), 1, "--pprof-addr " + taken.Addr().String() + ": cannot listen for profiling"},
 		{"signing key missing", append(serve, "--data", filepath.Join(dir, "d3"), "--signing-key", missing), 1, missing},
@@ -201,4 +206,12 @@ func TestCommandErrors(t *testing.T) {
 			checkStderr(t, msg)
 		})
 	}
+}
+
+// nextPort is addr with the port after its own: what the hint for a taken
+// --redis-addr suggests.
+func nextPort(t *testing.T, addr net.Addr) string {
+	t.Helper()
+	tcp := addr.(*net.TCPAddr)
+	return net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port+1))
 }

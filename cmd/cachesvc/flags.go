@@ -271,7 +271,8 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		msg = "unknown flag --" + strings.TrimPrefix(name, "-")
+		name = strings.TrimPrefix(name, "-")
+		msg = "unknown flag --" + name + didYouMean(name, "--", flagNames(fs)) // suggest.go
 	}
 	msg = explainParseErr(fs, msg)
 	return &usageError{msg: msg, cmd: strings.TrimPrefix(fs.Name(), "cachesvc ")}

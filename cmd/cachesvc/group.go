@@ -46,7 +46,11 @@ func (g group) run(ctx context.Context, args []string, sio stdio) error {
 		}
 		return err
 	}
-	return usagef("unknown subcommand %q: use %s", args[0], g.names())
+	var names []string
+	for _, c := range g.subs {
+		names = append(names, c.name)
+	}
+	return usagef("unknown subcommand %q%s: use %s", args[0], didYouMean(args[0], "", names), g.names())
 }
 
 // names lists the subcommands as "list or check".

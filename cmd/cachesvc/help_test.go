@@ -202,6 +202,15 @@ func TestHelpOnUsageError(t *testing.T) {
 		{[]string{"plugin"}, "cachesvc plugin: missing subcommand: use list or check\nRun 'cachesvc plugin --help' for usage.\n"},
 		{[]string{"signkey", "old"}, "cachesvc signkey: unknown subcommand \"old\": use new\nRun 'cachesvc signkey --help' for usage.\n"},
 		{[]string{"version", "extra"}, "cachesvc version: unexpected arguments: extra\nRun 'cachesvc version --help' for usage.\n"},
+		// A misspelt flag, subcommand or command names the one meant.
+		{[]string{"serve", "--adr", "127.0.0.1:0"}, "cachesvc serve: unknown flag --adr (did you mean --addr?)\nRun 'cachesvc serve --help' for usage.\n"},
+		{[]string{"stats", "--namsepace=team"}, "cachesvc stats: unknown flag --namsepace (did you mean --namespace?)\nRun 'cachesvc stats --help' for usage.\n"},
+		{[]string{"warm", "-jax-cache-dr", "d"}, "cachesvc warm: unknown flag --jax-cache-dr (did you mean --jax-cache-dir?)\nRun 'cachesvc warm --help' for usage.\n"},
+		{[]string{"stats", "--jsn"}, "cachesvc stats: unknown flag --jsn (did you mean --json?)\nRun 'cachesvc stats --help' for usage.\n"},
+		{[]string{"serve", "--max-entry", "1GiB"}, "cachesvc serve: unknown flag --max-entry (did you mean --max-entry-size?)\nRun 'cachesvc serve --help' for usage.\n"},
+		{[]string{"admin", "lst"}, "cachesvc admin: unknown subcommand \"lst\" (did you mean list?): use list, delete, show, export, import, quarantine or restore\nRun 'cachesvc admin --help' for usage.\n"},
+		{[]string{"stat"}, "cachesvc: unknown command \"stat\" (did you mean stats?)\nRun 'cachesvc --help' for the commands.\n"},
+		{[]string{"help", "stat"}, "cachesvc: unknown command \"stat\" (did you mean stats?)\nRun 'cachesvc --help' for the commands.\n"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

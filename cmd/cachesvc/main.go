@@ -161,6 +161,15 @@ func dispatch(ctx context.Context, args []string, sio stdio) int {
 			return 1
 		}
 	}
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	if hint := didYouMean(name, "", names); hint != "" { // suggest.go
+		// The one line says what to type; the command list would bury it.
+		fmt.Fprintf(sio.Stderr, "cachesvc: unknown command %q%s\nRun 'cachesvc --help' for the commands.\n", name, hint)
+		return 2
+	}
 	fmt.Fprintf(sio.Stderr, "cachesvc: unknown command %q\n\n", name)
 	printUsage(sio.Stderr)
 	return 2

@@ -80,11 +80,7 @@ func (o *redisOptions) listen(tokens, insecureNoAuth bool) (net.Listener, error)
 	if err := auth.CheckExposure(o.Addr, tokens, insecureNoAuth); err != nil {
 		return nil, fmt.Errorf("--redis-addr: %w", err)
 	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on --redis-addr %s: %w", o.Addr, err)
-	}
-	return ln, nil
+	return listen("--redis-addr", o.Addr) // listen.go
 }
 
 // start serves RESP on ln beside srv: the same store, statistics, tokens,

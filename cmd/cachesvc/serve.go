@@ -333,9 +333,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		logger.Info("namespace quotas", "file", o.Namespaces, "namespaces", len(o.quotas.Namespaces), "default", !o.quotas.Default.IsZero())
 	}
 	// Listen first: a taken port fails before the store is opened.
-	ln, err := net.Listen("tcp", o.Addr)
+	ln, err := listen("--addr", o.Addr) // listen.go
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+		return err
 	}
 	defer ln.Close()
 	// Until the API serves, probes get an answer (starting.go).

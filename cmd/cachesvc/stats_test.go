@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -150,5 +152,37 @@ func TestStatsReadToken(t *testing.T) {
 	code, _, errOut = runCmd(t, "stats", "--url", srv.URL, "--token", viewerSecret, "--namespace", "other")
 	if code != 1 || !strings.Contains(errOut, `lacks read scope in namespace "other"`) || strings.Contains(errOut, "give --namespace") {
 		t.Errorf("stats of a namespace the token does not read: exit %d, stderr %q; want the server's 403 alone", code, errOut)
+	}
+}
+
+// TestClientCommandsUnauthorized: a 401 to stats, warm or agent says how to
+// give the CLI a token (it said only the server's "send Authorization:
+// Bearer <token>", which a CLI user cannot do), whether none was given or
+// the server does not know it; admin keeps its own hint.
+func TestClientCommandsUnauthorized(t *testing.T) {
+	srv := adminServer(t, nil)
+	dir := t.TempDir()
+	const hint = "(the server wants a token its --tokens file lists: give --token-file FILE or CACHESVC_TOKEN_FILE (or --token, CACHESVC_TOKEN); 'cachesvc token new' makes one)"
+	commands := map[string][]string{
+		"stats":           {"stats", "--url", srv.URL},
+		"stats namespace": {"stats", "--url", srv.URL, "--namespace", "team"},
+		"warm":            {"warm", "--url", srv.URL, "--namespace", "team", "--run", "r1", "--jax-cache-dir", filepath.Join(dir, "jax1")},
+		"agent":           {"agent", "--url", srv.URL, "--namespace", "team", "--warm-run", "r1", "--once", "--jax-cache-dir", filepath.Join(dir, "jax2")},
+	}
+	for name, args := range commands {
+		for _, token := range []string{"", "not-a-known-token-0123456789"} {
+			t.Run(fmt.Sprintf("%s token=%q", name, token), func(t *testing.T) {
+				if token != "" {
+					args = append(args[:len(args):len(args)], "--token", token)
+				}
+				code, _, errOut := runCmd(t, args...)
+				if code != 1 || !strings.Contains(errOut, hint) {
+					t.Errorf("%q: exit %d, stderr %q; want exit 1 and %q", args, code, errOut, hint)
+				}
+				if strings.Count(errOut, "--tokens file lists") > 1 {
+					t.Errorf("%q: the hint is repeated: %q", args, errOut)
+				}
+			})
+		}
 	}
 }

@@ -11,6 +11,8 @@
 # 10 MiB modules, an empty plugin call <= 20 us. Nothing fails on timing;
 # the machine's load average is printed with the results.
 set -euo pipefail
+# --help is answered before anything runs, from the comment above (without its "# ").
+case " $* " in *" -h "* | *" --help "*) sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 
 count=3
@@ -19,7 +21,6 @@ while [ $# -gt 0 ]; do
     -n)
       [ $# -ge 2 ] || { echo "plugins.sh: -n needs a value (try --help)" >&2; exit 2; }
       count="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "plugins.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -14,6 +14,8 @@
 # built from its source (it is not in the Go module proxy); without one that
 # baseline is skipped. The peers table is also printed, ready to paste.
 set -euo pipefail
+# --help is answered before anything runs, from the comment above (without its "# ").
+case " $* " in *" -h "* | *" --help "*) sed -n '2,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 
@@ -35,7 +37,6 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; dur=2; rounds=2; shift ;;
     --peers-only) peers_only=1; shift ;;
     --bazel-remote) brbin="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done

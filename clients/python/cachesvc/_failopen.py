@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -68,6 +69,11 @@ def default_run_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+# The server's rule for a namespace (README "HTTP API"), checked before any
+# call: a launcher's typo is then one warning naming the variable.
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
 @dataclass
 class Settings:
     """Connection settings resolved from arguments, then ``CACHESVC_*`` variables.
@@ -108,8 +114,14 @@ class Settings:
         )
 
     def client(self, *, timeout: float | None, retries: int) -> Client:
-        """A :class:`Client` with these settings (``url`` must be set)."""
+        """A :class:`Client` with these settings (``url`` must be set).
+
+        Raises ValueError for a namespace the server would refuse (400
+        ``bad_namespace`` on every call), naming where it came from."""
         assert self.url is not None
+        if not NAMESPACE_RE.match(self.namespace):
+            raise ValueError(f'namespace "{self.namespace}" (namespace= or CACHESVC_NAMESPACE) is invalid: use 1 to '
+                             "63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,
                       verify_key=self.verify_key, timeout=timeout, retries=retries, run=self.run,
                       client_cert=self.client_cert, client_key=self.client_key)
@@ -126,7 +138,7 @@ class Settings:
         except (ValueError, OSError) as exc:
             msg = str(exc).removeprefix("cachesvc: ")
             log.warning("cachesvc: cannot use the configured server (%s: %s); check CACHESVC_URL, "
-                        "CACHESVC_TOKEN_FILE, CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and "
+                        "CACHESVC_NAMESPACE, CACHESVC_TOKEN_FILE, CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and "
                         "CACHESVC_CLIENT_KEY (or the arguments); %s",
                         type(exc).__name__, msg, not_installed)
             return None
@@ -202,12 +214,16 @@ def is_transient(exc: BaseException) -> bool:
 WRITE_CONSEQUENCE = "it was not stored, but lookups still use the shared cache"
 
 
-def auth_hint(exc: BaseException) -> str:
-    """What to check when the server does not know the token (401), as a
-    clause to append to the error; "" otherwise (a 403 already names the
-    scope the token lacks)."""
+def auth_hint(exc: BaseException, write: bool = False) -> str:
+    """What to check when the server does not know the token (401), or it
+    may not read the namespace (a 403 to a read: the server names the scope,
+    but not that the namespace setting is as likely wrong as the token), as
+    a clause to append to the error; "" otherwise (a refused write says what
+    it costs instead: WRITE_CONSEQUENCE)."""
     if isinstance(exc, Error) and exc.status == 401:
         return "; check CACHESVC_TOKEN or CACHESVC_TOKEN_FILE (or the token argument)"
+    if isinstance(exc, Error) and exc.status == 403 and not write:
+        return "; check CACHESVC_NAMESPACE, and that the token (CACHESVC_TOKEN or CACHESVC_TOKEN_FILE) may read it"
     return ""
 
 
@@ -227,7 +243,7 @@ class Warner:
         self._last = -1e18
         self._lock = threading.Lock()
 
-    def warn(self, what: str, exc: BaseException, consequence: str | None = None) -> None:
+    def warn(self, what: str, exc: BaseException, consequence: str | None = None, *, write: bool = False) -> None:
         """Logs ``what failed (exc); consequence`` unless a warning was logged
         recently; ``consequence`` defaults to the one given at construction.
         A refused token (401, or ``auth_paused`` after one) logs at debug
@@ -238,7 +254,7 @@ class Warner:
         elif self._due():
             self.log.warning("cachesvc: %s failed (%s%s); %s "
                              "(further cachesvc warnings suppressed for %.0fs)",
-                             what, exc, auth_hint(exc), consequence or self.consequence, self.interval)
+                             what, exc, auth_hint(exc, write), consequence or self.consequence, self.interval)
         else:
             self.log.debug("cachesvc: %s failed: %s", what, exc)
 
@@ -271,7 +287,7 @@ class Warner:
         transient = is_transient(exc)
         if transient and self.breaker.failure(immediate=is_timeout(exc)):
             self.log.debug("cachesvc: circuit breaker open for %.0fs", self.breaker.cooldown)
-        self.warn(what, exc, WRITE_CONSEQUENCE if write and not transient else None)
+        self.warn(what, exc, WRITE_CONSEQUENCE if write and not transient else None, write=write)
 
 
 class Uploader:

@@ -67,7 +67,7 @@ from ._failopen import Breaker, Settings, Uploader, env, env_flag
 from ._jaxbackend import CacheStats, _backend_class
 from .client import Client, Error
 
-__all__ = ["install", "uninstall", "installed", "stats", "flush", "prefetch", "CacheStats"]
+__all__ = ["install", "uninstall", "installed", "stats", "summary", "flush", "prefetch", "CacheStats"]
 
 log = logging.getLogger("cachesvc.jax")
 
@@ -336,6 +336,15 @@ def stats() -> dict[str, Any]:
     return b.stats() if b is not None else {}
 
 
+def summary() -> str:
+    """:func:`stats` as one line for a person: hits of lookups, bytes read and
+    written, compile time saved, failures (``print(cachesvc.jax.summary())``
+    at the end of a job)."""
+    from ._summary import summary as _summary
+
+    return _summary("cachesvc.jax", stats())
+
+
 def flush(timeout: float | None = 60.0) -> bool:
     """Waits until the installed backend's queued uploads are written (or
     failed); False if ``timeout`` ran out. True when nothing is installed."""
@@ -371,3 +380,9 @@ def prefetch(run: str, *, max_bytes: int = 2 << 30, timeout: float = 300.0) -> i
     except Exception as exc:  # noqa: BLE001 - warming is best effort
         b._warn(f"prefetch of run {run!r}", exc)
         return 0
+
+
+if __name__ == "__main__":  # python -m cachesvc.jax check: see _check.py
+    from cachesvc._check import main as _check_main
+
+    sys.exit(_check_main(sys.argv[1:]))

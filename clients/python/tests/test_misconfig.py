@@ -1,6 +1,6 @@
 """A misconfigured cache must not stop the training job: a launcher's bad
 CACHESVC_* value (a URL without http://, a missing or empty token file, a
-malformed verify key, a client certificate that does not load, a CACHESVC_MODE typo) makes cachesvc.jax.install() warn
+malformed verify key, a client certificate that does not load, an invalid namespace, a CACHESVC_MODE typo) makes cachesvc.jax.install() warn
 once and install nothing (or use the default mode), never raise into the job."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import cachesvc.jax as cj
 
-CONFIG_VARS = ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_TOKEN", "CACHESVC_TOKEN_FILE",
+CONFIG_VARS = ("CACHESVC_URL", "CACHESVC_SERVER", "CACHESVC_NAMESPACE", "CACHESVC_NS", "CACHESVC_TOKEN", "CACHESVC_TOKEN_FILE",
                "CACHESVC_VERIFY_KEY", "CACHESVC_MODE", "CACHESVC_CLIENT_CERT", "CACHESVC_CLIENT_KEY")
 
 
@@ -29,6 +29,10 @@ def _clean_env(monkeypatch):
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_VERIFY_KEY": "not a key"}, "verify key"),
     ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_CERT": "/nonexistent/client.pem"}, "/nonexistent/client.pem"),
     ({"CACHESVC_URL": "https://127.0.0.1:9", "CACHESVC_CLIENT_KEY": "/nonexistent/key.pem"}, "needs client_cert"),
+    # Every compile's lookup and write were refused 400 bad_namespace, in a
+    # warning that named no variable.
+    ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_NAMESPACE": "Team_A"},
+     'namespace "Team_A" (namespace= or CACHESVC_NAMESPACE) is invalid'),
 ])
 def test_bad_config_from_env_installs_nothing(monkeypatch, caplog, env, needle):
     for name, value in env.items():

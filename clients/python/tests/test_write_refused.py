@@ -67,3 +67,20 @@ def test_transient_write_failure_keeps_the_usual_wording(caplog):
         caplog.clear()
         Warner(log, Breaker(3, 30.0), 60.0).failed("lookup of jit_f", cachesvc.Error(403, "forbidden", "no"))
     assert "compiling without the shared cache" in _warnings(caplog)[0]
+
+
+def test_jax_lookup_without_read_scope_says_what_to_check(start_server, tmp_path, caplog):
+    """A lookup the token may not make (403: no read scope in the namespace,
+    usually a CACHESVC_NAMESPACE the token was not made for) names the
+    variables to check; it gave the server's message alone."""
+    s = _reader_server(start_server, tmp_path)
+    b = cj.install(client=cachesvc.Client(s.url, namespace="team-a", token=READER, retries=0), mode="jax-key",
+                   background_uploads=False)
+    try:
+        with caplog.at_level(logging.INFO, logger="cachesvc"):
+            assert b.get("jit_g-" + "b" * 64) is None
+        warned = _warnings(caplog)
+        assert len(warned) == 1 and 'lacks read scope in namespace "team-a"' in warned[0], warned
+        assert "check CACHESVC_NAMESPACE, and that the token (CACHESVC_TOKEN or CACHESVC_TOKEN_FILE) may read it" in warned[0], warned
+    finally:
+        cj.uninstall()

@@ -68,7 +68,7 @@ from ..client import Client
 from . import _cpp, _heal, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
 
-__all__ = ["install", "uninstall", "installed", "stats", "misses", "flush", "save", "load", "CacheStats"]
+__all__ = ["install", "uninstall", "installed", "stats", "summary", "misses", "flush", "save", "load", "CacheStats"]
 
 log = logging.getLogger("cachesvc.torch")
 
@@ -384,6 +384,14 @@ def stats() -> dict[str, Any]:
     (records held now until they settle), ``by_cache`` (per torch cache id)."""
     s = _installed
     return s.stats() if s is not None else {}
+
+
+def summary() -> str:
+    """:func:`stats` as one line for a person: hits of lookups, bytes, compile
+    time saved, failures and hits per torch cache."""
+    from .._summary import summary as _summary
+
+    return _summary("cachesvc.torch", stats())
 
 
 def misses() -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ commands:
              training process should call cachesvc.torch.install() if the saving
              process did: torch hashes its remote-cache switches into AOTAutograd keys.
   info RUN   say whether that blob exists, its key and size (fetches nothing).
+  check      say whether cachesvc.torch.install() will reach the server with these
+             settings: a key (read scope), a lease taken and released (write scope),
+             torch's hooks; stores nothing (python -m cachesvc.torch check --help).
 
   There is no `save`: only the process that compiled holds the artifacts; call
   cachesvc.torch.save(RUN) there, after the first training steps.
@@ -55,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m cachesvc.torch",
         description="Warm torch.compile's local caches from a cachesvc Mega-Cache blob.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["load", "info"])
+    p.add_argument("command", choices=["load", "info", "check"])
     p.add_argument("run", nargs="?", help="run id (default $CACHESVC_RUN)")
     p.add_argument("--url", help="server URL (default $CACHESVC_URL)")
     p.add_argument("--namespace", help="namespace (default $CACHESVC_NAMESPACE or default)")
@@ -69,7 +72,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit code (see ``--help``)."""
-    a = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:  # its own options and exit codes: cachesvc/_check.py
+        from .._check import main as check
+
+        return check(argv, prog="python -m cachesvc.torch", fw="torch")
+    from .._check import reject_unknown_options
+
+    p = _parser()
+    reject_unknown_options(p, argv)
+    a = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     from .._failopen import Settings
