@@ -238,7 +238,8 @@ func (s serveStores) sharedState() wire.SharedTierState {
 		LastErrorAt: st.LastErrorAt, QueueDepth: q.QueueEntries}
 }
 
-// close closes every tier.
+// close closes every tier; a shared tier closed before (CloseShared) is
+// not closed again.
 func (s serveStores) close() error {
 	if s.tiered != nil {
 		return s.tiered.Close() // closes both tiers
