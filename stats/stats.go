@@ -77,6 +77,11 @@ type Config struct {
 	// series. Defaults 48h and 90 days.
 	MinuteRetention time.Duration
 	HourRetention   time.Duration
+	// MaxUnsavedMinutes bounds the minutes of per-minute series held in
+	// memory while flushes cannot save them (the directory is not
+	// writable): older minutes are dropped (dirguard.go). Default
+	// DefaultMaxUnsavedMinutes.
+	MaxUnsavedMinutes int
 	// Usage, when set, is sampled at each flush for the store's evictions,
 	// integrity failures and size, which are kept as a global time series.
 	Usage func() Usage
@@ -130,6 +135,9 @@ func (c *Config) defaults() {
 	if c.HourRetention <= 0 {
 		c.HourRetention = 90 * 24 * time.Hour
 	}
+	if c.MaxUnsavedMinutes <= 0 {
+		c.MaxUnsavedMinutes = DefaultMaxUnsavedMinutes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -170,6 +178,10 @@ type Stats struct {
 	// dirBroken is whether the last flush found the directory unwritable
 	// (dirguard.go); guarded by flushMu.
 	dirBroken bool
+	// unsavedDropped counts the minutes trimUnsaved dropped, and
+	// droppedWarned says it logged that in this spell (dirguard.go).
+	unsavedDropped atomic.Int64
+	droppedWarned  bool // guarded by flushMu
 }
 
 // Open opens (or creates) the stats database in cfg.Dir, loads the persisted
