@@ -59,8 +59,8 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // not writable is not run, and named with what is lost; the others still
 // close in order; one whose directory goes while it closes is no longer
 // waited for (closeWatchingDir), and named alike. Errors the steps return
-// are joined to it. A data
-// directory gone or not writable is an error even when everything closed.
+// are joined to it. A data directory gone or not writable is an error even
+// when everything closed.
 func (c *closer) closeAll(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -131,7 +131,7 @@ wait:
 		parts = append(parts, "Not closed (closing would wait for good to write into the directory): "+strings.Join(skipped, "; "))
 	}
 	if len(abandoned) > 0 {
-		parts = append(parts, "Not closed (the directory went away while it closed, and closing would wait for good to write into it): "+strings.Join(abandoned, "; "))
+		parts = append(parts, "Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): "+strings.Join(abandoned, "; "))
 	}
 	if len(stuck) > 0 {
 		parts = append(parts, fmt.Sprintf("Not closed by the end of --shutdown-grace + %s: %s", closeMargin, strings.Join(stuck, "; ")))

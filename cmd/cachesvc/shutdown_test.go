@@ -152,7 +152,7 @@ func TestCloseAllDirGoneWhileClosing(t *testing.T) {
 	if err == nil {
 		t.Fatal("closeAll: nil, want an error naming the store")
 	}
-	want := "the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (the directory went away while it closed, and closing would wait for good to write into it): store /d (access times)"
+	want := "the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): store /d (access times)"
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("closeAll: %q\nlacks %q", err, want)
 	}
