@@ -77,9 +77,8 @@ type Config struct {
 	// series. Defaults 48h and 90 days.
 	MinuteRetention time.Duration
 	HourRetention   time.Duration
-	// MaxUnsavedMinutes bounds the minutes of per-minute series held in
-	// memory while flushes cannot save them (the directory is not
-	// writable): older minutes are dropped (dirguard.go). Default
+	// MaxUnsavedMinutes bounds the minutes of series held while flushes
+	// cannot save them; older ones are dropped (dirguard.go). Default
 	// DefaultMaxUnsavedMinutes.
 	MaxUnsavedMinutes int
 	// Usage, when set, is sampled at each flush for the store's evictions,
@@ -178,8 +177,7 @@ type Stats struct {
 	// dirBroken is whether the last flush found the directory unwritable
 	// (dirguard.go); guarded by flushMu.
 	dirBroken bool
-	// unsavedDropped counts the minutes trimUnsaved dropped, and
-	// droppedWarned says it logged that in this spell (dirguard.go).
+	// Minutes trimUnsaved dropped; whether it said so this spell.
 	unsavedDropped atomic.Int64
 	droppedWarned  bool // guarded by flushMu
 }
