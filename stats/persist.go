@@ -96,6 +96,7 @@ func (s *Stats) flush() error {
 	err := s.dirErr()
 	s.noteDir(err)
 	if err != nil {
+		s.trimUnsaved(s.cfg.Now())
 		return nil
 	}
 

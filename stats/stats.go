@@ -77,6 +77,10 @@ type Config struct {
 	// series. Defaults 48h and 90 days.
 	MinuteRetention time.Duration
 	HourRetention   time.Duration
+	// MaxUnsavedMinutes bounds the minutes of series held while flushes
+	// cannot save them; older ones are dropped (dirguard.go). Default
+	// DefaultMaxUnsavedMinutes.
+	MaxUnsavedMinutes int
 	// Usage, when set, is sampled at each flush for the store's evictions,
 	// integrity failures and size, which are kept as a global time series.
 	// Its Evictions and IntegrityFailures count since the store opened,
@@ -133,6 +137,9 @@ func (c *Config) defaults() {
 	if c.HourRetention <= 0 {
 		c.HourRetention = 90 * 24 * time.Hour
 	}
+	if c.MaxUnsavedMinutes <= 0 {
+		c.MaxUnsavedMinutes = DefaultMaxUnsavedMinutes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -173,6 +180,9 @@ type Stats struct {
 	// dirBroken is whether the last flush found the directory unwritable
 	// (dirguard.go); guarded by flushMu.
 	dirBroken bool
+	// Minutes trimUnsaved dropped; whether it said so this spell.
+	unsavedDropped atomic.Int64
+	droppedWarned  bool // guarded by flushMu
 }
 
 // Open opens (or creates) the stats database in cfg.Dir, loads the persisted

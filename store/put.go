@@ -492,6 +492,14 @@ func (s *Badger) pin(sha [32]byte) *acctBlob {
 }
 
 // unpin undoes pin, freeing the blob if no entry uses it any more.
+//
+// The pin is released whatever happens: only freeing the blob writes. A
+// Put that the directory broke under (ErrDirUnavailable) used to leave its
+// pin, since the release waited for a write that was refused: the blob
+// then outlived its last entry until restart, its bytes counted against
+// MaxBytes. Where the blob is unused and cannot be deleted now (the
+// directory is not writable), the accounting forgets it all the same and
+// the next Open collects its record and chunks (recover, badger.go).
 func (s *Badger) unpin(sha [32]byte, token *acctBlob) {
 	var purge func()
 	defer func() {
@@ -499,8 +507,20 @@ func (s *Badger) unpin(sha [32]byte, token *acctBlob) {
 			purge()
 		}
 	}()
-	if s.enterWrite() != nil {
-		return // the blob record is collected at the next Open if unused
+	if err := s.enterWrite(); err != nil {
+		if s.enter() != nil {
+			return // closed: the accounting is gone with the store
+		}
+		defer s.leave()
+		s.wmu.Lock() // as pin: a commit reads and adds blobs under it
+		s.mu.Lock()
+		free := s.acct.unpin(sha, token)
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		if free {
+			s.log.Warn("a blob no entry uses any more is not deleted while the data directory is not writable; the next start collects it", "sha256", hex.EncodeToString(sha[:]), "err", err)
+		}
+		return
 	}
 	defer s.leaveWrite()
 	s.wmu.Lock()

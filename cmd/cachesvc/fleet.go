@@ -238,7 +238,8 @@ func (s serveStores) sharedState() wire.SharedTierState {
 		LastErrorAt: st.LastErrorAt, QueueDepth: q.QueueEntries}
 }
 
-// close closes every tier.
+// close closes every tier; a shared tier closed before (CloseShared) is
+// not closed again.
 func (s serveStores) close() error {
 	if s.tiered != nil {
 		return s.tiered.Close() // closes both tiers
@@ -284,10 +285,23 @@ func openStores(ctx context.Context, o serveOptions, logger *slog.Logger, hooks 
 	}
 	out.tiered, err = openTiered(ctx, o, hot, hooks.observe, logger)
 	if err != nil {
-		return out, errors.Join(fmt.Errorf("open shared tier s3://%s/%s at %s: %w", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, err), hot.Close())
+		return out, errors.Join(fmt.Errorf("open shared tier s3://%s/%s at %s: %w", o.S3.Bucket, o.S3.Prefix, o.S3.Endpoint, err), closeUnserved(hot))
 	}
 	out.api = out.tiered
 	return out, nil
+}
+
+// closeUnserved closes a hot tier that a failed start opened and never
+// served. Opening the shared tier can take a minute (an unreachable
+// bucket); a --data deleted meanwhile would make Badger's Close wait for
+// good (store.Badger.DirErr), and the failed start hang instead of saying
+// why. So the store is then left open (the process is about to exit) and
+// the error says why: nothing is lost, no request was served.
+func closeUnserved(hot *store.Badger) error {
+	if err := hot.DirErr(); err != nil {
+		return fmt.Errorf("store not closed: %w", err)
+	}
+	return hot.Close()
 }
 
 // openTiered opens the shared tier and the tiered store in front of it and

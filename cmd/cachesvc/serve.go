@@ -394,6 +394,14 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		lost:     "access times of its last " + store.DefaultFlushInterval.String() + ", which order evictions",
 		close:    func(context.Context) error { return stores.close() },
 		needsDir: true})
+	if stores.tiered != nil {
+		// Closed before the hot tier, and whether or not that can
+		// close: its Close logs what the upload queue still holds, the
+		// acknowledged entries that never reached the bucket.
+		closing.add(closeStep{what: "shared tier (upload queue " + filepath.Join(o.Data, "upload-queue") + ")",
+			lost:  "the report of the entries still queued for upload, which stay on disk for the next start",
+			close: func(context.Context) error { return stores.tiered.CloseShared() }})
+	}
 	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err != nil {
 		return err

@@ -57,15 +57,18 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // never reached, with what is lost, and why when the data directory is gone
 // or not writable. A needsDir step reached while the directory is gone or
 // not writable is not run, and named with what is lost; the others still
-// close in order. Errors the steps return are joined to it. A data
-// directory gone or not writable is an error even when everything closed.
+// close in order; one whose directory goes while it closes is no longer
+// waited for (closeWatchingDir), and named alike. Errors the steps return
+// are joined to it. A data directory gone or not writable is an error even
+// when everything closed.
 func (c *closer) closeAll(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	type result struct {
-		i       int
-		err     error
-		skipped bool // a needsDir step, not run
+		i         int
+		err       error
+		skipped   bool // a needsDir step, not run
+		abandoned bool // a needsDir step the directory broke under
 	}
 	results := make(chan result, len(c.steps))
 	var ordered []int
@@ -84,11 +87,16 @@ func (c *closer) closeAll(deadline time.Time) error {
 				results <- result{i: i, skipped: true}
 				continue
 			}
+			if c.steps[i].needsDir && c.dirErr != nil {
+				abandoned, err := c.closeWatchingDir(ctx, c.steps[i])
+				results <- result{i: i, err: err, abandoned: abandoned}
+				continue
+			}
 			results <- result{i: i, err: c.steps[i].close(ctx)}
 		}
 	}()
 	done := make([]bool, len(c.steps))
-	var skipped []string
+	var skipped, abandoned []string
 	var errs []error
 wait:
 	for range c.steps {
@@ -97,6 +105,9 @@ wait:
 			done[r.i] = true
 			if r.skipped {
 				skipped = append(skipped, c.steps[r.i].lostText())
+			}
+			if r.abandoned {
+				abandoned = append(abandoned, c.steps[r.i].lostText())
 			}
 			if r.err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", c.steps[r.i].what, r.err))
@@ -119,6 +130,9 @@ wait:
 	if len(skipped) > 0 {
 		parts = append(parts, "Not closed (closing would wait for good to write into the directory): "+strings.Join(skipped, "; "))
 	}
+	if len(abandoned) > 0 {
+		parts = append(parts, "Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): "+strings.Join(abandoned, "; "))
+	}
 	if len(stuck) > 0 {
 		parts = append(parts, fmt.Sprintf("Not closed by the end of --shutdown-grace + %s: %s", closeMargin, strings.Join(stuck, "; ")))
 	}
@@ -138,6 +152,36 @@ wait:
 		return errors.Join(errs...)
 	}
 	return errors.Join(append([]error{err}, errs...)...)
+}
+
+// dirPoll is how often closeAll looks at the data directory while a step
+// that needs it closes: a stat and an access(2) each time.
+const dirPoll = 100 * time.Millisecond
+
+// closeWatchingDir runs a needsDir step's close and waits for it while the
+// data directory stays writable. A directory removed (or made read-only)
+// while the step closes makes Badger's Close retry its flush into it for
+// good, so once closeWatchingDir sees it gone it stops waiting: abandoned
+// is true, the close is left running (the process is about to exit), and
+// the steps after it close meanwhile instead of waiting out the deadline.
+func (c *closer) closeWatchingDir(ctx context.Context, s closeStep) (abandoned bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- s.close(ctx) }()
+	tick := time.NewTicker(dirPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return false, err
+		case <-tick.C:
+			if c.dirErr() != nil {
+				return true, nil
+			}
+		case <-ctx.Done():
+			// closeAll names it as not closed by the deadline.
+			return false, <-done
+		}
+	}
 }
 
 // lostText names the step and what is lost when it does not close.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -121,5 +122,43 @@ func TestCloseAllOrder(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "memo stats store" {
 		t.Errorf("closed %v, want memo stats store", got)
+	}
+}
+
+// TestCloseAllDirGoneWhileClosing removes the data directory while a step
+// that needs it is already closing (Badger's Close then retries its flush
+// into the directory for good): closeAll must stop waiting for that step
+// as soon as it sees the directory gone, name it with what is lost, and
+// still close the steps after it that do not need the directory. Before,
+// it waited for the step until its deadline (--shutdown-grace + 5s).
+func TestCloseAllDirGoneWhileClosing(t *testing.T) {
+	var broken atomic.Bool
+	c := closer{dirErr: func() error {
+		if broken.Load() {
+			return errors.New("the data directory /d is gone or not writable: stat /d: no such file or directory")
+		}
+		return nil
+	}}
+	memoClosed := make(chan struct{})
+	c.add(closeStep{what: "memo", lost: "results", close: func(context.Context) error { close(memoClosed); return nil }})
+	c.add(closeStep{what: "store /d", lost: "access times", needsDir: true, close: func(ctx context.Context) error {
+		broken.Store(true) // rm -rf, while Badger flushes
+		select {}          // as Badger's Close does then
+	}})
+	// Long enough that reaching it is waiting out the deadline, not
+	// seeing the directory gone.
+	const deadline = 20 * time.Second
+	err := c.closeAll(time.Now().Add(deadline))
+	if err == nil {
+		t.Fatal("closeAll: nil, want an error naming the store")
+	}
+	want := "the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): store /d (access times)"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("closeAll: %q\nlacks %q", err, want)
+	}
+	select {
+	case <-memoClosed:
+	default:
+		t.Error("the step after the one the directory broke under was not closed")
 	}
 }

@@ -267,7 +267,10 @@ func TestBehindQueueKeepsDiskReserve(t *testing.T) {
 // queued (S3 stopped): with its queue directory intact the log says they
 // are uploaded at the next start on it; with the directory removed, or
 // removed and made again, it says they are lost, not that a restart will
-// upload them.
+// upload them. Either way it names them (namespace/key, oldest first),
+// and a Flush before Close (as serve's) does not report them uploaded:
+// before, uploaders that found the queue's files gone dropped the entries
+// without a word, Flush found the queue empty and Close named none.
 func TestBehindShutdownWarningTellsTheTruth(t *testing.T) {
 	srv := s3test.Start(t)
 	tests := []struct {
@@ -287,16 +290,30 @@ func TestBehindShutdownWarningTellsTheTruth(t *testing.T) {
 			a := newReplica(t, srv, srv.NewBucket(t), dir, opts{mode: tiered.ModeBehind, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			srv.Stop()
 			defer srv.Restart(t)
+			var names []string
 			for i := range 2 {
-				put(t, a, storetest.KeyOf(tc.name+string(rune('a'+i))), storetest.Data(uint64(i), 1000))
+				key := storetest.KeyOf(tc.name + string(rune('a'+i)))
+				put(t, a, key, storetest.Data(uint64(i), 1000))
+				names = append(names, store.DefaultNamespace+"/"+key.String())
 			}
 			if err := tc.damage(dir + "-queue"); err != nil {
 				t.Fatal(err)
+			}
+			// As serve does before it closes: the uploaders try again
+			// at once, and find the queue's files gone or there.
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if err := a.Flush(ctx); err == nil {
+				t.Errorf("Flush with S3 down: nil (the queue is empty), want the deadline: %d entries were never uploaded", len(names))
 			}
 			a.Close()
 			l := logs.String()
 			if !strings.Contains(l, "upload queue not empty at shutdown") || !strings.Contains(l, tc.want) || strings.Contains(l, tc.notWant) {
 				t.Errorf("log at shutdown, want %q and not %q:\n%s", tc.want, tc.notWant, l)
+			}
+			// The operator must be able to tell which entries.
+			if want := `"oldest_entries":["` + strings.Join(names, `","`) + `"]`; !strings.Contains(l, want) {
+				t.Errorf("log at shutdown does not name the queued entries, want %s:\n%s", want, l)
 			}
 		})
 	}

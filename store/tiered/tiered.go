@@ -56,11 +56,13 @@
 package tiered
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,7 +224,8 @@ type Store struct {
 	spools     map[string]*spool // by ns/key, until the fill has committed
 	spoolBytes int64
 	idle       []*os.File // spool files kept for reuse (spool.go)
-	closing    bool
+	closing    bool       // CloseShared has begun
+	hotClosed  bool       // Close has closed the hot tier
 }
 
 var _ store.Store = (*Store)(nil)
@@ -437,8 +440,32 @@ func (s *Store) queueDirErr() error {
 
 // Close stops the downloads, fills, probes and uploads in flight (waiting
 // for them to end; queued entries stay queued on disk for the next
-// process), then closes both tiers. Readers still open fail.
+// process), then closes both tiers (CloseShared, then the hot tier).
+// Readers still open fail.
 func (s *Store) Close() error {
+	serr := s.CloseShared()
+	s.mu.Lock()
+	done := s.hotClosed
+	s.hotClosed = true
+	s.mu.Unlock()
+	if done {
+		return serr
+	}
+	return errors.Join(serr, s.hot.Close())
+}
+
+// CloseShared is Close without the hot tier: it stops the downloads,
+// fills, probes and uploads in flight, waits for them to end, logs what
+// the upload queue still holds (how many entries and bytes, and the
+// namespace/key of the oldest few: WARN while the queue's directory is
+// there for the next start, ERROR when it is gone and they are lost), and
+// closes the shared tier. The hot tier stays open, for Close or the
+// caller to close. A Badger hot tier whose directory is gone or not
+// writable never returns from its Close (see store.Badger.DirErr), so
+// serve then calls CloseShared alone: the operator still learns which
+// acknowledged entries never reached the shared tier. Calls after the
+// first return nil.
+func (s *Store) CloseShared() error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -454,7 +481,8 @@ func (s *Store) Close() error {
 	var qerr error
 	if s.q != nil {
 		if n, b, oldest := s.q.depth(); n > 0 {
-			attrs := []any{"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339)}
+			attrs := []any{"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339),
+				"oldest_entries", s.q.oldestNames(closeNamed)}
 			if err := s.queueDirErr(); err != nil {
 				// The data directory was wiped under the process: no
 				// restart will find them, and the log must not say so.
@@ -475,5 +503,26 @@ func (s *Store) Close() error {
 	}
 	s.idle = nil
 	s.mu.Unlock()
-	return errors.Join(qerr, s.hot.Close(), serr)
+	return errors.Join(qerr, serr)
 }
+
+// oldestNames returns "namespace/key" of the n oldest queued entries,
+// oldest first.
+func (q *queue) oldestNames(n int) []string {
+	q.mu.Lock()
+	items := make([]*qitem, 0, len(q.items))
+	for _, it := range q.items {
+		items = append(items, it)
+	}
+	q.mu.Unlock()
+	slices.SortFunc(items, func(a, b *qitem) int { return cmp.Compare(a.rec.Seq, b.rec.Seq) })
+	names := make([]string, 0, min(n, len(items)))
+	for _, it := range items[:min(n, len(items))] {
+		names = append(names, it.rec.Namespace+"/"+it.rec.Key)
+	}
+	return names
+}
+
+// closeNamed is how many queued entries CloseShared's log names, oldest
+// first: enough to find them, few enough for one line.
+const closeNamed = 5

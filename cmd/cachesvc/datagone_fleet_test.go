@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cachesvc/cachesvc/store/storetest"
+)
+
+// TestSIGTERMDataDirGoneQueueReported stops a write-behind fleet replica
+// whose --data was deleted (or made read-only) under it while its upload
+// queue holds entries the shared tier never got (S3 is down). The hot
+// tier's Close cannot run then (Badger waits for good to flush into the
+// directory), but the exit must still say how many acknowledged entries
+// were not uploaded, and name them (namespace/key): lost when the
+// directory is gone, uploaded at the next start on it when it is only
+// read-only. Before, serve skipped the tiered store's Close with the hot
+// tier's, and the exit said nothing of the queue.
+func TestSIGTERMDataDirGoneQueueReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	tests := []struct {
+		name string
+		take func(t *testing.T, data string)
+		want string
+	}{
+		{"removed", func(t *testing.T, data string) {
+			if err := os.RemoveAll(data); err != nil {
+				t.Fatal(err)
+			}
+		}, `"level":"ERROR","msg":"upload queue not empty at shutdown, and its directory is gone: these entries were on this replica's disk only, never reached the shared tier and are lost"`},
+		{"read-only", func(t *testing.T, data string) { storetest.MakeReadOnly(t, data) },
+			`"level":"WARN","msg":"upload queue not empty at shutdown: these entries are on this replica's disk only, and are uploaded when it starts again on the same data directory"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			p := f.replicaAt(t, data, "--write-mode", "behind", "--shutdown-grace", "1s")
+			f.s3.Stop()
+			defer f.s3.Restart(t)
+			var names []string
+			for i := range 3 {
+				key := storeKey(fmt.Sprint("unuploaded-", tc.name, i))
+				if code, _ := putEntry(p, key, uint64(i), 1000); code != http.StatusCreated {
+					t.Fatalf("PUT %d with S3 down = %d, want 201 (queued):\n%s", i, code, p.stderr.String())
+				}
+				names = append(names, "default/"+key)
+			}
+			tc.take(t, data)
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.exited:
+			case <-time.After(time.Minute):
+				t.Fatalf("serve did not exit within a minute of SIGTERM:\n%s", p.stderr.String())
+			}
+			stderr := p.stderr.String()
+			if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d, want 1:\n%s", code, stderr)
+			}
+			for _, want := range []string{tc.want, `"entries":3`, `"oldest_entries":["` + strings.Join(names, `","`) + `"]`} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %s:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}
