@@ -52,7 +52,8 @@ func TestAnonymousReadersTakeNoRunSlots(t *testing.T) {
 		t.Errorf("runs' lookups %v (totals %d), want %v (5)", got, st.Totals.Lookups, want)
 	}
 	metrics := string(apitest.ReadAll(t, srv.Do(http.MethodGet, srv.URL+"/metrics", nil, bearer(tokAdmin)...)))
-	for _, line := range []string{"cachesvc_stats_runs 2\n", "cachesvc_stats_run_evictions_total 0\n"} {
+	for _, line := range []string{"cachesvc_stats_runs 2\n", "cachesvc_stats_run_evictions_total 0\n",
+		"cachesvc_stats_unsaved_samples_dropped_total 0\n"} {
 		if !strings.Contains(metrics, line) {
 			t.Errorf("/metrics has no line %q", line)
 		}

@@ -123,12 +123,18 @@ var (
 	descRunEvictions = prometheus.NewDesc("cachesvc_stats_run_evictions_total",
 		"Runs whose statistics were folded into the run _other to free a slot for a new run id, the run table being full. Persisted across restarts, as the run table and _other are (runs folded after 30 idle days are not counted).",
 		nil, nil)
+	// descUnsavedDropped shows the one loss a statistics directory that
+	// cannot be written to causes: per-minute series past the in-memory
+	// bound (stats.Config.MaxUnsavedMinutes).
+	descUnsavedDropped = prometheus.NewDesc("cachesvc_stats_unsaved_samples_dropped_total",
+		fmt.Sprintf("Per-minute samples of the statistics series (one a minute) dropped from memory because the statistics directory could not be written to for longer than the bound (%d minutes by default); totals, runs and top entries keep every count. Since start.", stats.DefaultMaxUnsavedMinutes),
+		nil, nil)
 )
 
 // Describe sends the descriptors.
 func (sc *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLookups, descSaved, descWrites, descServed, descWaitHits, descReasons, descIndexEntries, descIndexDropped,
-		descStatsRuns, descRunEvictions} {
+		descStatsRuns, descRunEvictions, descUnsavedDropped} {
 		ch <- d
 	}
 }
@@ -188,4 +194,5 @@ func (sc *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descIndexDropped, prometheus.CounterValue, float64(idx.Dropped()))
 	ch <- prometheus.MustNewConstMetric(descStatsRuns, prometheus.GaugeValue, float64(sc.st.Runs()))
 	ch <- prometheus.MustNewConstMetric(descRunEvictions, prometheus.CounterValue, float64(sc.st.RunEvictions()))
+	ch <- prometheus.MustNewConstMetric(descUnsavedDropped, prometheus.CounterValue, float64(sc.st.UnsavedMinutesDropped()))
 }
