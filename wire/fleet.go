@@ -80,8 +80,10 @@ type ReplicaStatus struct {
 // ReplicaConfig is the part of a replica's configuration that every replica
 // of a fleet must share: replicas that disagree give one signature
 // different keys (plugins), accept an upload that another refuses
-// (max_entry_size), or bound namespaces differently (the namespaces file),
-// silently. Each replica publishes it in its heartbeat; FleetStats names
+// (max_entry_size), bound namespaces differently (the namespaces file),
+// refuse a token another accepts (tokens, as when one replica missed the
+// SIGHUP of a rotation) or sign with a key clients do not verify
+// (signing_key), silently. Each replica publishes it in its heartbeat; FleetStats names
 // the settings on which they differ.
 type ReplicaConfig struct {
 	// MaxEntrySize is --max-entry-size in bytes.
@@ -93,13 +95,23 @@ type ReplicaConfig struct {
 	// Namespaces is "sha256:<first 12 hex>" of the namespaces file in force
 	// (its parsed quotas, so formatting does not count); "" without one.
 	Namespaces string `json:"namespaces"`
+	// Tokens is "sha256:<first 12 hex>" of the tokens in force (--tokens:
+	// every rule's name, token hash and scopes, the anonymous rule's too,
+	// so order and comments do not count), "none" without --tokens; ""
+	// (absent) from a replica too old to say, which is not compared.
+	Tokens string `json:"tokens,omitempty"`
+	// SigningKey is the base64 Ed25519 public key that --signing-key's
+	// signatures verify with (what clients set as CACHESVC_VERIFY_KEY),
+	// "none" without --signing-key; "" (absent) from a replica too old to
+	// say, which is not compared.
+	SigningKey string `json:"signing_key,omitempty"`
 }
 
 // ConfigMismatch is one setting on which the live replicas of a fleet
 // disagree, with the replicas holding each value.
 type ConfigMismatch struct {
 	// Setting is the ReplicaConfig field's JSON name: "max_entry_size",
-	// "plugins" or "namespaces".
+	// "plugins", "namespaces", "tokens" or "signing_key".
 	Setting string `json:"setting"`
 	// Values lists each value with the replicas that hold it, most
 	// replicas first.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -22,6 +24,8 @@ type fleetConfig struct {
 	host     *plugins.Host
 	maxEntry int64
 	nsPath   string
+	tokens   *auth.Guard  // nil without --tokens
+	signer   *auth.Signer // nil without --signing-key
 	log      *slog.Logger
 	cur      atomic.Pointer[wire.ReplicaConfig]
 }
@@ -31,9 +35,17 @@ func (f *fleetConfig) get() *wire.ReplicaConfig { return f.cur.Load() }
 
 // refresh recomputes the config. A namespaces file that no longer parses
 // keeps the digest of the one in force (a failed reload keeps the old
-// quotas too).
+// quotas too); the tokens are those in force, which a SIGHUP reloads
+// before it calls refresh (a failed reload keeps the old ones, and so
+// their digest).
 func (f *fleetConfig) refresh() {
-	c := &wire.ReplicaConfig{MaxEntrySize: f.maxEntry}
+	c := &wire.ReplicaConfig{MaxEntrySize: f.maxEntry, Tokens: "none", SigningKey: "none"}
+	if f.tokens != nil {
+		c.Tokens = f.tokens.Tokens().Digest()
+	}
+	if f.signer != nil {
+		c.SigningKey = base64.StdEncoding.EncodeToString(f.signer.PublicKey())
+	}
 	for _, p := range f.host.Plugins() {
 		c.Plugins = append(c.Plugins, fmt.Sprintf("%s sha256:%.12s", p.ID, p.SHA256))
 	}

@@ -441,8 +441,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	var member *fleetMember
 	var fcfg *fleetConfig
 	if o.S3.enabled() {
-		fcfg = &fleetConfig{host: host, maxEntry: o.MaxEntrySize, nsPath: o.Namespaces, log: logger} // fleetconfig.go
-		go fcfg.refresh()                                                                            // waits for the built-ins
+		// fleetconfig.go; refresh waits for the built-ins
+		fcfg = &fleetConfig{host: host, maxEntry: o.MaxEntrySize, nsPath: o.Namespaces, tokens: sec.Auth, signer: sec.Signer, log: logger}
+		go fcfg.refresh()
 		sample := func() registry.Sample {
 			snap := sts.Snapshot(stats.SnapshotOptions{MaxRuns: 20, MaxTopEntries: 20})
 			return registry.Sample{Hot: stores.hot.Usage(), Shared: stores.sharedState(), Stats: &snap, Config: fcfg.get()}
@@ -506,7 +507,7 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		}
 		reloads = append(reloads, func(context.Context) { reloadNamespaces(o.Namespaces, stores.hot, sts, logger, nsReloads) }) // namespaces.go
 	}
-	if fcfg != nil && len(reloads) > 0 { // after the reloads above: publish what they left in force
+	if fcfg != nil && (len(reloads) > 0 || sec.Auth != nil) { // after the reloads (tokens first): publish what they left in force
 		reloads = append(reloads, func(context.Context) { fcfg.refresh() })
 	}
 	reloadOnSIGHUP(ctx, hup, logger, sec.Auth, reloads...) // security.go

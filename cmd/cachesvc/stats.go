@@ -65,6 +65,11 @@ func runStats(ctx context.Context, args []string, sio stdio) error {
 		// "*": a team's read token is refused until it names its namespace.
 		return fmt.Errorf("%w (stats of every namespace need admin on \"*\": give --namespace NS for a namespace the token reads)", err)
 	}
+	if errors.As(err, &se) && se.Code == "fleet_unavailable" {
+		// The heartbeats live in the bucket, but the replica still answers
+		// for itself, as the dashboard shows when its fleet view fails.
+		return fmt.Errorf("%w (cachesvc stats without --scope fleet shows this replica's own figures)", err)
+	}
 	if err != nil {
 		return serverHint(err, cf.Server)
 	}

@@ -12,10 +12,13 @@ import (
 // ConfigMismatches compares the configs (wire.ReplicaConfig) of the
 // replicas that are ok or stale and returns the settings on which they
 // disagree, each with the replicas per value (most replicas first, then by
-// value), in the order max_entry_size, plugins, namespaces. Replicas that
-// are gone or stopped do not count: their settings no longer serve. A
-// replica that publishes no config (an older version, or one still loading
-// its plugins) is left out rather than reported.
+// value), in the order max_entry_size, plugins, namespaces, tokens,
+// signing_key. Replicas that are gone or stopped do not count: their
+// settings no longer serve. A replica that publishes no config (an older
+// version, or one still loading its plugins) is left out rather than
+// reported, and so is one that publishes no tokens or signing key (a
+// version from before they were published) for that setting: a rolling
+// upgrade does not warn.
 func ConfigMismatches(replicas []wire.ReplicaStatus) []wire.ConfigMismatch {
 	settings := []struct {
 		name  string
@@ -29,6 +32,8 @@ func ConfigMismatches(replicas []wire.ReplicaStatus) []wire.ConfigMismatch {
 			}
 			return c.Namespaces
 		}},
+		{"tokens", func(c *wire.ReplicaConfig) string { return c.Tokens }},
+		{"signing_key", func(c *wire.ReplicaConfig) string { return c.SigningKey }},
 	}
 	var out []wire.ConfigMismatch
 	for _, s := range settings {
@@ -38,6 +43,9 @@ func ConfigMismatches(replicas []wire.ReplicaStatus) []wire.ConfigMismatch {
 				continue
 			}
 			v := s.value(r.Config)
+			if v == "" {
+				continue // not published by this replica's version
+			}
 			by[v] = append(by[v], r.ID)
 		}
 		if len(by) < 2 {

@@ -21,6 +21,10 @@ func TestFleetConfigMismatches(t *testing.T) {
 	cfg := func(maxEntry int64, plugins []string, ns string) *wire.ReplicaConfig {
 		return &wire.ReplicaConfig{MaxEntrySize: maxEntry, Plugins: plugins, Namespaces: ns}
 	}
+	keys := func(c *wire.ReplicaConfig, tokens, signingKey string) *wire.ReplicaConfig {
+		c.Tokens, c.SigningKey = tokens, signingKey
+		return c
+	}
 	xla1 := []string{"passthrough@1 sha256:aaaaaaaaaaaa", "xla@1 sha256:bbbbbbbbbbbb"}
 	xla2 := []string{"passthrough@1 sha256:aaaaaaaaaaaa", "xla@2 sha256:cccccccccccc"}
 	type replica struct {
@@ -51,6 +55,24 @@ func TestFleetConfigMismatches(t *testing.T) {
 				{Value: "passthrough@1 sha256:aaaaaaaaaaaa, xla@2 sha256:cccccccccccc", Replicas: []string{"c"}}}},
 			{Setting: "namespaces", Values: []wire.ConfigValue{{Value: "none", Replicas: []string{"a", "c"}}, {Value: "sha256:111111111111", Replicas: []string{"b"}}}},
 		}},
+		// A token rotation that one replica missed (its SIGHUP, or a copy
+		// of the tokens file), and a signing key rolled out half way: the
+		// first refuses the new token (401) one request in three behind a
+		// load balancer, the second fails the clients' signature check.
+		// A replica too old to publish either ("") is not compared.
+		{"tokens and signing key differ", []replica{
+			{"a", 0, false, keys(cfg(4<<30, xla1, ""), "sha256:222222222222", "none")},
+			{"b", 0, false, keys(cfg(4<<30, xla1, ""), "sha256:222222222222", "iZxWLQfKXbsWGJNFqATVzwVuxFl3pHaTuMhaADcC7rA=")},
+			{"c", 0, false, keys(cfg(4<<30, xla1, ""), "sha256:333333333333", "iZxWLQfKXbsWGJNFqATVzwVuxFl3pHaTuMhaADcC7rA=")},
+			{"d", 0, false, keys(cfg(4<<30, xla1, ""), "", "")},
+		}, []wire.ConfigMismatch{
+			{Setting: "tokens", Values: []wire.ConfigValue{{Value: "sha256:222222222222", Replicas: []string{"a", "b"}}, {Value: "sha256:333333333333", Replicas: []string{"c"}}}},
+			{Setting: "signing_key", Values: []wire.ConfigValue{{Value: "iZxWLQfKXbsWGJNFqATVzwVuxFl3pHaTuMhaADcC7rA=", Replicas: []string{"b", "c"}}, {Value: "none", Replicas: []string{"a"}}}},
+		}},
+		{"older replicas say nothing of tokens", []replica{
+			{"a", 0, false, keys(cfg(4<<30, xla1, ""), "sha256:222222222222", "none")},
+			{"b", 0, false, cfg(4<<30, xla1, "")},
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

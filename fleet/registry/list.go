@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -170,21 +171,76 @@ func Merge(replicas []wire.ReplicaStatus, now time.Time) wire.FleetStats {
 // Fleet returns Merge(List(ctx)): the fleet part of GET
 // /v1/stats?scope=fleet. A result younger than two seconds is reused, and
 // concurrent callers share one read, so that dashboards polling many
-// replicas cost the bucket little. The fleet read is bounded by ctx; when
-// it fails the error is returned (the caller answers 503 or shows the
-// replica's own stats). The result is shared between callers: do not
+// replicas cost the bucket little. The read is bounded by
+// Config.FleetTimeout, not by any one caller's context (one caller leaving
+// does not cut the others' read short), and each caller waits for it only
+// until its own ctx ends. The result is shared between callers: do not
 // modify it.
+//
+// # Errors
+//
+// The read's error when the bucket cannot be read, one saying "no answer
+// within" FleetTimeout when it did not answer in time (a hung gateway),
+// and ctx's error when the caller's ctx ends first.
 func (r *Registry) Fleet(ctx context.Context) (wire.FleetStats, error) {
 	r.fleetMu.Lock()
-	defer r.fleetMu.Unlock()
 	now := r.cfg.Now()
 	if !r.fleetAt.IsZero() && now.Sub(r.fleetAt) < fleetTTL && now.Sub(r.fleetAt) >= 0 {
-		return r.fleetVal, nil
+		v := r.fleetVal
+		r.fleetMu.Unlock()
+		return v, nil
 	}
+	f := r.fleetFlight
+	if f == nil {
+		f = &fleetRead{done: make(chan struct{})}
+		r.fleetFlight = f
+		go r.readFleet(f)
+	}
+	r.fleetMu.Unlock()
+	select {
+	case <-f.done:
+		return f.val, f.err
+	case <-ctx.Done():
+		return wire.FleetStats{}, fmt.Errorf("read the fleet's heartbeats: %w", ctx.Err())
+	}
+}
+
+// fleetRead is one read of the fleet shared by the Fleet calls that
+// arrive while it runs; val and err are set before done is closed.
+type fleetRead struct {
+	done chan struct{}
+	val  wire.FleetStats
+	err  error
+}
+
+// errFleetTimeout is the cause a fleet read is canceled with at
+// Config.FleetTimeout.
+var errFleetTimeout = errors.New("fleet read timed out")
+
+// readFleet runs f, bounded by Config.FleetTimeout and by Close.
+//
+// Before, the read ran under the first caller's context while a mutex was
+// held through it: with a hung bucket every dashboard poll waited the S3
+// client's tries (three of a minute each) behind the one before it.
+func (r *Registry) readFleet(f *fleetRead) {
+	ctx, cancel := context.WithTimeoutCause(r.base, r.cfg.FleetTimeout, errFleetTimeout)
+	defer cancel()
 	list, err := r.List(ctx)
-	if err != nil {
-		return wire.FleetStats{}, err
+	if err != nil && errors.Is(context.Cause(ctx), errFleetTimeout) {
+		// The S3 client reports only "context deadline exceeded", which
+		// reads as the client's own deadline: say the bucket did not answer.
+		err = fmt.Errorf("no answer within %s from s3://%s/%s%s: the bucket, or the network to it, is down or hung",
+			r.cfg.FleetTimeout, r.cfg.Bucket.Name, r.cfg.Bucket.Prefix, ReplicasDir)
 	}
-	r.fleetVal, r.fleetAt = Merge(list, now), now
-	return r.fleetVal, nil
+	r.fleetMu.Lock()
+	defer r.fleetMu.Unlock()
+	if err != nil {
+		f.err = err
+	} else {
+		now := r.cfg.Now()
+		f.val = Merge(list, now)
+		r.fleetVal, r.fleetAt = f.val, now
+	}
+	r.fleetFlight = nil
+	close(f.done)
 }

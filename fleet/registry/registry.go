@@ -56,6 +56,12 @@ import (
 const (
 	// DefaultInterval is the default Config.Interval.
 	DefaultInterval = 10 * time.Second
+	// DefaultFleetTimeout is the default Config.FleetTimeout: a LIST and
+	// a GET per replica (eight at a time) take well under a second on a
+	// healthy bucket, even for hundreds of replicas, while a person at
+	// the dashboard or `cachesvc stats --scope fleet` should learn within
+	// seconds that a hung bucket will not answer.
+	DefaultFleetTimeout = 10 * time.Second
 	// DefaultGoneAfter is the default Config.GoneAfter, and the age at
 	// which gc removes a replica's heartbeat object.
 	DefaultGoneAfter = time.Hour
@@ -101,6 +107,9 @@ type Config struct {
 	// GoneAfter is the heartbeat age past which List calls a replica gone.
 	// Default 1 h.
 	GoneAfter time.Duration
+	// FleetTimeout bounds one read of the fleet's heartbeats by Fleet.
+	// Default DefaultFleetTimeout.
+	FleetTimeout time.Duration
 	// Sample is called at each heartbeat, on the heartbeat's goroutine; it
 	// must be cheap and do no I/O (stats.Snapshot and Usage are). Nil
 	// publishes identity and times only.
@@ -135,9 +144,10 @@ type Registry struct {
 	// wrote says (Unix nanoseconds; 0 before the first).
 	lastWrite atomic.Int64
 
-	fleetMu  sync.Mutex // one fleet read at a time; the others wait and share it
-	fleetAt  time.Time
-	fleetVal wire.FleetStats
+	fleetMu     sync.Mutex // guards the three below; never held during I/O
+	fleetAt     time.Time
+	fleetVal    wire.FleetStats
+	fleetFlight *fleetRead // the read in flight, nil when none
 }
 
 // New checks cfg and returns a Registry. It does no I/O.
@@ -153,6 +163,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.GoneAfter <= 0 {
 		cfg.GoneAfter = DefaultGoneAfter
+	}
+	if cfg.FleetTimeout <= 0 {
+		cfg.FleetTimeout = DefaultFleetTimeout
 	}
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = 20

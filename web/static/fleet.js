@@ -15,7 +15,9 @@
   var meaning = {
     max_entry_size: "an upload one replica refuses (413) another stores: give every replica the same --max-entry-size",
     plugins: "one signature gets different keys on different replicas (misses): load the same plugin files everywhere",
-    namespaces: "quotas and expiry differ by replica: give every replica the same --namespaces file"
+    namespaces: "quotas and expiry differ by replica: give every replica the same --namespaces file",
+    tokens: "a token one replica accepts another refuses (401, or 403 for a changed scope): give every replica the same --tokens file and SIGHUP them all",
+    signing_key: "clients that check signatures refuse what the other replicas sign: give every replica the same --signing-key, and clients its public key"
   };
 
   // mismatches fills the card's warnings: one per setting on which the
