@@ -15,10 +15,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/keying"
-	"github.com/cachesvc/cachesvc/plugins"
 	"github.com/cachesvc/cachesvc/plugins/builtin/xla/xlacanon"
-	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 )
 
 // The BenchmarkHandler* benchmarks call the server's fasthttp handler
@@ -143,26 +140,14 @@ func BenchmarkHandlerPutEntry(b *testing.B) {
 // whose key is memoized (the repeat lookup a trainer makes): digest of the
 // signature, memo, store hit, a 64 KiB executable streamed back.
 func BenchmarkHandlerLookupHit(b *testing.B) {
-	ctx := context.Background()
-	host, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { host.Close(context.Background()) })
-	if err := host.LoadBuiltins(ctx); err != nil {
-		b.Fatal(err)
-	}
-	k, err := keying.New(keying.Config{Host: host})
-	if err != nil {
-		b.Fatal(err)
-	}
+	k, _ := builtinKeyer(b, nil)
 	srv := apitest.Start(b, apitest.Options{API: func(c *api.Config) { c.Keyer = k }})
 	sig, err := json.Marshal(map[string]any{"backend": "xla", "platform": "cpu", "jaxlib_version": "bench",
 		"xla_flags": []string{"--xla_cpu_enable_fast_math=false"}, "module": string(xlacanon.GenerateModule(1 << 20))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := k.Key(ctx, sig)
+	res, err := k.Key(context.Background(), sig)
 	if err != nil {
 		b.Fatal(err)
 	}

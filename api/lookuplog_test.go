@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,9 +11,6 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/keying"
-	"github.com/cachesvc/cachesvc/plugins"
-	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -23,19 +19,7 @@ import (
 // names its route's {key}, so an operator can follow a program from its
 // miss to its upload and hits (the lines named the namespace only).
 func TestSignatureRoutesLogKey(t *testing.T) {
-	ctx := context.Background()
-	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	if err := h.LoadBuiltins(ctx); err != nil {
-		t.Fatal(err)
-	}
-	keyer, err := keying.New(keying.Config{Host: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keyer, _ := builtinKeyer(t, nil)
 	var logs syncBuffer
 	srv := apitest.Start(t, apitest.Options{
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

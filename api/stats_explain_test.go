@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -11,9 +10,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
-	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/plugins"
-	"github.com/cachesvc/cachesvc/plugins/pluginstest"
 	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/stats/statstest"
 	"github.com/cachesvc/cachesvc/wire"
@@ -47,20 +44,8 @@ func xlaSignature(mut func(map[string]any)) []byte {
 // plugin host, and a function that looks a signature up in team-a (run
 // sweep-9), with the 404 body decoded.
 func startXLA(t *testing.T) (*statstest.Server, *plugins.Host, func([]byte) (int, wire.LookupMiss)) {
-	ctx := context.Background()
 	pm := api.NewPluginMetrics()
-	h, err := plugins.NewHost(ctx, plugins.Config{CacheDir: pluginstest.CacheDir(t), Observe: pm.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	if err := h.LoadBuiltins(ctx); err != nil {
-		t.Fatal(err)
-	}
-	keyer, err := keying.New(keying.Config{Host: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	keyer, h := builtinKeyer(t, pm.Observe)
 	srv := statstest.StartWith(t, nil, func(c *api.Config) { c.Keyer = keyer })
 	srv.Registry.MustRegister(pm)
 	lookup := func(sig []byte) (int, wire.LookupMiss) {
