@@ -183,3 +183,48 @@ func TestRunEvictionsSurviveRestart(t *testing.T) {
 		t.Errorf("%d log lines counting one eviction, want %d:\n%s", got, want, logs.String())
 	}
 }
+
+// TestRunsIdlePastRunTTLAtLoadFreeTheirSlots: a run already idle for
+// longer than RunTTL when the statistics open folds into _other at once,
+// as collect folds it while serving. Before, it kept its slot until the
+// first collect, so a new run admitted before it into a full table evicted
+// a run in use (of the namespace holding the most slots) while the idle
+// run's slot stayed taken, and counted an eviction.
+func TestRunsIdlePastRunTTLAtLoadFreeTheirSlots(t *testing.T) {
+	const ttl = time.Hour
+	clock := newTestClock()
+	logs := &syncBuffer{}
+	cfg := Config{Dir: t.TempDir(), RunTTL: ttl, MaxRuns: 3, Now: clock.Now, FlushInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	s.AdmitNamespace("team-b")
+	s.RecordLookup(Lookup{Namespace: "team-b", Run: "b1"})
+	clock.Advance(50 * time.Minute)
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a1"})
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a2"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30 * time.Minute) // b1 idle 80 minutes, a1 and a2 30
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Runs(); got != 2 {
+		t.Errorf("at load: %d runs hold slots, want 2 (a1, a2; b1 idle past RunTTL)", got)
+	}
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a3"})
+	got, _ := runLookups(s)
+	if want := map[string]int64{"a1": 1, "a2": 1, "a3": 1, Other: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("runs' lookups %v, want %v (b1's in %s)", got, want, Other)
+	}
+	if n := s.RunEvictions(); n != 0 {
+		t.Errorf("RunEvictions() = %d, want 0: a free slot was there", n)
+	}
+	if strings.Contains(logs.String(), "relabelled") {
+		t.Errorf("folding an idle run logged a warning, as collect does not:\n%s", logs.String())
+	}
+}
