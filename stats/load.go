@@ -292,15 +292,19 @@ func (s *Stats) loadBackendMarks(marks map[string]bool) {
 // table keeps them while serving (more are on disk only when MaxRuns was
 // lowered, or a crash lost the deletions of evicted runs): the rest are
 // merged into Other too. Each slot is last seen when its run was, so
-// eviction order is the same after a restart.
+// eviction order is the same after a restart. A run idle for longer than
+// RunTTL at load folds into Other at once, as collect folds it while
+// serving: otherwise it held its slot until the first collect, and a new
+// run admitted before then into a full table evicted a run in use.
 func (s *Stats) loadRuns(runs []Run) {
 	a := &s.agg
 	slices.SortFunc(runs, func(x, y Run) int {
 		return cmp.Or(y.LastSeen.Compare(x.LastSeen), strings.Compare(x.Run, y.Run))
 	})
+	idle := func(r *Run) bool { return a.started.Sub(r.LastSeen) > s.cfg.RunTTL }
 	keep := make(map[string]bool, min(len(runs), s.cfg.MaxRuns))
 	for _, r := range runs {
-		if len(keep) < s.cfg.MaxRuns && r.Run != Other && validRun(r.Run) {
+		if len(keep) < s.cfg.MaxRuns && r.Run != Other && validRun(r.Run) && !idle(&r) {
 			keep[r.Run] = true
 		}
 	}
@@ -328,7 +332,9 @@ func (s *Stats) loadRuns(runs []Run) {
 		}
 		r.Run = r.slot.name
 		if r.Run != from {
-			s.relabelled("run", from, r.Run)
+			if !idle(&r) || !validRun(from) {
+				s.relabelled("run", from, r.Run)
+			}
 			a.dead.runs = append(a.dead.runs, from)
 		}
 		if cur := a.runs[r.Run]; cur != nil {

@@ -21,7 +21,7 @@ import (
 // aggregate's record and any delta recorded before the eviction) into the
 // run Other, so the runs still sum to every lookup that carried a run. A
 // run idle for RunTTL leaves the same way (collect frees its slot and
-// folds it).
+// folds it; load folds one already idle at start, holding no slot).
 //
 // Slots are read lock-free (sync.Map); admissions and evictions take mu.
 type runTable struct {

@@ -84,7 +84,8 @@ func TestIdleRunsFoldIntoOther(t *testing.T) {
 // written, so their counts (and _other's) were lost while the totals kept
 // them. A record an older build wrote with that TTL (legacy) is rewritten
 // without it at the first flush after a start. The database's TTLs run on
-// the real clock: the test waits for a 1 s TTL to pass.
+// the real clock, so rather than wait for one to pass the test checks that
+// no run record carries one.
 func TestRunsOutliveADowntimeLongerThanRunTTL(t *testing.T) {
 	const ttl = time.Second
 	dir := t.TempDir()
@@ -116,17 +117,41 @@ func TestRunsOutliveADowntimeLongerThanRunTTL(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3*ttl + 100*time.Millisecond) // Badger's expiry has a 1 s grain
 	clock.Advance(2 * ttl)
 	s, err = Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if exp := runExpiries(t, s); len(exp) > 0 {
+		t.Errorf("run records with a TTL (Unix expiry): %v, want none: they would expire while the server is down", exp)
+	}
 	got, _ := runLookups(s)
 	if want := map[string]int64{Other: 2 + 3}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after the downtime: runs' lookups %v, want %v (r1's 2 and legacy's 3)", got, want)
 	}
+}
+
+// runExpiries returns the Badger expiry of each persisted run record
+// that has one.
+func runExpiries(t *testing.T, s *Stats) map[string]uint64 {
+	t.Helper()
+	exp := map[string]uint64{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		p := []byte(pRun)
+		for it.Seek(p); it.ValidForPrefix(p); it.Next() {
+			if e := it.Item().ExpiresAt(); e != 0 {
+				exp[string(it.Item().Key()[len(p):])] = e
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exp
 }
 
 // TestRunEvictionsSurviveRestart: RunEvictions (cachesvc_stats_run_evictions_total)
@@ -181,5 +206,50 @@ func TestRunEvictionsSurviveRestart(t *testing.T) {
 	// One line per eviction (a minute apart), each counting one.
 	if got, want := strings.Count(logs.String(), "evicted=1 "), 5; got != want || strings.Contains(logs.String(), "evicted=-") {
 		t.Errorf("%d log lines counting one eviction, want %d:\n%s", got, want, logs.String())
+	}
+}
+
+// TestRunsIdlePastRunTTLAtLoadFreeTheirSlots: a run already idle for
+// longer than RunTTL when the statistics open folds into _other at once,
+// as collect folds it while serving. Before, it kept its slot until the
+// first collect, so a new run admitted before it into a full table evicted
+// a run in use (of the namespace holding the most slots) while the idle
+// run's slot stayed taken, and counted an eviction.
+func TestRunsIdlePastRunTTLAtLoadFreeTheirSlots(t *testing.T) {
+	const ttl = time.Hour
+	clock := newTestClock()
+	logs := &syncBuffer{}
+	cfg := Config{Dir: t.TempDir(), RunTTL: ttl, MaxRuns: 3, Now: clock.Now, FlushInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdmitNamespace("team-a")
+	s.AdmitNamespace("team-b")
+	s.RecordLookup(Lookup{Namespace: "team-b", Run: "b1"})
+	clock.Advance(50 * time.Minute)
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a1"})
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a2"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30 * time.Minute) // b1 idle 80 minutes, a1 and a2 30
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Runs(); got != 2 {
+		t.Errorf("at load: %d runs hold slots, want 2 (a1, a2; b1 idle past RunTTL)", got)
+	}
+	s.RecordLookup(Lookup{Namespace: "team-a", Run: "a3"})
+	got, _ := runLookups(s)
+	if want := map[string]int64{"a1": 1, "a2": 1, "a3": 1, Other: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("runs' lookups %v, want %v (b1's in %s)", got, want, Other)
+	}
+	if n := s.RunEvictions(); n != 0 {
+		t.Errorf("RunEvictions() = %d, want 0: a free slot was there", n)
+	}
+	if strings.Contains(logs.String(), "relabelled") {
+		t.Errorf("folding an idle run logged a warning, as collect does not:\n%s", logs.String())
 	}
 }

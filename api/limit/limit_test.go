@@ -170,10 +170,21 @@ func TestRates(t *testing.T) {
 	}
 }
 
+// fakeClock sets r's clock to one that only advance moves.
+func fakeClock(r *Rates) (advance func(time.Duration)) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r.now = func() time.Time { return now }
+	return func(d time.Duration) { now = now.Add(d) }
+}
+
 func TestRatesEvictIdle(t *testing.T) {
 	r := NewRates(1000, 1, 1)
+	advance := fakeClock(r)
 	r.Allow("a")
-	time.Sleep(20 * time.Millisecond) // "a" refills (1 token at 1000/s)
+	if ok, _ := r.Allow("b"); ok {
+		t.Fatal("new key admitted while the only bucket is in use")
+	}
+	advance(time.Millisecond) // "a" refills (1 token at 1000/s)
 	if ok, _ := r.Allow("b"); !ok {
 		t.Fatal("idle bucket not evicted for a new key")
 	}
@@ -186,6 +197,7 @@ func TestRatesEvictIdle(t *testing.T) {
 // is a matter of cost alone: BenchmarkRatesFullTableNewKey shows it.
 func TestRatesFullTableRefusesUntilABucketRefills(t *testing.T) {
 	r := NewRates(4, 1, 1000) // a bucket refills in 250 ms
+	advance := fakeClock(r)
 	for i := range 1000 {
 		r.Allow(fmt.Sprint("busy", i))
 	}
@@ -194,7 +206,11 @@ func TestRatesFullTableRefusesUntilABucketRefills(t *testing.T) {
 			t.Fatalf("new key %d admitted to a table full of buckets in use", i)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	advance(249 * time.Millisecond)
+	if ok, _ := r.Allow("later"); ok {
+		t.Fatal("new key admitted before any bucket refilled")
+	}
+	advance(time.Millisecond)
 	if ok, _ := r.Allow("later"); !ok {
 		t.Fatal("new key refused once the buckets refilled")
 	}

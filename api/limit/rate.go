@@ -25,6 +25,9 @@ type Rates struct {
 	// mu, and a client sending from many addresses made one per request
 	// (BenchmarkRatesFullTableNewKey).
 	noIdleUntil time.Time
+	// now is the clock, time.Now; tests set their own so that refills
+	// need no real time to pass.
+	now func() time.Time
 }
 
 // NewRates returns buckets refilling at perSecond requests per second with
@@ -36,7 +39,7 @@ func NewRates(perSecond float64, burst, maxKeys int) *Rates {
 	if maxKeys < 1 {
 		maxKeys = 10000
 	}
-	return &Rates{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys, buckets: map[string]*rate.Limiter{}}
+	return &Rates{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys, buckets: map[string]*rate.Limiter{}, now: time.Now}
 }
 
 // Limited reports whether Allow can refuse: false without a limit, so that
@@ -50,7 +53,7 @@ func (r *Rates) Allow(key string) (bool, time.Duration) {
 	if r == nil || r.limit <= 0 {
 		return true, 0
 	}
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	b, ok := r.buckets[key]
 	if !ok {

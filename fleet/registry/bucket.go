@@ -33,6 +33,10 @@ type Bucket struct {
 	Name string
 	// Prefix is s3.Config.Prefix, ending in "/" unless empty.
 	Prefix string
+
+	// onListed, when set (tests only, before any listing), sees each
+	// object List lists, so a test can cancel between two pages.
+	onListed func(key string)
 }
 
 // Dial returns a Bucket for cfg, with a client built by the rules of

@@ -33,7 +33,8 @@ const fleetTTL = 2 * time.Second
 //
 // # Errors
 //
-// The listing's or a read's error, wrapped, when the bucket cannot be read.
+// The listing's or a read's error, wrapped, when the bucket cannot be read;
+// ctx's, wrapped, when it ends before the listing does.
 func (r *Registry) List(ctx context.Context) ([]wire.ReplicaStatus, error) {
 	return List(ctx, r.cfg.Bucket, r.cfg.Now(), r.cfg.GoneAfter)
 }
@@ -50,9 +51,18 @@ func List(ctx context.Context, b *Bucket, now time.Time, goneAfter time.Duration
 		if obj.Err != nil {
 			return nil, fmt.Errorf("list replicas s3://%s/%s: %w", b.Name, prefix, obj.Err)
 		}
+		if b.onListed != nil {
+			b.onListed(obj.Key)
+		}
 		if id, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, prefix), ".json"); ok && CheckID(id) == nil {
 			names = append(names, obj.Key)
 		}
+	}
+	// minio-go ends a listing whose ctx ended between two pages without
+	// an error: without this check a cancelled listing passed for a
+	// shorter finished one.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list replicas s3://%s/%s: %w", b.Name, prefix, err)
 	}
 	out := make([]*wire.ReplicaStatus, len(names))
 	g, gctx := errgroup.WithContext(ctx)

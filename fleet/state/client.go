@@ -57,6 +57,11 @@ type Client struct {
 	cfg  s3.Config
 	core minio.Core
 	log  *slog.Logger
+
+	// onListed, when set (tests only, before any listing), sees each
+	// object Manifests.Parts lists, so a test can cancel between two
+	// pages.
+	onListed func(key string)
 }
 
 // New builds a client for the bucket the replicas' store uses (cfg is the

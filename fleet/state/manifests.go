@@ -74,6 +74,9 @@ func (m *Manifests) Parts(ctx context.Context, ns, run string, max int) ([]manif
 		if obj.Err != nil {
 			return nil, false, fmt.Errorf("%s: %w", m.c.where("list run parts", dir), obj.Err)
 		}
+		if m.c.onListed != nil {
+			m.c.onListed(obj.Key)
+		}
 		if !strings.HasSuffix(obj.Key, ".json") || strings.Contains(obj.Key[len(dir):], "/") {
 			continue
 		}
@@ -82,6 +85,12 @@ func (m *Manifests) Parts(ctx context.Context, ns, run string, max int) ([]manif
 			break
 		}
 		names = append(names, obj.Key)
+	}
+	// minio-go ends a listing whose ctx ended between two pages without
+	// an error: without this check a cancelled listing passed for a
+	// shorter finished one.
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", m.c.where("list run parts", dir), err)
 	}
 	parts := make([]manifest.Part, len(names))
 	ok := make([]bool, len(names))
