@@ -59,6 +59,8 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 		{"lease fails open", "POST", "/v1/default/leases/" + key, `{"holder":"h1:1","ttl_s":60}`, 201, `"holder":"h1:1"`},
 		{"a second holder on the same replica still waits", "POST", "/v1/default/leases/" + key, `{"holder":"h2:1","ttl_s":60}`, 409, `"lease_held"`},
 		{"a cold GET is 503, not a miss", "GET", "/v1/default/entries/" + key, "", 503, `shared_tier_unavailable`},
+		{"a PUT is 503, naming the entry once and the object", "PUT", "/v1/default/entries/" + key, "new bytes", 503,
+			`"message":"Shared tier: put entry default/` + key + `: get entry record s3://`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
@@ -70,6 +72,11 @@ func TestSharedTierOutageKeepsReplicaUsable(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.want || !strings.Contains(string(b), tc.wantBody) {
 				t.Errorf("%s %s during the outage = %d %s, want %d with %s", tc.method, tc.path, resp.StatusCode, b, tc.want, tc.wantBody)
+			}
+			if n := strings.Count(string(b), key); n > 2 || strings.Contains(string(b), `\"http`) {
+				// It read "Put entry default/KEY: shared tier: put entry
+				// default/KEY: ... s3://.../KEY: ...: Put \"http://.../KEY\": ...".
+				t.Errorf("%s %s: the message repeats the key (%d times): %s", tc.method, tc.path, n, b)
 			}
 			if ra := resp.Header.Get("Retry-After"); resp.StatusCode == 503 && ra == "" {
 				t.Errorf("%s %s: a 503 without Retry-After", tc.method, tc.path)

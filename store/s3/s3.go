@@ -86,6 +86,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,7 +325,7 @@ func (s *Store) fault(op, object string, err error) error {
 	case isNotFound(err):
 		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
 	case isUnavailable(err):
-		return fmt.Errorf("%s: %w: %w", where, store.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", where, store.ErrUnavailable, withoutURL(err))
 	case credentialsRefused(err):
 		// Keys rotated or revoked, a policy changed: the tier is as
 		// unusable as when it is down (503, /readyz degraded, hot entries
@@ -334,6 +335,18 @@ func (s *Store) fault(op, object string, err error) error {
 		return fmt.Errorf("%s: %w: the bucket does not exist: create it (cachesvc creates no buckets) or check --s3-bucket: %w", where, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// withoutURL is err less the method and URL a *url.Error puts before its
+// cause (`Get "http://host/bucket/entries/ns/KEY": dial tcp ...`): fault's
+// caller names the object already, and the URL made a 503's message repeat
+// the key once more.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
+	}
+	return err
 }
 
 // callerEnded reports whether err is the caller's context ending

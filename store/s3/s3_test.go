@@ -468,6 +468,10 @@ func TestServerDown(t *testing.T) {
 			t.Errorf("%s with the server down = %v, want ErrUnavailable", op.name, err)
 		} else if !strings.Contains(err.Error(), "s3://"+bucket+"/") {
 			t.Errorf("%s error %q does not name the object", op.name, err)
+		} else if strings.Contains(err.Error(), `"http`) {
+			// The object is named once: the URL of net/http's error
+			// repeated it (and the key) in every 503's message.
+			t.Errorf("%s error %q repeats the object as a URL", op.name, err)
 		}
 	}
 	srv.Restart(t)

@@ -51,7 +51,8 @@ func (s *Store) Put(ctx context.Context, ns string, key store.Key, r io.Reader, 
 	hold.release <- release // buffered: the hot Put may have ended already
 	herr := <-hotDone
 	if err != nil {
-		return res, fmt.Errorf("put entry %s/%s: shared tier: %w", ns, key, err)
+		// The shared tier's error begins "put entry ns/key" itself.
+		return res, fmt.Errorf("shared tier: %w", err)
 	}
 	if herr != nil {
 		s.n.hotPutFailures.Add(1)
