@@ -82,7 +82,12 @@ func writeFlag(w io.Writer, f *flag.Flag, aliases []string) {
 		env = "command line only"
 	}
 	fmt.Fprintf(w, "  %s\t[%s]\n    \t%s", name, env, usage)
-	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+	switch f.DefValue {
+	case "", "0", "false":
+	case "default":
+		// The namespace flags: "(default default)" reads as a stutter.
+		fmt.Fprintf(w, " (default %q)", f.DefValue)
+	default:
 		fmt.Fprintf(w, " (default %s)", f.DefValue)
 	}
 	fmt.Fprintln(w)

@@ -113,3 +113,31 @@ func TestHelpUngroupedFlag(t *testing.T) {
 		t.Errorf("%s lists %q, want %q", otherFlagsTitle, flags[otherFlagsTitle], want)
 	}
 }
+
+// TestHelpDefaults: help shows a flag's default after its text; one that
+// is the word "default" (the namespace flags) is quoted, since "(default
+// default)" reads as a stutter, while other defaults stay bare as before.
+func TestHelpDefaults(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want string
+	}{
+		{"serve", "entries in (default \"default\")\n"},
+		{"warm", "namespace of the entries (default \"default\")\n"},
+		{"admin show", "namespace of the entries (default \"default\")\n"},
+		{"serve", "(default 127.0.0.1:8080)\n"},
+		{"serve", "(default auto)\n"},
+		{"gc", "(default 30d)\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.cmd+" "+tc.want, func(t *testing.T) {
+			_, out, _, _ := helpRun(t, append(strings.Fields(tc.cmd), "--help")...)
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("help lacks %q:\n%s", tc.want, out)
+			}
+			if strings.Contains(out, "(default default)") {
+				t.Errorf("help shows \"(default default)\": quote it")
+			}
+		})
+	}
+}
