@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -155,4 +156,39 @@ var flagGroups = map[string][]flagGroup{
 		{"Connection and request limits (tuning)", []string{"rate-limit", "rate-burst", "max-concurrent-uploads",
 			"max-conns", "max-conns-per-addr", "max-header-size", "min-transfer-rate", "read-timeout", "write-timeout"}},
 	},
+	"admin list": {
+		{whichEntries, slices.Concat([]string{"namespace", "all-namespaces"}, entryFilters, []string{"quarantined"})},
+		{"Output", []string{"json"}},
+		serverGroup,
+	},
+	"admin delete": {
+		{whichEntries, slices.Concat([]string{"namespace", "all-namespaces", "keys-from", "all"}, entryFilters)},
+		{"Confirmation and output", []string{"dry-run", "yes", "json"}},
+		serverGroup,
+	},
+	"admin quarantine": {
+		{whichEntries, slices.Concat([]string{"namespace", "all-namespaces"}, entryFilters)},
+		{"Reason, confirmation and output", []string{"reason", "dry-run", "yes", "json"}},
+		serverGroup,
+	},
+	"admin export": {
+		{whichEntries, slices.Concat([]string{"namespace"}, entryFilters)},
+		{"Output", []string{"out"}},
+		serverGroup,
+	},
+	"key": {
+		{"Output", []string{"json"}},
+		{"Bare module (its signature's fields)", []string{"platform", "platform-version", "jaxlib-version", "backend",
+			"module-format", "compile-options", "topology", "codec", "xla-flag"}},
+		{"Plugins", []string{"plugins", "wasm-cache", "plugin-pool", "plugin-memory", "plugin-timeout", "max-signature-size"}},
+	},
 }
+
+// whichEntries heads the admin commands' choice of entries.
+const whichEntries = "Which entries"
+
+// entryFilters are the admin commands' filters (filterFlags), in help's order.
+var entryFilters = []string{"older-than", "idle-for", "min-size", "max-size", "backend", "run", "writer"}
+
+// serverGroup lists a client command's flags that reach the server.
+var serverGroup = flagGroup{"Server", []string{"url", "token", "token-file", "client-cert", "client-key", "timeout"}}
