@@ -208,15 +208,16 @@ var registeredCodings = map[string]bool{
 
 // echoCodings renders v, a refused Content-Encoding or Transfer-Encoding,
 // for an error message: a comma-separated list of registered codings (in
-// any case, at most maxShapedEcho bytes) is shown as sent, unquoted, as
-// echoShaped shows a Range; anything else, an unknown word that may be a
-// secret pasted in the wrong header, is quoted and bounded by wire.Echo.
+// any case, spaces around commas, at most maxShapedEcho bytes) is shown as
+// sent, unquoted, as echoShaped shows a Range; anything else (an unknown
+// word that may be a secret pasted in the wrong header, a tab) is quoted
+// and bounded by wire.Echo.
 func echoCodings(v string) string {
 	if v == "" || len(v) > maxShapedEcho {
 		return wire.Echo(v)
 	}
 	for c := range strings.SplitSeq(v, ",") {
-		if !registeredCodings[strings.ToLower(strings.Trim(c, " \t"))] {
+		if !registeredCodings[strings.ToLower(strings.Trim(c, " "))] {
 			return wire.Echo(v)
 		}
 	}
