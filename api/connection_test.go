@@ -6,6 +6,7 @@ package api_test
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -218,14 +219,17 @@ func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
 	srv := apitest.Start(t, apitest.Options{})
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	for _, tc := range []struct {
-		te   string
-		want int
+		te    string
+		want  int
+		named string // what the message shows of te, when not te itself
 	}{
-		{"gzip, chunked", http.StatusNotImplemented},
-		{"GZIP,chunked", http.StatusNotImplemented},
-		{"x-custom, chunked", http.StatusNotImplemented},
-		{"Chunked", http.StatusCreated},
-		{"chunked", http.StatusCreated},
+		{"gzip, chunked", http.StatusNotImplemented, ""},
+		{"GZIP,chunked", http.StatusNotImplemented, ""},
+		// An unregistered coding may be a secret in the wrong header: a
+		// value as long as this is cut to its start (echoCodings).
+		{"x-custom, chunked", http.StatusNotImplemented, "(17 bytes, not shown in full"},
+		{"Chunked", http.StatusCreated, ""},
+		{"chunked", http.StatusCreated, ""},
 	} {
 		t.Run(tc.te, func(t *testing.T) {
 			key := keyOf("coding-" + tc.te)
@@ -236,8 +240,9 @@ func TestTransferCodingsBesideChunkedRefused(t *testing.T) {
 			if tc.want == http.StatusCreated {
 				return
 			}
-			if !strings.Contains(string(body), `"code":"unsupported_transfer_encoding"`) || !strings.Contains(string(body), tc.te) {
-				t.Errorf("body %s: want unsupported_transfer_encoding naming %q", body, tc.te)
+			named := cmp.Or(tc.named, tc.te)
+			if !strings.Contains(string(body), `"code":"unsupported_transfer_encoding"`) || !strings.Contains(string(body), named) {
+				t.Errorf("body %s: want unsupported_transfer_encoding naming %q", body, named)
 			}
 			if st, _, _ := getDigest(t, srv, "default", key); st != 404 {
 				t.Errorf("GET after a refused upload = %d, want 404", st)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/keying"
 )
 
 // TestBadValuesNotEchoed: a token pasted into the wrong query parameter or
@@ -109,6 +111,67 @@ func TestRangeAndLengthEchoes(t *testing.T) {
 			`Range "byte"... (2007 bytes, not shown in full: a long value may be a secret) is malformed: the start must be a non-negative integer.`},
 		{"two lengths", upload + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400,
 			"The request has Content-Length headers with different values (5 and 6); send one."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body, _, _ := rawExchange(t, addr, tc.request)
+			var got struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != tc.status || got.Error.Message != tc.message {
+				t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, got.Error.Message, err, tc.status, tc.message)
+			}
+		})
+	}
+}
+
+// TestCodingAndFieldValidationEchoes: a refused Content-Encoding or
+// Transfer-Encoding is shown as sent when it is a list of registered
+// codings (no quotes that JSON escapes), and a refused ?field_validation=,
+// like any refused value of unknown shape, is quoted by wire.Echo, so a
+// long one (a token pasted in the wrong place) is cut to its start. Before,
+// each was quoted with %.Nq: the first 32 to 60 bytes of a token came back.
+func TestCodingAndFieldValidationEchoes(t *testing.T) {
+	srv := digestServer(t, keying.Config{}, nil) // a Keyer, so that lookup reads its body
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const token = "cachesvc_Q7vKp2xN4mR8sT1wY6zB3cD5fG9hJ0kL2nP4qS6u"
+	cut := fmt.Sprintf(`"cach"... (%d bytes, not shown in full: a long value may be a secret)`, len(token))
+	entry := func(name string) string {
+		return "PUT /v1/default/entries/" + keyOf("echo-coding-"+name) + " HTTP/1.1\r\nHost: x\r\n"
+	}
+	lease := "POST /v1/default/leases/" + keyOf("echo-fv") + "?field_validation="
+	leaseBody := " HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n\r\n{\"holder\":\"h\"}"
+	sig := `{"backend":"passthrough","kind":"jax","key":"k"}`
+	lookup := fmt.Sprintf("POST /v1/default/lookup HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n", len(sig))
+	chunked := "\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		message       string
+	}{
+		{"field_validation short", lease + "Strict" + leaseBody, 400,
+			`?field_validation= must be strict or warn, got "Strict".`},
+		{"field_validation token", lease + token + leaseBody, 400,
+			`?field_validation= must be strict or warn, got ` + cut + `.`},
+		{"entry br", entry("br") + "Content-Encoding: br\r\nContent-Length: 5\r\n\r\nhello", 415,
+			"Content-Encoding br is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding."},
+		{"entry token", entry("token") + "Content-Encoding: " + token + "\r\nContent-Length: 5\r\n\r\nhello", 415,
+			"Content-Encoding " + strings.ToLower(cut) + " is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding."},
+		{"entry unknown", entry("unknown") + "Content-Encoding: snappy\r\nContent-Length: 5\r\n\r\nhello", 415,
+			`Content-Encoding "snappy" is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding.`},
+		{"signature deflate", lookup + "Content-Encoding: deflate\r\n\r\n" + sig, 415,
+			"Content-Encoding deflate is not supported on signatures; send gzip or no encoding."},
+		{"signature two codings", lookup + "Content-Encoding: gzip, br\r\n\r\n" + sig, 415,
+			"Content-Encoding gzip, br is not supported on signatures; send gzip or no encoding."},
+		{"transfer gzip", entry("te-gzip") + "Transfer-Encoding: gzip, chunked" + chunked, 501,
+			"Transfer-Encoding gzip, chunked is not supported: send the body as is or chunked; nothing was stored."},
+		{"transfer unknown long", entry("te-custom") + "Transfer-Encoding: x-custom, chunked" + chunked, 501,
+			`Transfer-Encoding "x-cu"... (17 bytes, not shown in full: a long value may be a secret) is not supported: send the body as is or chunked; nothing was stored.`},
+		{"transfer token", entry("te-token") + "Transfer-Encoding: " + token + ", chunked" + chunked, 501,
+			`Transfer-Encoding "cach"... (` + strconv.Itoa(len(token+", chunked")) + ` bytes, not shown in full: a long value may be a secret) is not supported: send the body as is or chunked; nothing was stored.`},
+		{"transfer chunked twice", entry("te-twice") + "Transfer-Encoding: chunked, chunked" + chunked, 400,
+			"Transfer-Encoding chunked, chunked leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored."},
+		{"transfer empty", entry("te-empty") + "Transfer-Encoding: " + chunked, 400,
+			`Transfer-Encoding "" leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body, _, _ := rawExchange(t, addr, tc.request)

@@ -55,7 +55,7 @@ func (g *entriesAPI) handlePut(c *fiber.Ctx) error {
 		// Stored as sent, the encoded bytes would be served to every reader
 		// as the executable itself, with no Content-Encoding to undo it.
 		return Errorf(http.StatusUnsupportedMediaType, "unsupported_encoding",
-			"Content-Encoding %.40q is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding.", enc)
+			"Content-Encoding %s is not supported on entries, which are stored and served byte for byte: upload the executable without a Content-Encoding.", echoCodings(enc))
 	}
 	opts := store.PutOptions{Size: -1, Writer: writerName(c), SHA256: r.SHA256,
 		Backend: r.Backend, Name: r.Name, Run: r.Run, CompileSeconds: r.CompileSeconds}

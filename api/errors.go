@@ -197,6 +197,33 @@ func echoShaped(v, prefix, shape string) string {
 	return wire.Echo(v)
 }
 
+// registeredCodings are the content and transfer codings of IANA's HTTP
+// registries, lower case: the words a refused Content-Encoding or
+// Transfer-Encoding normally holds.
+var registeredCodings = map[string]bool{
+	"aes128gcm": true, "br": true, "chunked": true, "compress": true, "dcb": true, "dcz": true,
+	"deflate": true, "exi": true, "gzip": true, "identity": true, "pack200-gzip": true,
+	"trailers": true, "x-compress": true, "x-gzip": true, "zstd": true,
+}
+
+// echoCodings renders v, a refused Content-Encoding or Transfer-Encoding,
+// for an error message: a comma-separated list of registered codings (in
+// any case, spaces around commas, at most maxShapedEcho bytes) is shown as
+// sent, unquoted, as echoShaped shows a Range; anything else (an unknown
+// word that may be a secret pasted in the wrong header, a tab) is quoted
+// and bounded by wire.Echo.
+func echoCodings(v string) string {
+	if v == "" || len(v) > maxShapedEcho {
+		return wire.Echo(v)
+	}
+	for c := range strings.SplitSeq(v, ",") {
+		if !registeredCodings[strings.ToLower(strings.Trim(c, " "))] {
+			return wire.Echo(v)
+		}
+	}
+	return v
+}
+
 // sentence capitalizes msg and ends it with a period.
 func sentence(msg string) string {
 	if msg == "" {
@@ -337,11 +364,11 @@ func transferCodingError(raw []byte) error {
 	all := strings.Join(values, ", ")
 	for _, coding := range codings {
 		if !bytes.EqualFold(coding, []byte("chunked")) && !bytes.EqualFold(coding, []byte("identity")) {
-			return Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %.60q is not supported: send the body as is or chunked; nothing was stored.", all)
+			return Errorf(http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding %s is not supported: send the body as is or chunked; nothing was stored.", echoCodings(all))
 		}
 	}
 	if len(codings) != 1 || !bytes.EqualFold(codings[0], []byte("chunked")) {
-		return Errorf(http.StatusBadRequest, "bad_request", "Transfer-Encoding %.60q leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.", all)
+		return Errorf(http.StatusBadRequest, "bad_request", "Transfer-Encoding %s leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.", echoCodings(all))
 	}
 	return nil
 }

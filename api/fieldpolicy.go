@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cachesvc/cachesvc/wire"
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,7 +51,7 @@ func strictFields(c *fiber.Ctx) (bool, error) {
 		return true, nil
 	default:
 		return false, Errorf(http.StatusBadRequest, "bad_field_validation",
-			"?%s= must be %s or %s, got %.32q.", fieldValidationParam, fieldsStrict, fieldsWarn, v)
+			"?%s= must be %s or %s, got %s.", fieldValidationParam, fieldsStrict, fieldsWarn, wire.Echo(v))
 	}
 }
 

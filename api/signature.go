@@ -120,7 +120,7 @@ func gzipped(c *fiber.Ctx) (bool, error) {
 		return true, nil
 	}
 	return false, Errorf(http.StatusUnsupportedMediaType, "unsupported_encoding",
-		"Content-Encoding %.40q is not supported on signatures; send gzip or no encoding.", enc)
+		"Content-Encoding %s is not supported on signatures; send gzip or no encoding.", echoCodings(enc))
 }
 
 // gzipError maps an error met while decompressing: the body's own errors

@@ -39,50 +39,6 @@ func splitUse(use string) (path, operands string) {
 	return strings.Join(words[:i], " "), strings.Join(words[i:], " ")
 }
 
-// writeHelp writes fs's help: usage line, summary, and each flag (aliases on
-// their target's line) with its environment variables.
-func writeHelp(w io.Writer, fs *flag.FlagSet, path, operands, summary string) {
-	line := "cachesvc " + path
-	if hasFlags(fs) {
-		line += " [flags]"
-	}
-	if operands != "" {
-		line += " " + operands
-	}
-	fmt.Fprintf(w, "Usage: %s\n\n%s\n", line, summary)
-	if !hasFlags(fs) {
-		return
-	}
-	aliases := aliasesOf(fs)
-	fmt.Fprintf(w, "\nFlags (each also from the environment variable shown):\n")
-	fs.VisitAll(func(f *flag.Flag) {
-		if isAlias(f) {
-			return
-		}
-		typ, usage := flag.UnquoteUsage(f)
-		if typ == "value" {
-			typ = valueType(f.Value)
-		}
-		name := flagName(f.Name)
-		if typ != "" {
-			name += " " + typ
-		}
-		env := envName(f.Name)
-		for _, a := range aliases[f.Name] {
-			name += " (alias " + flagName(a) + ")"
-			env += "; alias " + envName(a)
-		}
-		if _, ok := f.Value.(cmdLineOnly); ok {
-			env = "command line only"
-		}
-		fmt.Fprintf(w, "  %s\t[%s]\n    \t%s", name, env, usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-}
-
 // flagName writes a flag's name as it is typed and as help shows it: -o
 // for a one-letter name (a short alias), --name for a longer one.
 func flagName(name string) string {
@@ -90,35 +46,6 @@ func flagName(name string) string {
 		return "-" + name
 	}
 	return "--" + name
-}
-
-// valueType names what a flag whose Value the flag package does not know
-// takes, where UnquoteUsage could only say "value": the Value's own Type
-// (a size), a duration as the flag package names its own, "string" for a
-// string flag wrapped by commandLineOnly.
-func valueType(v flag.Value) string {
-	if w, ok := v.(cmdLineOnly); ok {
-		v = w.Value
-	}
-	if t, ok := v.(interface{ Type() string }); ok {
-		return t.Type()
-	}
-	if g, ok := v.(flag.Getter); ok {
-		switch g.Get().(type) {
-		case time.Duration:
-			return "duration"
-		case string:
-			return "string"
-		}
-	}
-	return "value"
-}
-
-// hasFlags reports whether fs defines any flag.
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
 }
 
 // aliasValue is the Value of a flag that is another name of the flag "to":
