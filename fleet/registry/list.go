@@ -178,7 +178,7 @@ func Merge(replicas []wire.ReplicaStatus, now time.Time) wire.FleetStats {
 	return fs
 }
 
-// Fleet returns Merge(List(ctx)): the fleet part of GET
+// Fleet returns Merge of List: the fleet part of GET
 // /v1/stats?scope=fleet. A result younger than two seconds is reused, and
 // concurrent callers share one read, so that dashboards polling many
 // replicas cost the bucket little. The read is bounded by
@@ -200,57 +200,45 @@ func (r *Registry) Fleet(ctx context.Context) (wire.FleetStats, error) {
 		r.fleetMu.Unlock()
 		return v, nil
 	}
-	f := r.fleetFlight
-	if f == nil {
-		f = &fleetRead{done: make(chan struct{})}
-		r.fleetFlight = f
-		go r.readFleet(f)
-	}
 	r.fleetMu.Unlock()
 	select {
-	case <-f.done:
-		return f.val, f.err
+	case res := <-r.fleetReads.DoChan("fleet", r.readFleet):
+		if res.Err != nil {
+			return wire.FleetStats{}, res.Err
+		}
+		return res.Val.(wire.FleetStats), nil
 	case <-ctx.Done():
 		return wire.FleetStats{}, fmt.Errorf("read the fleet's heartbeats: %w", ctx.Err())
 	}
-}
-
-// fleetRead is one read of the fleet shared by the Fleet calls that
-// arrive while it runs; val and err are set before done is closed.
-type fleetRead struct {
-	done chan struct{}
-	val  wire.FleetStats
-	err  error
 }
 
 // errFleetTimeout is the cause a fleet read is canceled with at
 // Config.FleetTimeout.
 var errFleetTimeout = errors.New("fleet read timed out")
 
-// readFleet runs f, bounded by Config.FleetTimeout and by Close.
+// readFleet reads and merges the fleet's heartbeats (the shared read of
+// Fleet), bounded by Config.FleetTimeout and by Close.
 //
 // Before, the read ran under the first caller's context while a mutex was
 // held through it: with a hung bucket every dashboard poll waited the S3
 // client's tries (three of a minute each) behind the one before it.
-func (r *Registry) readFleet(f *fleetRead) {
+func (r *Registry) readFleet() (any, error) {
 	ctx, cancel := context.WithTimeoutCause(r.base, r.cfg.FleetTimeout, errFleetTimeout)
 	defer cancel()
 	list, err := r.List(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), errFleetTimeout) {
-		// The S3 client reports only "context deadline exceeded", which
-		// reads as the client's own deadline: say the bucket did not answer.
-		err = fmt.Errorf("no answer within %s from s3://%s/%s%s: the bucket, or the network to it, is down or hung",
-			r.cfg.FleetTimeout, r.cfg.Bucket.Name, r.cfg.Bucket.Prefix, ReplicasDir)
-	}
-	r.fleetMu.Lock()
-	defer r.fleetMu.Unlock()
 	if err != nil {
-		f.err = err
-	} else {
-		now := r.cfg.Now()
-		f.val = Merge(list, now)
-		r.fleetVal, r.fleetAt = f.val, now
+		if errors.Is(context.Cause(ctx), errFleetTimeout) {
+			// The S3 client reports only "context deadline exceeded", which
+			// reads as the client's own deadline: say the bucket did not answer.
+			err = fmt.Errorf("no answer within %s from s3://%s/%s%s: the bucket, or the network to it, is down or hung",
+				r.cfg.FleetTimeout, r.cfg.Bucket.Name, r.cfg.Bucket.Prefix, ReplicasDir)
+		}
+		return nil, err
 	}
-	r.fleetFlight = nil
-	close(f.done)
+	now := r.cfg.Now()
+	v := Merge(list, now)
+	r.fleetMu.Lock()
+	r.fleetVal, r.fleetAt = v, now
+	r.fleetMu.Unlock()
+	return v, nil
 }

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
@@ -144,10 +145,12 @@ type Registry struct {
 	// wrote says (Unix nanoseconds; 0 before the first).
 	lastWrite atomic.Int64
 
-	fleetMu     sync.Mutex // guards the three below; never held during I/O
-	fleetAt     time.Time
-	fleetVal    wire.FleetStats
-	fleetFlight *fleetRead // the read in flight, nil when none
+	fleetMu  sync.Mutex // guards the two below; never held during I/O
+	fleetAt  time.Time
+	fleetVal wire.FleetStats
+	// fleetReads shares one read of the fleet between the Fleet calls
+	// that arrive while it runs.
+	fleetReads singleflight.Group
 }
 
 // New checks cfg and returns a Registry. It does no I/O.
