@@ -170,6 +170,12 @@ func TestCodingAndFieldValidationEchoes(t *testing.T) {
 			`Transfer-Encoding "cach"... (` + strconv.Itoa(len(token+", chunked")) + ` bytes, not shown in full: a long value may be a secret) is not supported: send the body as is or chunked; nothing was stored.`},
 		{"transfer chunked twice", entry("te-twice") + "Transfer-Encoding: chunked, chunked" + chunked, 400,
 			"Transfer-Encoding chunked, chunked leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored."},
+		{"method unknown", "get /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+			`Method "get" is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).`},
+		{"method token", token + " /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+			`Method ` + cut + ` is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).`},
+		{"method not allowed", "DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 405,
+			`Method "DELETE" is not allowed on this path: use GET, HEAD.`},
 		{"transfer empty", entry("te-empty") + "Transfer-Encoding: " + chunked, 400,
 			`Transfer-Encoding "" leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.`},
 	} {

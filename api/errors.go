@@ -289,7 +289,7 @@ func (s *Server) catchUnknownMethods() {
 		start := time.Now()
 		c := s.app.AcquireCtx(fctx)
 		defer s.app.ReleaseCtx(c)
-		err := Errorf(http.StatusBadRequest, "bad_request", "Method %.32q is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", fctx.Method())
+		err := Errorf(http.StatusBadRequest, "bad_request", "Method %s is not one this server knows: use GET, HEAD, PUT, POST or DELETE (methods are case-sensitive).", wire.Echo(string(fctx.Method())))
 		if herr := s.errorHandler(c, err); herr != nil {
 			fh.ErrorHandler(fctx, herr)
 		}
@@ -433,7 +433,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// The router set Allow; say it in the body too, not a bare
 		// "Method Not Allowed".
 		e = &Error{Status: e.Status, Code: e.Code, Err: err,
-			Message: fmt.Sprintf("Method %.32q is not allowed on this path: use %s.", c.Method(), allow)}
+			Message: fmt.Sprintf("Method %s is not allowed on this path: use %s.", wire.Echo(c.Method()), allow)}
 	}
 	if (e.Code == "shared_tier_unavailable" || e.Code == "data_dir_unavailable") && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
 		// As every other 503 does: clients back off while the shared tier
