@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/stats/report"
@@ -29,7 +27,8 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin show KEY", adminShowSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
-	verifyKey := fs.String("verify-key", "", "the server's public key `file` (FILE.pub of 'cachesvc signkey new'), or the key itself in base64, to verify the signature with")
+	var verifyKey verifyKeyFlag
+	fs.Var(&verifyKey, "verify-key", "the server's public key `file` (FILE.pub of 'cachesvc signkey new'), or the key itself in base64, to verify the signature with; repeat it or separate keys by commas to trust several")
 	asJSON := fs.Bool("json", false, "print the entry as JSON")
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
@@ -42,7 +41,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	if err != nil {
 		return usagef("KEY: %s", err)
 	}
-	pub, keyLabel, err := loadVerifyKey(*verifyKey)
+	keys, err := verifyKey.load() // verifykeys.go
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 	if rerr != nil && !(errors.As(rerr, &ce) && (ce.Status == http.StatusNotImplemented || ce.Status == http.StatusNotFound)) {
 		return fmt.Errorf("show the reports of %s/%s: %w", ns, key, rerr)
 	}
-	sig, sigErr := signatureStatus(e, key, pub, keyLabel)
+	sig, sigErr := signatureStatus(e, key, keys)
 	if *asJSON {
 		out := struct {
 			client.EntryInfo
@@ -135,23 +134,25 @@ func showQuarantined(sio stdio, st client.ReportState, asJSON bool) error {
 	return nil
 }
 
-// signatureStatus describes e's signature, verified against pub (named
-// file in messages) when given; a bad signature is also an error.
-func signatureStatus(e client.EntryInfo, key cachekey.Key, pub ed25519.PublicKey, file string) (string, error) {
+// signatureStatus describes e's signature, verified against keys when
+// given (naming the key it verifies under); a bad signature is also an
+// error.
+func signatureStatus(e client.EntryInfo, key cachekey.Key, keys verifyKeys) (string, error) {
 	switch {
 	case e.Signature == "":
 		return "none (the server has no signing key)", nil
-	case pub == nil:
+	case keys == nil:
 		return "present, not verified (give --verify-key FILE.pub)", nil
 	}
 	sum, err := wire.ParseSHA256(e.SHA256)
 	if err != nil {
 		return "", fmt.Errorf("the server sent a bad sha256: %w", err)
 	}
-	if !auth.Verify(pub, key, sum, e.Signature) {
-		return "INVALID for " + file, fmt.Errorf("the signature of %s/%s does not verify with %s: the entry was not signed by that key's server", e.Namespace, e.Key, file)
+	label, ok := keys.verify(key, sum, e.Signature)
+	if !ok {
+		return "INVALID for " + keys.String(), fmt.Errorf("the signature of %s/%s does not verify with %s: the entry was not signed by that key's server", e.Namespace, e.Key, keys)
 	}
-	return "valid (verified with " + file + ")", nil
+	return "valid (verified with " + label + ")", nil
 }
 
 // pairs renders a map as "k=v, ..." in key order, or "-".

@@ -368,6 +368,12 @@ func TestAdminShow(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "INVALID") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("wrong key: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// Trusting two keys (a rotation), show names the one that verified.
+	code, out, errOut = admin(t, f.srv.URL, adminSecret, "show", f.old1.key, "--namespace", "team",
+		"--verify-key", filepath.Join(dir, "sign.key.pub"), "--verify-key", filepath.Join(dir, "other.key.pub"))
+	if code != 0 || !strings.Contains(out, "valid (verified with "+filepath.Join(dir, "sign.key.pub")+")") {
+		t.Errorf("two keys: exit %d\n%s\n%s", code, out, errOut)
+	}
 	missing := strings.Repeat("0", 64)
 	if code, _, errOut := admin(t, f.srv.URL, adminSecret, "show", missing, "--namespace", "team"); code != 1 || !strings.Contains(errOut, "No entry with key "+missing) {
 		t.Errorf("missing entry: exit %d %s", code, errOut)

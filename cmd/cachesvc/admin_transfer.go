@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/stats/report"
@@ -201,7 +199,8 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
 	fs := newFlagSet("admin import FILE|-", adminImportSummary, sio)
 	var af adminFlags
 	af.register(fs, false)
-	verifyKey := fs.String("verify-key", "", "the exporting server's public key `file` (or the key itself in base64): import only entries whose signature verifies with it")
+	var verifyKey verifyKeyFlag
+	fs.Var(&verifyKey, "verify-key", "the exporting server's public key `file` (or the key itself in base64): import only entries whose signature verifies with it; repeat it or separate keys by commas to trust several")
 	pos, err := parseInterspersed(fs, args, sio)
 	if err != nil {
 		return err
@@ -212,7 +211,7 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
 	if !isSet(fs, "namespace", "ns") {
 		return usagef("--namespace is required: the namespace to import into")
 	}
-	pub, _, err := loadVerifyKey(*verifyKey)
+	keys, err := verifyKey.load() // verifykeys.go
 	if err != nil {
 		return err
 	}
@@ -238,7 +237,7 @@ func runAdminImport(ctx context.Context, args []string, sio stdio) (err error) {
 		}
 		return fmt.Errorf("%s is not a tar written by 'cachesvc admin export': %w", name, err)
 	}
-	s := &importSender{cl: cl, ns: ns, pub: pub, tr: tr}
+	s := &importSender{cl: cl, ns: ns, keys: keys, tr: tr}
 	res, err := s.run(ctx, first)
 	b.finish()
 	if err != nil {
@@ -268,10 +267,10 @@ func openImport(arg string, sio stdio) (name string, r io.ReadCloser, size int64
 // lacks to POST /v1/{ns}/import through a pipe, one at a time: an entry
 // already present (HEAD) is skipped without sending its bytes.
 type importSender struct {
-	cl  *client.Client
-	ns  string
-	pub ed25519.PublicKey
-	tr  *tar.Reader
+	cl   *client.Client
+	ns   string
+	keys verifyKeys // --verify-key's; nil: nothing is checked
+	tr   *tar.Reader
 
 	read     int // members read from the file
 	skipped  int
@@ -356,17 +355,18 @@ func (s *importSender) send(ctx context.Context, h *tar.Header, w io.Writer) err
 
 // want decides whether member h goes to the server: not when its entry is
 // present (skipped, or a conflict when the bytes differ) or its signature
-// does not verify with --verify-key.
+// does not verify with any --verify-key.
 func (s *importSender) want(ctx context.Context, h *tar.Header) (bool, error) {
 	key, err := cachekey.ParseKey(h.Name)
 	if err != nil || h.Typeflag != tar.TypeReg {
 		return true, nil // the server names what is wrong with it
 	}
 	sum := h.PAXRecords[wire.PAXSHA256]
-	if s.pub != nil {
+	if s.keys != nil {
 		sig := h.PAXRecords[wire.PAXSignature]
-		if d, err := wire.ParseSHA256(sum); err != nil || !auth.Verify(s.pub, key, d, sig) {
-			msg := "the member's signature does not verify with --verify-key"
+		d, err := wire.ParseSHA256(sum)
+		if _, ok := s.keys.verify(key, d, sig); err != nil || !ok {
+			msg := "the member's signature does not verify with " + s.keys.String() + " (--verify-key)"
 			if sig == "" {
 				msg = "the member is unsigned (the exporting server had no signing key)"
 			}

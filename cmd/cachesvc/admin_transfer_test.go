@@ -121,6 +121,13 @@ func TestAdminExportImport(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "imported 0 entries") || strings.Count(out, "bad_signature") != 6 || !strings.Contains(errOut, "6 entries of") {
 		t.Errorf("import with a stranger's key: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// Exported by a server whose key is being rotated: the old key among
+	// the trusted ones is enough.
+	dst5 := adminServer(t, nil)
+	code, out, errOut = admin(t, dst5.URL, adminSecret, "import", tarPath, "--namespace", "team", "--verify-key", filepath.Join(dir, "stranger.key.pub")+","+filepath.Join(dir, "sign.key.pub"))
+	if code != 0 || !strings.Contains(out, "imported 6 entries") {
+		t.Errorf("import trusting a stranger's key and the signer's: exit %d\n%s\n%s", code, out, errOut)
+	}
 
 	// A file cut inside the big entry: the entries before it commit, the
 	// big one not at all; the full file then finishes the job.

@@ -36,7 +36,8 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to watch (created if missing; required)")
 	run := fs.String("run", "", "tag uploads with this `run` id (X-Cachesvc-Run), so a later 'cachesvc warm --run' can fetch them")
 	warmRun := fs.String("warm-run", "", "before watching, warm the directory from this `run`'s manifest")
-	verifyKey := fs.String("verify-key", "", "with --warm-run: "+verifyKeyUsage)
+	var verifyKey verifyKeyFlag
+	fs.Var(&verifyKey, "verify-key", "with --warm-run: "+verifyKeyUsage)
 	var interval time.Duration
 	// Each poll lists and stats the whole directory: faster than 10ms
 	// would only burn CPU.
@@ -71,7 +72,7 @@ func runAgent(ctx context.Context, args []string, sio stdio) error {
 	if *warmRun == "" && flagGiven(args, "verify-key") {
 		return usagef("--verify-key checks what --warm-run fetches: give --warm-run too (uploads are signed by the server, not checked here)")
 	}
-	verify, err := signatureCheck(*verifyKey) // warm.go
+	verify, err := signatureCheck(&verifyKey) // warm.go
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/cachekey"
 	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/jaxcache"
@@ -63,7 +62,8 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	manifestFile := fs.String("manifest", "", "warm from this manifest `file` (JSON of GET /v1/{ns}/runs/{run}/manifest, or {\"keys\": [...]})")
 	dir := fs.String("jax-cache-dir", "", "JAX cache `directory` to fill (created if missing; required)")
 	chunk := fs.Int("chunk-size", jaxsync.DefaultChunkSize, "keys per batch request (at most 10000)")
-	verifyKey := fs.String("verify-key", "", verifyKeyUsage)
+	var verifyKey verifyKeyFlag
+	fs.Var(&verifyKey, "verify-key", verifyKeyUsage)
 	var tw torchWarm
 	fs.BoolVar(&tw.enabled, "torch", false, "instead, pre-fill torch.compile's local caches from --run's Mega-Cache blob (saved by cachesvc.torch.save) by running --python -m cachesvc.torch load")
 	fs.StringVar(&tw.python, "python", "python3", "with --torch: the `interpreter` that has torch and the cachesvc package")
@@ -102,7 +102,7 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 	if *chunk <= 0 || *chunk > jaxsync.MaxChunkSize {
 		return usagef("--chunk-size must be 1 to %d, got %d", jaxsync.MaxChunkSize, *chunk)
 	}
-	verify, err := signatureCheck(*verifyKey)
+	verify, err := signatureCheck(&verifyKey)
 	if err != nil {
 		return err
 	}
@@ -126,15 +126,16 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 }
 
 // verifyKeyUsage is warm's and agent's --verify-key.
-const verifyKeyUsage = "the server's public key `file` (FILE.pub of 'cachesvc signkey new', or the key itself in base64, as CACHESVC_VERIFY_KEY for the Python client): write only entries whose signature verifies with it"
+const verifyKeyUsage = "the server's public key `file` (FILE.pub of 'cachesvc signkey new', or the key itself in base64, as CACHESVC_VERIFY_KEY for the Python client): write only entries whose signature verifies with it; repeat it or separate keys by commas to trust several (the old and the new during a key rotation)"
 
-// signatureCheck returns the check of --verify-key's key for
-// jaxsync.WarmConfig.Verify: nil without a key; with one, a member must
-// carry the server's valid signature of its key and SHA-256 (the bytes are
-// checked against that SHA-256 before their file appears).
-func signatureCheck(verifyKey string) (func(client.Member) error, error) {
-	pub, label, err := loadVerifyKey(verifyKey) // keyfiles.go
-	if err != nil || pub == nil {
+// signatureCheck returns the check of --verify-key's keys for
+// jaxsync.WarmConfig.Verify: nil without a key; with some, a member must
+// carry a server's signature of its key and SHA-256 that verifies under
+// one of them (the bytes are checked against that SHA-256 before their
+// file appears).
+func signatureCheck(verifyKey *verifyKeyFlag) (func(client.Member) error, error) {
+	keys, err := verifyKey.load() // verifykeys.go
+	if err != nil || keys == nil {
 		return nil, err
 	}
 	return func(m client.Member) error {
@@ -146,11 +147,11 @@ func signatureCheck(verifyKey string) (func(client.Member) error, error) {
 		if err != nil {
 			return fmt.Errorf("the server sent no valid sha256 for it: %w", err)
 		}
-		switch {
-		case m.Signature == "":
+		if m.Signature == "" {
 			return errors.New("it is unsigned: the server has no --signing-key")
-		case !auth.Verify(pub, key, sum, m.Signature):
-			return fmt.Errorf("its signature does not verify with %s: signed by another key, or altered", label)
+		}
+		if _, ok := keys.verify(key, sum, m.Signature); !ok {
+			return fmt.Errorf("its signature does not verify with %s: signed by another key, or altered", keys)
 		}
 		return nil
 	}, nil

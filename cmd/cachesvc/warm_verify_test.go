@@ -8,6 +8,7 @@ import (
 
 	"github.com/cachesvc/cachesvc/api"
 	"github.com/cachesvc/cachesvc/api/apitest"
+	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/keying"
 	"github.com/cachesvc/cachesvc/keying/keyingtest"
 	"github.com/cachesvc/cachesvc/plugins"
@@ -21,6 +22,8 @@ func TestWarmVerifyKey(t *testing.T) {
 	keys := t.TempDir()
 	signer := newSigner(t, filepath.Join(keys, "sign.key")) // admin_test.go
 	newSigner(t, filepath.Join(keys, "other.key"))
+	newSigner(t, filepath.Join(keys, "third.key"))
+	signPub, otherPub, thirdPub := filepath.Join(keys, "sign.key.pub"), filepath.Join(keys, "other.key.pub"), filepath.Join(keys, "third.key.pub")
 	k := keyingtest.Keyer(t, plugins.Config{}, keying.Config{})
 	signed := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Keyer = k; c.Signer = signer }})
 	unsigned := apitest.Start(t, apitest.Options{API: func(c *api.Config) { c.Keyer = k }})
@@ -38,17 +41,36 @@ func TestWarmVerifyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pub, err := auth.ParsePublicKey(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPEM, err := os.ReadFile(otherPub)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name, url, verifyKey, env string
-		code                      int
-		written                   int
-		want                      string
+		name, url  string
+		verifyKeys []string // each one --verify-key
+		env        string
+		code       int
+		written    int
+		want       string
 	}{
-		{"right key", signed.URL, filepath.Join(keys, "sign.key.pub"), "", 0, 3, "3 written"},
-		{"right key from the environment", signed.URL, "", string(pubPEM), 0, 3, "3 written"},
-		{"other key", signed.URL, filepath.Join(keys, "other.key.pub"), "", 1, 0, "does not verify with " + filepath.Join(keys, "other.key.pub")},
-		{"unsigned server", unsigned.URL, filepath.Join(keys, "sign.key.pub"), "", 1, 0, "it is unsigned"},
-		{"private key given", signed.URL, filepath.Join(keys, "sign.key"), "", 1, 0, "is a private key"},
+		{"right key", signed.URL, []string{signPub}, "", 0, 3, "3 written"},
+		{"right key from the environment", signed.URL, nil, string(pubPEM), 0, 3, "3 written"},
+		{"other key", signed.URL, []string{otherPub}, "", 1, 0, "does not verify with " + otherPub},
+		{"unsigned server", unsigned.URL, []string{signPub}, "", 1, 0, "it is unsigned"},
+		{"private key given", signed.URL, []string{filepath.Join(keys, "sign.key")}, "", 1, 0, "is a private key"},
+		// A key rotation: the new key and the old are both trusted.
+		{"new and old key, comma-separated", signed.URL, []string{otherPub + "," + signPub}, "", 0, 3, "3 written"},
+		{"old and new key, flag repeated", signed.URL, []string{signPub, otherPub}, "", 0, 3, "3 written"},
+		{"new and old key from the environment", signed.URL, nil, string(otherPEM) + "," + auth.EncodePublicKey(pub), 0, 3, "3 written"},
+		{"new and old key from the environment, space-separated", signed.URL, nil, otherPub + " " + auth.EncodePublicKey(pub), 0, 3, "3 written"},
+		{"neither of two keys", signed.URL, []string{otherPub + "," + thirdPub}, "", 1, 0, "does not verify with any of the 2 keys " + otherPub + ", " + thirdPub},
+		{"command line replaces the environment", signed.URL, []string{signPub}, otherPub, 0, 3, "3 written"},
+		{"only separators", signed.URL, []string{" , "}, "", 1, 0, `--verify-key " , " holds no key`},
+		{"second key malformed", signed.URL, []string{signPub + ",bad!"}, "", 1, 0, "read --verify-key: open bad!"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,8 +79,8 @@ func TestWarmVerifyKey(t *testing.T) {
 			}
 			dst := t.TempDir()
 			args := []string{"warm", "--url", tt.url, "--run", "v", "--jax-cache-dir", dst}
-			if tt.verifyKey != "" {
-				args = append(args, "--verify-key", tt.verifyKey)
+			for _, v := range tt.verifyKeys {
+				args = append(args, "--verify-key", v)
 			}
 			code, out, errOut := runCmd(t, args...)
 			if code != tt.code || !strings.Contains(out+errOut, tt.want) {

@@ -38,7 +38,8 @@ environment (what install() reads):
   CACHESVC_URL          server URL, e.g. http://cache:8080 (required unless --url)
   CACHESVC_NAMESPACE    namespace (default: default)
   CACHESVC_TOKEN        bearer token; or CACHESVC_TOKEN_FILE, a file whose first line is it
-  CACHESVC_VERIFY_KEY   Ed25519 public key every entry must be signed with
+  CACHESVC_VERIFY_KEY   Ed25519 public key(s) an entry must be signed with; during a
+                        key rotation the old and the new, separated by a comma
   CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
                         CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
   CACHESVC_RUN          run id tagged on requests (default <host>-<pid>-<random>)
@@ -129,6 +130,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
                                 "CACHESVC_VERIFY_KEY, CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY)")
     found["token"] = ("CACHESVC_TOKEN" if s.token else
                       f"CACHESVC_TOKEN_FILE ({s.token_file})" if s.token_file else "none")
+    found["verify_keys"] = len(c._verify_keys or ())
     try:
         r = c._request("GET", c._prefix + "/healthz", ok=(200,))
         health = json.loads(r.read_all(limit=1 << 16) or b"{}")
@@ -144,7 +146,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
         print(json.dumps({**found, "ok": usable}))
         return code
     rows = [("server", f"{s.url} (cachesvc {found['version'] or 'version unknown'})"),
-            ("namespace", s.namespace), ("token", found["token"]), ("read", "ok"),
+            ("namespace", s.namespace), ("token", found["token"]), ("verify", _verify_row(c._verify_keys)),
+            ("read", "ok"),
             ("write", found["write"]), (fw, found[fw]), ("run", s.run)]
     for name, value in rows:
         print(f"{name:<10} {value}")
@@ -153,6 +156,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
         return code
     print(f"cachesvc.{fw}.install() will use this server.")
     return code
+
+
+def _verify_row(keys: list[bytes] | None) -> str:
+    """How many keys the client trusts: during a key rotation each host must
+    show 2 before the servers' --signing-key changes."""
+    if not keys:
+        return "none (entries are not checked: CACHESVC_VERIFY_KEY is unset)"
+    if len(keys) == 1:
+        return "1 key (an entry must be signed with it)"
+    return f"{len(keys)} keys (an entry signed by any of them is accepted)"
 
 
 def _write(c, writer: str) -> str:

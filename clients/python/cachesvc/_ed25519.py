@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
+from collections.abc import Sequence
 
 _P = 2**255 - 19
 _L = 2**252 + 27742317777372353535851937790883648493
@@ -118,6 +120,49 @@ def parse_public_key(value: str | bytes) -> bytes:
     if len(raw) != 32:
         raise ValueError(f"cachesvc: verify key must be 32 bytes, got {len(raw)}")
     return raw
+
+
+# A PEM block keeps its line breaks, so it is cut out of a key list before the
+# rest is split on commas and whitespace (base64 holds neither).
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.DOTALL)
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+def parse_public_keys(value: str | bytes | Sequence[str | bytes]) -> list[bytes]:
+    """Parses the set of trusted verify keys: one key, several separated by
+    commas and/or whitespace (as ``CACHESVC_VERIFY_KEY`` holds them during a
+    key rotation), or a list of keys; each as :func:`parse_public_key` takes
+    it. Raises ValueError naming the key that does not parse (its position
+    and its first characters) or saying that none was given."""
+    if isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        items: list[str | bytes] = _PEM_BLOCK.findall(text)
+        items += [t for t in _SEPARATORS.split(_PEM_BLOCK.sub(",", text)) if t]
+    else:
+        items = list(value)
+    if not items:
+        raise ValueError("cachesvc: verify key: no key given (want base64 of 32 bytes or a PEM PUBLIC KEY, "
+                         "several separated by commas)")
+    if len(items) == 1:
+        return [parse_public_key(items[0])]
+    keys = []
+    for i, item in enumerate(items, 1):
+        try:
+            keys.append(parse_public_key(item))
+        except ValueError as e:
+            shown = item.decode("ascii", "replace") if isinstance(item, bytes) else str(item)
+            shown = shown.strip()
+            shown = shown if len(shown) <= 24 else shown[:20] + "..."
+            msg = str(e).removeprefix("cachesvc: ").removeprefix("verify key ").removeprefix("the ")
+            raise ValueError(f"cachesvc: verify key {i} of {len(items)} ({shown!r}) {msg}") from e
+    return keys
+
+
+def verify_entry_any(public_keys: Sequence[bytes], key_hex: str, sha256_hex: str,
+                     signature_b64: str | None) -> bool:
+    """Reports whether ``signature_b64`` signs key ‖ sha256 under any of
+    ``public_keys`` (the old and the new key during a rotation)."""
+    return any(verify_entry(pub, key_hex, sha256_hex, signature_b64) for pub in public_keys)
 
 
 def verify_entry(public_key: bytes, key_hex: str, sha256_hex: str, signature_b64: str | None) -> bool:

@@ -85,7 +85,7 @@ class Settings:
     namespace: str
     token: str | None
     token_file: str | None
-    verify_key: str | None
+    verify_key: str | list[str] | None
     run: str
     client_cert: str | None = None
     client_key: str | None = None
@@ -93,7 +93,7 @@ class Settings:
 
     @classmethod
     def resolve(cls, url: str | None = None, namespace: str | None = None, token: str | None = None,
-                run: str | None = None, verify_key: str | None = None,
+                run: str | None = None, verify_key: str | list[str] | None = None,
                 lookup_timeout: float | None = None) -> "Settings":
         """Arguments win; then ``CACHESVC_URL`` (old name ``CACHESVC_SERVER``),
         ``CACHESVC_NAMESPACE`` (old name ``CACHESVC_NS``; default ``default``), ``CACHESVC_TOKEN``, ``CACHESVC_TOKEN_FILE``,

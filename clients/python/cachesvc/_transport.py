@@ -370,7 +370,7 @@ class _Transport:
     wait_slice: float
     run: str | None
     digest_first: bool
-    _verify_key: Any
+    _verify_keys: list[bytes] | None
     _auth: AuthPause
     _prefix: str
     _pool: _Pool
@@ -563,13 +563,15 @@ class _Transport:
     # ---- signatures ---------------------------------------------------------------
 
     def _check_signature(self, key: str, sha256: str, signature: str | None) -> None:
-        """With a verify key, raises Error ``bad_signature`` unless
-        ``signature`` signs key ‖ sha256 under it."""
-        if self._verify_key is None:
+        """With verify keys, raises Error ``bad_signature`` unless
+        ``signature`` signs key ‖ sha256 under one of them."""
+        if self._verify_keys is None:
             return
         if not signature:
             raise Error(200, "bad_signature",
                         f"entry {key} is not signed, but the client requires signatures (verify_key)")
-        if not _ed25519.verify_entry(self._verify_key, key, sha256, signature):
+        if not _ed25519.verify_entry_any(self._verify_keys, key, sha256, signature):
+            under = ("the verify key" if len(self._verify_keys) == 1
+                     else f"any of the {len(self._verify_keys)} verify keys")
             raise Error(200, "bad_signature",
-                        f"entry {key}: the signature does not match its key and sha256 {sha256} under the verify key")
+                        f"entry {key}: the signature does not match its key and sha256 {sha256} under {under}")

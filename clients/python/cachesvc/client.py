@@ -20,6 +20,7 @@ import os
 import random
 import ssl
 import urllib.parse
+from collections.abc import Sequence
 
 from . import _ed25519
 from ._authpause import AuthPause, read_token_file
@@ -84,12 +85,15 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
             as soon as its mtime or size changes: a rotated token file
             ends the pause on the next call. :meth:`reload_token` ends it
             by hand. A 403 (a scope the token lacks) pauses nothing.
-        verify_key: an Ed25519 public key (base64 of its 32 bytes, as
-            ``cachesvc signkey new`` prints, or the PEM ``.pub`` file's
-            text). With it every entry the client returns (get, download,
-            lookup, batch) must carry a valid ``X-Cachesvc-Signature`` over
-            its key and SHA-256, else :class:`Error` ``bad_signature`` is
-            raised and the bytes are not returned.
+        verify_key: the trusted Ed25519 public keys: one key (base64 of its
+            32 bytes, as ``cachesvc signkey new`` prints, or the PEM
+            ``.pub`` file's text), several separated by commas, or a list.
+            With it every entry the client returns (get, download, lookup,
+            batch) must carry an ``X-Cachesvc-Signature`` over its key and
+            SHA-256 that verifies under one of them, else :class:`Error`
+            ``bad_signature`` is raised and the bytes are not returned.
+            Several keys serve a key rotation: trust the old and the new
+            key while the servers change their ``--signing-key``.
         digest_first: for :meth:`key` and :meth:`lookup`, send only the
             signature's SHA-256 first (``X-Cachesvc-Signature-Sha256``, an
             empty body) and the signature itself only when the server asks
@@ -138,7 +142,7 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         max_idle: int = 8,
         user_agent: str = _USER_AGENT,
         token_file: str | os.PathLike[str] | None = None,
-        verify_key: str | bytes | None = None,
+        verify_key: str | bytes | Sequence[str | bytes] | None = None,
         first_byte_timeout: float | None = None,
         digest_first: bool | None = None,
         client_cert: str | os.PathLike[str] | None = None,
@@ -165,7 +169,10 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         else:
             self._auth = AuthPause(None)
         self.token = token
-        self._verify_key = _ed25519.parse_public_key(verify_key) if verify_key else None
+        # "" (CACHESVC_VERIFY_KEY unset) checks nothing; an empty list is
+        # refused by the parser, since it would silently trust every entry.
+        self._verify_keys = (_ed25519.parse_public_keys(verify_key)
+                             if verify_key or isinstance(verify_key, (list, tuple)) else None)
         self.timeout = timeout
         self.first_byte_timeout = first_byte_timeout
         self.retries = max(0, int(retries))

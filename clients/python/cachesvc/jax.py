@@ -119,7 +119,7 @@ def install(
     upload_queue_bytes: int = 1 << 30,
     flush_at_exit: float = 60.0,
     client: Client | None = None,
-    verify_key: str | None = None,
+    verify_key: str | list[str] | None = None,
 ) -> Any:
     """Installs cachesvc as JAX's persistent compilation cache.
 
@@ -129,8 +129,10 @@ def install(
         namespace: default ``$CACHESVC_NAMESPACE`` or ``"default"``.
         token: bearer token; default ``$CACHESVC_TOKEN``, else the first
             line of the file ``$CACHESVC_TOKEN_FILE``.
-        verify_key: Ed25519 public key (base64) that every entry handed to
-            JAX must be signed with; default ``$CACHESVC_VERIFY_KEY``.
+        verify_key: the Ed25519 public key (base64) every entry handed to
+            JAX must be signed with, or several (comma-separated, or a list:
+            the old and the new during a key rotation), any of which may
+            have signed it; default ``$CACHESVC_VERIFY_KEY``.
         mode: ``"canonical"`` (server-side canonical keys through the ``xla``
             plugin) or ``"jax-key"`` (JAX's key through ``passthrough``);
             default ``$CACHESVC_MODE`` or ``"canonical"``.

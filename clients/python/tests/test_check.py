@@ -65,8 +65,19 @@ def test_unknown_option(args, want) -> None:
 def test_check_ok(server) -> None:
     r = check("check", env={"CACHESVC_URL": server.url})
     assert r.returncode == 0, r
-    for want in (f"server     {server.url}", "namespace  default", "read       ok", "write      ok", "jax        "):
+    for want in (f"server     {server.url}", "namespace  default", "read       ok", "write      ok", "jax        ",
+                 "verify     none (entries are not checked: CACHESVC_VERIFY_KEY is unset)"):
         assert want in r.stdout, (want, r.stdout)
+
+
+def test_check_verify_keys(server) -> None:
+    """During a key rotation CACHESVC_VERIFY_KEY holds two keys: check says
+    how many the client trusts, so a fleet's roll-out can be confirmed."""
+    a, b = "A" * 43 + "=", "B" * 43 + "="
+    r = check("check", env={"CACHESVC_URL": server.url, "CACHESVC_VERIFY_KEY": f"{a},{b}"})
+    assert r.returncode == 0 and "verify     2 keys (an entry signed by any of them is accepted)" in r.stdout, r
+    r = check("check", "--json", env={"CACHESVC_URL": server.url, "CACHESVC_VERIFY_KEY": a})
+    assert r.returncode == 0 and '"verify_keys": 1' in r.stdout, r
 
 
 @pytest.mark.parametrize("env,want", [
@@ -74,6 +85,7 @@ def test_check_ok(server) -> None:
     ({"CACHESVC_URL": "127.0.0.1:8080"}, "url must be http(s)://host[:port]"),
     ({"CACHESVC_NAMESPACE": "Team_A"}, 'namespace "Team_A" (CACHESVC_NAMESPACE) is invalid'),
     ({"CACHESVC_TOKEN_FILE": "/nonexistent/token"}, "/nonexistent/token"),
+    ({"CACHESVC_VERIFY_KEY": "A" * 43 + "=,bad!"}, "verify key 2 of 2 ('bad!') must be base64"),
 ])
 def test_check_settings(server, env, want) -> None:
     r = check("check", env={"CACHESVC_URL": server.url, **env})

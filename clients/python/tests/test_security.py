@@ -79,3 +79,37 @@ def test_signatures(start_server, cachesvc_binary, tmp_path: Path):
 
     with pytest.raises(ValueError):
         cachesvc.Client(signed.url, verify_key="not a key")
+
+
+def test_signatures_rotation(start_server, cachesvc_binary, tmp_path: Path):
+    """During a key rotation clients trust the old and the new key: an entry
+    signed by either is accepted, one signed by a third key by neither."""
+    a = cli(cachesvc_binary, "signkey", "new", "--out", str(tmp_path / "a.key"))["public key (base64)"]
+    b = cli(cachesvc_binary, "signkey", "new", "--out", str(tmp_path / "b.key"))["public key (base64)"]
+    cli(cachesvc_binary, "signkey", "new", "--out", str(tmp_path / "c.key"))
+    by_a = start_server(extra=["--signing-key", str(tmp_path / "a.key")])
+    by_c = start_server(extra=["--signing-key", str(tmp_path / "c.key")])
+    data = b"rotated" * 100
+    key = k("rotation")
+    cachesvc.Client(by_a.url).put(key, data)
+    cachesvc.Client(by_c.url).put(key, data)
+    b_pem = (tmp_path / "b.key.pub").read_text()
+    for keys in (f"{b},{a}", f"{b}, {a}", f"{b}\n{a}", [b, a], f"{b_pem},{a}", f"{b_pem}\n{a}"):
+        assert cachesvc.Client(by_a.url, verify_key=keys).get(key) == data, keys
+        with pytest.raises(cachesvc.Error) as ei:
+            cachesvc.Client(by_c.url, verify_key=keys, retries=0).get(key)
+        assert ei.value.code == "bad_signature" and "2 verify keys" in ei.value.message, (keys, ei.value.message)
+
+
+@pytest.mark.parametrize("keys,want", [
+    ("AAAA", "verify key must be 32 bytes, got 3"),
+    ("not a key", "verify key 1 of 3 ('not') must be base64 of 32 bytes or a PEM PUBLIC KEY"),
+    (f"{'A' * 43}=,bad!", "verify key 2 of 2 ('bad!') must be base64 of 32 bytes or a PEM PUBLIC KEY"),
+    (["AAAA", "A" * 43 + "="], "verify key 1 of 2 ('AAAA') must be 32 bytes, got 3"),
+    (" , ", "verify key: no key given"),
+    ([], "verify key: no key given"),
+])
+def test_verify_keys_invalid(keys, want):
+    with pytest.raises(ValueError) as ei:
+        cachesvc.Client("http://127.0.0.1:9", verify_key=keys)
+    assert want in str(ei.value), str(ei.value)

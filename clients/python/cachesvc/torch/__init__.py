@@ -152,7 +152,7 @@ def install(
     upload_queue_bytes: int = 1 << 30,
     flush_at_exit: float = 60.0,
     client: Client | None = None,
-    verify_key: str | None = None,
+    verify_key: str | list[str] | None = None,
     leases: bool | None = None,
     lease_ttl: float = 120.0,
     lease_wait: float = 3600.0,
@@ -194,8 +194,10 @@ def install(
             ``put_dropped``); at exit wait up to ``flush_at_exit`` seconds
             (not while the breaker is open: the server timed out or keeps failing).
         client: use this :class:`cachesvc.Client` instead of building one.
-        verify_key: Ed25519 public key every entry must be signed with;
-            default ``$CACHESVC_VERIFY_KEY``.
+        verify_key: Ed25519 public key every entry must be signed with, or
+            several (comma-separated, or a list: the old and the new during
+            a key rotation), any of which may have signed it; default
+            ``$CACHESVC_VERIFY_KEY``.
         leases: on an FX graph miss, take the server's compile lease before
             Inductor compiles, so that processes starting together compile
             each graph once: the others wait for its entry (``_lease``).

@@ -35,7 +35,8 @@ environment:
   CACHESVC_URL          server URL (required unless --url)
   CACHESVC_NAMESPACE    namespace (default: default)
   CACHESVC_TOKEN        bearer token; or CACHESVC_TOKEN_FILE, a file whose first line is it
-  CACHESVC_VERIFY_KEY   Ed25519 public key the blob must be signed with
+  CACHESVC_VERIFY_KEY   Ed25519 public key(s) the blob must be signed with (comma-separated:
+                        any of them; the old and the new during a key rotation)
   CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
                         CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
   CACHESVC_RUN          default RUN
