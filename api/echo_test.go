@@ -112,15 +112,7 @@ func TestRangeAndLengthEchoes(t *testing.T) {
 		{"two lengths", upload + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400,
 			"The request has Content-Length headers with different values (5 and 6); send one."},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, body, _, _ := rawExchange(t, addr, tc.request)
-			var got struct {
-				Error struct{ Message string } `json:"error"`
-			}
-			if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != tc.status || got.Error.Message != tc.message {
-				t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, got.Error.Message, err, tc.status, tc.message)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRefusal(t, addr, tc.request, tc.status, tc.message) })
 	}
 }
 
@@ -179,14 +171,19 @@ func TestCodingAndFieldValidationEchoes(t *testing.T) {
 		{"transfer empty", entry("te-empty") + "Transfer-Encoding: " + chunked, 400,
 			`Transfer-Encoding "" leaves the body's length unknown: send Content-Length, or Transfer-Encoding: chunked alone; nothing was stored.`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, body, _, _ := rawExchange(t, addr, tc.request)
-			var got struct {
-				Error struct{ Message string } `json:"error"`
-			}
-			if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != tc.status || got.Error.Message != tc.message {
-				t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, got.Error.Message, err, tc.status, tc.message)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRefusal(t, addr, tc.request, tc.status, tc.message) })
+	}
+}
+
+// checkRefusal sends the raw request to addr and checks the answer's status
+// and error message.
+func checkRefusal(t *testing.T, addr, request string, status int, message string) {
+	t.Helper()
+	resp, body, _, _ := rawExchange(t, addr, request)
+	var got struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != status || got.Error.Message != message {
+		t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, got.Error.Message, err, status, message)
 	}
 }
