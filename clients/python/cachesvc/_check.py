@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cachesvc.jax"
 
     if not s.url:
         return fail(EXIT_USAGE, "no server URL: pass --url or set CACHESVC_URL (e.g. http://cache:8080)")
-    if not NAMESPACE_RE.match(s.namespace):  # named with its flag or variable, before client()
+    if not NAMESPACE_RE.fullmatch(s.namespace):  # named with its flag or variable, before client()
         src = "--namespace" if a.namespace else "CACHESVC_NAMESPACE"
         return fail(EXIT_USAGE, f'namespace "{s.namespace}" ({src}) is invalid: use 1 to 63 characters of '
                                 "a-z, 0-9, '.', '_' or '-', starting with a letter or digit")

@@ -71,7 +71,7 @@ def default_run_id() -> str:
 
 # The server's rule for a namespace (README "HTTP API"), checked before any
 # call: a launcher's typo is then one warning naming the variable.
-NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # used with fullmatch: "$" would let a trailing newline through
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Settings:
         Raises ValueError for a namespace the server would refuse (400
         ``bad_namespace`` on every call), naming where it came from."""
         assert self.url is not None
-        if not NAMESPACE_RE.match(self.namespace):
+        if not NAMESPACE_RE.fullmatch(self.namespace):
             raise ValueError(f'namespace "{self.namespace}" (namespace= or CACHESVC_NAMESPACE) is invalid: use 1 to '
                              "63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
         return Client(self.url, namespace=self.namespace, token=self.token, token_file=self.token_file,

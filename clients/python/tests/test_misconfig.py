@@ -33,6 +33,9 @@ def _clean_env(monkeypatch):
     # warning that named no variable.
     ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_NAMESPACE": "Team_A"},
      'namespace "Team_A" (namespace= or CACHESVC_NAMESPACE) is invalid'),
+    # A trailing newline (a value read from a file) passed a "^...$" match.
+    ({"CACHESVC_URL": "http://127.0.0.1:9", "CACHESVC_NAMESPACE": "team-a\n"},
+     "(namespace= or CACHESVC_NAMESPACE) is invalid"),
 ])
 def test_bad_config_from_env_installs_nothing(monkeypatch, caplog, env, needle):
     for name, value in env.items():
