@@ -212,7 +212,6 @@ def _what_to_do(e) -> str:
     return msg
 
 
-
 def _note(before: str, text: str, after: str) -> str:
     """text between before and after, or "" when there is no text."""
     return before + text + after if text else ""
