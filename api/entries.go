@@ -266,7 +266,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	c.Status(status)
 	// A hit once the whole body was read: a corrupt chunk, first or
 	// later, is a failure that saved nothing.
-	return g.io.send(c, r.Namespace, r.Key, rc, size, func() { g.out.Lookup(hit) })
+	return g.io.send(c, r.Namespace, r.Key, rc, size, g.out, hit)
 }
 
 // entryTooLarge is the 413 of an upload over --max-entry-size (limit

@@ -123,14 +123,15 @@ var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<
 
 // send sends size bytes of rc (an entry's bytes from the store) as
 // the response body and takes ownership of rc. The response status and
-// headers other than the content type are set by the caller. sent is
-// called once every byte has been read from the store and verified, never
-// when the body fails: a caller counts its hit there, not when send
-// returns, since a streamed body (over smallBodyBytes) is read after the
-// handler returns and a later bad chunk aborts it mid-way. sent runs
-// before the body's last bytes reach the client, on the handler's
-// goroutine or on the one fasthttp writes the body from.
-func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64, sent func()) error {
+// headers other than the content type are set by the caller. hit is
+// reported to out once every byte has been read from the store and
+// verified, never when the body fails: a streamed body (over
+// smallBodyBytes) is read after the handler returns and a later bad chunk
+// aborts it mid-way. It is reported before the body's last bytes reach the
+// client, on the handler's goroutine or on the one fasthttp writes the
+// body from. (Not a callback: a closure over hit cost every small GET two
+// allocations.)
+func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadCloser, size int64, out Outcomes, hit Lookup) error {
 	c.Response().Header.SetContentType(fiber.MIMEOctetStream)
 	if b, ok := rc.(byteser); ok && int64(len(b.Bytes())) == size {
 		// An entry from the store's memory (verified when it was cached):
@@ -138,7 +139,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 		c.Response().SetBodyRaw(b.Bytes())
 		_ = rc.Close()
 		st.bytesOut.Add(float64(size))
-		sent()
+		out.Lookup(hit)
 		return nil
 	}
 	if size <= smallBodyBytes {
@@ -153,7 +154,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 			return fmt.Errorf("read %s/%s: %w", ns, key, err)
 		}
 		st.bytesOut.Add(float64(n))
-		sent()
+		out.Lookup(hit)
 		return nil
 	}
 	// Read the first chunk before answering, so that an entry whose first
@@ -169,7 +170,7 @@ func (st *streams) send(c *fiber.Ctx, ns string, key cachekey.Key, rc io.ReadClo
 		return fmt.Errorf("read %s/%s: %w", ns, key, err)
 	}
 	st.inflight.Add(1) // until fasthttp closes the body: the store stays open
-	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st, size: size, sent: sent}, int(size))
+	c.Context().SetBodyStream(&responseBody{r: br, c: rc, st: st, size: size, out: out, hit: hit}, int(size))
 	return nil
 }
 
@@ -193,9 +194,12 @@ type responseBody struct {
 	st   *streams
 	once sync.Once
 	// size is the body's length; read counts the bytes read so far, and
-	// sent (send's) is called when the store's reader ends at size.
+	// hit is reported to out (send's) when the store's reader ends at
+	// size; counted says it was.
 	size, read int64
-	sent       func()
+	out        Outcomes
+	hit        Lookup
+	counted    bool
 }
 
 // Read reads from the entry.
@@ -234,9 +238,9 @@ func (b *responseBody) count(n int) {
 // ended reports a clean end of the store's reader: the whole entry, every
 // chunk verified, was read (a short one is no success).
 func (b *responseBody) ended() {
-	if b.read == b.size && b.sent != nil {
-		b.sent()
-		b.sent = nil
+	if b.read == b.size && !b.counted {
+		b.counted = true
+		b.out.Lookup(b.hit)
 	}
 }
 

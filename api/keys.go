@@ -93,5 +93,5 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size}
 	// A hit once the whole body was read (streams.send), never on a
 	// corrupt chunk.
-	return g.io.send(c, ns, key, rc, m.Size, func() { g.out.Lookup(hit) })
+	return g.io.send(c, ns, key, rc, m.Size, g.out, hit)
 }
