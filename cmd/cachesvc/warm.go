@@ -81,7 +81,11 @@ func runWarm(ctx context.Context, args []string, sio stdio) error {
 		if err := manifest.ValidateRun(*run); err != nil {
 			return usagef("--run: %s", err)
 		}
-		return warmTorch(ctx, cf, tw, *run, sio)
+		keys, err := verifyKey.load() // verifykeys.go
+		if err != nil {
+			return err
+		}
+		return warmTorch(ctx, cf, tw, *run, keys, sio)
 	}
 	// CACHESVC_RUN often names the current run (clients tag requests with
 	// it); with --manifest on the command line it is not a source.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/cachesvc/cachesvc/api/auth"
 )
 
 // torchWarm holds warm's --torch flags: pre-filling torch.compile's local
@@ -21,12 +23,13 @@ type torchWarm struct {
 // warmTorch runs `<python> -m cachesvc.torch load RUN`: the blob is only
 // valid for the torch, Triton and device of the process that loads it, and
 // only torch.compiler.load_cache_artifacts can unpack it, so the work runs
-// in the interpreter that will train. The server, namespace, token and
-// client certificate reach it as CACHESVC_URL, CACHESVC_NAMESPACE,
-// CACHESVC_TOKEN, CACHESVC_CLIENT_CERT and CACHESVC_CLIENT_KEY;
-// --torch-cache-dir as TORCHINDUCTOR_CACHE_DIR. Its output is passed
-// through; a non-zero exit fails warm.
-func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, sio stdio) error {
+// in the interpreter that will train. The server, namespace, token,
+// client certificate and --verify-key's keys reach it as CACHESVC_URL,
+// CACHESVC_NAMESPACE, CACHESVC_TOKEN, CACHESVC_CLIENT_CERT,
+// CACHESVC_CLIENT_KEY and CACHESVC_VERIFY_KEY; --torch-cache-dir as
+// TORCHINDUCTOR_CACHE_DIR. Its output is passed through; a non-zero exit
+// fails warm.
+func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, keys verifyKeys, sio stdio) error {
 	if _, err := cf.client(""); err != nil { // validates --url, --namespace, the token and the client certificate
 		return err
 	}
@@ -41,8 +44,12 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 	env := make([]string, 0, len(os.Environ())+4)
 	for _, kv := range os.Environ() {
 		// Ours win over inherited ones of the same name.
+		// CACHESVC_VERIFY_KEY always goes: --verify-key read it and may
+		// have replaced it, and it may name a .pub file, which Python
+		// does not take; keys carries what --verify-key decided.
 		if name, _, _ := strings.Cut(kv, "="); name == "CACHESVC_URL" || name == "CACHESVC_NAMESPACE" || name == "CACHESVC_TOKEN" ||
-			name == "CACHESVC_CLIENT_CERT" || name == "CACHESVC_CLIENT_KEY" || (tw.dir != "" && name == "TORCHINDUCTOR_CACHE_DIR") {
+			name == "CACHESVC_CLIENT_CERT" || name == "CACHESVC_CLIENT_KEY" || name == "CACHESVC_VERIFY_KEY" ||
+			(tw.dir != "" && name == "TORCHINDUCTOR_CACHE_DIR") {
 			continue
 		}
 		env = append(env, kv)
@@ -53,6 +60,14 @@ func warmTorch(ctx context.Context, cf clientFlags, tw torchWarm, run string, si
 	}
 	if cf.certFile != "" {
 		env = append(env, "CACHESVC_CLIENT_CERT="+cf.certFile, "CACHESVC_CLIENT_KEY="+cf.keyFile)
+	}
+	if keys != nil {
+		// Python takes no key files: the keys themselves, in base64.
+		b64 := make([]string, len(keys))
+		for i, k := range keys {
+			b64[i] = auth.EncodePublicKey(k.pub)
+		}
+		env = append(env, "CACHESVC_VERIFY_KEY="+strings.Join(b64, ","))
 	}
 	if tw.dir != "" {
 		if err := os.MkdirAll(tw.dir, 0o755); err != nil {
