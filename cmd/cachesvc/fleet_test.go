@@ -430,7 +430,7 @@ func TestFleetRunManifestsAndStats(t *testing.T) {
 		// "for the whole fleet"; it says whose count it is.
 		{[]string{"stats", "--url", c.url, "--scope", "fleet"}, []string{"· all namespaces · fleet of 3 replicas", "Replicas    3 of 3 healthy",
 			"stored in 2 writes", "REPLICA", st.Fleet.Replicas[0].ID + " ", st.Fleet.Replicas[2].ID + " ",
-			"as " + c.url + " last counted them", "Hot tier    0 B in 0 entries on " + c.url + ", the replica asked (no limit)"}},
+			"as " + c.url + " listed it ", "Hot tier    0 B in 0 entries on " + c.url + ", the replica asked (no limit)"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &stdout, &stderr); code != 0 {

@@ -15,7 +15,8 @@ import (
 // replica (real server, tiered store over a real versitygw bucket) before
 // its first listing of the bucket, after a failed one and after one that
 // finished. It printed "Shared tier 0 B in 0 entries" until the listing,
-// as if the bucket were empty.
+// as if the bucket were empty; after it, the line gives the listing's age
+// (it gave none).
 func TestStatsSharedTierNotCounted(t *testing.T) {
 	srv3 := s3test.Start(t)
 	srv, shared := statstest.StartReplica(t, srv3, 0)
@@ -34,7 +35,7 @@ func TestStatsSharedTierNotCounted(t *testing.T) {
 		}
 	}
 	out := stats()
-	check("before the first listing", out, "Shared tier: not counted yet (first listing of the bucket pending)", "Shared tier 0 B")
+	check("before the first listing", out, "Shared tier: not yet listed by this replica, not counted yet (first listing of the bucket pending)", "Shared tier 0 B")
 	// The bucket may hold the other replicas' entries.
 	check("before the first listing", out, "Hot tier    0 B in 0 entries", "The cache is empty")
 
@@ -46,10 +47,12 @@ func TestStatsSharedTierNotCounted(t *testing.T) {
 	if err == nil {
 		t.Fatal("a listing of a paused bucket succeeded")
 	}
-	check("after a failed listing", stats(), "Shared tier: not counted yet (first listing of the bucket failing: list entries s3://", "Shared tier 0 B")
+	check("after a failed listing", stats(), "Shared tier: not yet listed by this replica, not counted yet (first listing of the bucket failing: list entries s3://", "Shared tier 0 B")
 
 	if err := shared.ScanUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	check("after a listing", stats(), "Shared tier 0 B in 0 entries (no limit)", "not counted")
+	out = stats()
+	check("after a listing", out, "Shared tier 0 B in 0 entries (no limit), the fleet's as this replica listed it ", "not counted")
+	check("after a listing", out, ", plus its own writes since (it lists the bucket every 10 minutes)", "last counted them")
 }

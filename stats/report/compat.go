@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -64,8 +65,9 @@ func hotOf(r *wire.StatsResponse) *wire.StoreUsage {
 // store's in format 3). A fleet replica of an older format sent the shared
 // tier's bytes with the hot tier's limit: the line says so rather than
 // showing the whole bucket as a share of one replica's hot tier. asked is
-// the URL of the replica that answered.
-func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, asked string) {
+// the URL of the replica that answered; now dates its listing of the
+// bucket (store.listed_at).
+func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, asked string, now time.Time) {
 	fleet := r.SharedTier != nil && r.SharedTier.Configured
 	switch {
 	case u.Tier == wire.StoreTierShared && u.Hot != nil:
@@ -82,14 +84,21 @@ func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, aske
 		if r.Fleet != nil {
 			who, hotOn, every = asked, "on "+asked+", the replica asked", " (every replica's: HOT TIER below)"
 		}
-		if u.Uncounted != "" {
+		integrity := Plural(u.IntegrityFailures, "integrity failure", "integrity failures")
+		switch {
+		case u.Uncounted != "":
 			// Before its first listing of the bucket a replica knows
 			// only its own writes: "0 B in 0 entries" read as an empty
 			// bucket.
-			p.f("Shared tier: not counted yet (%s); %s\n", u.Uncounted, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
-		} else {
+			p.f("Shared tier: not yet listed by %s, not counted yet (%s); %s\n", who, u.Uncounted, integrity)
+		case !u.ListedAt.IsZero():
+			// The listing's age, as the dashboard's store card gives
+			// it: how far behind the other replicas' writes it may be.
+			p.f("Shared tier %s in %s (no limit), the fleet's as %s listed it %s, plus its own writes since (it lists the bucket every 10 minutes); %s\n",
+				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Ago(now, u.ListedAt), integrity)
+		default: // a server before store.listed_at: no age to give
 			p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its listing of the bucket every 10 minutes, plus its own writes since); %s\n",
-				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Plural(u.IntegrityFailures, "integrity failure", "integrity failures"))
+				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, integrity)
 		}
 		p.f("Hot tier    %s in %s %s (%s); %s%s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), hotOn, limitText(h),
 			Plural(evictions, "eviction", "evictions"), every)

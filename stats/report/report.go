@@ -147,7 +147,7 @@ func Render(w io.Writer, r *wire.StatsResponse, o Options) error {
 				u.Evictions = max(u.Evictions, t.Evictions)
 			}
 		}
-		renderStoreTiers(p, r, u, o.Server) // compat.go
+		renderStoreTiers(p, r, u, o.Server, o.Now) // compat.go
 	}
 	p.f("Leases      %s held, %s waiting\n", Num(r.Leases.Held), Num(r.Leases.Waiting))
 	if r.Fleet != nil {
