@@ -1,15 +1,11 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/minio/minio-go/v7"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
 )
@@ -26,19 +22,8 @@ func TestListCancelledBetweenPages(t *testing.T) {
 	srv := s3test.Start(t)
 	b := testBucket(t, srv)
 	const n = 1100
-	g, gctx := errgroup.WithContext(context.Background())
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			// Not heartbeats (no ".json"), so that List reads none.
-			name := fmt.Sprintf("%s%s%04d.tmp", b.Prefix, ReplicasDir, i)
-			_, err := b.Client.PutObject(gctx, b.Name, name, bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{})
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	// Not heartbeats (no ".json"), so that List reads none.
+	srv.FillBucket(t, b.Name, n, func(i int) string { return fmt.Sprintf("%s%s%04d.tmp", b.Prefix, ReplicasDir, i) })
 	for i := range 30 {
 		cut := 997 + i%3
 		ctx, cancel := context.WithCancel(context.Background())

@@ -1,14 +1,10 @@
 package state
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
-	"golang.org/x/sync/errgroup"
 )
 
 // TestPartsCancelledBetweenPages: minio-go ends a listing whose context
@@ -20,22 +16,11 @@ import (
 // minio-go either reports the cancel or ends silently, by chance; hence
 // the repeats.
 func TestPartsCancelledBetweenPages(t *testing.T) {
-	c, _ := bucket(t)
+	c, srv := bucket(t)
 	m := c.Manifests(0)
 	const n = 1100
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			// Not parts (no ".json"), so that Parts reads none.
-			name := fmt.Sprintf("%sreplica-%04d.tmp", m.dir("ns", "run"), i)
-			_, err := c.core.PutObject(gctx, c.Bucket(), name, bytes.NewReader([]byte("x")), 1, "", "", minio.PutObjectOptions{})
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	// Not parts (no ".json"), so that Parts reads none.
+	srv.FillBucket(t, c.Bucket(), n, func(i int) string { return fmt.Sprintf("%sreplica-%04d.tmp", m.dir("ns", "run"), i) })
 	for i := range 30 {
 		cut := 997 + i%3
 		lctx, cancel := context.WithCancel(ctx)

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"golang.org/x/sync/errgroup"
-
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/store/s3"
 	"github.com/cachesvc/cachesvc/store/s3/s3test"
@@ -209,19 +206,7 @@ func TestUsageListingCancelledBetweenPages(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	cfg := config(srv, bucket)
 	const n = 1100 // two pages
-	c := srv.Client(t, nil)
-	g, gctx := errgroup.WithContext(context.Background())
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			name := fmt.Sprintf("%s/blobs/%064x", cfg.Prefix, i)
-			_, err := c.PutObject(gctx, bucket, name, bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{})
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	srv.FillBucket(t, bucket, n, func(i int) string { return fmt.Sprintf("%s/blobs/%064x", cfg.Prefix, i) })
 	s := open(t, cfg) // lists the bucket once
 	defer s.Close()
 	before := s.Usage()
