@@ -24,6 +24,11 @@ type Run struct {
 	// arm of a sweep compiled before the cache started paying.
 	FirstHit time.Time `json:"first_hit,omitzero"`
 	Counters Counters  `json:"counters"`
+	// Seq is the admission number of the run's slot (runSlot.seq): the
+	// run table evicts, of the runs last seen in the same second, the
+	// first admitted, and load re-admits the runs in this order so that a
+	// restart keeps it. 0 for Other and in records written before it.
+	Seq uint64 `json:"seq,omitempty"`
 
 	// slot is the run's slot in the run table (see runTable); the record
 	// is folded into Other once the slot is gone.
@@ -212,7 +217,7 @@ func (s *Stats) collectLocked(now time.Time, us Usage) {
 				r = nil
 			}
 			if r == nil {
-				r = &Run{Run: id, FirstSeen: d.first, slot: sl}
+				r = &Run{Run: id, FirstSeen: d.first, Seq: sl.seq, slot: sl}
 				a.runs[id] = r
 			}
 			if d.last.After(r.LastSeen) {

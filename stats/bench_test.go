@@ -54,7 +54,7 @@ func BenchmarkRunTableEvict(b *testing.B) {
 			now := int64(1)
 			for i := range size {
 				now++
-				t.admit(fmt.Sprint("old-", i), nss[i%4], now, true)
+				t.admit(fmt.Sprint("old-", i), nss[i%4], now)
 			}
 			ids := make([]string, b.N)
 			for i := range ids {
@@ -64,7 +64,7 @@ func BenchmarkRunTableEvict(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				now++
-				t.admit(ids[i], nss[i%4], now, true)
+				t.admit(ids[i], nss[i%4], now)
 			}
 		})
 	}

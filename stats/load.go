@@ -291,15 +291,20 @@ func (s *Stats) loadBackendMarks(marks map[string]bool) {
 // totals were. The MaxRuns most recently seen runs get slots, as the run
 // table keeps them while serving (more are on disk only when MaxRuns was
 // lowered, or a crash lost the deletions of evicted runs): the rest are
-// merged into Other too. Each slot is last seen when its run was, so
-// eviction order is the same after a restart. A run idle for longer than
-// RunTTL at load folds into Other at once, as collect folds it while
-// serving: otherwise it held its slot until the first collect, and a new
-// run admitted before then into a full table evicted a run in use.
+// merged into Other too. Each slot is last seen when its run was and
+// keeps its admission number (Run.Seq), so eviction order, ties in the
+// same second included, is the same after a restart. A run idle for
+// longer than RunTTL at load folds into Other at once, as collect folds it
+// while serving: otherwise it held its slot until the first collect, and a
+// new run admitted before then into a full table evicted a run in use.
 func (s *Stats) loadRuns(runs []Run) {
 	a := &s.agg
+	// Most recently seen first, as the run table orders slots: by the
+	// second (runSlot.last), then the later admitted; the rest only
+	// orders records written before Run.Seq.
 	slices.SortFunc(runs, func(x, y Run) int {
-		return cmp.Or(y.LastSeen.Compare(x.LastSeen), strings.Compare(x.Run, y.Run))
+		return cmp.Or(cmp.Compare(y.LastSeen.Unix(), x.LastSeen.Unix()), cmp.Compare(y.Seq, x.Seq),
+			y.LastSeen.Compare(x.LastSeen), strings.Compare(x.Run, y.Run))
 	})
 	idle := func(r *Run) bool { return a.started.Sub(r.LastSeen) > s.cfg.RunTTL }
 	keep := make(map[string]bool, min(len(runs), s.cfg.MaxRuns))
@@ -308,7 +313,8 @@ func (s *Stats) loadRuns(runs []Run) {
 			keep[r.Run] = true
 		}
 	}
-	// Oldest first, so that admission order breaks ties as it did.
+	// Oldest first, so that a record without a Seq is numbered after the
+	// runs seen before it.
 	for _, r := range slices.Backward(runs) {
 		from := r.Run
 		if r.Counters.clampNegative() {
@@ -328,8 +334,9 @@ func (s *Stats) loadRuns(runs []Run) {
 			if len(nss) > 0 {
 				ns = nss[0]
 			}
-			r.slot = s.runs.admit(from, ns, r.LastSeen.Unix(), false)
+			r.slot = s.runs.readmit(from, ns, r.LastSeen.Unix(), r.Seq)
 		}
+		r.Seq = r.slot.seq // 0 for Other
 		r.Run = r.slot.name
 		if r.Run != from {
 			if !idle(&r) || !validRun(from) {

@@ -55,7 +55,8 @@ type runSlot struct {
 	// after a restart; guarded by runTable.mu.
 	ns string
 	// seq orders slots last seen in the same second: the earlier
-	// admitted is evicted first. Guarded by runTable.mu.
+	// admitted is evicted first. Set before the slot is published and
+	// never changed; persisted as Run.Seq.
 	seq uint64
 	// key and idx place the slot in runTable.lru (see runLRU); guarded by
 	// runTable.mu.
@@ -81,12 +82,11 @@ func (t *runTable) slot(run, ns string, now int64) *runSlot {
 	if run == Other || !validRun(run) {
 		return t.other
 	}
-	return t.admit(run, ns, now, true)
+	return t.admit(run, ns, now)
 }
 
-// admit gives run (valid) a slot, evicting one when the table is full and
-// evict is set; without evict (loading) a full table returns Other.
-func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
+// admit gives run (valid) a slot, evicting one when the table is full.
+func (t *runTable) admit(run, ns string, now int64) *runSlot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if sl := t.slots[run]; sl != nil {
@@ -96,14 +96,37 @@ func (t *runTable) admit(run, ns string, now int64, evict bool) *runSlot {
 		return t.other
 	}
 	if len(t.slots) >= t.max {
-		if !evict {
-			return t.other
-		}
 		t.evictLocked()
 	}
 	t.seq++
-	sl := &runSlot{name: strings.Clone(run), ns: ns, seq: t.seq}
-	sl.last.Store(now)
+	return t.addLocked(run, ns, now, t.seq)
+}
+
+// readmit gives run (valid) a slot at load, admitted as number seq (its
+// Run.Seq; 0, from a record written before it, takes the next number),
+// unless the table is full: then it returns Other. Later admissions are
+// numbered after every seq readmitted, so that the order of runs last seen
+// in the same second survives a restart.
+func (t *runTable) readmit(run, ns string, last int64, seq uint64) *runSlot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sl := t.slots[run]; sl != nil {
+		return sl
+	}
+	if t.max <= 0 || len(t.slots) >= t.max {
+		return t.other
+	}
+	if seq == 0 {
+		seq = t.seq + 1
+	}
+	t.seq = max(t.seq, seq)
+	return t.addLocked(run, ns, last, seq)
+}
+
+// addLocked makes run's slot, admitted as number seq, last seen at last.
+func (t *runTable) addLocked(run, ns string, last int64, seq uint64) *runSlot {
+	sl := &runSlot{name: strings.Clone(run), ns: ns, seq: seq}
+	sl.last.Store(last)
 	t.slots[sl.name] = sl
 	t.lru.add(sl)
 	t.known.Store(sl.name, sl)
