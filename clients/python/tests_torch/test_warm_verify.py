@@ -4,9 +4,9 @@ CACHESVC_VERIFY_KEY) and --token-file.
 
 The blob stored here is bytes torch cannot read: one whose signature does
 not verify is refused before torch sees it (load exits 3); one that does
-reaches torch, which (2.15) logs that the bytes are corrupted and loads
-nothing ("loaded ...: {}"), or fails (load exits 4). That tells the two
-apart without a compile.
+reaches torch, which (2.15) logs that the bytes are corrupted and returns
+None: load exits 4 (torch could not read it). That tells the two apart
+without a compile.
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ def test_warm_torch_verify_key(signed: Any, tmp_path: Path, flags: list[str], en
                          env=clean_env(extra), capture_output=True, text=True, timeout=300, cwd=PY_DIR)
     if verifies:
         assert "signature" not in res.stderr, res.stderr
-        assert ((res.returncode == 0 and "loaded" in res.stdout) or "exited with status 4" in res.stderr), \
-            (res.returncode, res.stdout, res.stderr)
+        assert res.returncode == 1, (res.stdout, res.stderr)
+        assert "exited with status 4" in res.stderr and "torch could not read the 21-byte blob" in res.stderr, \
+            res.stderr
     else:
         assert res.returncode == 1, (res.stdout, res.stderr)
         assert "exited with status 3" in res.stderr and "signature does not match" in res.stderr, res.stderr

@@ -104,6 +104,12 @@ def load_blob(client: Client, run: str, *, timeout: float, first_byte_timeout: f
     except Exception as exc:  # noqa: BLE001 - a blob torch cannot read is no blob
         return LoadResult(TORCH_ERROR, key=res.key, size=len(res.value), seconds=time.monotonic() - t0,
                           error=f"{type(exc).__name__}: {exc}")
+    if info is None:
+        # torch logs why (2.15: "checksum does not match") and returns None
+        # instead of raising: that is a blob it could not read, not a load.
+        return LoadResult(TORCH_ERROR, key=res.key, size=len(res.value), seconds=time.monotonic() - t0,
+                          error=f"torch could not read the {len(res.value)}-byte blob "
+                                f"(load_cache_artifacts returned None; torch's log above says why)")
     return LoadResult(LOADED, key=res.key, size=len(res.value), seconds=time.monotonic() - t0,
                       info=info, artifacts=artifact_counts(info))
 
