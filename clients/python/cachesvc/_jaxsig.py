@@ -18,7 +18,15 @@ log = logging.getLogger("cachesvc.jax")
 
 
 def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
-    """The XLA flags JAX hashes into its key (same sources, same exclusions)."""
+    """The XLA flags JAX hashes into its key (same sources, same exclusions),
+    in the order they are given: not sorted, as JAX sorts them.
+
+    A flag given twice takes its last value, so ``--f=true --f=false`` and
+    ``--f=false --f=true`` compile differently; sorted whole strings make the
+    two one key (a launcher appending an override to ``LIBTPU_INIT_ARGS``,
+    whose flags are in no compile option, got another job's executable). The
+    ``xla`` plugin sorts flags by name with a stable sort: the order of
+    distinct names does not matter, the order of repeats stays in the key."""
     flags: list[str] = []
     for var in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
         v = os.getenv(var)
@@ -27,7 +35,7 @@ def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
     for arg in sys.argv:
         if arg.startswith("--xla") or any(arg.startswith(p) for p in extra_prefixes):
             flags.append(arg)
-    return sorted(f for f in flags if f.split("=")[0] not in excluded)
+    return [f for f in flags if f.split("=")[0] not in excluded]
 
 
 def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any,
