@@ -60,7 +60,14 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
             m = ck._remove_callbacks(module.operation.clone(), ignore_callbacks)
         meta_flag = getattr(jcfg, "compilation_cache_include_metadata_in_key", None)
         include_meta = bool(meta_flag.value) if meta_flag is not None else False
-        text = m.operation.get_asm(enable_debug_info=include_meta)
+        text = m.operation.get_asm(enable_debug_info=False)
+        # With jax_compilation_cache_include_metadata_in_key the user asks
+        # that names and source locations tell programs apart, as in JAX's
+        # own key: the executable carries them (HLO metadata: profiles, error
+        # messages). The plugin drops them from the module text, so they go
+        # in as a digest of the text with debug info.
+        metadata = hashlib.sha256(m.operation.get_asm(enable_debug_info=True).encode()).hexdigest() \
+            if include_meta else ""
 
     # JAX points XLA's own caches (autotune results, GPU kernels) into
     # jax_compilation_cache_dir, so its key depends on that directory's path.
@@ -100,6 +107,8 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
     hook = ck.custom_hook() if hasattr(ck, "custom_hook") else ""
     if hook:
         extra["custom_hook"] = hook
+    if metadata:
+        extra["metadata"] = metadata
     return {
         "backend": "xla",
         "module": text,
