@@ -24,7 +24,7 @@ def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
     A flag given twice takes its last value, so ``--f=true --f=false`` and
     ``--f=false --f=true`` compile differently; sorted whole strings make the
     two one key (a launcher appending an override to ``LIBTPU_INIT_ARGS``,
-    whose flags are in no compile option, got another job's executable). The
+    whose flags are in no compile option, could get another job's executable). The
     ``xla`` plugin sorts flags by name with a stable sort: the order of
     distinct names does not matter, the order of repeats stays in the key."""
     flags: list[str] = []
