@@ -18,7 +18,15 @@ log = logging.getLogger("cachesvc.jax")
 
 
 def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
-    """The XLA flags JAX hashes into its key (same sources, same exclusions)."""
+    """The XLA flags JAX hashes into its key (same sources, same exclusions),
+    in the order they are given: not sorted, as JAX sorts them.
+
+    A flag given twice takes its last value, so ``--f=true --f=false`` and
+    ``--f=false --f=true`` compile differently; sorted whole strings make the
+    two one key (a launcher appending an override to ``LIBTPU_INIT_ARGS``,
+    whose flags are in no compile option, could get another job's executable). The
+    ``xla`` plugin sorts flags by name with a stable sort: the order of
+    distinct names does not matter, the order of repeats stays in the key."""
     flags: list[str] = []
     for var in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
         v = os.getenv(var)
@@ -27,7 +35,7 @@ def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
     for arg in sys.argv:
         if arg.startswith("--xla") or any(arg.startswith(p) for p in extra_prefixes):
             flags.append(arg)
-    return sorted(f for f in flags if f.split("=")[0] not in excluded)
+    return [f for f in flags if f.split("=")[0] not in excluded]
 
 
 def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any,
@@ -52,7 +60,14 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
             m = ck._remove_callbacks(module.operation.clone(), ignore_callbacks)
         meta_flag = getattr(jcfg, "compilation_cache_include_metadata_in_key", None)
         include_meta = bool(meta_flag.value) if meta_flag is not None else False
-        text = m.operation.get_asm(enable_debug_info=include_meta)
+        text = m.operation.get_asm(enable_debug_info=False)
+        # With jax_compilation_cache_include_metadata_in_key the user asks
+        # that names and source locations tell programs apart, as in JAX's
+        # own key: the executable carries them (HLO metadata: profiles, error
+        # messages). The plugin drops them from the module text, so they go
+        # in as a digest of the text with debug info.
+        metadata = hashlib.sha256(m.operation.get_asm(enable_debug_info=True).encode()).hexdigest() \
+            if include_meta else ""
 
     # JAX points XLA's own caches (autotune results, GPU kernels) into
     # jax_compilation_cache_dir, so its key depends on that directory's path.
@@ -92,6 +107,8 @@ def _xla_signature(module: Any, devices: Any, compile_options: Any, backend: Any
     hook = ck.custom_hook() if hasattr(ck, "custom_hook") else ""
     if hook:
         extra["custom_hook"] = hook
+    if metadata:
+        extra["metadata"] = metadata
     return {
         "backend": "xla",
         "module": text,

@@ -177,6 +177,31 @@ def prog_sharded(report: dict) -> None:
     report["digest"] = digest(w, y, losses)
 
 
+def prog_numerics(report: dict) -> None:
+    """Programs whose results change with code-generation settings (fast math,
+    x64): a hit across settings shows as another digest. Settings from the
+    environment: JAXPROG_COMPILER_OPTIONS (JSON, every jit's compiler_options)
+    and JAXPROG_LATE_XLA_FLAGS (XLA_FLAGS set after XLA has read it: ignored
+    by XLA, seen by the keys)."""
+    late = os.environ.get("JAXPROG_LATE_XLA_FLAGS")
+    if late is not None:
+        jax.devices()  # the backend reads XLA_FLAGS here, once
+        os.environ["XLA_FLAGS"] = late
+    opts = json.loads(os.environ.get("JAXPROG_COMPILER_OPTIONS") or "null")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(4099).astype(np.float32)
+
+    def transcendental(a):
+        return jnp.exp(a), jnp.log1p(jnp.abs(a)), jnp.tanh(a), jax.nn.gelu(a)
+
+    def random_normal(seed):
+        return jax.random.normal(jax.random.key(seed), (1000,))
+
+    outs = [jax.jit(transcendental, compiler_options=opts)(x),
+            jax.jit(random_normal, compiler_options=opts)(np.uint32(7))]
+    report["digest"] = digest(outs)
+
+
 def prog_outage(report: dict) -> None:
     """Compiles in two phases; between them the test kills the server."""
     go = os.environ["CACHESVC_TEST_GO_FILE"]
@@ -207,7 +232,8 @@ def prog_outage(report: dict) -> None:
     report["digest"] = digest(params, losses)
 
 
-PROGRAMS = {"mlp": prog_mlp, "canonical": prog_canonical, "sharded": prog_sharded, "outage": prog_outage}
+PROGRAMS = {"mlp": prog_mlp, "canonical": prog_canonical, "sharded": prog_sharded, "outage": prog_outage,
+            "numerics": prog_numerics}
 
 
 def main() -> None:
