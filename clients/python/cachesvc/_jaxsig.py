@@ -19,7 +19,7 @@ log = logging.getLogger("cachesvc.jax")
 
 def _xla_flags(extra_prefixes: list[str], excluded: list[str]) -> list[str]:
     """The XLA flags JAX hashes into its key (same sources, same exclusions),
-    in the order they are given: not sorted, as JAX sorts them.
+    in the order they are given (JAX's own key sorts them; ours does not).
 
     A flag given twice takes its last value, so ``--f=true --f=false`` and
     ``--f=false --f=true`` compile differently; sorted whole strings make the
