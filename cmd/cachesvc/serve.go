@@ -409,7 +409,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
 		lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
 		close:    func(context.Context) error { return sts.Close() },
-		needsDir: true})
+		needsDir: true,
+		dirErr:   sts.DirErr}) // read-only alone, the data directory's look passes
 	admitConfigured(sts, o.quotas)                     // namespaces.go
 	hooks.attach(sts)                                  // after admitting: counted under their namespaces
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go
