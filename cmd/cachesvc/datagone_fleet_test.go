@@ -108,6 +108,10 @@ func TestSIGTERMStatsCloseFailsQueueReported(t *testing.T) {
 	// A flush puts the counts into the statistics' memtable, which their
 	// Close must then write into a table file.
 	time.Sleep(stats.DefaultFlushInterval + time.Second)
+	// The uploaders' retries meanwhile are logged once, and counted.
+	if n := metricSum(t, p, "cachesvc_upload_retries_total"); n < 1 {
+		t.Errorf("cachesvc_upload_retries_total = %v after S3 was down for %s with 3 entries queued, want at least 1", n, stats.DefaultFlushInterval)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
