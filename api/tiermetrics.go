@@ -19,7 +19,8 @@ import (
 // upload_dropped); and, read at scrape time from the store,
 // cachesvc_tier_gets_total{result} (hot_hit, shared_fetch, collapsed, miss),
 // cachesvc_shared_tier_up, cachesvc_upload_queue_entries,
-// cachesvc_upload_queue_bytes and cachesvc_upload_queue_oldest_seconds. Set
+// cachesvc_upload_queue_bytes, cachesvc_upload_queue_oldest_seconds and
+// cachesvc_upload_retries_total. Set
 // Observe as tiered.Config.Observe, then Watch the store, and register it on
 // the server's registry. It is safe for concurrent use.
 type TierMetrics struct {
@@ -90,6 +91,11 @@ var (
 	descQueueLen    = prometheus.NewDesc("cachesvc_upload_queue_entries", "Entries waiting in the write-behind upload queue.", nil, nil)
 	descQueueBytes  = prometheus.NewDesc("cachesvc_upload_queue_bytes", "Bytes waiting in the write-behind upload queue.", nil, nil)
 	descQueueOldest = prometheus.NewDesc("cachesvc_upload_queue_oldest_seconds", "Age of the oldest entry in the write-behind upload queue; 0 when empty.", nil, nil)
+	// The uploaders log a spell of failures once, not each retry: this
+	// counts them, those that never reached the shared tier (the queue's
+	// directory gone) included, which cachesvc_shared_tier_errors_total
+	// does not.
+	descRetries = prometheus.NewDesc("cachesvc_upload_retries_total", "Failed uploads from the write-behind queue that are retried (the shared tier unavailable, the queue's directory gone).", nil, nil)
 )
 
 // Describe sends the descriptors.
@@ -97,7 +103,7 @@ func (m *TierMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range []prometheus.Collector{m.duration, m.bytes, m.errs, m.misses, m.events} {
 		c.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{descTierGets, descSharedUp, descQueueLen, descQueueBytes, descQueueOldest} {
+	for _, d := range []*prometheus.Desc{descTierGets, descSharedUp, descQueueLen, descQueueBytes, descQueueOldest, descRetries} {
 		ch <- d
 	}
 }
@@ -126,4 +132,5 @@ func (m *TierMetrics) Collect(ch chan<- prometheus.Metric) {
 		oldest = time.Since(s.OldestQueued).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(descQueueOldest, prometheus.GaugeValue, oldest)
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.UploadRetries))
 }

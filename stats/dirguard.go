@@ -8,14 +8,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dirErr reports whether the statistics directory can take a flush: nil,
-// or an error naming it, while it is gone or the process may not write it
-// (a chmod, a read-only remount of --data). Badger needs the directory
-// when a memtable fills; where it cannot create the next one it fails for
-// good and ends the process at the next write (see store.Badger.DirErr),
-// so flush looks first. An access(2), no I/O; in memory there is nothing
-// to look at.
-func (s *Stats) dirErr() error {
+// DirErr reports whether the statistics directory can take a flush: nil,
+// or an error that reads "the statistics directory DIR is gone or not
+// writable: ...", while it is gone or the process may not write it (a
+// chmod, a read-only remount of --data or of the directory alone). Badger
+// needs the directory when a memtable fills; where it cannot create the
+// next one it fails for good and ends the process at the next write (see
+// store.Badger.DirErr), so a flush looks first; and Close then never
+// returns (it retries its flush into the directory every second), so a
+// caller that must not hang looks before it closes. An access(2), no I/O;
+// in memory there is nothing to look at.
+func (s *Stats) DirErr() error {
 	if s.cfg.Dir == "" {
 		return nil
 	}

@@ -93,7 +93,7 @@ func (s *Stats) flush() error {
 	// The dirty state stays in the aggregate, to be saved by the first
 	// flush that can: a write Badger cannot complete ends the process
 	// (dirguard.go).
-	err := s.dirErr()
+	err := s.DirErr()
 	s.noteDir(err)
 	if err != nil {
 		s.trimUnsaved(s.cfg.Now())

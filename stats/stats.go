@@ -231,7 +231,9 @@ func Open(cfg Config) (*Stats, error) {
 }
 
 // Close flushes everything recorded and closes the database. Recording after
-// Close is ignored.
+// Close is ignored. While the directory cannot be written (DirErr), Close
+// saves nothing and does not return once the database holds unsaved
+// writes: Badger retries its flush into the directory for good.
 func (s *Stats) Close() error {
 	if s.closed.Swap(true) {
 		return nil

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/stats"
 	"github.com/cachesvc/cachesvc/store/storetest"
 )
 
@@ -73,5 +76,65 @@ func TestSIGTERMDataDirGoneQueueReported(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSIGTERMStatsCloseFailsQueueReported stops a write-behind fleet
+// replica whose statistics cannot close for a reason the look at the
+// directories does not see (a full disk, an I/O error: here, directories
+// where Badger's next table files go, so that its flush fails and retries
+// for good), while its upload queue holds entries the shared tier never
+// got (S3 is down). The exit must still report the queue, and name the
+// statistics as not closed. Before, the shared tier closed after the
+// statistics: their Close held it until --shutdown-grace + 5s, and the exit
+// named the shared tier as not closed instead of reporting the queue.
+func TestSIGTERMStatsCloseFailsQueueReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test skipped in -short mode")
+	}
+	f := newFleet(t)
+	data := filepath.Join(t.TempDir(), "data")
+	p := f.replicaAt(t, data, "--write-mode", "behind", "--shutdown-grace", "1s")
+	f.s3.Stop()
+	defer f.s3.Restart(t)
+	for i := range 3 {
+		if code, _ := putEntry(p, storeKey(fmt.Sprint("statsfail", i)), uint64(i), 1000); code != http.StatusCreated {
+			t.Fatalf("PUT %d with S3 down = %d, want 201 (queued):\n%s", i, code, p.stderr.String())
+		}
+	}
+	for i := 1; i <= 20; i++ {
+		if err := os.Mkdir(filepath.Join(data, "stats", fmt.Sprintf("%06d.sst", i)), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			t.Fatal(err)
+		}
+	}
+	// A flush puts the counts into the statistics' memtable, which their
+	// Close must then write into a table file.
+	time.Sleep(stats.DefaultFlushInterval + time.Second)
+	// The uploaders' retries meanwhile are logged once, and counted.
+	if n := metricSum(t, p, "cachesvc_upload_retries_total"); n < 1 {
+		t.Errorf("cachesvc_upload_retries_total = %v after S3 was down for %s with 3 entries queued, want at least 1", n, stats.DefaultFlushInterval)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("serve did not exit within a minute of SIGTERM:\n%s", p.stderr.String())
+	}
+	stderr := p.stderr.String()
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		`"level":"WARN","msg":"upload queue not empty at shutdown: these entries are on this replica's disk only`, `"entries":3`,
+		"not closed by the end of --shutdown-grace + 5s: statistics " + filepath.Join(data, "stats") + " (",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %s:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "shared tier (upload queue") {
+		t.Errorf("the shared tier was not closed:\n%s", stderr)
 	}
 }

@@ -394,22 +394,28 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		lost:     "access times of its last " + store.DefaultFlushInterval.String() + ", which order evictions",
 		close:    func(context.Context) error { return stores.close() },
 		needsDir: true})
+	sts, err := openStats(o.Data, stores.api, logger) // stats.go
+	if err == nil {
+		closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
+			lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
+			close:    func(context.Context) error { return sts.Close() },
+			needsDir: true,
+			dirErr:   sts.DirErr}) // read-only alone, the data directory's look passes
+	}
 	if stores.tiered != nil {
-		// Closed before the hot tier, and whether or not that can
-		// close: its Close logs what the upload queue still holds, the
-		// acknowledged entries that never reached the bucket.
+		// Closed before the hot tier, whether or not that can close, and
+		// before the statistics, whatever their Close does (it may
+		// retry its flush until the deadline): its Close logs what the
+		// upload queue still holds, the acknowledged entries that never
+		// reached the bucket. The statistics' last sample of the store
+		// reads the shared tier's usage from memory.
 		closing.add(closeStep{what: "shared tier (upload queue " + filepath.Join(o.Data, "upload-queue") + ")",
 			lost:  "the report of the entries still queued for upload, which stay on disk for the next start",
 			close: func(context.Context) error { return stores.tiered.CloseShared() }})
 	}
-	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err != nil {
 		return err
 	}
-	closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
-		lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
-		close:    func(context.Context) error { return sts.Close() },
-		needsDir: true})
 	admitConfigured(sts, o.quotas)                     // namespaces.go
 	hooks.attach(sts)                                  // after admitting: counted under their namespaces
 	leases, runs := lease.Config{}, runsConfig(o.Data) // runs.go

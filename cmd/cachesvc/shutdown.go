@@ -32,10 +32,15 @@ type closeStep struct {
 	// needsDir marks a Badger database in the data directory. Its Close
 	// flushes the memtable into a new table file there and, when that
 	// cannot be created, retries every second for good; so while the
-	// directory is gone or not writable (closer.dirErr) closeAll does not
-	// run it: it would save nothing, and serve would wait out the whole
-	// --shutdown-grace + closeMargin for it.
+	// directory is gone or not writable (closer.dirErr, or dirErr below)
+	// closeAll does not run it: it would save nothing, and serve would
+	// wait out the whole --shutdown-grace + closeMargin for it.
 	needsDir bool
+	// dirErr, for a needsDir step whose database has a directory of its
+	// own in the data directory (the statistics' <data>/stats), reports
+	// why that one cannot be written, or nil: it can be made read-only
+	// alone, and the data directory's look (closer.dirErr) passes then.
+	dirErr func() error
 }
 
 // closer closes what serve opened, last opened first, within a deadline.
@@ -54,13 +59,14 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // store closes after them), and the apart steps beside them. It returns by
 // deadline whatever happens: a step that has not returned by then is left
 // running (the process is about to exit) and named in the error with those
-// never reached, with what is lost, and why when the data directory is gone
-// or not writable. A needsDir step reached while the directory is gone or
-// not writable is not run, and named with what is lost; the others still
-// close in order; one whose directory goes while it closes is no longer
-// waited for (closeWatchingDir), and named alike. Errors the steps return
-// are joined to it. A data directory gone or not writable is an error even
-// when everything closed.
+// never reached, with what is lost, and why when the data directory (or a
+// step's own directory in it, closeStep.dirErr) is gone or not writable. A
+// needsDir step reached while its directory is gone or not writable is not
+// run, and named with what is lost; the others still close in order; one
+// whose directory goes while it closes is no longer waited for
+// (closeWatchingDir), and named alike. Errors the steps return are joined
+// to it. A directory gone or not writable is an error even when everything
+// closed.
 func (c *closer) closeAll(deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -83,11 +89,11 @@ func (c *closer) closeAll(deadline time.Time) error {
 		for _, i := range ordered {
 			// Looked at as each is reached: a directory deleted
 			// while an earlier step closed counts too.
-			if c.steps[i].needsDir && c.dirErr != nil && c.dirErr() != nil {
+			if c.steps[i].needsDir && c.stepDirErr(c.steps[i]) != nil {
 				results <- result{i: i, skipped: true}
 				continue
 			}
-			if c.steps[i].needsDir && c.dirErr != nil {
+			if c.steps[i].needsDir && (c.dirErr != nil || c.steps[i].dirErr != nil) {
 				abandoned, err := c.closeWatchingDir(ctx, c.steps[i])
 				results <- result{i: i, err: err, abandoned: abandoned}
 				continue
@@ -122,10 +128,7 @@ wait:
 			stuck = append(stuck, c.steps[i].lostText())
 		}
 	}
-	var derr error
-	if c.dirErr != nil {
-		derr = c.dirErr()
-	}
+	derr := c.brokenDirs()
 	var parts []string
 	if len(skipped) > 0 {
 		parts = append(parts, "Not closed (closing would wait for good to write into the directory): "+strings.Join(skipped, "; "))
@@ -174,7 +177,7 @@ func (c *closer) closeWatchingDir(ctx context.Context, s closeStep) (abandoned b
 		case err := <-done:
 			return false, err
 		case <-tick.C:
-			if c.dirErr() != nil {
+			if c.stepDirErr(s) != nil {
 				return true, nil
 			}
 		case <-ctx.Done():
@@ -182,6 +185,54 @@ func (c *closer) closeWatchingDir(ctx context.Context, s closeStep) (abandoned b
 			return false, <-done
 		}
 	}
+}
+
+// stepDirErr reports why a needsDir step's directory cannot be written:
+// the data directory's error (closer.dirErr) first, then the step's own
+// directory's, or nil.
+func (c *closer) stepDirErr(s closeStep) error {
+	if c.dirErr != nil {
+		if err := c.dirErr(); err != nil {
+			return err
+		}
+	}
+	if s.dirErr != nil {
+		return s.dirErr()
+	}
+	return nil
+}
+
+// brokenDirs reports why the data directory cannot be written or, when it
+// can, why the steps' own directories cannot (joined, in the order the
+// steps were added), or nil: the cause the exit leads with. A directory of
+// a step's own is inside the data directory, so when that one is gone its
+// error says all.
+func (c *closer) brokenDirs() error {
+	if c.dirErr != nil {
+		if err := c.dirErr(); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, s := range c.steps {
+		if s.dirErr == nil {
+			continue
+		}
+		if err := s.dirErr(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; ")) // one line, as the exit prints it
 }
 
 // lostText names the step and what is lost when it does not close.

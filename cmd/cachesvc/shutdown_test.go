@@ -25,6 +25,9 @@ func TestCloseAll(t *testing.T) {
 	gone := func() error {
 		return errors.New("the data directory /d is gone or not writable: stat /d: no such file or directory")
 	}
+	statsRO := func() error {
+		return errors.New("the statistics directory /d/stats is gone or not writable: access /d/stats: read-only file system")
+	}
 	tests := []struct {
 		name  string
 		steps []closeStep // added in this order: closed from the last
@@ -56,6 +59,13 @@ func TestCloseAll(t *testing.T) {
 				{what: "memo", lost: "results", close: fails}},
 			want: []string{"the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (closing would wait for good to write into the directory): stats /d/stats (counters); store /d (access times)",
 				"close memo: disk on fire"}},
+		// <data>/stats made read-only alone: the data directory's look
+		// passes, the statistics' own fails.
+		{name: "a step whose own directory is not writable is not run", dirErr: func() error { return nil }, deadline: 10 * time.Second,
+			steps: []closeStep{
+				{what: "store /d", lost: "access times", close: ok, needsDir: true},
+				{what: "stats /d/stats", lost: "counters", close: notCalled, needsDir: true, dirErr: statsRO}},
+			want: []string{"the statistics directory /d/stats is gone or not writable: access /d/stats: read-only file system. Not closed (closing would wait for good to write into the directory): stats /d/stats (counters)"}},
 		{name: "a step that needs the directory closes while it is there", dirErr: func() error { return nil },
 			steps: []closeStep{{what: "store /d", close: ok, needsDir: true}}, wantNil: true},
 		{name: "an apart step does not wait its turn", dirErr: gone,
@@ -125,40 +135,62 @@ func TestCloseAllOrder(t *testing.T) {
 	}
 }
 
-// TestCloseAllDirGoneWhileClosing removes the data directory while a step
-// that needs it is already closing (Badger's Close then retries its flush
-// into the directory for good): closeAll must stop waiting for that step
-// as soon as it sees the directory gone, name it with what is lost, and
-// still close the steps after it that do not need the directory. Before,
-// it waited for the step until its deadline (--shutdown-grace + 5s).
+// TestCloseAllDirGoneWhileClosing removes the data directory (or makes a
+// step's own directory in it read-only) while a step that needs it is
+// already closing (Badger's Close then retries its flush into the directory
+// for good): closeAll must stop waiting for that step as soon as it sees
+// the directory gone, name it with what is lost, and still close the steps
+// after it that do not need the directory. Before, it waited for the step
+// until its deadline (--shutdown-grace + 5s); for a step's own directory
+// (<data>/stats read-only alone) it still did.
 func TestCloseAllDirGoneWhileClosing(t *testing.T) {
-	var broken atomic.Bool
-	c := closer{dirErr: func() error {
-		if broken.Load() {
-			return errors.New("the data directory /d is gone or not writable: stat /d: no such file or directory")
-		}
-		return nil
-	}}
-	memoClosed := make(chan struct{})
-	c.add(closeStep{what: "memo", lost: "results", close: func(context.Context) error { close(memoClosed); return nil }})
-	c.add(closeStep{what: "store /d", lost: "access times", needsDir: true, close: func(ctx context.Context) error {
-		broken.Store(true) // rm -rf, while Badger flushes
-		select {}          // as Badger's Close does then
-	}})
-	// Long enough that reaching it is waiting out the deadline, not
-	// seeing the directory gone.
-	const deadline = 20 * time.Second
-	err := c.closeAll(time.Now().Add(deadline))
-	if err == nil {
-		t.Fatal("closeAll: nil, want an error naming the store")
+	tests := []struct {
+		name string
+		own  bool // the step's own directory breaks, not the data directory
+		want string
+	}{
+		{"data directory", false, "the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): store /d (access times)"},
+		{"own directory", true, "the statistics directory /d/stats is gone or not writable: access /d/stats: read-only file system. Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): store /d (access times)"},
 	}
-	want := "the data directory /d is gone or not writable: stat /d: no such file or directory. Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): store /d (access times)"
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("closeAll: %q\nlacks %q", err, want)
-	}
-	select {
-	case <-memoClosed:
-	default:
-		t.Error("the step after the one the directory broke under was not closed")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var broken atomic.Bool
+			look := func(msg string) func() error {
+				return func() error {
+					if broken.Load() {
+						return errors.New(msg)
+					}
+					return nil
+				}
+			}
+			dataErr, ownErr := look("the data directory /d is gone or not writable: stat /d: no such file or directory"), look("the statistics directory /d/stats is gone or not writable: access /d/stats: read-only file system")
+			if tc.own {
+				dataErr = func() error { return nil }
+			} else {
+				ownErr = nil
+			}
+			c := closer{dirErr: dataErr}
+			memoClosed := make(chan struct{})
+			c.add(closeStep{what: "memo", lost: "results", close: func(context.Context) error { close(memoClosed); return nil }})
+			c.add(closeStep{what: "store /d", lost: "access times", needsDir: true, dirErr: ownErr, close: func(ctx context.Context) error {
+				broken.Store(true) // rm -rf or a read-only remount, while Badger flushes
+				select {}          // as Badger's Close does then
+			}})
+			// Long enough that reaching it is waiting out the deadline,
+			// not seeing the directory gone.
+			const deadline = 20 * time.Second
+			err := c.closeAll(time.Now().Add(deadline))
+			if err == nil {
+				t.Fatal("closeAll: nil, want an error naming the store")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("closeAll: %q\nlacks %q", err, tc.want)
+			}
+			select {
+			case <-memoClosed:
+			default:
+				t.Error("the step after the one the directory broke under was not closed")
+			}
+		})
 	}
 }

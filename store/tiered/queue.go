@@ -89,6 +89,7 @@ type queue struct {
 	wake     chan struct{}
 	hurry    chan struct{} // closed by Flush (flush.go)
 	hurried  sync.Once
+	spell    failSpell // upload.go
 }
 
 func openQueue(s *Store, dir string) (*queue, error) {

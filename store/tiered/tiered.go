@@ -483,6 +483,10 @@ func (s *Store) CloseShared() error {
 		if n, b, oldest := s.q.depth(); n > 0 {
 			attrs := []any{"dir", s.cfg.QueueDir, "entries", n, "bytes", b, "oldest", oldest.UTC().Format(time.RFC3339),
 				"oldest_entries", s.q.oldestNames(closeNamed)}
+			if n := s.q.spell.pending(); n > 0 {
+				// Still failing: how long it has been trying.
+				attrs = append(attrs, "retries", n)
+			}
 			if err := s.queueDirErr(); err != nil {
 				// The data directory was wiped under the process: no
 				// restart will find them, and the log must not say so.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cachesvc/cachesvc/store"
@@ -40,14 +42,16 @@ func (q *queue) uploader() {
 		if err == nil || permanent(err) {
 			q.release(it, true)
 			backoff = 0
+			if err == nil {
+				q.spell.succeeded(q.s.log)
+			}
 			continue
 		}
 		q.release(it, false)
 		q.s.n.uploadRetries.Add(1)
 		backoff = min(max(2*backoff, minBackoff), maxBackoff)
 		wait, hurry := q.backoff(backoff)
-		q.s.log.Warn("upload to the shared tier failed; retrying", "namespace", it.rec.Namespace, "key", it.rec.Key,
-			"backoff", wait, "err", err)
+		q.spell.failed(q.s.log, it, wait, err)
 		select {
 		case <-ctx.Done():
 			return
@@ -55,6 +59,67 @@ func (q *queue) uploader() {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// failSpell says once that uploads fail, not at every retry: each
+// uploader retries every 30 s at most for as long as the shared tier is
+// down or the queue's directory is gone (until exit, then), and a WARN line
+// per retry filled the log with the same line. A spell begins at a
+// failure after a success (or at the start) and ends at the next success;
+// its first failure is logged at WARN, and again when the queue's
+// directory is found gone (the cause that loses data), every retry at
+// DEBUG, and its end at INFO with the retries it took. The queue's
+// uploaders share it. Safe for concurrent use.
+type failSpell struct {
+	mu      sync.Mutex
+	failing bool
+	gone    bool // the spell has logged the queue's directory gone
+	retries int64
+	since   time.Time
+}
+
+// failed counts a failed upload of it that will be retried after wait,
+// and logs it (see failSpell).
+func (f *failSpell) failed(log *slog.Logger, it *qitem, wait time.Duration, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retries++
+	gone := errors.Is(err, errQueueGone)
+	attrs := []any{"namespace", it.rec.Namespace, "key", it.rec.Key, "backoff", wait, "err", err}
+	// The directory gone is news within a spell; it does not come
+	// back (a restart makes the queue anew), so a shared-tier failure
+	// after it is not: uploaders that had opened a body before the
+	// removal go on failing at the shared tier for a while.
+	if f.failing && (f.gone || !gone) {
+		log.Debug("upload to the shared tier failed; retrying", attrs...)
+		return
+	}
+	if !f.failing {
+		f.failing, f.since = true, time.Now()
+	}
+	f.gone = gone
+	log.Warn("uploads to the shared tier fail; retrying with a backoff of up to "+maxBackoff.String()+
+		" (further failures are logged at debug, and the next success at info)",
+		append(attrs, "retries", f.retries)...)
+}
+
+// succeeded ends a spell of failures, if any, saying so with the retries
+// it took.
+func (f *failSpell) succeeded(log *slog.Logger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.failing {
+		return
+	}
+	log.Info("uploads to the shared tier succeed again", "retries", f.retries, "failing_for", time.Since(f.since).Round(time.Millisecond))
+	f.failing, f.gone, f.retries = false, false, 0
+}
+
+// pending returns the retries of the spell of failures going on, or 0.
+func (f *failSpell) pending() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retries
 }
 
 // errQueueGone is an upload's error while the queue's directory is gone:
