@@ -156,7 +156,11 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 			if w.Outcome() == lease.Displaced {
 				return Errorf(http.StatusNotFound, "not_found", "Entry %s is not written yet and this wait gave its place to another namespace's: namespace %q parks more than half of the server's waiters; compile it yourself.", key, ns)
 			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
+			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
+			if o := w.Outcome(); o == lease.Released || o == lease.Expired {
+				e.Details = wire.LeaseEndDetails{Lease: o.String(), Holder: l.Holder}
+			}
+			return e
 		case <-expiry.C:
 			if cur, held := g.leases.Holder(ctx, ns, key); held {
 				l = cur // renewed, or taken over by a new holder: keep waiting
@@ -166,7 +170,9 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 			if present() {
 				return nil
 			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
+			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
+			e.Details = wire.LeaseEndDetails{Lease: wire.LeaseExpired, Holder: l.Holder}
+			return e
 		case <-deadline.C:
 			if present() {
 				return nil
