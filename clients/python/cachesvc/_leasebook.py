@@ -156,6 +156,11 @@ class LeaseBook:
             # counts this hit as answering our miss, not as a compile: a
             # wait even when lease_wait is 0 (the entry is there to take).
             v, _, saved = self.client._wait_get(skey, timeout=self.timeout, wait=max(self.wait, 1.0))
+            # The server counts that hit in wait_hits: count it alike, so
+            # that the processes' lease_wait_hits add up to its figure.
+            self.count("lease_waits")
+            if v is not None:
+                self.count("lease_wait_hits")
             return False, (v, saved)
         if holder_exited(lease.current_holder):
             # Killed while compiling (then restarted): its lease lasts
