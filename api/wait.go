@@ -112,6 +112,12 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 		_, err := g.store.Stat(ctx, ns, key)
 		return err == nil
 	}
+	if peerGone(c.Context().Conn()) {
+		// Read after its client gave up (a replica resumed after a stop):
+		// answering would count a lookup nobody received.
+		c.Context().SetConnectionClose()
+		return Errorf(statusClientGone, "client_gone", "The client closed the connection before its wait for entry %s began.", key)
+	}
 	if present() {
 		return nil
 	}
@@ -136,17 +142,29 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 	// wait runs out.
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
+	// gone is checked before answering with the entry too: a client that
+	// gave up (its timeout, or this replica was stopped while it waited)
+	// receives nothing, so the wait must count no hit.
+	gone := func() error {
+		if !peerGone(c.Context().Conn()) {
+			return nil
+		}
+		c.Context().SetConnectionClose()
+		return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
+	}
 	for {
 		select {
 		case <-poll.C:
+			if err := gone(); err != nil {
+				return err
+			}
 			if present() {
 				return nil
 			}
-			if peerGone(c.Context().Conn()) {
-				c.Context().SetConnectionClose()
-				return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
-			}
 		case <-w.C():
+			if err := gone(); err != nil {
+				return err
+			}
 			if w.Outcome() == lease.Written || present() {
 				return nil
 			}
