@@ -123,7 +123,7 @@ def _backend_class(base: type) -> type:
             self.leases = leases
             self.leasebook = LeaseBook(client, ttl=lease_ttl, wait=lease_wait, timeout=timeout,
                                        warner=Warner(log, breaker, warn_interval),  # lease waits, apart
-                                       count=self._add_one)
+                                       count=self._add_one, hung_after=lookup_timeout)
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys

@@ -45,8 +45,11 @@ class LeaseBook:
     """
 
     def __init__(self, client: Client, *, ttl: float, wait: float, timeout: float, warner: Warner,
-                 count: Callable[[str], None]) -> None:
+                 count: Callable[[str], None], hung_after: float | None = None) -> None:
         self.client = client
+        # The integration's first-byte timeout: a wait notices a hung server
+        # after about that much more than its slice (Client._long_poll).
+        self.hung_after = hung_after
         self.ttl = ttl
         self.wait = wait
         self.timeout = timeout
@@ -104,7 +107,8 @@ class LeaseBook:
         deadline = time.monotonic() + self.wait
         while True:
             try:
-                v, miss, saved = self.client._wait_get(skey, wait=deadline - time.monotonic(), timeout=self.timeout)
+                v, miss, saved = self.client._wait_get(skey, wait=deadline - time.monotonic(), timeout=self.timeout,
+                                                       hung_after=self.hung_after)
             except Error as exc:
                 if exc.status == 503:  # too many waiters: compile ourselves
                     return None, None
