@@ -186,14 +186,14 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 				continue
 			}
 			if present() {
-				return nil
+				return gone()
 			}
 			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
 			e.Details = wire.LeaseEndDetails{Lease: wire.LeaseExpired, Holder: l.Holder}
 			return e
 		case <-deadline.C:
 			if present() {
-				return nil
+				return gone()
 			}
 			return Errorf(http.StatusNotFound, "wait_timeout", "Entry %s is still being compiled by %q (lease until %s) after waiting %s.", key, l.Holder, l.Expires.UTC().Format(time.RFC3339), d)
 		case <-ctx.Done():
