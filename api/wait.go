@@ -112,6 +112,12 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 		_, err := g.store.Stat(ctx, ns, key)
 		return err == nil
 	}
+	if peerGone(c.Context().Conn()) {
+		// Read after its client gave up (a replica resumed after a stop):
+		// answering would count a lookup nobody received.
+		c.Context().SetConnectionClose()
+		return Errorf(statusClientGone, "client_gone", "The client closed the connection before its wait for entry %s began.", key)
+	}
 	if present() {
 		return nil
 	}
@@ -136,17 +142,29 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 	// wait runs out.
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
+	// gone is checked before answering with the entry too: a client that
+	// gave up (its timeout, or this replica was stopped while it waited)
+	// receives nothing, so the wait must count no hit.
+	gone := func() error {
+		if !peerGone(c.Context().Conn()) {
+			return nil
+		}
+		c.Context().SetConnectionClose()
+		return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
+	}
 	for {
 		select {
 		case <-poll.C:
+			if err := gone(); err != nil {
+				return err
+			}
 			if present() {
 				return nil
 			}
-			if peerGone(c.Context().Conn()) {
-				c.Context().SetConnectionClose()
-				return Errorf(statusClientGone, "client_gone", "The client closed the connection while waiting for entry %s; the wait ended.", key)
-			}
 		case <-w.C():
+			if err := gone(); err != nil {
+				return err
+			}
 			if w.Outcome() == lease.Written || present() {
 				return nil
 			}
@@ -156,7 +174,11 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 			if w.Outcome() == lease.Displaced {
 				return Errorf(http.StatusNotFound, "not_found", "Entry %s is not written yet and this wait gave its place to another namespace's: namespace %q parks more than half of the server's waiters; compile it yourself.", key, ns)
 			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
+			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
+			if o := w.Outcome(); o == lease.Released || o == lease.Expired {
+				e.Details = wire.LeaseEndDetails{Lease: o.String(), Holder: l.Holder}
+			}
+			return e
 		case <-expiry.C:
 			if cur, held := g.leases.Holder(ctx, ns, key); held {
 				l = cur // renewed, or taken over by a new holder: keep waiting
@@ -164,12 +186,14 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 				continue
 			}
 			if present() {
-				return nil
+				return gone()
 			}
-			return Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
+			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: the lease held by %q expired without it; compile it yourself.", key, l.Holder)
+			e.Details = wire.LeaseEndDetails{Lease: wire.LeaseExpired, Holder: l.Holder}
+			return e
 		case <-deadline.C:
 			if present() {
-				return nil
+				return gone()
 			}
 			return Errorf(http.StatusNotFound, "wait_timeout", "Entry %s is still being compiled by %q (lease until %s) after waiting %s.", key, l.Holder, l.Expires.UTC().Format(time.RFC3339), d)
 		case <-ctx.Done():

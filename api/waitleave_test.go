@@ -14,7 +14,10 @@ import (
 	"github.com/cachesvc/cachesvc/api/apitest"
 	"github.com/cachesvc/cachesvc/api/auth"
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/cachekey"
+	"github.com/cachesvc/cachesvc/client"
 	"github.com/cachesvc/cachesvc/stats/statstest"
+	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
 
@@ -113,6 +116,76 @@ func TestWaitEndsWhenTheClientLeaves(t *testing.T) {
 			}
 			if s := st.Totals; s.Lookups != 0 {
 				t.Errorf("the departed wait counted %d lookups (%d hits, %d misses), want none", s.Lookups, s.Hits, s.Misses)
+			}
+		})
+	}
+}
+
+// TestWaitWokenAfterTheClientLeftCountsNothing: the entry arrives after the
+// waiting client gave up (its socket closed: a client timeout, or a replica
+// SIGSTOPped while clients waited and then resumed). The wait ends as
+// client_gone and counts no hit: before, the server counted a wait hit for
+// bytes nobody received (2 extra wait hits in a 6-arm sweep across a replica
+// stopped for a minute), so its figures exceeded the clients'. The entry
+// comes by a PUT here, which wakes the waiter, or straight into the store,
+// as from another replica of a fleet, which the wait finds by looking.
+func TestWaitWokenAfterTheClientLeftCountsNothing(t *testing.T) {
+	for i, tc := range []struct {
+		name  string
+		wait  string
+		write func(srv *statstest.Server, c *client.Client, key string) error
+	}{
+		{"put wakes it", "300s", func(_ *statstest.Server, c *client.Client, key string) error {
+			_, err := c.Put(context.Background(), "default", key, strings.NewReader("exe"), client.PutOptions{Size: 3})
+			return err
+		}},
+		{"found when the wait runs out", "1s", func(srv *statstest.Server, _ *client.Client, key string) error {
+			k, err := cachekey.ParseKey(key)
+			if err != nil {
+				return err
+			}
+			_, err = srv.Store.Put(context.Background(), "default", k, strings.NewReader("exe"), store.PutOptions{Size: 3})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := statstest.StartWith(t, nil, nil)
+			c := newClient(t, srv.URL, "")
+			key := testKey(90 + i)
+			if _, ok, err := c.AcquireLease(context.Background(), "default", key, "holder", time.Minute); err != nil || !ok {
+				t.Fatalf("acquire: granted %v, %v", ok, err)
+			}
+			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Write([]byte("GET /v1/default/entries/" + key + "?wait=" + tc.wait + "&waited=0 HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			waiters := func() int { _, w := srv.API.LeaseCounts(); return w }
+			for waiters() != 1 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			conn.Close() // the client gives up, and then the entry comes
+			if err := tc.write(srv, c, key); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); waiters() != 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the departed client's waiter is still parked after 20 s")
+				}
+			}
+			srv.Restart() // waits for the handler to finish counting, and the stats to be saved
+			resp, err := http.Get(srv.URL + "/v1/stats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st wire.StatsResponse
+			if err := json.Unmarshal(apitest.ReadAll(t, resp), &st); err != nil {
+				t.Fatal(err)
+			}
+			if s := st.Totals; s.Lookups != 0 || s.WaitHits != 0 {
+				t.Errorf("the departed wait counted %d lookups (%d hits, %d wait hits), want none", s.Lookups, s.Hits, s.WaitHits)
 			}
 		})
 	}

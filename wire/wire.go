@@ -120,6 +120,26 @@ type QuotaDetails struct {
 	InFlight int64 `json:"in_flight"`
 }
 
+// LeaseEndDetails are the details of a GET ?wait= 404 not_found that
+// ended because the entry's compile lease ended without the entry. How it
+// ended tells a waiter what to do: a holder that released it gave up (its
+// compiler wrote nothing: compile now), while one whose lease expired
+// stopped renewing it (killed, or cut off from the server), so a waiter
+// should take the lease over (POST it) rather than compile at once: one
+// waiter then compiles and the others go on waiting for its entry.
+type LeaseEndDetails struct {
+	// Lease is how the lease ended: LeaseReleased or LeaseExpired.
+	Lease string `json:"lease"`
+	// Holder is the holder whose lease ended.
+	Holder string `json:"holder"`
+}
+
+// How a compile lease ended, in LeaseEndDetails.
+const (
+	LeaseReleased = "released"
+	LeaseExpired  = "expired"
+)
+
 // PutResponse is the JSON body of a successful PUT of an entry.
 type PutResponse struct {
 	Namespace string `json:"namespace"`

@@ -22,6 +22,10 @@ log = logging.getLogger("cachesvc")
 # cut into (a proxy that cuts sooner is answering, not timing out).
 _MAX_WAIT = 300.0
 _MIN_SLICE = 1.0
+# The longest slice of a long poll that must notice a hung server
+# (``hung_after``): the integrations' lease waits, which a stopped server
+# held for the slice plus the budget, 60 s, where a lookup costs 1 s.
+HUNG_SLICE = 5.0
 
 
 def _proxy_cut(exc: Error) -> bool:
@@ -105,8 +109,8 @@ class _Entries(_Transport):
         value, _, _ = self._wait_get(key, timeout=timeout, wait=wait)
         return value
 
-    def _wait_get(self, key: str, *, timeout: float | None,
-                  wait: float | None) -> tuple[bytes | None, Error | None, float | None]:
+    def _wait_get(self, key: str, *, timeout: float | None, wait: float | None,
+                  hung_after: float | None = None) -> tuple[bytes | None, Error | None, float | None]:
         """:meth:`get`, and on a miss the server's answer as an Error: after
         a ``wait`` its code says why the wait ended (``not_found``: no lease,
         or it ended without the entry; ``wait_timeout``: the holder is still
@@ -114,9 +118,10 @@ class _Entries(_Transport):
         saved: the compile seconds the entry records minus the time this
         call waited for it (its long poll, up to the answer's headers),
         never below zero, as the server counts the hit; None on a miss or
-        for an entry that records no compile time."""
+        for an entry that records no compile time. ``hung_after``: see
+        :meth:`_long_poll`."""
         buf = io.BytesIO()
-        info, miss, waited = self._download(key, buf, timeout=timeout, wait=wait)
+        info, miss, waited = self._download(key, buf, timeout=timeout, wait=wait, hung_after=hung_after)
         if info is None:
             return None, miss, None
         saved = None if info.compile_seconds is None else max(0.0, info.compile_seconds - waited)
@@ -133,15 +138,15 @@ class _Entries(_Transport):
         """
         return self._download(key, out, timeout=timeout, wait=wait)[0]
 
-    def _download(self, key: str, out: IO[bytes], *, timeout: float | None,
-                  wait: float | None) -> tuple[EntryInfo | None, Error | None, float]:
+    def _download(self, key: str, out: IO[bytes], *, timeout: float | None, wait: float | None,
+                  hung_after: float | None = None) -> tuple[EntryInfo | None, Error | None, float]:
         """:meth:`download`, the miss's Error, and the seconds a ``wait``
         spent before the answer's headers (0 without one)."""
         path = self._entry_path(key)
         waited = 0.0
         if wait is not None and wait > 0:
             start = time.monotonic()
-            r, miss = self._long_poll(path, wait, timeout)
+            r, miss = self._long_poll(path, wait, timeout, hung_after)
             waited = time.monotonic() - start
             if r is None:
                 return None, miss, waited
@@ -167,7 +172,8 @@ class _Entries(_Transport):
                          etag=r.header("ETag"), name=_text_header(r.header("X-Cachesvc-Name")),
                          backend=r.header("X-Cachesvc-Backend") or ""), None, waited
 
-    def _long_poll(self, path: str, wait: float, timeout: float | None) -> tuple[_Response | None, Error | None]:
+    def _long_poll(self, path: str, wait: float, timeout: float | None,
+                   hung_after: float | None = None) -> tuple[_Response | None, Error | None]:
         """GET ``path?wait=`` for up to ``wait`` seconds in all, in slices of
         at most ``wait_slice`` (and the server's 300 s): a slice that ends in
         404 ``wait_timeout`` (the holder is still compiling: its lease lives)
@@ -179,18 +185,27 @@ class _Entries(_Transport):
         this client's slices 0.8 times the cut from then on. Each slice has
         the call's budget (``timeout``) on top of its wait. Returns the
         response (200, or a 404 with its body read), or the miss when a cut
-        slice spent the wait."""
+        slice spent the wait.
+
+        ``hung_after`` (seconds; None: only the budget) tells a hung server
+        from a parked wait: slices are then at most ``HUNG_SLICE`` long and
+        each must answer within its span plus ``hung_after`` plus 1 s (the
+        server looks every second), else :class:`Error` ``timeout``. A
+        server stopped while this waits then costs seconds, not the slice
+        plus the budget (60 s by default)."""
         budget = self.timeout if timeout is None else timeout
         start = time.monotonic()
         while True:
             waited = time.monotonic() - start
-            span = max(min(wait - waited, self.wait_slice, _MAX_WAIT), _MIN_SLICE)
+            longest = self.wait_slice if hung_after is None else min(self.wait_slice, HUNG_SLICE)
+            span = max(min(wait - waited, longest, _MAX_WAIT), _MIN_SLICE)
             # waited on every slice, 0 on the first: the caller's own
             # lookup counted the miss this wait answers, so none counts another.
             q = f"?wait={span:.3f}s&waited={waited:.3f}"
             sent = time.monotonic()
             try:
                 r = self._request("GET", path + q, timeout=None if budget is None else budget + span,
+                                  first_byte_timeout=None if hung_after is None else span + hung_after + 1.0,
                                   allow=(404,))
             except Error as exc:
                 cut = time.monotonic() - sent

@@ -43,7 +43,7 @@ class CacheStats:
     canonical_fallbacks: int = 0  # keys sent as passthrough because the signature failed
     signature_seconds: float = 0.0  # building xla signatures (module text, digests)
     leases_granted: int = 0  # misses this process compiled under a lease
-    lease_waits: int = 0  # misses that waited for another holder's compile
+    lease_waits: int = 0  # misses that waited for another holder's compile (or found it written since the miss)
     lease_wait_hits: int = 0  # ... and received its entry
     prefetched: int = 0  # entries loaded by prefetch()
     prefetch_hits: int = 0  # hits served from the prefetched view (no value transfer)
@@ -123,7 +123,7 @@ def _backend_class(base: type) -> type:
             self.leases = leases
             self.leasebook = LeaseBook(client, ttl=lease_ttl, wait=lease_wait, timeout=timeout,
                                        warner=Warner(log, breaker, warn_interval),  # lease waits, apart
-                                       count=self._add_one)
+                                       count=self._add_one, hung_after=lookup_timeout)
             self._prefetched: dict[str, tuple[bytes, float | None]] = {}  # server key -> value, secs
             self._prefetched_bytes = 0
             self._passthrough_plugin: str | None = None  # verified plugin id for local keys

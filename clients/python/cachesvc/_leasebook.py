@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._failopen import Warner
@@ -44,8 +45,11 @@ class LeaseBook:
     """
 
     def __init__(self, client: Client, *, ttl: float, wait: float, timeout: float, warner: Warner,
-                 count: Callable[[str], None]) -> None:
+                 count: Callable[[str], None], hung_after: float | None = None) -> None:
         self.client = client
+        # The integration's first-byte timeout: a wait notices a hung server
+        # after about that much more than its slice (Client._long_poll).
+        self.hung_after = hung_after
         self.ttl = ttl
         self.wait = wait
         self.timeout = timeout
@@ -66,7 +70,10 @@ class LeaseBook:
         compiles) or wait for the holder's entry (its bytes, or None when it
         never came: compile). ``what`` names the program in warnings. Only a
         process that will write the entry (``may_hold``) takes leases; the
-        others wait. Raises :class:`cachesvc.Error` when the server failed."""
+        others wait. A wait whose holder's lease expired without the entry
+        (killed, or cut off from the server) takes the lease over when this
+        process may hold it: one waiter compiles, the others wait again.
+        Raises :class:`cachesvc.Error` when the server failed."""
         return self.miss_saved(key, skey, what, may_hold=may_hold)[0]
 
     def miss_saved(self, key: str, skey: str, what: str, *,
@@ -97,20 +104,37 @@ class LeaseBook:
             # second miss for this one lookup (a wait marks itself waited).
             return None, None
         self.count("lease_waits")
-        try:
-            v, miss, saved = self.client._wait_get(skey, wait=self.wait, timeout=self.timeout)
-        except Error as exc:
-            if exc.status == 503:  # too many waiters: compile ourselves
-                return None, None
-            raise
-        if v is not None:
-            self.count("lease_wait_hits")
-        elif miss is not None and miss.code == "wait_timeout":
-            self.warner.notice(
-                f"waited {self.wait:g}s (lease_wait) for another process to compile {what} and it has "
-                f"not written it ({miss.message.rstrip('.')}); compiling here. A holder killed while "
-                f"compiling keeps its lease for its lease_ttl")
-        return v, saved
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                v, miss, saved = self.client._wait_get(skey, wait=deadline - time.monotonic(), timeout=self.timeout,
+                                                       hung_after=self.hung_after)
+            except Error as exc:
+                if exc.status == 503:  # too many waiters: compile ourselves
+                    return None, None
+                raise
+            if v is not None:
+                self.count("lease_wait_hits")
+            elif miss is not None and miss.code == "wait_timeout":
+                self.warner.notice(
+                    f"waited {self.wait:g}s (lease_wait) for another process to compile {what} and it has "
+                    f"not written it ({miss.message.rstrip('.')}); compiling here. A holder killed while "
+                    f"compiling keeps its lease for its lease_ttl")
+            elif may_hold and (dead := _expired_holder(miss)) is not None and time.monotonic() < deadline:
+                # The holder stopped renewing (killed, or cut off from the
+                # server): take its lease over rather than compile, so that
+                # one waiter compiles and the others go on waiting. Before,
+                # every waiter compiled the program at once.
+                wait, got = self._take(key, skey, what)
+                if wait:
+                    continue  # another waiter took it over: wait for its entry
+                if self.holds(key):
+                    self.warner.notice(
+                        f"the compile lease on {what} held by {dead!r} expired without "
+                        f"its entry (that process was killed, or lost the server); compiling here under a new "
+                        f"lease while the other processes wait for it")
+                return got
+            return v, saved
 
     def _take(self, key: str, skey: str, what: str) -> tuple[bool, tuple[bytes | None, float | None]]:
         """Asks for the lease on ``skey``: (True, _) when another holder,
@@ -136,6 +160,11 @@ class LeaseBook:
             # counts this hit as answering our miss, not as a compile: a
             # wait even when lease_wait is 0 (the entry is there to take).
             v, _, saved = self.client._wait_get(skey, timeout=self.timeout, wait=max(self.wait, 1.0))
+            # The server counts that hit in wait_hits: count it alike, so
+            # that the processes' lease_wait_hits add up to its figure.
+            self.count("lease_waits")
+            if v is not None:
+                self.count("lease_wait_hits")
             return False, (v, saved)
         if holder_exited(lease.current_holder):
             # Killed while compiling (then restarted): its lease lasts
@@ -229,3 +258,13 @@ class LeaseBook:
                 lease.release()
             except Exception:  # noqa: BLE001 - it expires by itself
                 pass
+
+
+def _expired_holder(miss: Error | None) -> str | None:
+    """The holder whose lease expired without its entry when a wait's miss
+    says so (the server's ``details``), else None: the lease was released,
+    or an older server sent no details (then compile, as before)."""
+    details = None if miss is None else miss.details
+    if isinstance(details, dict) and details.get("lease") == "expired":
+        return str(details.get("holder") or "")
+    return None

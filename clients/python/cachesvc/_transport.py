@@ -236,6 +236,7 @@ def _error_from_body(status: int, body: bytes, request_id: str = "", head: bool 
     answer's X-Request-Id ("" if none: the body's is used). head: the
     answer is a HEAD's, which has no body to judge by."""
     code, message = f"http_{status}", http.client.responses.get(status, "HTTP error")
+    details = None
     try:
         doc = json.loads(body.decode("utf-8"))
         err = doc.get("error") if isinstance(doc, dict) else None
@@ -243,6 +244,7 @@ def _error_from_body(status: int, body: bytes, request_id: str = "", head: bool 
             code = str(err.get("code") or code)
             message = str(err.get("message") or message)
             request_id = request_id or str(err.get("request_id") or "")
+            details = err.get("details")
     except (ValueError, UnicodeDecodeError):
         # Another service's page (a proxy's, a wrong port's): its start on
         # one line, and what to check.
@@ -256,7 +258,7 @@ def _error_from_body(status: int, body: bytes, request_id: str = "", head: bool 
             # cachesvc's errors always have a JSON body (Go's
             # wire.ForeignAnswer says the same).
             message = f"not a cachesvc answer (an empty body): {advice}"
-    return Error(status, code, message, request_id)
+    return Error(status, code, message, request_id, details)
 
 
 def _segment(p: str) -> str:

@@ -27,9 +27,11 @@ class Error(Exception):
             it; the client sends a fresh uuid4 with each call, kept across
             its retries), "" when unknown. Quote it to the server's operator:
             it finds the request's log line (key ``request_id``).
+        details: the error's ``details`` JSON (e.g. how a waited-for lease
+            ended: ``{"lease": "expired", "holder": ...}``), or None.
     """
 
-    def __init__(self, status: int, code: str, message: str, request_id: str = "") -> None:
+    def __init__(self, status: int, code: str, message: str, request_id: str = "", details: Any = None) -> None:
         text = f"{code} ({status}): {message}" if status else f"{code}: {message}"
         if request_id:
             text += f" (request id {request_id})"
@@ -38,12 +40,13 @@ class Error(Exception):
         self.code = code
         self.message = message
         self.request_id = request_id
+        self.details = details
 
-    def __reduce__(self) -> tuple[type["Error"], tuple[int, str, str, str]]:
+    def __reduce__(self) -> tuple[type["Error"], tuple[int, str, str, str, Any]]:
         # Pickled with its fields (Exception's default would rebuild it
         # from the formatted text alone and fail): an Error raised in a
         # multiprocessing worker reaches the parent as itself.
-        return type(self), (self.status, self.code, self.message, self.request_id)
+        return type(self), (self.status, self.code, self.message, self.request_id, self.details)
 
     @property
     def retryable(self) -> bool:

@@ -137,3 +137,46 @@ def test_prefetch_on_stopped_server_fails_at_first_byte(stopped_server, tmp_path
     assert rep["prefetched"] == 0 and rep["stats"]["breaker_open"] and rep["stats"]["skipped"] >= 1, rep
     warnings = [line for line in res.stderr.splitlines() if "cachesvc:" in line and "failed" in line]
     assert len(warnings) == 1 and "prefetch of run 'sweep-1'" in warnings[0], res.stderr
+
+
+def test_lease_wait_on_server_stopped_meanwhile_fails_in_seconds(server):
+    """A process parked on another's compile lease when the server stops (a
+    replica SIGSTOPped mid-sweep): its wait fails within its 5 s slice plus
+    the first-byte timeout, and the job compiles. Before: 60-75 s (the 50 s
+    slice plus the 10 s budget), measured in a 6-arm sweep on 2 replicas."""
+    import hashlib
+    import logging
+    import threading
+    import urllib.request
+
+    from cachesvc._leasebook import LeaseBook
+
+    key = hashlib.sha256(b"lease wait on a stopped server").hexdigest()
+    holder = cachesvc.Client(server.url)
+    assert holder.lease(key, holder="another-host:1", ttl=120, renew=False).acquire()
+    waiter = cachesvc.Client(server.url)
+    book = LeaseBook(waiter, ttl=120, wait=3600, timeout=10, hung_after=1.0,
+                     warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0), count=lambda name: None)
+    outcome: list[object] = []
+    t = threading.Thread(target=lambda: outcome.append(_raised(book.miss_saved, key, key, "a program")))
+    t.start()
+    deadline = time.monotonic() + 30
+    while "cachesvc_lease_waiters 1" not in urllib.request.urlopen(server.url + "/metrics").read().decode():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sigstop(server.proc.pid)
+    t0 = time.monotonic()
+    try:
+        t.join(120)
+        elapsed = time.monotonic() - t0
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    assert isinstance(outcome[0], cachesvc.Error) and outcome[0].code == "timeout", outcome
+    assert elapsed < 10.0, elapsed  # at most one 5 s slice plus 1 s + 1 s
+
+
+def _raised(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return exc

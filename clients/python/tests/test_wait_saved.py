@@ -8,6 +8,7 @@ the lease wait returned the bytes without the entry's compile seconds.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -91,3 +92,30 @@ def test_leasebook_entry_written_since_miss_saves_its_compile(server):
     got, saved = book.miss_saved("jax-key", key, "a program")
     assert got == b"executable"
     assert saved is not None and 9.0 <= saved <= 10.0, saved
+
+
+def test_leasebook_entry_written_since_miss_counts_a_wait_hit(server):
+    """The entry written between the miss and the lease request
+    (``entry_exists``) is fetched as a wait (``?wait=&waited=0``), which the
+    server counts in ``wait_hits``: the client counts it as a lease wait hit
+    too, so that the sweep's ``lease_wait_hits`` summed over its processes
+    equal the server's ``wait_hits`` (before: one fewer per such race, 10
+    against 11 in a sweep of 6 arms)."""
+    from cachesvc._failopen import Breaker, Warner
+    from cachesvc._leasebook import LeaseBook
+
+    key = hashlib.sha256(b"entry exists counted").hexdigest()
+    holder = cachesvc.Client(server.url)
+    waiter = cachesvc.Client(server.url)
+    assert waiter.get(key) is None  # the integration's miss
+    holder.put(key, b"executable", compile_seconds=10.0)
+    counts: dict[str, int] = {}
+    book = LeaseBook(waiter, ttl=60, wait=60, timeout=10,
+                     warner=Warner(logging.getLogger("t"), Breaker(3, 30.0), 60.0),
+                     count=lambda name: counts.__setitem__(name, counts.get(name, 0) + 1))
+    got, _ = book.miss_saved("jax-key", key, "a program")
+    assert got == b"executable"
+    with urllib.request.urlopen(server.url + "/v1/default/stats", timeout=10) as r:
+        totals = json.loads(r.read())["totals"]
+    assert totals["wait_hits"] == 1 and totals["misses"] == 1, totals
+    assert counts == {"lease_waits": 1, "lease_wait_hits": 1}, counts

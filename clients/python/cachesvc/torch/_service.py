@@ -143,7 +143,8 @@ class Service:
         # place (install sets leasebook.renew): it ends the leases of a
         # compile that wrote nothing.
         self.leasebook = LeaseBook(client, ttl=lease_ttl, wait=lease_wait, timeout=timeout,
-                                   warner=Warner(log, breaker, warn_interval), count=self._add_one) if leases else None
+                                   warner=Warner(log, breaker, warn_interval), count=self._add_one,
+                                   hung_after=lookup_timeout) if leases else None
         self.uploader = Uploader(self._write, max_items=1024, max_bytes=upload_queue_bytes,
                                  give_up=lambda: not self.breaker.allow()) if background_uploads else None
 
