@@ -35,3 +35,19 @@ def test_host_with_another_cpu_isa_compiles_its_own_graphs(torch_server: Any, ru
     assert "fxgraph_cache_hit" not in b["inductor"], b["inductor"]
     assert "autograd_cache_hit" not in b["aot_autograd"], b["aot_autograd"]
     assert b["stats"]["errors"] == 0 and b["stats"]["puts"] > 0, b["stats"]
+
+
+def test_install_wraps_the_key_details_and_uninstall_restores_them() -> None:
+    from torch._inductor.codecache import FxGraphHashDetails
+
+    import cachesvc.torch as ct
+
+    orig = FxGraphHashDetails.__dict__["__init__"]
+    assert ct.install("http://127.0.0.1:9", "isa") is not None  # nothing is contacted at install
+    try:
+        assert getattr(FxGraphHashDetails.__dict__["__init__"], "__cachesvc__", False)
+        ct.install("http://127.0.0.1:9", "isa")  # installing again wraps once, not twice
+        assert FxGraphHashDetails.__dict__["__init__"].__wrapped__ is orig
+    finally:
+        ct.uninstall()
+    assert FxGraphHashDetails.__dict__["__init__"] is orig
