@@ -24,6 +24,9 @@ How it hooks in (torch has no public backend API; coded against torch 2.15.0, an
   ``bundled_autotune_remote_cache`` where a GPU Triton backend exists,
   ``automatic_dynamic_remote_pgo``) unless a switch was explicitly turned off
   (``TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=0`` ...): an explicit ``False`` wins.
+* For a graph with CPU kernels we add the CPU's vector ISA to torch's FX
+  graph and AOTAutograd keys (``_isa.py``): torch leaves it out, and an
+  AVX2 host served an AVX-512 host's kernels computed NaN.
 * The server's ``pt2`` plugin computes the keys from torch's key. We add
   components that explain a miss (versions, device, digests of the Inductor
   config and the graph), captured by wrapping torch's FX graph hash function
@@ -65,7 +68,7 @@ from typing import Any, Callable
 
 from .._failopen import Breaker, Settings, env_flag, resolve_lookup_timeout
 from ..client import Client
-from . import _cpp, _heal, _keys, _lease, _mega
+from . import _cpp, _heal, _isa, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
 
 __all__ = ["install", "uninstall", "installed", "stats", "summary", "misses", "flush", "save", "load", "CacheStats"]
@@ -323,6 +326,7 @@ def install(
             wrap = _keys.wrap_aot_lines if (mod.__name__, fn_name) == _keys.AOT_LINES else _keys.wrap_fx_hash
             _set(mod, fn_name, wrap(getattr(mod, fn_name), comps))
         if routes:
+            _key_isa()
             try:
                 guarded = getattr(importlib.import_module(_heal.TARGET[0]), _heal.TARGET[1])
                 undo, ok = _heal.wrap(guarded, service)
@@ -352,6 +356,20 @@ def install(
     log.info("cachesvc: torch remote caches -> %s namespace=%s run=%s on=%s leases=%s", client.url,
              client.namespace, client.run, ",".join(on), service.leasebook is not None and service.leasebook.renew)
     return service
+
+
+def _key_isa() -> None:
+    """Adds the CPU's vector ISA to torch's FX graph and AOTAutograd keys
+    (``_isa``): torch's own keys let one ISA's kernels reach another's hosts."""
+    try:
+        cls = getattr(importlib.import_module(_isa.TARGET[0]), _isa.TARGET[1])
+        init = cls.__dict__["__init__"]
+    except Exception:  # noqa: BLE001 - another torch: its keys as they are
+        log.warning("cachesvc: this torch lacks %s.__init__; FX graphs with CPU kernels are keyed without the "
+                    "CPU's vector ISA, so hosts with different ISAs (AVX2, AVX-512) may share them: use one "
+                    "namespace per CPU kind", ".".join(_isa.TARGET))
+        return
+    _set(cls, "__init__", _isa.wrap_init(init))
 
 
 def _uninstall_locked() -> None:
