@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,16 +57,8 @@ func TestSIGTERMDataDirGoneQueueReported(t *testing.T) {
 				names = append(names, "default/"+key)
 			}
 			tc.take(t, data)
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-p.exited:
-			case <-time.After(time.Minute):
-				t.Fatalf("serve did not exit within a minute of SIGTERM:\n%s", p.stderr.String())
-			}
-			stderr := p.stderr.String()
-			if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+			code, stderr := p.terminate(t, time.Minute)
+			if code != 1 {
 				t.Errorf("exit code %d, want 1:\n%s", code, stderr)
 			}
 			for _, want := range []string{tc.want, `"entries":3`, `"oldest_entries":["` + strings.Join(names, `","`) + `"]`} {
@@ -114,16 +105,8 @@ func TestSIGTERMStatsCloseFailsQueueReported(t *testing.T) {
 	if n := metricSum(t, p, "cachesvc_upload_retries_total"); n < 1 {
 		t.Errorf("cachesvc_upload_retries_total = %v after S3 was down for %s with 3 entries queued, want at least 1", n, stats.DefaultFlushInterval)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("serve did not exit within a minute of SIGTERM:\n%s", p.stderr.String())
-	}
-	stderr := p.stderr.String()
-	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+	code, stderr := p.terminate(t, time.Minute)
+	if code != 1 {
 		t.Errorf("exit code %d, want 1:\n%s", code, stderr)
 	}
 	for _, want := range []string{

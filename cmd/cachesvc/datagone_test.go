@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -72,26 +71,18 @@ func TestSIGTERMDataDirGone(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
 	// Nothing is in flight, and nothing left to close can: serve has
 	// nothing to wait for. Waiting for the closes, it exits at grace +
 	// closeMargin; past that (plus slack for a loaded machine) it hangs.
-	select {
-	case <-p.exited:
-	case <-time.After(grace + closeMargin + 10*time.Second):
-		t.Fatalf("serve did not exit within %s of SIGTERM (--shutdown-grace %s + %s) with its --data deleted:\n%s", grace+closeMargin+10*time.Second, grace, closeMargin, p.stderr.String())
-	}
+	code, stderr := p.terminate(t, grace+closeMargin+10*time.Second)
 	took := time.Since(start)
 	t.Logf("exited %s after SIGTERM", took.Round(time.Millisecond))
 	if took >= grace {
 		t.Errorf("serve, idle with its --data deleted, exited %s after SIGTERM, past --shutdown-grace (%s): it waited for closes that cannot succeed", took.Round(time.Millisecond), grace)
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+	if code != 1 {
 		t.Errorf("exit code %d, want 1: what the server held could not be saved", code)
 	}
-	stderr := p.stderr.String()
 	for _, want := range []string{
 		"cachesvc serve: " + gone + ": ",
 		`"level":"ERROR","msg":"serve failed"`, // not "stopped while starting", at INFO

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,15 +69,7 @@ func TestServeDataReadOnly(t *testing.T) {
 	if status, body := do(http.MethodGet, "/readyz", ""); status != http.StatusOK {
 		t.Errorf("/readyz with --data writable again: %d %s, want 200", status, body)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("serve did not exit within a minute of SIGTERM:\n%s", p.stderr.String())
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("exit code %d, want 0:\n%s", code, p.stderr.String())
+	if code, stderr := p.terminate(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d, want 0:\n%s", code, stderr)
 	}
 }

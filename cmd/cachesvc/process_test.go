@@ -108,6 +108,21 @@ func (p *proc) stop(t *testing.T, d time.Duration) {
 	}
 }
 
+// terminate sends SIGTERM and waits up to within for the process to exit
+// (failing the test past that), and returns its exit code and stderr.
+func (p *proc) terminate(t *testing.T, within time.Duration) (code int, stderr string) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(within):
+		t.Fatalf("serve did not exit within %s of SIGTERM:\n%s", within, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode(), p.stderr.String()
+}
+
 // rssAnon returns the process's anonymous resident memory in bytes, from
 // /proc/PID/status.
 func (p *proc) rssAnon(t *testing.T) int64 {

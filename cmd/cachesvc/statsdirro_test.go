@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,20 +51,12 @@ func TestSIGTERMStatsDirReadOnly(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(grace + closeMargin + 10*time.Second):
-		t.Fatalf("serve did not exit within %s of SIGTERM:\n%s", grace+closeMargin+10*time.Second, p.stderr.String())
-	}
+	code, stderr := p.terminate(t, grace+closeMargin+10*time.Second)
 	took := time.Since(start)
-	stderr := p.stderr.String()
 	if took >= grace {
 		t.Errorf("serve, idle with <data>/stats read-only, exited %s after SIGTERM, past --shutdown-grace (%s): it waited for the statistics' Close", took.Round(time.Millisecond), grace)
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+	if code != 1 {
 		t.Errorf("exit code %d, want 1: the statistics since their last save are lost", code)
 	}
 	for _, want := range []string{

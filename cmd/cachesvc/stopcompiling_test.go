@@ -3,7 +3,6 @@ package main
 import (
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -33,18 +32,9 @@ func TestStopWhileBuiltinsCompile(t *testing.T) {
 		t.Skip("the built-in plugins compiled before the stop could be sent: nothing to test on this machine")
 	}
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	limit := closeMargin + 10*time.Second // slack for a loaded machine
-	select {
-	case <-p.exited:
-	case <-time.After(limit):
-		t.Fatalf("serve did not exit within %s of SIGTERM while its plugins compiled:\n%s", limit, p.stderr.String())
-	}
+	code, stderr := p.terminate(t, closeMargin+10*time.Second) // slack for a loaded machine
 	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	stderr := p.stderr.String()
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+	if code != 0 {
 		t.Errorf("exit code %d, want 0: nothing was lost:\n%s", code, stderr)
 	}
 	stop := strings.Index(stderr, `"msg":"shutting down"`)
