@@ -175,8 +175,11 @@ func (g *entriesAPI) waitForEntry(c *fiber.Ctx, r *request, d time.Duration) err
 				return Errorf(http.StatusNotFound, "not_found", "Entry %s is not written yet and this wait gave its place to another namespace's: namespace %q parks more than half of the server's waiters; compile it yourself.", key, ns)
 			}
 			e := Errorf(http.StatusNotFound, "not_found", "Entry %s was not written: holder %q %s the lease without it; compile it yourself.", key, l.Holder, w.Outcome())
-			if o := w.Outcome(); o == lease.Released || o == lease.Expired {
-				e.Details = wire.LeaseEndDetails{Lease: o.String(), Holder: l.Holder}
+			switch w.Outcome() {
+			case lease.Released:
+				e.Details = wire.LeaseEndDetails{Lease: wire.LeaseReleased, Holder: l.Holder}
+			case lease.Expired:
+				e.Details = wire.LeaseEndDetails{Lease: wire.LeaseExpired, Holder: l.Holder}
 			}
 			return e
 		case <-expiry.C:
