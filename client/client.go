@@ -411,7 +411,7 @@ func (c *Client) AcquireLease(ctx context.Context, ns, key, holder string, ttl t
 }
 
 // RenewLease extends the lease holder took with AcquireLease, for a
-// compile that outlasts its ttl (renew every ttl/3 or so): ttl counts from
+// compile that outlasts its ttl (renew every ttl/4 or so): ttl counts from
 // now, and never moves the expiry earlier. granted is true (201) while
 // holder holds the lease (l.Renewed), or again if it lapsed and nobody took
 // it; false (409) when another holder took it after it lapsed (l.Code

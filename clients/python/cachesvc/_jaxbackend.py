@@ -101,7 +101,7 @@ def _backend_class(base: type) -> type:
                      lookup_timeout: float | None = None,
                      warn_interval: float, breaker: Breaker,
                      decompress: Callable[[bytes], bytes] | None, leases: bool = False,
-                     lease_ttl: float = 120.0, lease_wait: float = 3600.0, local: Any = None) -> None:
+                     lease_ttl: float = 30.0, lease_wait: float = 3600.0, local: Any = None) -> None:
             self._path = f"cachesvc:{client.url}/{client.namespace}"
             self.client = client
             self.mode = mode

@@ -15,7 +15,9 @@ backend releases the key's lease unless ``put`` was called for it (then the
 write releases it), so waiters compile at once. With the wrapper in place the
 backend also renews a held lease while JAX compiles, so a compile longer than
 ``lease_ttl`` keeps it. Without that name (another JAX version) nothing is
-wrapped: a lease then lasts until the write or ``lease_ttl``.
+wrapped: a lease then lasts until the write or ``lease_ttl`` (30 s by
+default), and a compile longer than that is compiled again by the waiter that
+takes the expired lease over.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ ends in one of three ways:
   compile step where the integration has one).
 
 Where compile_ended is called (``renew``), held leases are renewed every
-``ttl/3`` s from a background thread until they end, so a compile longer than
-``ttl`` keeps its lease; otherwise a lease lasts until the write or its TTL.
+``ttl/4`` s from a background thread until they end, so a compile longer than
+``ttl`` keeps its lease; otherwise a lease lasts until the write or its TTL
+(a compile longer than that is then compiled by a waiter too).
 """
 
 from __future__ import annotations

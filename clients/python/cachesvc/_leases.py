@@ -23,7 +23,7 @@ class _Leases(_Transport):
               renew: bool = True) -> "Lease":
         """A compile lease on ``key``, as a context manager::
 
-            with client.lease(key, ttl=120) as lease:
+            with client.lease(key, ttl=30) as lease:
                 if lease.granted:              # we compile
                     client.put(key, compile())  # the PUT releases the lease
                 else:                          # someone else compiles (or it exists)
@@ -31,7 +31,7 @@ class _Leases(_Transport):
 
         On exit a granted lease that was not released by a PUT is released
         (``DELETE``). With ``renew`` a background thread renews it every
-        ``ttl/3`` seconds while the block runs, so long compiles keep it.
+        ``ttl/4`` seconds while the block runs, so long compiles keep it.
         """
         return Lease(self, key, holder or default_holder(), ttl, renew)
 
@@ -115,10 +115,12 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def acquire(self) -> bool:
-        """Asks for (or renews) the lease; returns :attr:`granted`."""
+    def acquire(self, *, timeout: float | None = None) -> bool:
+        """Asks for (or renews) the lease; returns :attr:`granted`.
+        ``timeout`` bounds the call (default: the client's)."""
         r = self.client._json("POST", self.client._ns_path("leases", self.key),
-                              {"holder": self.holder, "ttl_s": self.ttl}, ok=(201,), allow=(409,))
+                              {"holder": self.holder, "ttl_s": self.ttl}, ok=(201,), allow=(409,),
+                              timeout=timeout)
         doc = _json_body(r)
         self.current_holder = str(doc.get("holder", ""))
         self.expires = str(doc.get("expires", ""))
@@ -164,8 +166,8 @@ class Lease:
         r.read_all(limit=1 << 20)
 
     def start_renewing(self) -> None:
-        """Renews a granted lease every ``ttl/3`` seconds from a background
-        thread until it is released, :meth:`stop_renewing` is called or a
+        """Renews a granted lease every ``ttl/4`` seconds (a failed renewal
+        again after ``ttl/12``) from a background thread until it is released, :meth:`stop_renewing` is called or a
         renewal is refused (the entry was written, or another holder took
         it): a compile longer than ``ttl`` keeps its lease."""
         if self.granted and self._thread is None:
@@ -179,12 +181,19 @@ class Lease:
         self._stop.set()
 
     def _renew_loop(self) -> None:
-        while not self._stop.wait(max(0.5, self.ttl / 3)):
+        # Every ttl/4, so that a renewal delayed on a loaded host (or one that
+        # failed) still has two more chances before the lease expires; a
+        # failed one is tried again sooner, each try bounded by ttl/4 so that
+        # a hung server cannot hold the loop past the expiry.
+        every = max(0.5, self.ttl / 4)
+        wait = every
+        while not self._stop.wait(wait):
             try:
-                if not self.acquire():
+                if not self.acquire(timeout=every):
                     return
+                wait = every
             except Error:
-                pass  # the next attempt, or expiry, decides
+                wait = max(0.5, self.ttl / 12)  # the next attempt, or expiry, decides
 
     def __enter__(self) -> "Lease":
         if self.acquire() and self.renew_in_background:

@@ -112,7 +112,7 @@ def install(
     breaker_threshold: int = 3,
     breaker_cooldown: float = 30.0,
     leases: bool | None = None,
-    lease_ttl: float = 120.0,
+    lease_ttl: float = 30.0,
     lease_wait: float = 3600.0,
     local_dir: str | None = None,
     background_uploads: bool = True,
@@ -165,8 +165,15 @@ def install(
             ``min_compile_time_secs``, a compile that raised) the lease is
             released as the compile ends and waiters compile themselves.
         lease_ttl: seconds a lease lasts unless renewed; it is renewed every
-            ``lease_ttl/3`` s while JAX compiles, so it ends about this long
-            after its holder was killed.
+            ``lease_ttl/4`` s while JAX compiles (a failed renewal is tried
+            again after ``lease_ttl/12``), so it ends about this long after
+            its holder was killed: that long the other arms of a sweep stall
+            behind a holder that was OOM-killed or preempted, before one of
+            them compiles. Default 30 (it was 120). Renewal needs the wrapper
+            of ``jax._src.compiler._compile_and_write_cache``; on a JAX
+            without that name nothing renews, and a compile longer than
+            ``lease_ttl`` loses its lease to a waiter, which compiles it too:
+            raise ``lease_ttl`` above your longest compile there.
         lease_wait: the most a miss waits for another holder's entry, in
             seconds, while that holder's lease lives (it is renewed while the
             holder compiles); it compiles itself as soon as the lease ends

@@ -21,7 +21,8 @@ from cachesvc.torch._service import Service
 FX = "fx-graph-v1"
 
 
-def _together(url: str, ns: str, run_torch: Any, barrier: Path, n: int, *args: str) -> list[Any]:
+def _together(url: str, ns: str, run_torch: Any, barrier: Path, n: int, *args: str,
+              timeout: float = 300) -> list[Any]:
     """Runs n training processes that install, then start training at the
     same moment (torchprog --barrier); returns their finished Procs."""
     barrier.mkdir()
@@ -35,7 +36,7 @@ def _together(url: str, ns: str, run_torch: Any, barrier: Path, n: int, *args: s
     (barrier / "go").touch()
     out = []
     for p in ps:
-        stdout, stderr = p.communicate(timeout=300)
+        stdout, stderr = p.communicate(timeout=timeout)
         out.append(finish(p.returncode, stdout, stderr, p.cache_dir))
     return out
 
@@ -46,6 +47,28 @@ def test_processes_starting_together_compile_each_graph_once(torch_server: Any, 
     # graph's compile can take longer than the default lease_wait (60 s).
     a, b = _together(torch_server.url, "lease2", run_torch, tmp_path / "barrier", 2, "--leases",
                      "--lease-wait", "280")
+    _compiled_once(torch_server.url, a, b)
+
+
+def test_graph_compiles_longer_than_the_lease_ttl_keep_their_lease(torch_server: Any, run_torch: Any,
+                                                                    tmp_path: Path) -> None:
+    """With install()'s default lease_ttl, each FX graph's compile lasting
+    1.2 TTLs: the holder renews its lease while compiling, so each graph is
+    still compiled once (a lease that expired mid-compile would let the
+    waiter take it over and compile the graph too)."""
+    import inspect
+
+    from cachesvc.torch import install
+
+    ttl = inspect.signature(install).parameters["lease_ttl"].default
+    a, b = _together(torch_server.url, "leaselong", run_torch, tmp_path / "barrier", 2, "--leases",
+                     "--lease-wait", "600", "--compile-sleep", str(1.2 * ttl), timeout=900)
+    _compiled_once(torch_server.url, a, b)
+
+
+def _compiled_once(url: str, a: Any, b: Any) -> None:
+    """Asserts that two processes started together compiled the test
+    model's 4 FX graphs once in all and trained on the same graphs."""
     ind = [p.out["inductor"] for p in (a, b)]
     st = [p.out["stats"] for p in (a, b)]
     # 4 FX graphs (2 blocks x forward, backward): each compiled by one process;
@@ -60,7 +83,7 @@ def test_processes_starting_together_compile_each_graph_once(torch_server: Any, 
     assert a.warnings() == [] and b.warnings() == [], (a.stderr[-2000:], b.stderr[-2000:])
     # The server counts what the processes count: a waiter's miss followed by
     # its ?wait= hit is no compile (misses - wait_hits), per run.
-    runs = {r["run"]: r for r in json.load(urllib.request.urlopen(f"{torch_server.url}/v1/stats"))["runs"]}
+    runs = {r["run"]: r for r in json.load(urllib.request.urlopen(f"{url}/v1/stats"))["runs"]}
     server = [runs[s["run"]] for s in st]
     assert sum(r["misses"] - r["wait_hits"] for r in server) == sum(s["misses"] for s in st), (server, st)
     assert sum(r["wait_hits"] for r in server) >= sum(s["lease_wait_hits"] for s in st), (server, st)

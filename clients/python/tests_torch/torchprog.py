@@ -11,6 +11,7 @@ counting wrapper) and timings.
     python torchprog.py --url URL --ns NS [--mode remote|none|mega-save|mega-load]
                         [--variant base|changed] [--run RUN] [--pause DIR]
                         [--leases] [--lease-wait S] [--barrier DIR]
+                        [--compile-sleep S]
 
 ``--variant changed`` swaps the second block's activation (ReLU -> GELU): the
 first block's graphs are unchanged. ``--pause DIR``: after the first step,
@@ -19,7 +20,10 @@ then train the changed variant's second block too (new graphs: lookups fail).
 ``--leases``: install with compile leases (``--lease-wait``: their
 lease_wait). ``--barrier DIR``: after the
 install, create DIR/ready-<pid> and wait for DIR/go before training (so
-that processes start compiling together).
+that processes start compiling together). ``--compile-sleep S``: each FX
+graph's compile (Inductor's ``fx_codegen_and_compile``, called inside the
+compile step the client's lease wrapper wraps) first sleeps S s: a compile
+longer than a lease's TTL, without the CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -120,6 +125,20 @@ def wait_for(d: Path, ready: str) -> None:
         time.sleep(0.01)
 
 
+def slow_compiles(secs: float) -> None:
+    """Makes each FX graph's compile sleep ``secs`` first (``_compile_fx_inner``
+    looks ``fx_codegen_and_compile`` up by module attribute on each call)."""
+    import torch._inductor.compile_fx as cfx
+
+    orig = cfx.fx_codegen_and_compile
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(secs)
+        return orig(*args, **kwargs)
+
+    cfx.fx_codegen_and_compile = slow
+
+
 def main() -> None:
     """Parses the arguments, trains, prints the JSON report."""
     ap = argparse.ArgumentParser()
@@ -133,6 +152,7 @@ def main() -> None:
     ap.add_argument("--leases", action="store_true")
     ap.add_argument("--lease-wait", type=float, default=60.0)
     ap.add_argument("--barrier", default="")
+    ap.add_argument("--compile-sleep", type=float, default=0.0)
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -146,6 +166,8 @@ def main() -> None:
         info = cachesvc.torch.load(a.run, url=a.url, namespace=a.ns)
         loaded = None if info is None else {k: len(v) for k, v in info.artifacts.items()}
     setup_s = time.monotonic() - t0
+    if a.compile_sleep:
+        slow_compiles(a.compile_sleep)
     if a.barrier:
         wait_for(Path(a.barrier), f"ready-{os.getpid()}")
 

@@ -157,7 +157,7 @@ def install(
     client: Client | None = None,
     verify_key: str | list[str] | None = None,
     leases: bool | None = None,
-    lease_ttl: float = 120.0,
+    lease_ttl: float = 30.0,
     lease_wait: float = 3600.0,
 ) -> Service | None:
     """Routes torch.compile's remote caches to cachesvc and turns them on.
@@ -207,8 +207,10 @@ def install(
             Default ``$CACHESVC_LEASES`` (``1``), else off. A lease ends with
             the graph's write, or when its compile returns without one.
         lease_ttl: seconds a lease lasts unless renewed; it is renewed every
-            ``lease_ttl/3`` s until the compile ends and its write is done,
-            so it ends about this long after a holder is killed.
+            ``lease_ttl/4`` s (a failed renewal again after ``lease_ttl/12``)
+            until the compile ends and its write is done, so it ends about
+            this long after a holder is killed: that long its waiters stall
+            before one of them compiles. Default 30 (it was 120).
         lease_wait: the most a miss waits for another holder's entry, in
             seconds, while that holder's lease lives (it is renewed while the
             holder compiles); it compiles itself as soon as the lease ends

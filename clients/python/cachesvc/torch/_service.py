@@ -112,7 +112,7 @@ class Service:
     def __init__(self, client: Client, *, timeout: float, put_timeout: float | None,
                  breaker: Breaker, warn_interval: float, components: _keys.ComponentMap | None,
                  background_uploads: bool, upload_queue_bytes: int, flush_at_exit: float,
-                 lookup_timeout: float | None = None, leases: bool = False, lease_ttl: float = 120.0,
+                 lookup_timeout: float | None = None, leases: bool = False, lease_ttl: float = 30.0,
                  lease_wait: float = 3600.0, autotune_settle: float = 30.0) -> None:
         self.client = client
         self.timeout = timeout
