@@ -52,17 +52,16 @@ def test_processes_starting_together_compile_each_graph_once(torch_server: Any, 
 
 def test_graph_compiles_longer_than_the_lease_ttl_keep_their_lease(torch_server: Any, run_torch: Any,
                                                                     tmp_path: Path) -> None:
-    """With install()'s default lease_ttl, each FX graph's compile lasting
-    1.2 TTLs: the holder renews its lease while compiling, so each graph is
-    still compiled once (a lease that expired mid-compile would let the
-    waiter take it over and compile the graph too)."""
-    import inspect
-
-    from cachesvc.torch import install
-
-    ttl = inspect.signature(install).parameters["lease_ttl"].default
+    """Each FX graph's compile lasting 1.25 lease TTLs: the holder renews
+    its lease while compiling, so each graph is still compiled once (a
+    lease that expired mid-compile would let the waiter take it over and
+    compile the graph too). An 8 s TTL, not install()'s default 30 s: the
+    renewal is the same at every TTL (every TTL/4), and 4 graphs of 1.25
+    default TTLs each took 3 minutes of CI."""
+    ttl = 8.0
     a, b = _together(torch_server.url, "leaselong", run_torch, tmp_path / "barrier", 2, "--leases",
-                     "--lease-wait", "600", "--compile-sleep", str(1.2 * ttl), timeout=900)
+                     "--lease-wait", "600", "--lease-ttl", str(ttl), "--compile-sleep", str(1.25 * ttl),
+                     timeout=600)
     _compiled_once(torch_server.url, a, b)
 
 

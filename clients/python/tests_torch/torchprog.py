@@ -10,7 +10,7 @@ counting wrapper) and timings.
 
     python torchprog.py --url URL --ns NS [--mode remote|none|mega-save|mega-load]
                         [--variant base|changed] [--run RUN] [--pause DIR]
-                        [--leases] [--lease-wait S] [--barrier DIR]
+                        [--leases] [--lease-wait S] [--lease-ttl S] [--barrier DIR]
                         [--compile-sleep S]
 
 ``--variant changed`` swaps the second block's activation (ReLU -> GELU): the
@@ -18,7 +18,7 @@ first block's graphs are unchanged. ``--pause DIR``: after the first step,
 create DIR/ready and wait for DIR/go (the test kills the server meanwhile),
 then train the changed variant's second block too (new graphs: lookups fail).
 ``--leases``: install with compile leases (``--lease-wait``: their
-lease_wait). ``--barrier DIR``: after the
+lease_wait; ``--lease-ttl``: their lease_ttl, else install's default). ``--barrier DIR``: after the
 install, create DIR/ready-<pid> and wait for DIR/go before training (so
 that processes start compiling together). ``--compile-sleep S``: each FX
 graph's compile (Inductor's ``fx_codegen_and_compile``, called inside the
@@ -153,6 +153,7 @@ def main() -> None:
     ap.add_argument("--lease-wait", type=float, default=60.0)
     ap.add_argument("--barrier", default="")
     ap.add_argument("--compile-sleep", type=float, default=0.0)
+    ap.add_argument("--lease-ttl", type=float, default=None)
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -160,7 +161,8 @@ def main() -> None:
     loaded = None
     if a.mode in ("remote", "mega-save"):
         svc = cachesvc.torch.install(a.url, a.ns, run=a.run or None, timeout=5.0, breaker_cooldown=300,
-                                     leases=a.leases, lease_wait=a.lease_wait)
+                                     leases=a.leases, lease_wait=a.lease_wait,
+                                     **({"lease_ttl": a.lease_ttl} if a.lease_ttl else {}))
         assert svc is not None
     elif a.mode == "mega-load":
         info = cachesvc.torch.load(a.run, url=a.url, namespace=a.ns)
