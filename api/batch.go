@@ -111,7 +111,8 @@ func (g *batchAPI) handleExists(c *fiber.Ctx) error {
 // server aborts the connection, so a client never sees a complete wrong
 // member. Clients retry a broken batch.
 func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
-	ns, run, anon := reqOf(c).Namespace, reqOf(c).Run, reqOf(c).Anonymous
+	r := reqOf(c)
+	ns, run, anon, writer := r.Namespace, r.Run, r.Anonymous, r.Writer
 	keys, err := g.parseKeysRequest(c)
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
 			// Counted as missing.json is sent (batchtar.go): a stream
 			// that breaks before it told the client of no miss, and the
 			// client's retry counts it.
-			b.misses = append(b.misses, Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon})
+			b.misses = append(b.misses, Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon, Writer: writer})
 			missing.Missing = append(missing.Missing, k.String())
 			continue
 		}
@@ -142,7 +143,7 @@ func (g *batchAPI) handleBatch(c *fiber.Ctx) error {
 			return fmt.Errorf("tar header for %s/%s: %w", ns, k, err)
 		}
 		b.members = append(b.members, planned{key: k, size: m.Size, sha: m.SHA256, sig: sig, hdrLen: hdrLen,
-			hit: Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon, Hit: true,
+			hit: Lookup{Route: RouteBatch, Namespace: ns, Key: k, Run: run, Anonymous: anon, Writer: writer, Hit: true,
 				Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size}})
 		total += int64(hdrLen) + m.Size + tarPad(m.Size)
 	}

@@ -213,7 +213,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 		waited += time.Since(start) // the client's wall time spent parked: not saved
 	}
 	ctx := c.UserContext()
-	miss := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Anonymous: r.Anonymous, Backend: r.Backend}
+	miss := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Anonymous: r.Anonymous, Writer: r.Writer, Backend: r.Backend}
 	countMiss := func() {
 		if !continued { // a continuation's miss was counted by the wait's first request
 			g.out.Lookup(miss)
@@ -248,7 +248,7 @@ func (g *entriesAPI) handleGet(c *fiber.Ctx) error {
 	if n >= 0 {
 		size = n
 	}
-	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
+	hit := Lookup{Route: RouteEntries, Namespace: r.Namespace, Key: r.Key, Run: r.Run, Anonymous: r.Anonymous, Writer: r.Writer, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: size, Partial: size < m.Size,
 		Waited: waiting, WaitSeconds: waited.Seconds()}
 	g.io.headers(c, m)

@@ -75,7 +75,7 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	m, rc, err := g.store.Get(c.UserContext(), ns, key, 0, -1)
 	if errors.Is(err, store.ErrNotFound) {
 		ex := g.stats.Explain(ns, res.Backend, res.Components)
-		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Backend: res.Backend,
+		g.out.Lookup(Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Writer: r.Writer, Backend: res.Backend,
 			Name: wire.SanitizeName(res.DisplayName), Components: res.Components, Explanation: &ex})
 		return c.Status(http.StatusNotFound).JSON(wire.LookupMiss{
 			Error: wire.ErrorObject{Code: "not_found", Message: fmt.Sprintf(
@@ -89,7 +89,7 @@ func (g *keysAPI) handleLookup(c *fiber.Ctx) error {
 	}
 	g.io.headers(c, m)
 	c.Status(http.StatusOK)
-	hit := Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Hit: true,
+	hit := Lookup{Route: RouteLookup, Namespace: ns, Key: key, Run: r.Run, Anonymous: r.Anonymous, Writer: r.Writer, Hit: true,
 		Backend: m.Backend, Name: m.Name, CompileSeconds: m.CompileSeconds, Bytes: m.Size}
 	// A hit once the whole body was read (streams.send), never on a
 	// corrupt chunk.

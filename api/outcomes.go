@@ -44,6 +44,12 @@ type Lookup struct {
 	// so anyone could skew a team's run and sweep views). Its lookups
 	// still count in every total.
 	Anonymous bool
+	// Writer marks a lookup by a caller that may write in Namespace (see
+	// request.Writer): it admits the namespace into the statistics, as the
+	// caller's PUT would, so that a fresh namespace's first misses count
+	// under its name. A read-only caller's lookups admit nothing, so made-up
+	// namespaces cannot push the real ones out of the bounded rows.
+	Writer bool
 	// Backend is the entry's (on a hit) or the signature's backend; "" when
 	// not known.
 	Backend string
@@ -164,7 +170,7 @@ func (c *counter) Lookup(l Lookup) {
 		run = stats.Other
 	}
 	c.stats.RecordLookup(stats.Lookup{
-		Namespace: l.Namespace, Backend: l.Backend, Run: run, Key: l.Key, Name: l.Name,
+		Namespace: l.Namespace, Admit: l.Writer, Backend: l.Backend, Run: run, Key: l.Key, Name: l.Name,
 		Hit: l.Hit, Partial: l.Partial, Bytes: l.Bytes, CompileSeconds: l.CompileSeconds, Waited: l.Waited,
 		WaitSeconds: l.WaitSeconds,
 	})

@@ -34,6 +34,10 @@ type request struct {
 	// the request (no token): its lookups count their run under _other in
 	// the statistics (Lookup.Anonymous).
 	Anonymous bool
+	// Writer is true when the caller may write in Namespace (a token with
+	// write scope there, or a server that checks no tokens): its lookups
+	// admit the namespace into the statistics (Lookup.Writer).
+	Writer bool
 	// Backend is X-Cachesvc-Backend ("" when absent): the entry's backend
 	// on a PUT, the missed program's backend on a GET.
 	Backend string
@@ -89,19 +93,27 @@ func reqOf(c *fiber.Ctx) *request {
 	return r
 }
 
-// parseRequest parses and validates the request value (see request) and
-// stores it for the handler. Only routes in a namespace carry the cachesvc
-// headers; on the others (health, metrics, the dashboard) they are ignored.
-func parseRequest(c *fiber.Ctx) error {
-	r, err := readRequest(c)
-	if err != nil {
-		return err
+// parseRequest returns the middleware that parses and validates the
+// request value (see request) and stores it for the handler. Only routes in
+// a namespace carry the cachesvc headers; on the others (health, metrics,
+// the dashboard) they are ignored. open is true when the server checks no
+// tokens: every caller may then write anywhere.
+func parseRequest(open bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		r, err := readRequest(c)
+		if err != nil {
+			return err
+		}
+		if id, ok := requestIdentity(c); ok {
+			r.Anonymous, r.Writer = id.Anonymous, id.Writes
+		} else {
+			// No identity: tokens are off, or the route is public (no
+			// caller to trust).
+			r.Writer = open
+		}
+		c.Locals(requestKey, r)
+		return c.Next()
 	}
-	if id, ok := requestIdentity(c); ok && id.Anonymous {
-		r.Anonymous = true
-	}
-	c.Locals(requestKey, r)
-	return c.Next()
 }
 
 // readRequest reads the request value from c's route parameters and

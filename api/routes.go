@@ -102,8 +102,9 @@ func (s *Server) register(groups ...group) error {
 		}
 	}
 	s.table = append(s.table, added...)
+	parse := parseRequest(s.cfg.Auth == nil)
 	for _, r := range added {
-		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parseRequest}
+		handlers := []fiber.Handler{s.authorize(r.Access), s.limit(r), parse}
 		if r.JSONBody {
 			handlers = append(handlers, vetFieldValidation)
 		}

@@ -162,3 +162,45 @@ func TestAdmissionsPersistWithinTheCap(t *testing.T) {
 		t.Fatalf("namespaces = %+v", n)
 	}
 }
+
+// TestLookupAdmit: a lookup with Admit (a caller that may write there)
+// admits its namespace up to MaxNamespaces, so a fresh namespace's first
+// misses count under its name; one without Admit admits nothing.
+func TestLookupAdmit(t *testing.T) {
+	s, err := Open(Config{MaxNamespaces: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.AdmitNamespace("default")
+	tests := []struct {
+		ns    string
+		admit bool
+		want  string // the label its lookups count under
+	}{
+		{"reader-ns", false, Other},
+		{"sweep-a", true, "sweep-a"},
+		{"sweep-a", false, "sweep-a"},
+		{"sweep-b", true, "sweep-b"},
+		{"sweep-c", true, Other}, // beyond the cap
+		{"\xff", true, Other},
+	}
+	for _, tt := range tests {
+		s.RecordLookup(Lookup{Namespace: tt.ns, Admit: tt.admit, Key: key(1)})
+		if got := s.namespaces.labelOf(tt.ns); got != tt.want {
+			t.Errorf("lookup in %q (admit %v): counts under %q, want %q", tt.ns, tt.admit, got, tt.want)
+		}
+	}
+	rows := map[string]int64{}
+	for _, n := range s.Snapshot(SnapshotOptions{}).Namespaces {
+		rows[n.Namespace] = n.Misses
+	}
+	if rows["sweep-a"] != 2 || rows["sweep-b"] != 1 || rows[Other] != 3 {
+		t.Errorf("misses by namespace %v, want sweep-a 2, sweep-b 1, %s 3", rows, Other)
+	}
+	for _, ns := range []string{strings.Clone("sweep-a"), "sweep-c"} {
+		if n := testing.AllocsPerRun(100, func() { s.namespaces.admit(ns) }); n != 0 {
+			t.Errorf("admit(%q) allocates %v times", ns, n)
+		}
+	}
+}

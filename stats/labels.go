@@ -191,6 +191,12 @@ func (l *limiter) admit(v string) string {
 			return c
 		}
 	}
+	// Values are never removed, so once full the limiter stays full:
+	// answer without the lock, since writers' lookups in namespaces
+	// beyond the cap call admit on every request.
+	if m := l.known.Load(); l.max <= 0 || (m != nil && len(*m) >= l.max) {
+		return Other
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.known.Load()

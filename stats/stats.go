@@ -11,9 +11,10 @@
 // "_other", a new run past the cap takes the least recently seen run's
 // slot (that run folding into "_other"), top entries and recent misses are
 // capped. A namespace is
-// tracked only once it holds entries or is configured (AdmitNamespace,
-// RecordWrite): lookups and misses alone never create one, so readers
-// cannot push the real namespaces into "_other".
+// tracked only once it holds entries, is configured, or a caller that may
+// write there looks it up (AdmitNamespace, RecordWrite, Lookup.Admit): a
+// reader's lookups and misses never create one, so readers cannot push the
+// real namespaces into "_other".
 package stats
 
 import (
@@ -283,7 +284,8 @@ func (s *Stats) Index() *explain.Index { return s.index }
 // MaxNamespaces; beyond, and for a name that is not a valid namespace, it
 // counts under Other). ns holds entries or is configured: the server calls
 // it for the default namespace, for namespaces found in the store at start
-// and for configured ones; RecordWrite admits its namespace itself. It is
+// and for configured ones; RecordWrite admits its namespace itself, and so
+// does RecordLookup with Lookup.Admit (a writer's lookup). It is
 // cheap once ns is admitted (one map read), so hot paths may call it.
 //
 // Admission is persisted (at the next flush, like the counts), so that a
@@ -307,8 +309,14 @@ func (s *Stats) AdmitBackend(b string) {
 // Lookup is one lookup of an entry, by key or by signature. Values that
 // are not valid are counted, never kept: see the fields.
 type Lookup struct {
-	// Namespace counts under Other unless admitted (AdmitNamespace).
+	// Namespace counts under Other unless admitted (AdmitNamespace, or
+	// Admit).
 	Namespace string
+	// Admit admits Namespace first (AdmitNamespace): the caller may write
+	// there, as its PUT would admit it, so that a fresh namespace's first
+	// misses count under its name. Leave it false for read-only callers:
+	// asking for a namespace must not make it one.
+	Admit bool
 	// Backend is the entry's or the signature's backend; empty or not a
 	// valid backend name means UnknownBackend. A miss counts under it only
 	// when it is admitted (AdmitBackend, a write, a hit), else Other.
@@ -348,9 +356,15 @@ func (s *Stats) RecordLookup(l Lookup) {
 	if s.closed.Load() {
 		return
 	}
-	// A lookup does not admit its namespace: asking for a namespace does
-	// not make it one (issue 12, bug 9).
-	ns := s.namespaces.labelOf(l.Namespace)
+	// A reader's lookup does not admit its namespace: asking for a
+	// namespace does not make it one (issue 12, bug 9). A writer's does: a
+	// sweep's first misses come before its first PUT.
+	var ns string
+	if l.Admit {
+		ns = s.namespaces.admit(l.Namespace)
+	} else {
+		ns = s.namespaces.labelOf(l.Namespace)
+	}
 	// Nor does a miss admit its backend: it is what the reader claims
 	// (X-Cachesvc-Backend), and made-up ones took every MaxBackends slot
 	// from the real ones. A hit's is its entry's, which a writer reported;

@@ -124,11 +124,17 @@ type Rule struct {
 // Allows reports whether the rule grants need in namespace ns. For ns ==
 // "*" only the rule's "*" scope counts.
 func (r *Rule) Allows(ns string, need Scope) bool {
+	return need != ScopeNone && r.scopeIn(ns) >= need
+}
+
+// scopeIn returns the highest scope r grants in namespace ns ("*": the
+// scope granted on every namespace).
+func (r *Rule) scopeIn(ns string) Scope {
 	have := r.Scopes[AllNamespaces]
 	if ns != AllNamespaces {
 		have = max(have, r.Scopes[ns])
 	}
-	return need != ScopeNone && have >= need
+	return have
 }
 
 // Tokens is a parsed tokens file. It is immutable and safe for concurrent
@@ -156,6 +162,11 @@ type Identity struct {
 	Name string
 	// Anonymous is true when the request carried no token.
 	Anonymous bool
+	// Writes is true when the rule that authorized the request grants
+	// write scope (or more) in the namespace it was authorized for
+	// (Authorize only): such a caller's lookups admit the namespace into
+	// the statistics, as its PUT would.
+	Writes bool
 }
 
 // Authenticate returns the rule whose hash matches secret. It hashes secret
@@ -186,7 +197,7 @@ func (t *Tokens) Authenticate(secret string) (*Rule, bool) {
 func (t *Tokens) Authorize(secret, ns string, need Scope) (Identity, error) {
 	if secret == "" {
 		if t.anonymous != nil && t.anonymous.Allows(ns, need) {
-			return Identity{Name: AnonymousName, Anonymous: true}, nil
+			return Identity{Name: AnonymousName, Anonymous: true, Writes: t.anonymous.scopeIn(ns) >= ScopeWrite}, nil
 		}
 		return Identity{}, ErrUnauthenticated
 	}
@@ -198,6 +209,7 @@ func (t *Tokens) Authorize(secret, ns string, need Scope) (Identity, error) {
 	if !r.Allows(ns, need) {
 		return id, ErrForbidden
 	}
+	id.Writes = r.scopeIn(ns) >= ScopeWrite
 	return id, nil
 }
 

@@ -54,6 +54,34 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// TestAuthorizeWrites: Identity.Writes says whether the token may write in
+// the namespace, whatever the scope the request needed, so that a writer's
+// lookups admit their namespace into the statistics and a reader's do not.
+func TestAuthorizeWrites(t *testing.T) {
+	tk, err := LoadFile("testdata/tokens.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		secret, ns string
+		need       Scope
+		want       bool
+	}{
+		{"secret-ci", "default", ScopeRead, true},
+		{"secret-ci", "default", ScopeWrite, true},
+		{"secret-ci", "team-a", ScopeRead, false},
+		{"secret-alice", "anything", ScopeRead, true},
+		{"secret-reader", "x", ScopeRead, false},
+		{"", "public", ScopeRead, false},
+	}
+	for _, tc := range tests {
+		id, err := tk.Authorize(tc.secret, tc.ns, tc.need)
+		if err != nil || id.Writes != tc.want {
+			t.Errorf("Authorize(%q, %q, %s) = %+v, %v; want Writes %v", tc.secret, tc.ns, tc.need, id, err, tc.want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	h := strings.Repeat("ab", 32)
 	tests := []struct {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachesvc/cachesvc/api/auth/authtest"
 	"github.com/cachesvc/cachesvc/store"
 	"github.com/cachesvc/cachesvc/wire"
 )
@@ -273,7 +274,8 @@ func waitLog(t *testing.T, p *proc, want ...string) string {
 // TestServeCountsConfiguredNamespacesFromTheFirstLookup: a namespace the
 // namespaces file names is tracked in the statistics before it holds
 // anything, so a sweep's first misses (the first compiles) count under
-// it, not under _other; one added by a SIGHUP reload too.
+// it, not under _other; one added by a SIGHUP reload too. The lookups are
+// a read-only token's: a writer's would admit any namespace themselves.
 func TestServeCountsConfiguredNamespacesFromTheFirstLookup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test skipped in -short mode")
@@ -281,10 +283,16 @@ func TestServeCountsConfiguredNamespacesFromTheFirstLookup(t *testing.T) {
 	bin := buildBinary(t)
 	nsFile := filepath.Join(t.TempDir(), "namespaces.json")
 	writeAtomic(t, nsFile, []byte(`{"namespaces": {"team-a": {"max_bytes": "1MiB"}}}`))
-	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--namespaces", nsFile, "--log-level", "info")
+	const readerSecret, opsSecret = "s3cr3t-reader-nsadmit", "s3cr3t-ops-nsadmit"
+	tokens := authtest.WriteTokens(t, []authtest.Token{
+		{Name: "reader", Secret: readerSecret, Scopes: "*:read"},
+		{Name: "ops", Secret: opsSecret, Scopes: "*:admin"},
+	}, "")
+	p := startServer(t, bin, filepath.Join(t.TempDir(), "data"), "--namespaces", nsFile, "--tokens", tokens, "--log-level", "info")
 	miss := func(ns string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, p.url+"/v1/"+ns+"/entries/"+keyFor(ns), nil)
+		req.Header.Set("Authorization", "Bearer "+readerSecret)
 		req.Header.Set("X-Cachesvc-Backend", "xla")
 		req.Header.Set("X-Cachesvc-Run", "sweep:arm-1")
 		resp, err := http.DefaultClient.Do(req)
@@ -298,7 +306,17 @@ func TestServeCountsConfiguredNamespacesFromTheFirstLookup(t *testing.T) {
 	}
 	misses := func() (map[string]int64, []string) {
 		t.Helper()
-		st := serverStats(t, p.url)
+		req, _ := http.NewRequest(http.MethodGet, p.url+"/v1/stats", nil)
+		req.Header.Set("Authorization", "Bearer "+opsSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st wire.StatsResponse
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/stats: %d, %v", resp.StatusCode, err)
+		}
 		out := map[string]int64{}
 		for _, n := range st.Namespaces {
 			out[n.Namespace] = n.Misses

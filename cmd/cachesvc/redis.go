@@ -89,6 +89,11 @@ func (o *redisOptions) start(ln net.Listener, srv *api.Server, acfg api.Config, 
 	if keyer == nil {
 		return nil, errors.New("--redis-addr needs the key plugins (the pt2 plugin maps Redis keys)")
 	}
+	// The operator named the namespace, as --namespaces does: torch's
+	// first GETs miss before its first SET, and they count under it.
+	if acfg.Stats != nil {
+		acfg.Stats.AdmitNamespace(o.Namespace)
+	}
 	rs, err := resp.New(resp.Config{
 		Store:            acfg.Store,
 		Outcomes:         srv.Outcomes(),

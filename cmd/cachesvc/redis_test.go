@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cachesvc/cachesvc/api/auth/authtest"
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 var redisRE = regexp.MustCompile(`redis protocol on redis://(\S+) \(namespace (\S+)\)`)
@@ -62,6 +64,11 @@ func TestServeRedis(t *testing.T) {
 	defer rc.Close()
 	key := "pt2:fx-graph-v1::fq3v5xkz7w2yhb6c4n8dj0rtmg1lpae9souyi3k5x7b2c4d6e8:c1"
 	value := `{"data": "AAAA", "time_taken_ms": 4000}`
+	// torch's first GET misses before anything is stored in the namespace:
+	// --redis-namespace is configured, so it counts under torch.
+	if err := rc.Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET before the SET: %v, want redis.Nil", err)
+	}
 	if err := rc.Set(ctx, key, value, 0).Err(); err != nil {
 		t.Fatalf("SET: %v", err)
 	}
@@ -98,6 +105,11 @@ func TestServeRedis(t *testing.T) {
 	if s := get("/v1/torch/stats"); !strings.Contains(s, `"backend":"pt2"`) || !strings.Contains(s, `"hits":1`) ||
 		!strings.Contains(s, `"compile_seconds_saved":4`) {
 		t.Errorf("namespace stats lack the RESP hit of a pt2 entry: %s", s)
+	}
+	// Two misses: the GET before the SET and the one after the refused SET.
+	var st wire.StatsResponse
+	if err := json.Unmarshal([]byte(get("/v1/torch/stats")), &st); err != nil || len(st.Namespaces) != 1 || st.Namespaces[0].Misses != 2 {
+		t.Errorf("torch's rows %+v (%v), want 2 misses: the first came before anything was stored", st.Namespaces, err)
 	}
 
 	// An idle connection is closed by the shutdown, which completes.
