@@ -442,6 +442,10 @@ def save(run: str | None = None, *, compile_seconds: float | None = None, timeou
     entries this install wrote or hit. Returns the server key, or None when
     there was nothing to save or the server failed (a warning says which);
     never raises for a server failure.
+
+    Under torchrun every rank may call it: the first rank's blob is kept and
+    the others' 409s count as ``mega_conflicts`` in :func:`stats`, logged at
+    info (a lone process, ``WORLD_SIZE`` unset or 1, warns: a reused run id).
     """
     run = run or _env_run()
     if not run:
@@ -463,11 +467,21 @@ def save(run: str | None = None, *, compile_seconds: float | None = None, timeou
     if got is None:
         log.warning("cachesvc: save(%r): torch has no cache artifacts to save (nothing compiled?)", run)
         return None
-    key, size, counts = got
+    if got.conflict:
+        if svc is not None:
+            svc.add(mega_conflicts=1)
+        # Under torchrun every rank of a DDP/FSDP job compiles the same
+        # graphs, so the first rank's blob serves all: a warning per rank
+        # would only be noise. A lone process meeting another's blob is a
+        # reused run id, worth a warning.
+        (log.info if _mega.several_ranks() else log.warning)(
+            "cachesvc: a Mega-Cache blob for run %r in this environment already exists with other "
+            "bytes; kept the first one", run)
+        return got.key
     if svc is not None:
-        svc.add(mega_saved=1, mega_bytes=size)
-    log.info("cachesvc: saved the Mega-Cache of run %r: %d bytes, %s", run, size, counts)
-    return key
+        svc.add(mega_saved=1, mega_bytes=got.size)
+    log.info("cachesvc: saved the Mega-Cache of run %r: %d bytes, %s", run, got.size, got.artifacts)
+    return got.key
 
 
 def load(run: str | None = None, *, timeout: float = 300.0, client: Client | None = None,

@@ -8,6 +8,7 @@ of the blob's key: a process only ever loads a blob made in its own environment.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,13 +59,24 @@ def resolve_client(client: Client | None, installed: Any, **settings: Any) -> Cl
     return s.client(timeout=30.0, retries=2)
 
 
+@dataclass
+class Saved:
+    """What :func:`save_blob` wrote: the server ``key``, the blob's ``size``
+    in bytes, torch's ``artifacts`` counts, and ``conflict``: the run already
+    had a blob with other bytes in this environment, which was kept."""
+
+    key: str
+    size: int
+    artifacts: dict[str, int]
+    conflict: bool = False
+
+
 def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeout: float,
-              first_byte_timeout: float | None = None) -> tuple[str, int, dict[str, int]] | None:
-    """Serializes this process's artifacts and writes them; (server key, bytes,
-    artifact counts), or None when torch has nothing to save. Raises on
-    server failures (the caller fails open). ``first_byte_timeout`` bounds
-    the wait for the key's answer (a hung server fails fast), ``timeout``
-    each whole request."""
+              first_byte_timeout: float | None = None) -> Saved | None:
+    """Serializes this process's artifacts and writes them; None when torch
+    has nothing to save. Raises on server failures (the caller fails open).
+    ``first_byte_timeout`` bounds the wait for the key's answer (a hung server
+    fails fast), ``timeout`` each whole request."""
     import torch
 
     got = torch.compiler.save_cache_artifacts()
@@ -73,15 +85,25 @@ def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeou
     blob, info = got
     sig = _keys.mega_signature(run)
     key = client.key(sig, timeout=timeout, first_byte_timeout=first_byte_timeout).key
+    conflict = False
     try:
         client.put(key, bytes(blob), compile_seconds=compile_seconds, backend="pt2",
                    name=f"mega:{run}"[:200], timeout=timeout)
     except Error as exc:
         if exc.status != 409:  # 409: this run already saved other bytes; first writer wins
             raise
-        log.warning("cachesvc: a Mega-Cache blob for run %r in this environment already exists "
-                    "with other bytes; kept the first one", run)
-    return key, len(blob), artifact_counts(info)
+        conflict = True
+    return Saved(key, len(blob), artifact_counts(info), conflict)
+
+
+def several_ranks() -> bool:
+    """Whether this process is one of several ranks of a job (torchrun and
+    torch.distributed launchers set ``WORLD_SIZE``): then every rank saving
+    one run's blob is expected, and all but the first get a 409."""
+    try:
+        return int(os.environ.get("WORLD_SIZE") or "1") > 1
+    except ValueError:
+        return False
 
 
 def load_blob(client: Client, run: str, *, timeout: float, first_byte_timeout: float | None = None) -> LoadResult:

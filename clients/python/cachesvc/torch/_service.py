@@ -56,6 +56,7 @@ class CacheStats:
     components_captured: int = 0  # graphs whose components were captured
     components_seconds: float = 0.0  # time spent deriving them
     mega_saved: int = 0
+    mega_conflicts: int = 0  # save() found the run's blob already written with other bytes (kept)
     mega_loaded: int = 0
     mega_bytes: int = 0
     load_failures: int = 0  # values from the server torch could not load (then a miss)
