@@ -42,7 +42,8 @@ environment (what install() reads):
                         key rotation the old and the new, separated by a comma
   CACHESVC_CLIENT_CERT  client certificate (PEM) for a server with --tls-client-ca;
                         CACHESVC_CLIENT_KEY its key, unless the certificate file holds it
-  CACHESVC_RUN          run id tagged on requests (default <host>-<pid>-<random>)
+  CACHESVC_RUN          run id tagged on requests (default <host>-<pid>-<random>;
+                        torchrun-<job id> in a torchrun rank)
 {mode}  CACHESVC_LOOKUP_TIMEOUT  seconds to wait for the server's answer (default 1)
 
 exit codes:

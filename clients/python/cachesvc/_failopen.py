@@ -65,7 +65,16 @@ def env_flag(name: str) -> bool:
 
 
 def default_run_id() -> str:
-    """``<host>-<pid>-<random>``: the run id when none is configured."""
+    """The run id when none is configured: ``torchrun-<rendezvous id>`` in a
+    rank that torchrun started, else ``<host>-<pid>-<random>``.
+
+    torchrun gives every rank of a job, on every host, one
+    ``TORCHELASTIC_RUN_ID`` (its ``--rdzv-id``, else a random UUID per
+    launch), so the server counts the job as one run, not one run per rank.
+    """
+    elastic = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    if elastic and elastic != "none":
+        return f"torchrun-{elastic}"
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 

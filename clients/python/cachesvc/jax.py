@@ -138,7 +138,7 @@ def install(
             default ``$CACHESVC_MODE`` or ``"canonical"``.
         run: the run id sent with every request (``X-Cachesvc-Run``) so the
             server records this run's manifest; default ``$CACHESVC_RUN`` or
-            ``<host>-<pid>-<random>``.
+            ``<host>-<pid>-<random>`` (``torchrun-<job id>`` under torchrun).
         min_compile_time_secs: sets ``jax_persistent_cache_min_compile_time_secs``
             (JAX's default 1.0 s means small programs are never written).
         min_entry_size_bytes: sets ``jax_persistent_cache_min_entry_size_bytes``

@@ -70,3 +70,22 @@ def test_readme_jax_table_lists_every_variable_install_reads():
     rows = [line for line in jax.splitlines() if line.startswith("| `CACHESVC_")]
     listed = {re.match(r"\| `(CACHESVC_\w+)`", line).group(1) for line in rows}
     assert sorted(read - listed) == []
+
+
+@pytest.mark.parametrize("elastic,env_run,want", [
+    (None, None, "host"),  # a lone process: <host>-<pid>-<random>
+    ("none", None, "host"),  # torchrun's placeholder rendezvous id
+    ("0b5e-job", None, "torchrun-0b5e-job"),  # every rank of one torchrun job: one run
+    ("0b5e-job", "sweep-1", "sweep-1"),  # CACHESVC_RUN wins
+])
+def test_default_run_id_is_the_torchrun_job(monkeypatch, elastic, env_run, want):
+    for name, value in (("TORCHELASTIC_RUN_ID", elastic), ("CACHESVC_RUN", env_run)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    run = Settings.resolve(None, None, None, None).run
+    if want == "host":
+        assert run.startswith(f"{_failopen.socket.gethostname()}-"), run
+    else:
+        assert run == want

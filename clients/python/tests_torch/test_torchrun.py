@@ -22,11 +22,13 @@ from conftest import HERE, clean_env
 PROG = HERE / "ddpprog.py"
 
 
-def _job(url: str, ns: str, run: str, out: Path, *args: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Runs ddpprog.py under torchrun with 2 ranks; their reports, by rank."""
+def _job(url: str, ns: str, run: str | None, out: Path, *args: str,
+         env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Runs ddpprog.py under torchrun with 2 ranks (CACHESVC_RUN=run unless
+    None); their reports, by rank."""
     out.mkdir()
-    e = clean_env({"CACHESVC_URL": url, "CACHESVC_NAMESPACE": ns, "CACHESVC_RUN": run,
-                   "OMP_NUM_THREADS": "1", **(env or {})})
+    e = clean_env({"CACHESVC_URL": url, "CACHESVC_NAMESPACE": ns, "OMP_NUM_THREADS": "1",
+                   **({"CACHESVC_RUN": run} if run else {}), **(env or {})})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(PROG), str(out), *args]
     res = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=240)
@@ -71,13 +73,17 @@ def test_torchrun_ranks_share_compiles_and_save_once(torch_server: Any, tmp_path
     assert srv["hits"] == sum(s["hits"] for s in st), (srv, st)
     assert srv["misses"] - srv["wait_hits"] == sum(s["misses"] for s in st), (srv, st)
 
-    warm = _job(url, ns, "ddp-warm", tmp_path / "warm")
+    # No CACHESVC_RUN: the ranks' default run id is torchrun's job id, so
+    # the server still counts one run (it counted one per rank).
+    warm = _job(url, ns, None, tmp_path / "warm")
+    run = warm[0]["stats"]["run"]
+    assert run.startswith("torchrun-") and warm[1]["stats"]["run"] == run, [r["stats"]["run"] for r in warm]
     for r in warm:
         assert r["inductor"].get("fxgraph_cache_miss", 0) == 0, r["inductor"]
         assert r["inductor"].get("fxgraph_cache_hit", 0) == 2, r["inductor"]
         assert r["stats"]["misses"] == 0 and r["stats"]["hits"] == r["stats"]["lookups"] > 0, r["stats"]
         assert [w for w in r["warnings"] if "cachesvc" in w] == [], r["warnings"]
-    srv = _server_run(url, ns, "ddp-warm")
+    srv = _server_run(url, ns, run)
     assert srv["lookups"] == srv["hits"] == sum(r["stats"]["lookups"] for r in warm), srv
 
 

@@ -172,7 +172,8 @@ def install(
         token: bearer token; default ``$CACHESVC_TOKEN``, else the first line
             of the file ``$CACHESVC_TOKEN_FILE``.
         run: the run id sent with every request (the server records the run's
-            manifest); default ``$CACHESVC_RUN`` or ``<host>-<pid>-<random>``.
+            manifest); default ``$CACHESVC_RUN``, else ``torchrun-<job id>``
+            in a torchrun rank (all ranks one run), else ``<host>-<pid>-<random>``.
         caches: which caches to route, of ``fx_graph``, ``autograd``,
             ``autotune``, ``bundled_autotune``, ``pgo``, and ``cpp``
             (Inductor's compiled C++ libraries, which torch itself keeps
