@@ -53,7 +53,8 @@ def _sum(ranks: list[dict[str, Any]], group: str, name: str) -> int:
 
 def test_torchrun_ranks_share_compiles_and_save_once(torch_server: Any, tmp_path: Path) -> None:
     url, ns = torch_server.url, "torchrun"
-    cold = _job(url, ns, "ddp-cold", tmp_path / "cold", "--save", env={"CACHESVC_LEASES": "1"})
+    # No CACHESVC_LEASES: under torchrun leases are on by default.
+    cold = _job(url, ns, "ddp-cold", tmp_path / "cold", "--save")
     for r in cold:
         # Both ranks save the run's Mega-Cache: the second one's 409 is
         # expected under torchrun, counted and not warned (each rank's
@@ -113,3 +114,29 @@ def test_a_second_save_of_one_run_is_counted_and_warned_only_outside_torchrun(
     assert (st["mega_saved"], st["mega_conflicts"]) == (1, 1), st
     said = [r for r in caplog.records if "already exists" in r.getMessage()]
     assert [r.levelno for r in said] == [level], [(r.levelname, r.getMessage()) for r in said]
+
+
+@pytest.mark.parametrize(("world_size", "variable", "want"), [
+    ("2", None, True),  # a torchrun rank: on
+    ("2", "0", False),  # unless turned off
+    ("", None, False),  # a lone process: off
+    ("1", None, False),
+    ("", "1", True),
+])
+def test_leases_default_on_in_a_torchrun_rank(torch_server: Any, monkeypatch: pytest.MonkeyPatch,
+                                              world_size: str, variable: str | None, want: bool) -> None:
+    """install() with no leases argument takes compile leases in one of
+    several ranks (ranks miss every graph together), and otherwise as
+    CACHESVC_LEASES says (off when unset)."""
+    import cachesvc.torch as ct
+
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    if variable is None:
+        monkeypatch.delenv("CACHESVC_LEASES", raising=False)
+    else:
+        monkeypatch.setenv("CACHESVC_LEASES", variable)
+    svc = ct.install(torch_server.url, "torchrun-unit")
+    try:
+        assert svc is not None and (svc.leasebook is not None) == want
+    finally:
+        ct.uninstall()

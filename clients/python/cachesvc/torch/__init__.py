@@ -66,7 +66,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .._failopen import Breaker, Settings, env_flag, resolve_lookup_timeout
+from .._failopen import Breaker, Settings, env, env_flag, resolve_lookup_timeout
 from ..client import Client
 from . import _cpp, _heal, _isa, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
@@ -205,8 +205,10 @@ def install(
         leases: on an FX graph miss, take the server's compile lease before
             Inductor compiles, so that processes starting together compile
             each graph once: the others wait for its entry (``_lease``).
-            Default ``$CACHESVC_LEASES`` (``1``), else off. A lease ends with
-            the graph's write, or when its compile returns without one.
+            Default ``$CACHESVC_LEASES`` (``1``, or ``0`` for off) when set,
+            else on in one of several ranks (``WORLD_SIZE`` above 1: torchrun's
+            ranks miss every graph together), else off. A lease ends with the
+            graph's write, or when its compile returns without one.
         lease_ttl: seconds a lease lasts unless renewed; it is renewed every
             ``lease_ttl/4`` s (a failed renewal again after ``lease_ttl/12``)
             until the compile ends and its write is done, so it ends about
@@ -228,7 +230,10 @@ def install(
     global _installed, _atexit_registered
     settings = Settings.resolve(url, namespace, token, run, verify_key, lookup_timeout)
     if leases is None:
-        leases = env_flag("CACHESVC_LEASES")
+        # Ranks of one job compile the same graphs at the same moment: with
+        # leases one compiles each graph and the others wait for it (2 DDP
+        # ranks: first step 11.5 s against 26 s). A lone process gains nothing.
+        leases = env_flag("CACHESVC_LEASES") if env("CACHESVC_LEASES") else _mega.several_ranks()
     wanted = [*CACHES, CPP] if caches is None else list(caches)
     unknown = [c for c in wanted if c not in CACHES and c != CPP]
     if unknown:
@@ -521,6 +526,4 @@ def _lookup_timeout(svc: Any) -> float | None:
 
 
 def _env_run() -> str | None:
-    from .._failopen import env
-
     return env("CACHESVC_RUN")
