@@ -167,9 +167,10 @@ class Lease:
 
     def start_renewing(self) -> None:
         """Renews a granted lease every ``ttl/4`` seconds (a failed renewal
-        again after ``ttl/12``) from a background thread until it is released, :meth:`stop_renewing` is called or a
-        renewal is refused (the entry was written, or another holder took
-        it): a compile longer than ``ttl`` keeps its lease."""
+        again after ``ttl/12``) from a background thread until it is
+        released, :meth:`stop_renewing` is called or a renewal is refused
+        (the entry was written, or another holder took it): a compile longer
+        than ``ttl`` keeps its lease."""
         if self.granted and self._thread is None:
             self._thread = threading.Thread(target=self._renew_loop, name=f"cachesvc-lease-{self.key[:8]}",
                                             daemon=True)
