@@ -172,7 +172,9 @@ def test_lease_wait_on_server_stopped_meanwhile_fails_in_seconds(server):
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
     assert isinstance(outcome[0], cachesvc.Error) and outcome[0].code == "timeout", outcome
-    assert elapsed < 10.0, elapsed  # at most one 5 s slice plus 1 s + 1 s
+    # At most one 5 s slice plus 1 s + 1 s; the bound only tells that from
+    # the 60 s hang before, with room for a loaded machine.
+    assert elapsed < 20.0, elapsed
 
 
 def _raised(fn, *args):
