@@ -34,13 +34,9 @@ func TestSIGTERMDataDirGone(t *testing.T) {
 	p := startServer(t, bin, data, "--shutdown-grace", grace.String())
 	// Something in the store's and the statistics' memtables, which their
 	// Close must flush.
-	key := fmt.Sprintf("%064x", 11)
-	req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+key, strings.NewReader("exe"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT: %v %v, want 201", resp, err)
+	if code, _ := putEntry(p, fmt.Sprintf("%064x", 11), 11, 3); code != http.StatusCreated {
+		t.Fatalf("PUT = %d, want 201:\n%s", code, p.stderr.String())
 	}
-	resp.Body.Close()
 	readyz := func() (int, string) {
 		resp, err := http.Get(p.url + "/readyz")
 		if err != nil {

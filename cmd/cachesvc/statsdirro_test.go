@@ -31,13 +31,9 @@ func TestSIGTERMStatsDirReadOnly(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	statsDir := filepath.Join(data, "stats")
 	p := startServer(t, bin, data, "--shutdown-grace", grace.String())
-	key := fmt.Sprintf("%064x", 12)
-	req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/default/entries/"+key, strings.NewReader("exe"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT: %v %v, want 201", resp, err)
+	if code, _ := putEntry(p, fmt.Sprintf("%064x", 12), 12, 3); code != http.StatusCreated {
+		t.Fatalf("PUT = %d, want 201:\n%s", code, p.stderr.String())
 	}
-	resp.Body.Close()
 	// A flush puts the counts into the statistics' memtable, which their
 	// Close must then write into the directory.
 	time.Sleep(stats.DefaultFlushInterval + time.Second)
