@@ -64,6 +64,16 @@ def env_flag(name: str) -> bool:
     return (env(name, "") or "").lower() in ("1", "true", "yes", "on")
 
 
+def several_ranks() -> bool:
+    """Whether this process is one of several ranks of a job (torchrun and
+    torch.distributed launchers set ``WORLD_SIZE``): they compile the same
+    programs at the same moment, and save one run's blob each."""
+    try:
+        return int(os.environ.get("WORLD_SIZE") or "1") > 1
+    except ValueError:
+        return False
+
+
 def default_run_id() -> str:
     """The run id when none is configured: ``torchrun-<rendezvous id>`` in a
     rank that torchrun started, else ``<host>-<pid>-<random>``.

@@ -242,8 +242,9 @@ class Client(_Entries, _Lookups, _Batch, _Leases, _Reports):
         ``CACHESVC_URL``, ``CACHESVC_NAMESPACE`` (default ``default``),
         ``CACHESVC_TOKEN`` or ``CACHESVC_TOKEN_FILE``, ``CACHESVC_VERIFY_KEY``,
         ``CACHESVC_CLIENT_CERT``/``CACHESVC_CLIENT_KEY`` and ``CACHESVC_RUN``
-        (default :func:`cachesvc._failopen.default_run_id`), so a script run by the same
-        launcher talks to the same server as the training job.
+        (default ``<host>-<pid>-<random>``, ``torchrun-<job id>`` in a
+        torchrun rank), so a script run by the same launcher talks to the
+        same server as the training job.
 
         Raises:
             ValueError: when neither ``url`` nor ``CACHESVC_URL`` is set, or

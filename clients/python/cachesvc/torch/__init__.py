@@ -66,7 +66,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .._failopen import Breaker, Settings, env, env_flag, resolve_lookup_timeout
+from .._failopen import Breaker, Settings, env, env_flag, resolve_lookup_timeout, several_ranks
 from ..client import Client
 from . import _cpp, _heal, _isa, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
@@ -233,7 +233,7 @@ def install(
         # Ranks of one job compile the same graphs at the same moment: with
         # leases one compiles each graph and the others wait for it (2 DDP
         # ranks: first step 11.5 s against 26 s). A lone process gains nothing.
-        leases = env_flag("CACHESVC_LEASES") if env("CACHESVC_LEASES") else _mega.several_ranks()
+        leases = env_flag("CACHESVC_LEASES") if env("CACHESVC_LEASES") else several_ranks()
     wanted = [*CACHES, CPP] if caches is None else list(caches)
     unknown = [c for c in wanted if c not in CACHES and c != CPP]
     if unknown:
@@ -480,7 +480,7 @@ def save(run: str | None = None, *, compile_seconds: float | None = None, timeou
         # graphs, so the first rank's blob serves all: a warning per rank
         # would only be noise. A lone process meeting another's blob is a
         # reused run id, worth a warning.
-        (log.info if _mega.several_ranks() else log.warning)(
+        (log.info if several_ranks() else log.warning)(
             "cachesvc: a Mega-Cache blob for run %r in this environment already exists with other "
             "bytes; kept the first one", run)
         return got.key

@@ -8,7 +8,6 @@ of the blob's key: a process only ever loads a blob made in its own environment.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -94,16 +93,6 @@ def save_blob(client: Client, run: str, *, compile_seconds: float | None, timeou
             raise
         conflict = True
     return Saved(key, len(blob), artifact_counts(info), conflict)
-
-
-def several_ranks() -> bool:
-    """Whether this process is one of several ranks of a job (torchrun and
-    torch.distributed launchers set ``WORLD_SIZE``): then every rank saving
-    one run's blob is expected, and all but the first get a 409."""
-    try:
-        return int(os.environ.get("WORLD_SIZE") or "1") > 1
-    except ValueError:
-        return False
 
 
 def load_blob(client: Client, run: str, *, timeout: float, first_byte_timeout: float | None = None) -> LoadResult:
