@@ -51,9 +51,11 @@ def main() -> None:
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
-    # torch.compile(DDP(model)) compiles nothing in torch 2.15 on CPU/gloo
-    # (Dynamo breaks on DDP's logger and skips the module under it), so the
-    # module is compiled inside DDP, which also works on every torch.
+    # torch.compile(DDP(model)) would compile nothing here (torch 2.15):
+    # Dynamo breaks in DDP's forward and starts again only in a frame outside
+    # torch's files, and an nn.Sequential's forward is inside them. Compiled
+    # inside DDP, the module compiles on every torch (DDPOptimizer splits it
+    # at DDP's buckets all the same).
     ddp = DDP(torch.compile(model))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(RANK))
