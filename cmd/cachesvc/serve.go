@@ -190,6 +190,9 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if o.Security.RateBurst < 0 {
 		return o, usagef("--rate-burst %d: want 0 (twice --rate-limit) or more", o.Security.RateBurst)
 	}
+	if p := o.Security.IPv6ClientPrefix; p < 1 || p > 128 {
+		return o, usagef("--ipv6-client-prefix %d: want a prefix length from 1 to 128 (128: each IPv6 address is its own client; 64: a /64 is one)", p)
+	}
 	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
 		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
 			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
