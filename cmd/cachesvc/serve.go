@@ -401,7 +401,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err == nil {
 		closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
 			lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
-			close:    func(context.Context) error { return sts.Close() },
+			close:    func(context.Context) error { return closeStats(sts) },
+			wait:     statsCloseWait, // a hang must not keep the store below from closing
 			needsDir: true,
 			dirErr:   sts.DirErr}) // read-only alone, the data directory's look passes
 	}
