@@ -81,7 +81,7 @@ func (s *Server) admit(c *fiber.Ctx, acc Access, ns string) (auth.Identity, erro
 	case errors.Is(err, auth.ErrUnauthenticated):
 		// Failed attempts count against the client address, so that a
 		// flood of bad tokens meets the rate limit too.
-		if lerr := s.rateLimit(c, "addr:"+requestClientGroup(c)); lerr != nil {
+		if lerr := s.rateLimit(c, "addr:"+requestClientGroup(c, s.cfg.Limits.IPv6ClientPrefix)); lerr != nil {
 			return id, lerr
 		}
 		s.sec.authFailures.WithLabelValues("unauthenticated").Inc()

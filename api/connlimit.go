@@ -53,8 +53,9 @@ func (s *Server) initConnLimit() error {
 	s.refusals = [2]connRefusal{
 		{"connections", fmt.Sprintf("The server has %d connections open, its limit (--max-conns); retry in a second. "+
 			"A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConns)},
-		{"connections_per_addr", fmt.Sprintf("Your address (for IPv6, its /64) has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
-			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.", s.cfg.Limits.MaxConnsPerAddr)},
+		{"connections_per_addr", fmt.Sprintf("Your address%s has %d connections open to this server, its limit per client address (--max-conns-per-addr); "+
+			"retry once one of them closes. A client should reuse a few keep-alive connections rather than open many.",
+			ipv6Grouping(s.cfg.Limits.IPv6ClientPrefix), s.cfg.Limits.MaxConnsPerAddr)},
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_http_connections",
@@ -80,7 +81,7 @@ type connRefusal struct {
 // admitConn starts tracking c, or returns the refusal of the limit it is
 // past: MaxConns, or MaxConnsPerAddr for its client address.
 func (s *Server) admitConn(c *trackedConn) (r *connRefusal, requestID string) {
-	addr, counted := perAddrKey(c.RemoteAddr(), s.cfg.TrustedProxies)
+	addr, counted := perAddrKey(c.RemoteAddr(), s.cfg.TrustedProxies, s.cfg.Limits.IPv6ClientPrefix)
 	r, refused, logIt := s.admitConnLocked(c, addr, counted)
 	if r == nil {
 		return nil, ""
@@ -129,12 +130,12 @@ func (s *Server) forgetConn(c *trackedConn) {
 }
 
 // perAddrKey returns the client a connection from a counts against for
-// MaxConnsPerAddr: clientGroup of its IP (an IPv6 address's /64). counted
+// MaxConnsPerAddr: clientGroup of its IP with ipv6Bits. counted
 // is false for loopback (a proxy or sidecar on this host), for a reverse
 // proxy in trusted (all its clients' connections come from it, and their
 // forwarded addresses are not known at accept), and for an address that
 // is not TCP's.
-func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted) (key string, counted bool) {
+func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted, ipv6Bits int) (key string, counted bool) {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
 		return "", false
@@ -143,7 +144,7 @@ func perAddrKey(a net.Addr, trusted *proxyaddr.Trusted) (key string, counted boo
 	if !ok || ip.Unmap().IsLoopback() || trusted.Contains(ip) {
 		return "", false
 	}
-	return clientGroup(ip), true
+	return clientGroup(ip, ipv6Bits), true
 }
 
 // refusalLogDue counts a refusal at the limit s.refusals[i] and reports
@@ -163,7 +164,8 @@ func (s *Server) refusalLogDue(i int) (refused int, ok bool) {
 // logRefusal logs a connection from remote refused at r's limit, with the
 // id its answer carries (the refusals the line stands for carried others)
 // and what an operator can do; group is what remote counts as per address
-// (an IPv6 address's /64), "" when not counted.
+// (an IPv6 address's prefix under --ipv6-client-prefix), "" when not
+// counted.
 func (s *Server) logRefusal(r *connRefusal, remote net.Addr, group string, refused int, requestID string) {
 	client := remote.String()
 	if ta, ok := remote.(*net.TCPAddr); ok {
@@ -175,8 +177,9 @@ func (s *Server) logRefusal(r *connRefusal, remote net.Addr, group string, refus
 			"client", client, "max_conns", s.cfg.Limits.MaxConns, "refused_since_last_log", refused, "request_id", requestID)
 		return
 	}
-	s.log.Warn("connection refused: its client address (an IPv6 one: its /64, counted_as) has --max-conns-per-addr connections open; "+
-		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1",
+	s.log.Warn("connection refused: its client address (counted_as: the address, or an IPv6 one's prefix under --ipv6-client-prefix) has --max-conns-per-addr connections open; "+
+		"behind a reverse proxy on another host, which every request comes through, raise the limit or set it to -1; "+
+		"if counted_as is a prefix that many hosts share, raise --ipv6-client-prefix",
 		"client", client, "counted_as", group, "max_conns_per_addr", s.cfg.Limits.MaxConnsPerAddr, "refused_since_last_log", refused, "request_id", requestID)
 }
 

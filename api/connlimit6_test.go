@@ -52,29 +52,22 @@ func hostIPv6(t *testing.T) (prefix netip.Prefix, addrs []netip.Addr) {
 	return prefix, addrs
 }
 
-// TestMaxConnsPerAddrIPv6Prefix: IPv6 clients count against
-// --max-conns-per-addr by /64, as one host holds a whole /64; before, each
-// address of it had its own MaxConnsPerAddr places. Served on [::] (dual
-// stack): with the /64's places taken, another address of it is refused
-// (where the host has two), and the refusal is logged with the prefix
-// (counted_as); an IPv4 client through the same listener still counts as
-// its own address, and ::1 is exempt like 127.0.0.1.
-func TestMaxConnsPerAddrIPv6Prefix(t *testing.T) {
-	prefix, addrs := hostIPv6(t)
-	var logs syncBuffer
+// dualStackDialer serves on [::] (dual stack) with cfg and returns a dial
+// that sends a GET from one of this host's addresses to another and
+// returns the answer, holding the connection open until the test ends.
+func dualStackDialer(t *testing.T, logs io.Writer, cfg func(*api.Config)) func(from, to netip.Addr) (*http.Response, []byte) {
+	t.Helper()
 	srv := apitest.Start(t, apitest.Options{
 		Listen: "[::]:0",
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		API:    func(c *api.Config) { c.Limits.MaxConns, c.Limits.MaxConnsPerAddr = 20, 2 },
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		API:    cfg,
 	})
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-	// dial sends a GET from from to to (both on this host) and returns the
-	// answer, holding the connection open until the test ends.
-	dial := func(from, to netip.Addr) (*http.Response, []byte) {
+	return func(from, to netip.Addr) (*http.Response, []byte) {
 		t.Helper()
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}, Timeout: 10 * time.Second}
 		conn, err := d.Dial("tcp", net.JoinHostPort(to.String(), port))
@@ -92,35 +85,80 @@ func TestMaxConnsPerAddrIPv6Prefix(t *testing.T) {
 		resp.Body.Close()
 		return resp, body
 	}
+}
+
+// TestMaxConnsPerAddrIPv6: by default each IPv6 address counts against
+// --max-conns-per-addr alone, as hosts of one cluster share a /64 (an AWS
+// subnet is one /64 for all its instances; a Kubernetes node's pods share
+// its range); before, the default grouped by /64, and a fleet in one
+// subnet had the places of one client between them: past them, 503.
+// With --ipv6-client-prefix 64 (a server facing the internet, where one
+// host may hold a /64) another address of the /64 is refused once the /64
+// holds its places, and the refusal is logged with the prefix
+// (counted_as).
+func TestMaxConnsPerAddrIPv6(t *testing.T) {
+	prefix, addrs := hostIPv6(t)
 	first, other := addrs[0], addrs[len(addrs)-1]
-	if first == other {
-		t.Logf("only %s in %s on this host: the /64 is filled and refused from one address", first, prefix)
+	for _, tc := range []struct {
+		name      string
+		prefixLen int // Limits.IPv6ClientPrefix
+		// otherStatus is the answer to a connection from other while
+		// first holds MaxConnsPerAddr; countedAs is what the refusal of
+		// a third connection from first is logged as.
+		otherStatus int
+		countedAs   string
+	}{
+		{"default, each address alone", 0, 200, first.String()},
+		{"by /64", 64, 503, prefix.String()},
+		{"by /128, as the default", 128, 200, first.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if first == other && tc.otherStatus == 200 {
+				t.Skipf("only %s in %s on this host; two addresses are needed (see hostIPv6)", first, prefix)
+			}
+			var logs syncBuffer
+			dial := dualStackDialer(t, &logs, func(c *api.Config) {
+				c.Limits.MaxConns, c.Limits.MaxConnsPerAddr, c.Limits.IPv6ClientPrefix = 20, 2, tc.prefixLen
+			})
+			for i := 0; i < 2; i++ {
+				if resp, body := dial(first, first); resp.StatusCode != 200 {
+					t.Fatalf("connection %d from %s: %d %s", i, first, resp.StatusCode, body)
+				}
+			}
+			resp, body := dial(other, first)
+			if resp.StatusCode != tc.otherStatus {
+				t.Fatalf("connection from %s while %s holds 2: %d %s; want %d", other, first, resp.StatusCode, body, tc.otherStatus)
+			}
+			if resp.StatusCode == 503 && (errCode(t, body) != "too_many_connections" || !strings.Contains(string(body), "--max-conns-per-addr") || !strings.Contains(string(body), "--ipv6-client-prefix")) {
+				t.Fatalf("refusal from %s: %s; want too_many_connections naming --max-conns-per-addr and --ipv6-client-prefix", other, body)
+			}
+			if resp, body := dial(first, first); resp.StatusCode != 503 {
+				t.Fatalf("third connection from %s: %d %s; want 503", first, resp.StatusCode, body)
+			}
+			if l := logs.String(); !strings.Contains(l, "counted_as="+tc.countedAs+" ") {
+				t.Fatalf("the refusal is not logged as counted_as=%s:\n%s", tc.countedAs, l)
+			}
+		})
 	}
-	for i := 0; i < 2; i++ {
-		if resp, body := dial(first, first); resp.StatusCode != 200 {
-			t.Fatalf("connection %d from %s: %d %s", i, first, resp.StatusCode, body)
-		}
-	}
-	resp, body := dial(other, first)
-	if resp.StatusCode != 503 || errCode(t, body) != "too_many_connections" || !strings.Contains(string(body), "--max-conns-per-addr") {
-		t.Fatalf("third connection from %s (%s holds 2): %d %s; want 503, its /64 %s counts as one client", other, first, resp.StatusCode, body, prefix)
-	}
-	if l := logs.String(); !strings.Contains(l, "client="+other.String()) || !strings.Contains(l, "counted_as="+prefix.String()) {
-		t.Fatalf("the refusal is not logged with the client and its /64 (counted_as=%s):\n%s", prefix, l)
-	}
-	// ::1 is loopback, exempt like 127.0.0.1.
+}
+
+// TestMaxConnsPerAddrIPv6Exempt: ::1 is loopback, exempt like 127.0.0.1,
+// and an IPv4 client reaching the dual-stack listener as ::ffff:a.b.c.d
+// counts as its IPv4 address, not as part of any IPv6 prefix.
+func TestMaxConnsPerAddrIPv6Exempt(t *testing.T) {
+	var logs syncBuffer
+	dial := dualStackDialer(t, &logs, func(c *api.Config) {
+		c.Limits.MaxConns, c.Limits.MaxConnsPerAddr, c.Limits.IPv6ClientPrefix = 20, 2, 64
+	})
 	loop := netip.IPv6Loopback()
 	for i := 0; i < 3; i++ {
 		if resp, body := dial(loop, loop); resp.StatusCode != 200 {
 			t.Fatalf("connection %d from ::1: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	// An IPv4 client reaches the dual-stack listener as ::ffff:a.b.c.d and
-	// counts as its IPv4 address, not as part of any IPv6 /64.
 	v4, ok := hostIPv4()
 	if !ok {
-		t.Log("this host has no non-loopback IPv4 address: the IPv4-mapped part is not run")
-		return
+		t.Skip("this host has no non-loopback IPv4 address: the IPv4-mapped part is not run")
 	}
 	for i := 0; i < 2; i++ {
 		if resp, body := dial(v4, v4); resp.StatusCode != 200 {
@@ -132,36 +170,54 @@ func TestMaxConnsPerAddrIPv6Prefix(t *testing.T) {
 	}
 }
 
-// TestRateIPv6Prefix: requests without a token are rate limited per client
-// address, an IPv6 one by its /64; before, each address of a /64 had its
-// own bucket, so one host got a fresh burst with every address.
-func TestRateIPv6Prefix(t *testing.T) {
+// TestRateIPv6: requests without a token are rate limited per client
+// address: by default each IPv6 address has its own bucket (hosts of one
+// subnet share its /64; before, they shared one bucket and got 429 for
+// each other's requests), and with --ipv6-client-prefix 64 the /64 has
+// one, so a host holding it gets no fresh burst with every address.
+func TestRateIPv6(t *testing.T) {
 	prefix, addrs := hostIPv6(t)
 	if len(addrs) < 2 {
 		t.Skipf("this host has one address in %s; two are needed (see hostIPv6)", prefix)
 	}
-	srv := apitest.Start(t, apitest.Options{
-		Listen: "[::]:0",
-		API:    func(c *api.Config) { c.Limits.RequestsPerSecond, c.Limits.Burst = 0.01, 1 },
-	})
-	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, from := range addrs[:2] {
-		c := http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}}).DialContext}}
-		resp, err := c.Get("http://" + net.JoinHostPort(from.String(), port) + "/v1/default/entries/" + keyOf("rate"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := apitest.ReadAll(t, resp)
-		want := http.StatusNotFound // the burst of 1, a miss
-		if i == 1 {
-			want = http.StatusTooManyRequests
-		}
-		if resp.StatusCode != want {
-			t.Fatalf("request %d from %s: %d %s, want %d (%s is one client)", i, from, resp.StatusCode, body, want, prefix)
-		}
+	for _, tc := range []struct {
+		name       string
+		prefixLen  int
+		secondAddr int // the answer to the second address's first request
+	}{
+		{"default, each address alone", 0, http.StatusNotFound},
+		{"by /64", 64, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := apitest.Start(t, apitest.Options{
+				Listen: "[::]:0",
+				API: func(c *api.Config) {
+					c.Limits.RequestsPerSecond, c.Limits.Burst, c.Limits.IPv6ClientPrefix = 0.01, 1, tc.prefixLen
+				},
+			})
+			_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, from := range addrs[:2] {
+				c := http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}}).DialContext}}
+				resp, err := c.Get("http://" + net.JoinHostPort(from.String(), port) + "/v1/default/entries/" + keyOf("rate"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				body := apitest.ReadAll(t, resp)
+				want := http.StatusNotFound // the burst of 1, a miss
+				if i == 1 {
+					want = tc.secondAddr
+				}
+				if resp.StatusCode != want {
+					t.Fatalf("request %d from %s: %d %s, want %d", i, from, resp.StatusCode, body, want)
+				}
+				if resp.StatusCode == http.StatusTooManyRequests && !strings.Contains(string(body), "--ipv6-client-prefix") {
+					t.Fatalf("429 from %s does not say it counts by --ipv6-client-prefix: %s", from, body)
+				}
+			}
+		})
 	}
 }
 

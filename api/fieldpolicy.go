@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cachesvc/cachesvc/wire"
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cachesvc/cachesvc/wire"
 )
 
 // The unknown-field policy of JSON request bodies (decodeJSON), as
@@ -23,6 +24,12 @@ import (
 // which every server from this policy on honours and servers before it
 // applied always. Fields are matched as encoding/json matches them: exactly,
 // else case-insensitively.
+//
+// A signature (the body of /keys and /lookup) is outside this policy: the
+// server reads only its "backend", and the rest is the plugin's document.
+// Ignoring a field there, as this policy does, would give two different
+// compilations one key, so plugins refuse a field they do not know or key
+// it (plugins/ABI.md), whatever ?field_validation says.
 
 // fieldValidationParam is the query parameter that picks the policy.
 const fieldValidationParam = "field_validation"

@@ -70,6 +70,14 @@ func TestKeysErrors(t *testing.T) {
 		{"plugin grows", "/v1/default/keys", `{"backend":"faults","mode":"grow"}`, 422, "plugin_failed", "memory limit of 32 MiB"},
 		{"plugin traps", "/v1/default/lookup", `{"backend":"faults","mode":"trap"}`, 422, "plugin_failed", "deliberate panic"},
 		{"plugin 100 MB output", "/v1/default/keys", `{"backend":"faults","mode":"big"}`, 422, "plugin_failed", "memory"},
+		// A signature is its plugin's document, outside the server's
+		// unknown-field policy (fieldpolicy.go): a field ignored there
+		// would give two different compilations one key, so the built-ins
+		// refuse one they do not know, whatever ?field_validation says.
+		{"unknown signature field", "/v1/default/keys", `{"backend":"passthrough","kind":"jax","key":"k","priority":1}`, 422, "plugin_error", `unknown field "priority"`},
+		{"unknown signature field, warn", "/v1/default/lookup?field_validation=warn", `{"backend":"passthrough","kind":"jax","key":"k","priority":1}`, 422, "plugin_error", `unknown field "priority"`},
+		{"unknown xla signature field", "/v1/default/keys", `{"backend":"xla","priority":1}`, 422, "plugin_error", `unknown field "priority"`},
+		{"unknown pt2 signature field", "/v1/default/keys", `{"backend":"pt2","priority":"1"}`, 422, "plugin_error", `unknown field "priority"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

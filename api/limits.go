@@ -46,7 +46,7 @@ type Limits struct {
 	// MaxConnsPerAddr bounds the connections open at once from one client
 	// address, counted at accept, so that one host cannot take every
 	// MaxConns place; one more from it is answered like one past MaxConns.
-	// An IPv6 address counts as its /64, which one host holds (see
+	// An IPv6 address counts alone, or by IPv6ClientPrefix (see
 	// clientGroup).
 	// Loopback addresses are not bounded: a reverse proxy or sidecar on the
 	// same host, whose address every request it forwards shares. (A
@@ -57,7 +57,7 @@ type Limits struct {
 	// more gets 503 with Retry-After. Default 64; negative means no bound.
 	MaxConcurrentUploads int
 	// RequestsPerSecond is each identity's sustained request rate (a token
-	// name, or the client address, an IPv6 one's /64, for anonymous
+	// name, or the client address (clientGroup), for anonymous
 	// requests and when the server runs without authentication); past it,
 	// 429 with Retry-After.
 	// 0 means no rate limit.
@@ -65,6 +65,11 @@ type Limits struct {
 	// Burst is how many requests an identity may make at once above the
 	// rate. Default max(1, 2×RequestsPerSecond).
 	Burst int
+	// IPv6ClientPrefix is the prefix length, 1 to 128, by which IPv6
+	// client addresses are grouped into one client for MaxConnsPerAddr,
+	// the anonymous rate and upload share and distinct anonymous
+	// reporters. Default 128: each address is its own client.
+	IPv6ClientPrefix int
 }
 
 // withDefaults fills in the zero fields.
@@ -92,6 +97,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxConcurrentUploads == 0 {
 		l.MaxConcurrentUploads = 64
+	}
+	if l.IPv6ClientPrefix == 0 {
+		l.IPv6ClientPrefix = 128
 	}
 	if l.Burst <= 0 {
 		l.Burst = max(1, int(math.Ceil(2*l.RequestsPerSecond)))
@@ -162,12 +170,12 @@ func (s *Server) limit(r Route) fiber.Handler {
 			return c.Next()
 		}
 		if s.sec.rates.Limited() { // without a limit, no key to build per request
-			if err := s.rateLimit(c, limitIdentity(c)); err != nil {
+			if err := s.rateLimit(c, s.limitIdentity(c)); err != nil {
 				return err
 			}
 		}
 		if r.Upload {
-			who := limitIdentity(c)
+			who := s.limitIdentity(c)
 			held, ok := s.sec.enterUpload(who)
 			if !ok {
 				s.sec.rejected.WithLabelValues("uploads").Inc()
@@ -187,13 +195,13 @@ func (s *Server) limit(r Route) fiber.Handler {
 }
 
 // limitIdentity is whom the rate and upload limits count a request against:
-// its token's name, or its client address (an IPv6 one's /64:
-// clientGroup) when it has no token.
-func limitIdentity(c *fiber.Ctx) string {
+// its token's name, or its client address (clientGroup) when it has no
+// token.
+func (s *Server) limitIdentity(c *fiber.Ctx) string {
 	if id, ok := requestIdentity(c); ok && !id.Anonymous {
 		return "token:" + id.Name
 	}
-	return "addr:" + requestClientGroup(c)
+	return "addr:" + requestClientGroup(c, s.cfg.Limits.IPv6ClientPrefix)
 }
 
 // enterUpload takes an upload place for who, or reports how many who holds
@@ -230,9 +238,9 @@ func (sec *security) leaveUpload(who string) {
 // rateLimit takes a request from who's bucket (limitIdentity), or returns
 // the 429.
 func (s *Server) rateLimit(c *fiber.Ctx, who string) error {
-	rates := s.sec.addrRates
+	rates, counted := s.sec.addrRates, " Requests without a valid token count against their client address"+ipv6Grouping(s.cfg.Limits.IPv6ClientPrefix)+"."
 	if strings.HasPrefix(who, "token:") {
-		rates = s.sec.rates
+		rates, counted = s.sec.rates, ""
 	}
 	ok, wait := rates.Allow(who)
 	if ok {
@@ -241,8 +249,8 @@ func (s *Server) rateLimit(c *fiber.Ctx, who string) error {
 	s.sec.rejected.WithLabelValues("rate").Inc()
 	c.Set(fiber.HeaderRetryAfter, retryAfter(wait))
 	return Errorf(http.StatusTooManyRequests, "rate_limited",
-		"Too many requests: the limit is %g per second with bursts of %d; retry after %s seconds.",
-		s.cfg.Limits.RequestsPerSecond, s.cfg.Limits.Burst, retryAfter(wait))
+		"Too many requests: the limit is %g per second with bursts of %d; retry after %s seconds.%s",
+		s.cfg.Limits.RequestsPerSecond, s.cfg.Limits.Burst, retryAfter(wait), counted)
 }
 
 // retryAfter renders a wait as whole seconds, at least 1.

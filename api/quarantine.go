@@ -46,6 +46,9 @@ type quarantineAPI struct {
 	reports   *prometheus.CounterVec
 	stats     *stats.Stats // a restored entry explains misses again
 	log       *slog.Logger
+	// ipv6Bits groups anonymous reporters' IPv6 addresses
+	// (Limits.IPv6ClientPrefix).
+	ipv6Bits int
 }
 
 // routes declares the report and quarantine routes.
@@ -110,13 +113,13 @@ func checkReason(field, v string, max int, optional bool) error {
 // request without a token under the anonymous rule is its address alone:
 // anyone may send it, so a claimed client id proves nothing, and counting
 // it let two anonymous reports quarantine any entry. An address counts as
-// clientGroup has it (an IPv6 one as its /64), as one host may send from
-// every address of its /64.
-func reporter(c *fiber.Ctx, client string) string {
+// clientGroup has it with ipv6Bits (--ipv6-client-prefix), as one host
+// may send from every address of a prefix it holds.
+func reporter(c *fiber.Ctx, client string, ipv6Bits int) string {
 	id, ok := requestIdentity(c)
 	switch {
 	case ok && id.Name == auth.AnonymousName:
-		return auth.AnonymousName + "@" + requestClientGroup(c)
+		return auth.AnonymousName + "@" + requestClientGroup(c, ipv6Bits)
 	case ok && client != "":
 		return id.Name + "/" + client
 	case ok:
@@ -124,7 +127,7 @@ func reporter(c *fiber.Ctx, client string) string {
 	case client != "":
 		return client
 	}
-	return requestClientGroup(c)
+	return requestClientGroup(c, ipv6Bits)
 }
 
 // isAdmin reports whether the request's token has the admin scope in ns.
@@ -180,7 +183,7 @@ func (g *quarantineAPI) handleReport(c *fiber.Ctx) error {
 	prev, perr := g.q.Reports(c.UserContext(), r.Namespace, r.Key)
 	was := perr == nil && prev.Quarantined
 	st, err := g.q.Report(c.UserContext(), r.Namespace, r.Key,
-		store.Report{Reason: b.Reason, Reporter: reporter(c, b.Client)}, g.threshold, g.isAdmin(c, r.Namespace))
+		store.Report{Reason: b.Reason, Reporter: reporter(c, b.Client, g.ipv6Bits)}, g.threshold, g.isAdmin(c, r.Namespace))
 	result := "recorded"
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -219,6 +219,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new api server: QuarantineAfter %d is over the %d distinct reporters an entry keeps; use 1 to %d",
 			cfg.QuarantineAfter, store.MaxReporters, store.MaxReporters)
 	}
+	if p := cfg.Limits.IPv6ClientPrefix; p < 0 || p > 128 {
+		return nil, fmt.Errorf("new api server: Limits.IPv6ClientPrefix %d is not a prefix length; use 1 to 128 (0 = 128, each IPv6 address alone)", p)
+	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), ids: newRequestIDs()}
 	s.outages.every = defaultOutageLogEvery
@@ -344,7 +347,7 @@ func (s *Server) init() error {
 		}
 	}
 	err = s.register(
-		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log},
+		&quarantineAPI{q: q, threshold: cfg.QuarantineAfter, body: body, auth: cfg.Auth, reports: reports, stats: cfg.Stats, log: s.log, ipv6Bits: cfg.Limits.IPv6ClientPrefix},
 		&adminAPI{store: cfg.Store, keyer: cfg.Keyer, metrics: s.metricsHandler(), closing: &s.closing, draining: &s.draining, version: cfg.Version,
 			shared: cfg.SharedTier, stats: cfg.Stats, log: s.log},
 		&statsAPI{store: cfg.Store, stats: cfg.Stats, leases: s.leases, version: cfg.Version, fleet: cfg.Fleet, shared: cfg.SharedTier},

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -64,24 +65,27 @@ func TestTrustedProxiesNameTheClient(t *testing.T) {
 // TestRateLimitPerForwardedClient: anonymous requests are rate-limited by
 // client address. Behind a trusted proxy two clients get a bucket each;
 // without TrustedProxies they share the proxy's, so the second client is
-// refused for the first one's requests. Two IPv6 clients in one /64 share
-// a bucket (one host may hold the /64).
+// refused for the first one's requests. Two IPv6 clients in one /64 have
+// a bucket each by default (hosts of one subnet share it) and share one
+// with IPv6ClientPrefix 64 (one host may hold the /64).
 func TestRateLimitPerForwardedClient(t *testing.T) {
 	for _, tc := range []struct {
 		trusted       string
+		prefix        int // Limits.IPv6ClientPrefix
 		first, second string
 		wantSecond    int
 	}{
-		{"", "203.0.113.7", "203.0.113.8", 429},
-		{"127.0.0.1", "203.0.113.7", "203.0.113.8", 404},
-		{"127.0.0.1", "2001:db8:1:2::7", "2001:db8:1:2::8", 429},
-		{"127.0.0.1", "2001:db8:1:2::7", "2001:db8:1:3::7", 404},
+		{"", 0, "203.0.113.7", "203.0.113.8", 429},
+		{"127.0.0.1", 0, "203.0.113.7", "203.0.113.8", 404},
+		{"127.0.0.1", 0, "2001:db8:1:2::7", "2001:db8:1:2::8", 404},
+		{"127.0.0.1", 64, "2001:db8:1:2::7", "2001:db8:1:2::8", 429},
+		{"127.0.0.1", 64, "2001:db8:1:2::7", "2001:db8:1:3::7", 404},
 	} {
-		t.Run("trusted="+tc.trusted+"/"+tc.second, func(t *testing.T) {
+		t.Run(fmt.Sprintf("trusted=%s/prefix=%d/%s", tc.trusted, tc.prefix, tc.second), func(t *testing.T) {
 			trust := trusting(t, tc.trusted)
 			srv := apitest.Start(t, apitest.Options{API: func(c *api.Config) {
 				trust(c)
-				c.Limits.RequestsPerSecond, c.Limits.Burst = 0.001, 1
+				c.Limits.RequestsPerSecond, c.Limits.Burst, c.Limits.IPv6ClientPrefix = 0.001, 1, tc.prefix
 			}})
 			u := srv.EntryURL("default", entryKey("rate"))
 			for i, want := range []int{404, 429} {
@@ -101,22 +105,29 @@ func TestRateLimitPerForwardedClient(t *testing.T) {
 // TestAnonymousReportersBehindProxy: anonymous reporters are counted by
 // client address, so behind a proxy that is not trusted every report
 // comes from one reporter and the entry is never quarantined; a trusted
-// proxy's forwarded clients count one each, IPv6 ones by /64 (one host
-// may send from every address of its /64).
+// proxy's forwarded clients count one each, IPv6 ones by address or, with
+// IPv6ClientPrefix 64, by /64 (one host may send from every address of
+// its /64).
 func TestAnonymousReportersBehindProxy(t *testing.T) {
 	for _, tc := range []struct {
 		trusted  string
+		prefix   int // Limits.IPv6ClientPrefix
 		from     [2]string
 		distinct int
 		quar     bool
 	}{
-		{"", [2]string{"203.0.113.7", "203.0.113.8"}, 1, false},
-		{"127.0.0.1", [2]string{"203.0.113.7", "203.0.113.8"}, 2, true},
-		{"127.0.0.1", [2]string{"2001:db8:1:2::7", "2001:db8:1:2::8"}, 1, false},
-		{"127.0.0.1", [2]string{"2001:db8:1:2::7", "2001:db8:1:3::7"}, 2, true},
+		{"", 0, [2]string{"203.0.113.7", "203.0.113.8"}, 1, false},
+		{"127.0.0.1", 0, [2]string{"203.0.113.7", "203.0.113.8"}, 2, true},
+		{"127.0.0.1", 0, [2]string{"2001:db8:1:2::7", "2001:db8:1:2::8"}, 2, true},
+		{"127.0.0.1", 64, [2]string{"2001:db8:1:2::7", "2001:db8:1:2::8"}, 1, false},
+		{"127.0.0.1", 64, [2]string{"2001:db8:1:2::7", "2001:db8:1:3::7"}, 2, true},
 	} {
-		t.Run("trusted="+tc.trusted+"/"+tc.from[1], func(t *testing.T) {
-			srv := secureServer(t, nil, trusting(t, tc.trusted))
+		t.Run(fmt.Sprintf("trusted=%s/prefix=%d/%s", tc.trusted, tc.prefix, tc.from[1]), func(t *testing.T) {
+			trust := trusting(t, tc.trusted)
+			srv := secureServer(t, nil, func(c *api.Config) {
+				trust(c)
+				c.Limits.IPv6ClientPrefix = tc.prefix
+			})
 			k := entryKey("anonymous-behind-proxy")
 			resp := srv.Do("PUT", srv.EntryURL("public", k), strings.NewReader("v"), bearer(tokAdmin)...)
 			if body := apitest.ReadAll(t, resp); resp.StatusCode != 201 {

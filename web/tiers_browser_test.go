@@ -77,8 +77,8 @@ func TestDashboardStoreTiers(t *testing.T) {
 		// The shared tier's count is this replica's last listing plus
 		// its own writes: the card says how old it is, where it gave
 		// the count unlabelled, as if current for the whole fleet.
-		{"sub", "(no limit), as this replica listed it "},
-		{"subTitle", "at its last listing of the bucket (" + listedAt + ";"},
+		{"sub", "(no limit), the fleet's as this replica listed it "},
+		{"subTitle", "at its last listing of the bucket (" + listedAt + "), plus its own writes since"},
 		// The chart beside the card draws the shared tier's 5 MiB: its
 		// title says so, not "Store size" under a card of 3 MiB.
 		{"chart", "Shared tier size (the whole fleet's entries; no limit)"},

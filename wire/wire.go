@@ -285,7 +285,7 @@ type StoreUsage struct {
 	QuarantinesAdmin    int64 `json:"quarantines_admin"`
 	// Uncounted, when set, says that Entries, Blobs and Bytes are no count
 	// of the shared tier: its bucket has not been listed yet (a replica
-	// lists it at start and every 10 minutes), so they hold only this
+	// lists it at start and every ListInterval), so they hold only this
 	// replica's own writes since it started, not 0 entries in the bucket.
 	// Its value says why, for people: "first listing of the bucket
 	// pending" (running or about to) or "first listing of the bucket
@@ -298,6 +298,12 @@ type StoreUsage struct {
 	// replica's writes since. Absent until the first listing, and on a
 	// store without a shared tier.
 	ListedAt time.Time `json:"listed_at,omitzero"`
+	// ListInterval is how often, in seconds, this replica lists the shared
+	// tier's bucket (s3.Config.UsageInterval), for the stats to say how
+	// far behind the other replicas' writes the count may be. Absent on a
+	// store without a shared tier, where listing is off, and from servers
+	// before the field.
+	ListInterval float64 `json:"list_interval_s,omitempty"`
 	// Hot is this replica's hot tier when Tier is StoreTierShared: its
 	// entries, bytes against its own --max-size, disk use and evictions
 	// (Tier StoreTierHot). From stats format 4 on, a stats answer puts the

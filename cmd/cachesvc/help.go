@@ -154,7 +154,7 @@ var flagGroups = map[string][]flagGroup{
 		{"Plugins and signatures", []string{"plugins", "wasm-cache", "plugin-pool", "plugin-memory", "plugin-timeout",
 			"max-signature-size", "signature-memo-entries", "digest-lookups"}},
 		{"Connection and request limits (tuning)", []string{"rate-limit", "rate-burst", "max-concurrent-uploads",
-			"max-conns", "max-conns-per-addr", "max-header-size", "min-transfer-rate", "read-timeout", "write-timeout"}},
+			"max-conns", "max-conns-per-addr", "ipv6-client-prefix", "max-header-size", "min-transfer-rate", "read-timeout", "write-timeout"}},
 	},
 	"admin list": {
 		{whichEntries, slices.Concat([]string{"namespace", "all-namespaces"}, entryFilters, []string{"quarantined"})},

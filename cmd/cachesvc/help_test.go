@@ -16,7 +16,7 @@ import (
 // here that a command does not use, or one missing, is a defect of the
 // command, so a new flag or command is added here deliberately.
 var commandFlags = map[string][]string{
-	"serve": {"addr", "advertise-url", "data", "digest-lookups", "expiry-interval", "insecure-no-auth", "log-format", "log-level", "max-concurrent-uploads",
+	"serve": {"addr", "advertise-url", "data", "digest-lookups", "expiry-interval", "insecure-no-auth", "ipv6-client-prefix", "log-format", "log-level", "max-concurrent-uploads",
 		"max-conns", "max-conns-per-addr", "max-entry-size", "max-header-size", "max-signature-size", "max-size", "min-transfer-rate", "namespaces", "plugin-memory",
 		"plugin-pool", "plugin-timeout", "plugins", "pprof-addr", "quarantine-after", "rate-burst", "rate-limit", "read-timeout",
 		"redis-addr", "redis-idle-timeout", "redis-max-buffered", "redis-max-conns", "redis-max-value", "redis-namespace", "replica-id",

@@ -31,6 +31,7 @@ type securityOptions struct {
 	MaxConcurrentUploads int
 	RateLimit            float64
 	RateBurst            int
+	IPv6ClientPrefix     int
 	TrustedProxies       *proxyaddr.Trusted
 }
 
@@ -50,9 +51,10 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 	sizeVar(fs, &o.MinTransferRate, "min-transfer-rate", 64<<10, "slowest body transfer tolerated, bytes per second (a slower client is cut off after the timeout's slack)")
 	sizeVar(fs, &o.MaxHeaderSize, "max-header-size", 16<<10, "largest request line and header block, 1KiB to 1MiB (431 past it; each connection holds a read buffer this large)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "HTTP connections open at once, idle keep-alive ones included; one more gets 503 too_many_connections with Retry-After (0 = the open-files limit less 1024 kept for the store, at most 65536; -1 = unbounded)")
-	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections open at once from one client address (an IPv6 one by its /64, which one host holds), counted at accept; one more gets 503 too_many_connections. Loopback and --trusted-proxies are exempt; behind another reverse proxy every connection has its address: list it in --trusted-proxies, raise this or set -1 (0 = half of --max-conns; -1 = unbounded)")
+	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections open at once from one client address (each IPv6 address alone, or by --ipv6-client-prefix), counted at accept; one more gets 503 too_many_connections. Loopback and --trusted-proxies are exempt; behind another reverse proxy every connection has its address: list it in --trusted-proxies, raise this or set -1 (0 = half of --max-conns; -1 = unbounded)")
 	fs.IntVar(&o.MaxConcurrentUploads, "max-concurrent-uploads", 64, "entry uploads in progress at once; more get 503 with Retry-After (-1 = unbounded)")
-	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous, IPv6 by /64); more get 429 with Retry-After (0 = unlimited)")
+	fs.Float64Var(&o.RateLimit, "rate-limit", 0, "requests per second per token (per client address when anonymous, IPv6 as --ipv6-client-prefix groups it); more get 429 with Retry-After (0 = unlimited)")
+	fs.IntVar(&o.IPv6ClientPrefix, "ipv6-client-prefix", 128, "prefix length, 1 to 128, by which IPv6 client addresses count as one client for --max-conns-per-addr, the anonymous --rate-limit and upload share, and anonymous reporters. 128: each address alone, as hosts of one network share a prefix (an AWS subnet is one /64 for all its instances); 64 on a server facing the internet, where one host may hold a /64 and send from any address in it")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "requests a token may make at once above --rate-limit (0 = twice the rate)")
 	fs.Func("trusted-proxies", "comma-separated `CIDRs` or addresses of reverse proxies whose X-Forwarded-For names the client, e.g. 127.0.0.1,10.0.0.0/8 (default none: the client is the connection's peer; never list addresses that clients reach the server from directly)", func(s string) error {
 		tp, err := proxyaddr.Parse(s)
@@ -106,6 +108,7 @@ func (o securityOptions) apply(addr string, cfg *api.Config, logger *slog.Logger
 		MaxConcurrentUploads: o.MaxConcurrentUploads,
 		RequestsPerSecond:    o.RateLimit,
 		Burst:                o.RateBurst,
+		IPv6ClientPrefix:     o.IPv6ClientPrefix,
 	}
 	if o.TrustedProxies != nil {
 		cfg.TrustedProxies = o.TrustedProxies

@@ -190,6 +190,9 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if o.Security.RateBurst < 0 {
 		return o, usagef("--rate-burst %d: want 0 (twice --rate-limit) or more", o.Security.RateBurst)
 	}
+	if p := o.Security.IPv6ClientPrefix; p < 1 || p > 128 {
+		return o, usagef("--ipv6-client-prefix %d: want a prefix length from 1 to 128 (128: each IPv6 address is its own client; 64: a /64 is one)", p)
+	}
 	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
 		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
 			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
@@ -398,7 +401,8 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 	if err == nil {
 		closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
 			lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
-			close:    func(context.Context) error { return sts.Close() },
+			close:    func(context.Context) error { return closeStats(sts) },
+			wait:     statsCloseWait, // a hang must not keep the store below from closing
 			needsDir: true,
 			dirErr:   sts.DirErr}) // read-only alone, the data directory's look passes
 	}

@@ -255,6 +255,8 @@ func TestServeBadFlags(t *testing.T) {
 		{append(started, "--max-concurrent-uploads", "-5"), "--max-concurrent-uploads -5: want at least 1, or -1 for no bound"},
 		{append(started, "--rate-limit", "-1"), "--rate-limit -1: want 0 (no limit) or a positive rate"},
 		{append(started, "--rate-burst", "-1"), "--rate-burst -1: want 0 (twice --rate-limit) or more"},
+		{append(started, "--ipv6-client-prefix", "0"), "--ipv6-client-prefix 0: want a prefix length from 1 to 128"},
+		{append(started, "--ipv6-client-prefix", "129"), "--ipv6-client-prefix 129: want a prefix length from 1 to 128"},
 		{append(started, "--plugin-memory", "0"), `invalid value "0" for --plugin-memory: want a positive size, e.g. 512MiB`},
 		{append(started, "--max-signature-size", "0"), `invalid value "0" for --max-signature-size: want a positive size, e.g. 64MiB`},
 		{append(started, "--redis-max-buffered", "0"), `invalid value "0" for --redis-max-buffered: want a positive size, e.g. 1GiB`},

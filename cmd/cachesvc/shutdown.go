@@ -41,6 +41,13 @@ type closeStep struct {
 	// why that one cannot be written, or nil: it can be made read-only
 	// alone, and the data directory's look (closer.dirErr) passes then.
 	dirErr func() error
+	// wait, when positive, bounds how long the steps after it wait for
+	// it: past it they close while it is left running, and closeAll names
+	// it with what is lost. It is for a step that can hang for a reason
+	// closeAll cannot see (a stuck fsync, a lock) ahead of one that must
+	// close: the statistics ahead of the store, whose Close writes the
+	// users' entries' last state and releases --data for the next start.
+	wait time.Duration
 }
 
 // closer closes what serve opened, last opened first, within a deadline.
@@ -64,7 +71,8 @@ func (c *closer) add(s closeStep) { c.steps = append(c.steps, s) }
 // needsDir step reached while its directory is gone or not writable is not
 // run, and named with what is lost; the others still close in order; one
 // whose directory goes while it closes is no longer waited for
-// (closeWatchingDir), and named alike. Errors the steps return are joined
+// (closeWatched), and named alike, as is one still closing after its
+// closeStep.wait, so that the steps after it close. Errors the steps return are joined
 // to it. A directory gone or not writable is an error even when everything
 // closed.
 func (c *closer) closeAll(deadline time.Time) error {
@@ -75,6 +83,7 @@ func (c *closer) closeAll(deadline time.Time) error {
 		err       error
 		skipped   bool // a needsDir step, not run
 		abandoned bool // a needsDir step the directory broke under
+		hung      bool // a step still closing after its wait
 	}
 	results := make(chan result, len(c.steps))
 	var ordered []int
@@ -93,16 +102,16 @@ func (c *closer) closeAll(deadline time.Time) error {
 				results <- result{i: i, skipped: true}
 				continue
 			}
-			if c.steps[i].needsDir && (c.dirErr != nil || c.steps[i].dirErr != nil) {
-				abandoned, err := c.closeWatchingDir(ctx, c.steps[i])
-				results <- result{i: i, err: err, abandoned: abandoned}
+			if c.steps[i].wait > 0 || c.steps[i].needsDir && (c.dirErr != nil || c.steps[i].dirErr != nil) {
+				abandoned, hung, err := c.closeWatched(ctx, c.steps[i])
+				results <- result{i: i, err: err, abandoned: abandoned, hung: hung}
 				continue
 			}
 			results <- result{i: i, err: c.steps[i].close(ctx)}
 		}
 	}()
 	done := make([]bool, len(c.steps))
-	var skipped, abandoned []string
+	var skipped, abandoned, hung []string
 	var errs []error
 wait:
 	for range c.steps {
@@ -114,6 +123,9 @@ wait:
 			}
 			if r.abandoned {
 				abandoned = append(abandoned, c.steps[r.i].lostText())
+			}
+			if r.hung {
+				hung = append(hung, fmt.Sprintf("%s after %s", c.steps[r.i].lostText(), c.steps[r.i].wait))
 			}
 			if r.err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", c.steps[r.i].what, r.err))
@@ -135,6 +147,9 @@ wait:
 	}
 	if len(abandoned) > 0 {
 		parts = append(parts, "Not closed (the directory went away or became read-only while it closed, and closing would wait for good to write into it): "+strings.Join(abandoned, "; "))
+	}
+	if len(hung) > 0 {
+		parts = append(parts, "Not closed (its close did not return in time and was left running, so that the store behind it could close): "+strings.Join(hung, "; "))
 	}
 	if len(stuck) > 0 {
 		parts = append(parts, fmt.Sprintf("Not closed by the end of --shutdown-grace + %s: %s", closeMargin, strings.Join(stuck, "; ")))
@@ -161,28 +176,41 @@ wait:
 // that needs it closes: a stat and an access(2) each time.
 const dirPoll = 100 * time.Millisecond
 
-// closeWatchingDir runs a needsDir step's close and waits for it while the
-// data directory stays writable. A directory removed (or made read-only)
-// while the step closes makes Badger's Close retry its flush into it for
-// good, so once closeWatchingDir sees it gone it stops waiting: abandoned
-// is true, the close is left running (the process is about to exit), and
-// the steps after it close meanwhile instead of waiting out the deadline.
-func (c *closer) closeWatchingDir(ctx context.Context, s closeStep) (abandoned bool, err error) {
+// closeWatched runs a step's close and waits for it while, for a needsDir
+// step, the data directory stays writable, and for at most s.wait when it
+// is set. A directory removed (or made read-only) while the step closes
+// makes Badger's Close retry its flush into it for good, so once
+// closeWatched sees it gone it stops waiting: abandoned is true. A close
+// still running after s.wait makes hung true. Either way the close is left
+// running (the process is about to exit), and the steps after it close
+// meanwhile instead of waiting out the deadline.
+func (c *closer) closeWatched(ctx context.Context, s closeStep) (abandoned, hung bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- s.close(ctx) }()
-	tick := time.NewTicker(dirPoll)
-	defer tick.Stop()
+	var tick, waited <-chan time.Time
+	if s.needsDir && (c.dirErr != nil || s.dirErr != nil) {
+		t := time.NewTicker(dirPoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	if s.wait > 0 {
+		t := time.NewTimer(s.wait)
+		defer t.Stop()
+		waited = t.C
+	}
 	for {
 		select {
 		case err := <-done:
-			return false, err
-		case <-tick.C:
+			return false, false, err
+		case <-tick:
 			if c.stepDirErr(s) != nil {
-				return true, nil
+				return true, false, nil
 			}
+		case <-waited:
+			return false, true, nil
 		case <-ctx.Done():
 			// closeAll names it as not closed by the deadline.
-			return false, <-done
+			return false, false, <-done
 		}
 	}
 }

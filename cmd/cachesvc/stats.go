@@ -97,6 +97,18 @@ func openStats(data string, st interface{ Usage() store.Usage }, logger *slog.Lo
 	return s, nil
 }
 
+// statsCloseWait bounds how long serve's exit waits for the statistics to
+// close before it closes the store anyway (closeStep.wait). Their Close
+// saves at most a minute of counters into a small Badger database of their
+// own, well under a second when the disk answers; a Close that hangs
+// longer (a stuck fsync, a lock) would otherwise keep the store, which
+// closes after the statistics, from closing at all.
+const statsCloseWait = 3 * time.Second
+
+// closeStats closes the statistics at serve's exit; a variable so that a
+// test can make it hang, as no real cause can be made on demand.
+var closeStats = (*stats.Stats).Close
+
 // maxPendingEvictionKinds bounds what statsHooks keeps before the
 // statistics attach: (namespace, backend, reason) kinds past it count
 // under no namespace (the statistics' _other), still by reason.

@@ -94,10 +94,10 @@ func renderStoreTiers(p *printer, r *wire.StatsResponse, u wire.StoreUsage, aske
 		case !u.ListedAt.IsZero():
 			// The listing's age, as the dashboard's store card gives
 			// it: how far behind the other replicas' writes it may be.
-			p.f("Shared tier %s in %s (no limit), the fleet's as %s listed it %s, plus its own writes since (it lists the bucket every 10 minutes); %s\n",
-				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Ago(now, u.ListedAt), integrity)
+			p.f("Shared tier %s in %s (no limit), the fleet's as %s listed it %s, plus its own writes since%s; %s\n",
+				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, Ago(now, u.ListedAt), listsEvery(u.ListInterval), integrity)
 		default: // a server before store.listed_at: no age to give
-			p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its listing of the bucket every 10 minutes, plus its own writes since); %s\n",
+			p.f("Shared tier %s in %s (no limit), the fleet's as %s last counted them (its last listing of the bucket, plus its own writes since); %s\n",
 				Bytes(u.Bytes), Plural(u.Entries, "entry", "entries"), who, integrity)
 		}
 		p.f("Hot tier    %s in %s %s (%s); %s%s\n", Bytes(h.Bytes), Plural(h.Entries, "entry", "entries"), hotOn, limitText(h),
@@ -129,4 +129,30 @@ func orUnknown(v string) string {
 		return "version unknown"
 	}
 	return v
+}
+
+// listsEvery says how often the replica lists the shared tier's bucket,
+// from store.list_interval_s: " (it lists the bucket every 10 minutes)",
+// or "" from a server that does not say (the dashboard says the same).
+func listsEvery(sec float64) string {
+	if sec <= 0 {
+		return ""
+	}
+	return " (it lists the bucket " + every(time.Duration(sec*float64(time.Second))) + ")"
+}
+
+// every renders an interval in its largest whole unit: "every 10
+// minutes", "every hour", "every 90 seconds".
+func every(d time.Duration) string {
+	n, unit := int64(d.Round(time.Second)/time.Second), "second"
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		n, unit = int64(d/time.Hour), "hour"
+	case d >= time.Minute && d%time.Minute == 0:
+		n, unit = int64(d/time.Minute), "minute"
+	}
+	if n == 1 {
+		return "every " + unit
+	}
+	return "every " + Num(n) + " " + unit + "s"
 }

@@ -19,7 +19,14 @@ import (
 // the test decides when the replica's first listing happens.
 func StartReplica(t testing.TB, srv3 *s3test.Server, hotMax int64) (*Server, *s3.Store) {
 	t.Helper()
-	ts, shared := tieredtest.Open(t, srv3, tieredtest.Options{HotMaxBytes: hotMax})
+	return StartReplicaWith(t, srv3, tieredtest.Options{HotMaxBytes: hotMax})
+}
+
+// StartReplicaWith is StartReplica with the tiered store's options, e.g. a
+// UsageInterval that lists the bucket at open and then on its own.
+func StartReplicaWith(t testing.TB, srv3 *s3test.Server, o tieredtest.Options) (*Server, *s3.Store) {
+	t.Helper()
+	ts, shared := tieredtest.Open(t, srv3, o)
 	srv := StartWith(t, func(c *stats.Config) {
 		c.Usage = func() stats.Usage { return stats.UsageOf(ts.Usage()) }
 	}, func(c *api.Config) {

@@ -235,3 +235,28 @@ func TestUsageListingCancelledBetweenPages(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageListInterval: Usage says how often the bucket is listed
+// (UsageInterval), for the stats to print the real interval where they
+// printed "every 10 minutes" whatever it was; 0 when listing is off.
+func TestUsageListInterval(t *testing.T) {
+	srv := s3test.Start(t)
+	for _, tc := range []struct {
+		interval time.Duration
+		want     float64
+	}{
+		{7 * time.Minute, 420},
+		{-1, 0},
+	} {
+		cfg := config(srv, srv.NewBucket(t))
+		cfg.UsageInterval = tc.interval
+		s, err := s3.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Usage().ListInterval; got != tc.want {
+			t.Errorf("UsageInterval %s: ListInterval %v, want %v", tc.interval, got, tc.want)
+		}
+		s.Close()
+	}
+}

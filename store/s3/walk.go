@@ -228,13 +228,14 @@ func (u *usageCounts) add(entries, blobs, bytes int64) {
 // Until a listing has finished the counts are this process's changes
 // alone, no count of the bucket: Uncounted says so and why (the listing
 // pending, or failing with its error), and ListedAt is zero. ListedAt is
-// when the last listing finished.
+// when the last listing finished; ListInterval is Config.UsageInterval (0
+// when listing is off).
 func (s *Store) Usage() store.Usage {
 	u := &s.usage
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return store.Usage{Entries: u.entries, Blobs: u.blobs, Bytes: u.bytes, IntegrityFailures: u.integrity.Load(),
-		Uncounted: u.uncounted(time.Now()), ListedAt: u.listedAt}
+		Uncounted: u.uncounted(time.Now()), ListedAt: u.listedAt, ListInterval: max(0, s.cfg.UsageInterval.Seconds())}
 }
 
 // ScanUsage lists the bucket's records and blobs and resets Usage's counts

@@ -132,17 +132,19 @@
       // Stats format 4 keeps the hot tier's disk use under store.hot.
       used = hot.bytes; max = hot.max_bytes || 0; entries = hot.entries; scope = "Hot tier (this replica)"; disk = hot.disk_bytes || disk;
       // Before its first listing of the bucket the replica knows only its
-      // own writes (store.uncounted says why): no "0 B in 0 entries".
-      shared = st.uncounted ? " · shared tier not counted yet (" + st.uncounted + ")" :
+      // own writes (store.uncounted says why): no "0 B in 0 entries". The
+      // words are `cachesvc stats`' (stats/report/compat.go).
+      shared = st.uncounted ? " · shared tier: not yet listed by this replica, not counted yet (" + st.uncounted + ")" :
         " · shared tier " + bytes(st.bytes) + " in " + CS.plural(st.entries, "entry", "entries") + " (no limit)";
       // The count is this replica's last listing of the bucket plus its
       // own writes since: it lags the other replicas' writes by up to the
-      // listing interval, and says how old it is, as `cachesvc stats`
-      // names whose count it is.
+      // listing interval (store.list_interval_s, in the title for room),
+      // and says how old it is, as `cachesvc stats` does.
       if (!st.uncounted && st.listed_at) {
-        shared += ", as this replica listed it " + CS.ago(st.listed_at);
-        sharedTitle = "Shared tier: the fleet's entries as this replica counted them at its last listing of the bucket (" + st.listed_at +
-          "; it lists every 10 minutes), plus its own writes since. Other replicas' writes since then show at its next listing.";
+        shared += ", the fleet's as this replica listed it " + CS.ago(st.listed_at) + ", plus its own writes since";
+        sharedTitle = "Shared tier: the fleet's entries as this replica counted them at its last listing of the bucket (" + st.listed_at + ")" +
+          (st.list_interval_s ? ", plus its own writes since (it lists the bucket " + CS.every(st.list_interval_s) + ")" : ", plus its own writes since") +
+          ". Other replicas' writes since then show at its next listing.";
       }
     } else if (u) {
       used = u.bytes; max = u.max_bytes || 0; entries = u.entries; scope = "Store · " + state.ns; what = "quota";

@@ -39,6 +39,14 @@
     if (s < 2 * 86400) return Math.round(s / 3600) + " h ago";
     return Math.round(s / 86400) + " days ago";
   };
+  // every renders an interval of sec seconds in its largest whole unit,
+  // as `cachesvc stats` does: "every 10 minutes", "every hour".
+  CS.every = function (sec) {
+    var n = Math.round(sec), unit = "second";
+    if (n >= 3600 && n % 3600 === 0) { n /= 3600; unit = "hour"; }
+    else if (n >= 60 && n % 60 === 0) { n /= 60; unit = "minute"; }
+    return n === 1 ? "every " + unit : "every " + CS.num(n) + " " + unit + "s";
+  };
   CS.rateCell = function (r, lookups) {
     if (!lookups) return '<span class="rate none">–</span>';
     var cls = r >= 0.7 ? "" : r >= 0.3 ? " mid" : " low";

@@ -27,12 +27,16 @@ type Options struct {
 	// ProbeInterval is how often the tiered store probes the shared tier
 	// while it is unreachable (0: its default).
 	ProbeInterval time.Duration
+	// UsageInterval, when positive, lists the bucket at open and then this
+	// often, as a replica does; 0 lists it only when the test calls
+	// ScanUsage.
+	UsageInterval time.Duration
 }
 
 // Open returns the tiered store over a new bucket of srv, and its shared
-// tier. The bucket is listed only when the test calls ScanUsage on the
-// shared tier (UsageInterval -1), so the test decides when the replica's
-// first listing happens. The store closes when the test ends.
+// tier. Unless o.UsageInterval is set, the bucket is listed only when the
+// test calls ScanUsage on the shared tier (UsageInterval -1), so the test
+// decides when the replica's first listing happens. The store closes when the test ends.
 func Open(t testing.TB, srv *s3test.Server, o Options) (*tiered.Store, *s3.Store) {
 	t.Helper()
 	hot := o.Hot
@@ -42,8 +46,12 @@ func Open(t testing.TB, srv *s3test.Server, o Options) (*tiered.Store, *s3.Store
 			t.Fatal(err)
 		}
 	}
+	every := time.Duration(-1)
+	if o.UsageInterval > 0 {
+		every = o.UsageInterval
+	}
 	shared, err := s3.Open(context.Background(), s3.Config{Endpoint: srv.Endpoint, Bucket: srv.NewBucket(t), Insecure: true,
-		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: -1, MaxRetries: o.MaxRetries})
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, UsageInterval: every, MaxRetries: o.MaxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}
