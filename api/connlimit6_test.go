@@ -2,11 +2,13 @@ package api_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +20,13 @@ import (
 // hostIPv6 returns this host's global or unique-local IPv6 addresses in
 // the /64 that has the most of them, or skips the test when it has none.
 // A second address in that /64 exists where one was added, e.g. in a
-// network namespace:
+// network namespace, as scripts/test.sh's go suite runs these tests:
 //
-//	unshare -n sh -c 'ip link set lo up; ip -6 addr add fd00::2/64 dev lo nodad;
+//	unshare -rn sh -c 'ip link set lo up; ip -6 addr add fd00::2/64 dev lo nodad;
 //	  ip -6 addr add fd00::3/64 dev lo nodad; go test -run IPv6 ./api/'
+//
+// With CACHESVC_REQUIRE_IPV6=1 (set there) a missing address fails the
+// test instead of skipping it (skipIPv6).
 func hostIPv6(t *testing.T) (prefix netip.Prefix, addrs []netip.Addr) {
 	t.Helper()
 	ifaddrs, err := net.InterfaceAddrs()
@@ -47,9 +52,19 @@ func hostIPv6(t *testing.T) (prefix netip.Prefix, addrs []netip.Addr) {
 		}
 	}
 	if len(addrs) == 0 {
-		t.Skip("this host has no global or unique-local IPv6 address to connect from")
+		skipIPv6(t, "this host has no global or unique-local IPv6 address to connect from")
 	}
 	return prefix, addrs
+}
+
+// skipIPv6 skips a test that lacks the IPv6 addresses it needs, or fails it
+// when CACHESVC_REQUIRE_IPV6=1 says they were set up for it.
+func skipIPv6(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CACHESVC_REQUIRE_IPV6") == "1" {
+		t.Fatal(why + " (CACHESVC_REQUIRE_IPV6=1)")
+	}
+	t.Skip(why)
 }
 
 // dualStackDialer serves on [::] (dual stack) with cfg and returns a dial
@@ -114,7 +129,7 @@ func TestMaxConnsPerAddrIPv6(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if first == other && tc.otherStatus == 200 {
-				t.Skipf("only %s in %s on this host; two addresses are needed (see hostIPv6)", first, prefix)
+				skipIPv6(t, fmt.Sprintf("only %s in %s on this host; two addresses are needed (see hostIPv6)", first, prefix))
 			}
 			var logs syncBuffer
 			dial := dualStackDialer(t, &logs, func(c *api.Config) {
@@ -178,7 +193,7 @@ func TestMaxConnsPerAddrIPv6Exempt(t *testing.T) {
 func TestRateIPv6(t *testing.T) {
 	prefix, addrs := hostIPv6(t)
 	if len(addrs) < 2 {
-		t.Skipf("this host has one address in %s; two are needed (see hostIPv6)", prefix)
+		skipIPv6(t, fmt.Sprintf("this host has one address in %s; two are needed (see hostIPv6)", prefix))
 	}
 	for _, tc := range []struct {
 		name       string
