@@ -311,6 +311,10 @@ func (s *Server) init() error {
 		// (request.go).
 		Immutable: false,
 	})
+	// fasthttp quotes up to 400 bytes of a request's header block or a
+	// chunked body's trailer in its parse errors, which reach error bodies
+	// and logs: a token among them would be shown to anyone reading either.
+	s.app.Server().SecureErrorLogMessage = true
 	s.catchShortBodies()
 	s.catchUnknownMethods()
 	s.refuseTransferCodings()
