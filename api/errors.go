@@ -103,7 +103,7 @@ var expectedUnavailable = map[string]bool{
 	"starting": true, "not_ready": true, "plugins_compiling": true, "shutting_down": true, "store_closed": true,
 	"shared_tier_unavailable": true, "fleet_unavailable": true, "upload_queue_full": true,
 	"too_many_uploads": true, "too_many_waiters": true, "too_many_connections": true, "lease_table_full": true,
-	"plugin_busy": true, "quota_exceeded": true,
+	"plugin_busy": true, "quota_exceeded": true, "too_many_signatures": true,
 	// The store logs the directory's failure itself, once, at ERROR.
 	"data_dir_unavailable": true,
 }
