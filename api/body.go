@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/cachesvc/cachesvc/store"
 )
@@ -26,6 +27,11 @@ var errIncompleteBody = errors.New("request body ended early")
 // until the connection's read deadline (paced by Limits.MinTransferRate)
 // passed: 408 request_timeout. It is an errIncompleteBody too.
 var errBodyTimeout = fmt.Errorf("%w: it stalled past the server's read timeout", errIncompleteBody)
+
+// errTrailerTooLarge means a chunked body's trailer did not fit in the
+// connection's read buffer (--max-header-size): 431, as for headers. It is
+// an errIncompleteBody too: the body was not read to its end.
+var errTrailerTooLarge = fmt.Errorf("%w: its trailer fields are over the header size limit", errIncompleteBody)
 
 // bodyDoneKey marks, in fiber Locals, that the request body was read to its
 // end, so the connection can carry another request.
@@ -218,6 +224,12 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		}
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			b.err = fmt.Errorf("%w after %d bytes (send the body faster than serve --min-transfer-rate); nothing was stored", errBodyTimeout, b.n)
+			return n, b.err
+		}
+		// fasthttp's own message quotes the trailer and names a knob
+		// (ReadBufferSize) that is --max-header-size here.
+		if small := (*fasthttp.ErrSmallBuffer)(nil); errors.As(err, &small) {
+			b.err = fmt.Errorf("%w after %d bytes; nothing was stored", errTrailerTooLarge, b.n)
 			return n, b.err
 		}
 		b.err = fmt.Errorf("%w after %d bytes: %w", errIncompleteBody, b.n, err)

@@ -79,6 +79,8 @@ var sentinels = []struct {
 	{store.ErrQueueFull, http.StatusServiceUnavailable, "upload_queue_full"},
 	{errAborted, http.StatusServiceUnavailable, "shutting_down"},   // before errIncompleteBody, which wraps it
 	{errBodyTimeout, http.StatusRequestTimeout, "request_timeout"}, // before errIncompleteBody, which it wraps
+	// Before errIncompleteBody too, which it wraps.
+	{errTrailerTooLarge, http.StatusRequestHeaderFieldsTooLarge, "request_header_fields_too_large"},
 	{errIncompleteBody, http.StatusBadRequest, "incomplete_body"},
 	{keying.ErrMalformed, http.StatusBadRequest, "malformed_signature"},
 	{keying.ErrTooLarge, http.StatusRequestEntityTooLarge, "signature_too_large"},
@@ -101,7 +103,7 @@ var expectedUnavailable = map[string]bool{
 	"starting": true, "not_ready": true, "plugins_compiling": true, "shutting_down": true, "store_closed": true,
 	"shared_tier_unavailable": true, "fleet_unavailable": true, "upload_queue_full": true,
 	"too_many_uploads": true, "too_many_waiters": true, "too_many_connections": true, "lease_table_full": true,
-	"plugin_busy": true, "quota_exceeded": true,
+	"plugin_busy": true, "quota_exceeded": true, "too_many_signatures": true,
 	// The store logs the directory's failure itself, once, at ERROR.
 	"data_dir_unavailable": true,
 }
@@ -423,7 +425,10 @@ func requestAttrs(c *fiber.Ctx, more ...any) []any {
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := toError(err)
 	id := s.requestID(c) // also for the answers given before the middleware runs
-	if e.Status == http.StatusRequestHeaderFieldsTooLarge {
+	if e.Status == http.StatusRequestHeaderFieldsTooLarge && errors.Is(err, errTrailerTooLarge) {
+		e = &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf("The chunked body's trailer fields are over this server's limit of %d bytes "+
+			"(serve --max-header-size): send fewer or shorter trailer fields; nothing was stored.", s.cfg.Limits.MaxHeaderBytes)}
+	} else if e.Status == http.StatusRequestHeaderFieldsTooLarge {
 		// fasthttp's own "Request Header Fields Too Large" names neither
 		// the limit nor that the URL counts toward it.
 		e = &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf("The request line and headers are over this server's limit of %d bytes "+

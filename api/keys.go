@@ -30,6 +30,9 @@ type keysAPI struct {
 	digests *prometheus.CounterVec
 	// noDigest ignores wire.HeaderSignatureSHA256 (Config.NoDigestLookups).
 	noDigest bool
+	// sigmem bounds the memory signatures being read and keyed hold; nil
+	// without a keyer.
+	sigmem *sigMemory
 }
 
 // routes declares the keys and lookup routes.

@@ -145,8 +145,8 @@ func newSecurity(cfg *Config) (*security, error) {
 		}, []string{"reason"}), "unauthenticated", "forbidden"),
 		rejected: withSeries(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachesvc_limited_total",
-			Help: "Requests refused by a limit: rate (429), uploads (503, too many concurrent uploads), connections (503, a connection past --max-conns) or connections_per_addr (503, past --max-conns-per-addr from one client address).",
-		}, []string{"limit"}), "rate", "uploads", "connections", "connections_per_addr"),
+			Help: "Requests refused by a limit: rate (429), uploads (503, too many concurrent uploads), connections (503, a connection past --max-conns), connections_per_addr (503, past --max-conns-per-addr from one client address) or signature_memory (503, keys and lookup requests whose signatures would pass the memory kept for them).",
+		}, []string{"limit"}), "rate", "uploads", "connections", "connections_per_addr", "signature_memory"),
 	}
 	uploads := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cachesvc_uploads_in_progress",

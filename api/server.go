@@ -314,6 +314,10 @@ func (s *Server) init() error {
 		// (request.go).
 		Immutable: false,
 	})
+	// fasthttp quotes up to 400 bytes of a request's header block or a
+	// chunked body's trailer in its parse errors, which reach error bodies
+	// and logs: a token among them would be shown to anyone reading either.
+	s.app.Server().SecureErrorLogMessage = true
 	s.catchShortBodies()
 	s.catchUnknownMethods()
 	s.refuseTransferCodings()
@@ -341,9 +345,13 @@ func (s *Server) init() error {
 	if err := cfg.Registry.Register(digests); err != nil {
 		return fmt.Errorf("register signature digest metrics: %w", err)
 	}
+	var sigmem *sigMemory
 	if cfg.Keyer != nil {
 		if err := cfg.Registry.Register(newMemoMetrics(cfg.Keyer)); err != nil {
 			return fmt.Errorf("register signature memo metrics: %w", err)
+		}
+		if sigmem, err = newSigMemory(cfg.Keyer.MaxSignatureBytes(), s.sec.rejected.WithLabelValues("signature_memory"), cfg.Registry); err != nil {
+			return err
 		}
 	}
 	err = s.register(
@@ -355,7 +363,7 @@ func (s *Server) init() error {
 			maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, log: s.log},
 		&batchAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, body: body, baseCtx: s.baseCtx, log: s.log},
 		&keysAPI{store: cfg.Store, out: s.out, io: s.io, runs: s.runs, keyer: cfg.Keyer, stats: cfg.Stats, bytesIn: s.http.bytesIn,
-			digests: digests, noDigest: cfg.NoDigestLookups},
+			digests: digests, noDigest: cfg.NoDigestLookups, sigmem: sigmem},
 		&leasesAPI{store: cfg.Store, leases: s.leases, runs: s.runs, body: body, log: s.log},
 		&adminEntriesAPI{store: cfg.Store, io: s.io, maxEntry: cfg.MaxEntryBytes, bytesIn: s.http.bytesIn, baseCtx: s.baseCtx, log: s.log},
 	)

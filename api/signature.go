@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -36,10 +35,16 @@ func signatureRequired(d [32]byte) error {
 // block, plus the header and trailer.
 func gzipSlack(limit int64) int64 { return limit>>10 + 1<<10 }
 
+// maxSignatureHint bounds the buffer a signature's read starts with; it
+// doubles from there as bytes arrive.
+const maxSignatureHint = 1 << 20
+
 // readSignature reads the request's signature, undoing Content-Encoding
 // gzip, into memory (the plugin needs it whole), bounded by limit in
-// decompressed bytes. It returns the bytes and their digest
-// (keying.SignatureDigest).
+// decompressed bytes and, all requests together, by keysAPI.sigmem. It
+// returns the bytes, their digest (keying.SignatureDigest) and the memory
+// charged for them, which the caller gives back once done with them, also
+// after an error.
 //
 // # Errors
 //
@@ -47,10 +52,10 @@ func gzipSlack(limit int64) int64 { return limit>>10 + 1<<10 }
 // a zip bomb stops at limit+1 bytes); 400 bad_gzip for a corrupt gzip
 // stream; 415 unsupported_encoding for another Content-Encoding; 400
 // incomplete_body when the client stops early.
-func (g *keysAPI) readSignature(c *fiber.Ctx, limit int64) ([]byte, [32]byte, error) {
+func (g *keysAPI) readSignature(c *fiber.Ctx, limit int64) (sig []byte, digest [32]byte, charged int64, err error) {
 	gz, err := gzipped(c)
 	if err != nil {
-		return nil, [32]byte{}, err
+		return nil, [32]byte{}, 0, err
 	}
 	wireLimit := limit
 	if gz {
@@ -58,46 +63,48 @@ func (g *keysAPI) readSignature(c *fiber.Ctx, limit int64) ([]byte, [32]byte, er
 	}
 	cl := int64(c.Request().Header.ContentLength())
 	if cl > wireLimit {
-		return nil, [32]byte{}, tooLarge(cl, limit)
+		return nil, [32]byte{}, 0, tooLarge(cl, limit)
 	}
 	body := bodyStream(c, wireLimit, func(n int) { g.bytesIn.Add(float64(n)) })
 	var src io.Reader = body
-	var buf bytes.Buffer
+	hint := 0
 	switch {
 	case gz && cl != 0:
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return nil, [32]byte{}, gzipError(err, limit)
+			return nil, [32]byte{}, 0, gzipError(err, limit)
 		}
 		defer zr.Close()
 		src = zr
 		if cl > 0 {
-			buf.Grow(int(min(4*cl, limit)) + bytes.MinRead)
+			hint = int(min(4*cl, limit, maxSignatureHint))
 		}
 	case cl > 0:
-		// Room for the EOF read too: bytes.Buffer.ReadFrom grows (a copy of
-		// the whole signature) when less than MinRead bytes are free.
-		buf.Grow(int(cl) + bytes.MinRead)
+		// Not all of a large Content-Length at once: a client that
+		// declares 64 MiB and sends nothing would hold it.
+		hint = int(min(cl, maxSignatureHint))
 	}
 	lr := &io.LimitedReader{R: src, N: limit + 1}
-	if _, err := buf.ReadFrom(lr); err != nil {
-		if gz {
-			return nil, [32]byte{}, gzipError(err, limit)
-		}
-		if errors.Is(err, store.ErrTooLarge) {
-			return nil, [32]byte{}, tooLarge(-1, limit)
-		}
-		return nil, [32]byte{}, fmt.Errorf("read signature: %w", err)
+	buf, charged, ok, err := g.sigmem.read(lr, hint)
+	switch {
+	case !ok:
+		return nil, [32]byte{}, charged, g.sigmem.full(c)
+	case err != nil && gz:
+		return nil, [32]byte{}, charged, gzipError(err, limit)
+	case errors.Is(err, store.ErrTooLarge):
+		return nil, [32]byte{}, charged, tooLarge(-1, limit)
+	case err != nil:
+		return nil, [32]byte{}, charged, fmt.Errorf("read signature: %w", err)
 	}
-	if int64(buf.Len()) > limit {
+	if int64(len(buf)) > limit {
 		if gz {
-			return nil, [32]byte{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: "signature_too_large",
+			return nil, [32]byte{}, charged, &Error{Status: http.StatusRequestEntityTooLarge, Code: "signature_too_large",
 				Message: fmt.Sprintf("The gzip-compressed signature decompresses to more than %d bytes, the limit (it is measured decompressed).", limit),
 				Err:     keying.ErrTooLarge}
 		}
-		return nil, [32]byte{}, tooLarge(-1, limit)
+		return nil, [32]byte{}, charged, tooLarge(-1, limit)
 	}
-	return buf.Bytes(), keying.SignatureDigest(buf.Bytes()), nil
+	return buf, keying.SignatureDigest(buf), charged, nil
 }
 
 // contentEncoding returns the request's Content-Encoding, trimmed and
@@ -164,7 +171,9 @@ func (g *keysAPI) signatureKey(c *fiber.Ctx) (keying.Result, error) {
 	if g.noDigest {
 		declared = nil // as a server that predates digest-first lookups
 	}
-	sig, digest, err := g.readSignature(c, k.MaxSignatureBytes())
+	sig, digest, charged, err := g.readSignature(c, k.MaxSignatureBytes())
+	// The signature's memory is held until it has been keyed.
+	defer g.sigmem.give(charged)
 	if err != nil {
 		return keying.Result{}, err
 	}

@@ -2,15 +2,25 @@ package wire
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
 // OneLine returns s on one line (each run of white space, line breaks
-// included, as one space) and at most n runes long: cut to its first n-1
-// runes and "…" when longer. For quoting names, reasons and foreign bodies
-// in tables and error messages.
+// included, as one space), every other control character, and each byte
+// that is not UTF-8, as U+FFFD, and at most n runes long: cut to its first
+// n-1 runes and "…" when longer. For quoting names, reasons and foreign
+// bodies in tables and error messages, which may reach a terminal: an
+// escape sequence in a client's report must not set its colours or clear
+// it.
 func OneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Map(func(r rune) rune {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 	if len(s) <= n { // n bytes hold at most n runes
 		return s
 	}

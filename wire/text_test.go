@@ -14,6 +14,11 @@ func TestOneLine(t *testing.T) {
 		{"toolong", 5, "tool…"},
 		{"ééééé", 5, "ééééé"}, // 10 bytes, 5 runes: not cut
 		{"éééééé", 5, "éééé…"},
+		// Control characters would reach a terminal: an escape sequence
+		// sets colours, a window title or clears the screen.
+		{"a\x1b[2Jb", 20, "a\uFFFD[2Jb"},
+		{"t\x1b]0;title\x07", 20, "t\uFFFD]0;title\uFFFD"},
+		{"c1\u009b31m", 20, "c1\uFFFD31m"},
 	}
 	for _, tc := range tests {
 		if got := OneLine(tc.in, tc.n); got != tc.want {

@@ -179,6 +179,19 @@ func (c *PaceConn) SetWriteDeadline(t time.Time) error {
 // NetConn returns the wrapped connection.
 func (c *PaceConn) NetConn() net.Conn { return c.Conn }
 
+// CloseWrite half-closes the wrapped connection (a TCP one sends its FIN),
+// or returns errors.ErrUnsupported when it cannot. The embedded net.Conn
+// does not carry the method, so without this a lingering close (the HTTP
+// server's after an answer to a body it did not read) sent no FIN, and a
+// client reading to the end of a Connection: close answer waited out the
+// linger.
+func (c *PaceConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // begin starts a phase ending at t (none for a zero t). The connection's
 // deadline is set only when it would fire after t or there is none; one
 // that fires earlier is resumed from (see PaceConn), and a cleared phase

@@ -219,10 +219,17 @@ func (c *conn) authenticate(token []byte) bool {
 	}
 	id, err := g.Authenticate(string(token))
 	if err != nil || id.Anonymous {
+		c.replyError("WRONGPASS invalid username-password pair or user is disabled.")
+		// Once per connection, as NOAUTH: a client guessing tokens
+		// pipelines AUTH after AUTH, and a line each filled the log as
+		// fast as it sent. The commands metric counts every refusal.
+		if c.wrongpassLogged {
+			return false
+		}
+		c.wrongpassLogged = true
 		c.s.log.Info("resp AUTH refused: unknown token, so the client gets no cache (torch turns its remote cache "+
 			"off for the process); check the Redis password (TORCHINDUCTOR_REDIS_URL=redis://:TOKEN@host:port) "+
-			"against --tokens", "client", c.client())
-		c.replyError("WRONGPASS invalid username-password pair or user is disabled.")
+			"against --tokens; later refusals on this connection are only counted (cachesvc_resp_commands_total)", "client", c.client())
 		return false
 	}
 	c.secret, c.ident = string(token), id

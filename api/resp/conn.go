@@ -74,8 +74,11 @@ type conn struct {
 	// turns its remote cache off after the first error, other clients may
 	// retry on the same connection).
 	noauthLogged bool
-	host         string // the client's IP, for Server.perHost
-	running      string // name of the command dispatched last (for logs)
+	// wrongpassLogged: a refused AUTH was logged for this connection
+	// (once: the later ones of a client guessing tokens are counted).
+	wrongpassLogged bool
+	host            string // the client's IP, for Server.perHost
+	running         string // name of the command dispatched last (for logs)
 
 	result  resultKind // what the current command's reply was
 	quit    bool       // QUIT: close after the reply

@@ -105,7 +105,7 @@ func runAdminShow(ctx context.Context, args []string, sio stdio) (err error) {
 // printReports lists reports, one per line.
 func printReports(w io.Writer, rs []client.Report) {
 	for _, r := range rs {
-		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), r.Reporter, wire.OneLine(r.Reason, 200))
+		fmt.Fprintf(w, "  %s  %s: %s\n", r.Time.UTC().Format(time.RFC3339), wire.OneLine(r.Reporter, 200), wire.OneLine(r.Reason, 200))
 	}
 }
 
@@ -167,7 +167,9 @@ func pairs(m map[string]string) string {
 	sort.Strings(keys)
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		out[i] = k + "=" + m[k]
+		// A writer's signature chose the components: keep its escapes
+		// off the terminal.
+		out[i] = wire.OneLine(k, 200) + "=" + wire.OneLine(m[k], 200)
 	}
 	return strings.Join(out, ", ")
 }

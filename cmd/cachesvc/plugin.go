@@ -80,7 +80,7 @@ func addPluginCallFlags(fs *flag.FlagSet, o *pluginOptions) {
 
 // addMaxSignatureFlag defines --max-signature-size.
 func addMaxSignatureFlag(fs *flag.FlagSet, o *pluginOptions) {
-	positiveSizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413")
+	positiveSizeVar(fs, &o.MaxSignature, "max-signature-size", keying.DefaultMaxSignatureBytes, "largest signature accepted by keys and lookup; larger ones get 413 (the requests in progress hold at most 4 times this for their signatures; past it 503 too_many_signatures)")
 }
 
 // defaultWasmCache is the compilation cache of the offline commands.
