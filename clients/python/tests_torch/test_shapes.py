@@ -18,6 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cachesvc import Client
+from cachesvc._failopen import Breaker
+from cachesvc.torch import _keys
+from cachesvc.torch._candidates import SLOTS, slot_key
+from cachesvc.torch._service import Service
 from conftest import HERE, clean_env
 
 PROG = HERE / "dynprog.py"
@@ -65,3 +70,75 @@ def test_second_shape_class_is_stored_as_a_candidate(torch_server: Any, tmp_path
     s = b["stats"]
     assert (s["guard_misses"], s["candidates_written"], s["put_conflicts"]) == (2, 2, 0), s
     assert s["by_cache"]["fx-graph-v1"].get("hits", 0) == 0, s
+
+
+def _service(url: str, ns: str) -> Service:
+    return Service(Client(url, namespace=ns), timeout=10.0, put_timeout=None, breaker=Breaker(3, 30.0),
+                   warn_interval=60.0, components=None, background_uploads=False, upload_queue_bytes=1 << 20,
+                   flush_at_exit=10.0)
+
+
+def _walk(svc: Service, key: str) -> bytes | None:
+    """A process of a new shape class, as ``_heal``'s candidate walk drives
+    the service: each candidate served is rejected on its guards. Returns the
+    value that stopped the walk (None: a miss)."""
+    got = None
+    for slot in range(SLOTS):
+        with svc.slots.at(slot):
+            got = svc.get(key)
+        if got is None:
+            break
+        svc.guard_missed(key, slot)
+    return got
+
+
+def _process(url: str, ns: str, key: str, value: bytes) -> dict[str, Any]:
+    """:func:`_walk`, then the compiled value written; the process's stats."""
+    svc = _service(url, ns)
+    _walk(svc, key)
+    svc.put(key, value)
+    return svc.stats()
+
+
+def test_candidates_are_bounded_per_key(torch_server: Any) -> None:
+    """Classes past SLOTS compile and write nothing more (counted). No torch
+    compile: the service with torch's key and values (under a second)."""
+    url, ns, key = torch_server.url, "shapes-bound", "pt2:fx-graph-v1::fshapebound:c1"
+    for n in range(SLOTS + 2):
+        s = _process(url, ns, key, b'{"data": "class %d", "time_taken_ms": 1000}' % n)
+        written = 1 if 0 < n < SLOTS else 0
+        assert (s["guard_misses"], s["candidates_written"]) == (min(n, SLOTS), written), (n, s)
+        assert s["candidates_full"] == (1 if n >= SLOTS else 0), (n, s)
+        assert s["hits"] == 0 and s["compile_seconds_saved"] == 0.0, (n, s)
+    c = Client(url, namespace=ns)
+    stored = [c.lookup_result(_keys.signature(slot_key(key, i) or "", {})).value for i in range(SLOTS + 1)]
+    assert stored[:SLOTS] == [b'{"data": "class %d", "time_taken_ms": 1000}' % i for i in range(SLOTS)]
+    assert stored[SLOTS] is None  # never more than SLOTS candidates
+
+
+def test_first_candidate_hit_costs_one_request(torch_server: Any) -> None:
+    url, ns, key = torch_server.url, "shapes-one", "pt2:fx-graph-v1::fshapeone:c1"
+    _process(url, ns, key, b'{"data": "first", "time_taken_ms": 1000}')
+    svc = _service(url, ns)
+    with svc.slots.at(0):
+        assert svc.get(key) == b'{"data": "first", "time_taken_ms": 1000}'
+    s = svc.stats()  # torch's guards held: it asks for no other candidate
+    assert (s["lookups"], s["hits"], s["compile_seconds_saved"]) == (1, 1, 1.0), s
+
+
+def test_two_processes_of_one_new_class_store_one_candidate(torch_server: Any) -> None:
+    url, ns, key = torch_server.url, "shapes-race", "pt2:fx-graph-v1::fshaperace:c1"
+    _process(url, ns, key, b'{"data": "class 0", "time_taken_ms": 1000}')
+    x, y = _service(url, ns), _service(url, ns)
+    assert _walk(x, key) is None and _walk(y, key) is None  # both missed candidate 1
+    x.put(key, b'{"data": "class 1 by x", "time_taken_ms": 1000}')
+    y.put(key, b'{"data": "class 1 by y", "time_taken_ms": 1001}')
+    assert x.stats()["candidates_written"] == 1
+    s = y.stats()
+    assert (s["candidates_written"], s["put_conflicts"]) == (0, 1), s
+    # Candidate 1 is x's; no third candidate was made.
+    z = _service(url, ns)
+    with z.slots.at(1):
+        assert z.get(key) == b'{"data": "class 1 by x", "time_taken_ms": 1000}'
+    with z.slots.at(2):
+        assert z.get(key) is None

@@ -198,9 +198,9 @@ class Service:
     # ---- reads ------------------------------------------------------------------------
 
     def get(self, full_key: str) -> bytes | None:
-        """The value stored under torch key ``full_key`` (or under its
-        candidate :meth:`at_slot` set), or None (a miss, or any failure:
-        torch then compiles)."""
+        """The value stored under torch key ``full_key`` (or under the
+        candidate of it that ``slots.at`` names on this thread), or None (a
+        miss, or any failure: torch then compiles)."""
         key = self.slots.lookup_key(full_key)
         if key is None:
             return None
@@ -585,4 +585,3 @@ def backend_class(base: type, service: Service) -> type:
 
     CachesvcBackend.__cachesvc__ = True  # type: ignore[attr-defined]
     return CachesvcBackend
-
