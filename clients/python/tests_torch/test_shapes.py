@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -72,21 +73,24 @@ def test_second_shape_class_is_stored_as_a_candidate(torch_server: Any, tmp_path
     assert s["by_cache"]["fx-graph-v1"].get("hits", 0) == 0, s
 
 
-def _service(url: str, ns: str) -> Service:
-    return Service(Client(url, namespace=ns), timeout=10.0, put_timeout=None, breaker=Breaker(3, 30.0),
-                   warn_interval=60.0, components=None, background_uploads=False, upload_queue_bytes=1 << 20,
-                   flush_at_exit=10.0)
+def _service(url: str, ns: str, leases: bool = False) -> Service:
+    svc = Service(Client(url, namespace=ns), timeout=10.0, put_timeout=None, breaker=Breaker(3, 30.0),
+                  warn_interval=60.0, components=None, background_uploads=False, upload_queue_bytes=1 << 20,
+                  flush_at_exit=10.0, leases=leases, lease_wait=60.0)
+    if svc.leasebook is not None:
+        svc.leasebook.renew = True  # as install() sets it once _lease's wrapper is in place
+    return svc
 
 
-def _walk(svc: Service, key: str) -> bytes | None:
-    """A process of a new shape class, as ``_heal``'s candidate walk drives
-    the service: each candidate served is rejected on its guards. Returns the
-    value that stopped the walk (None: a miss)."""
+def _walk(svc: Service, key: str, mine: bytes = b"") -> bytes | None:
+    """A process as ``_heal``'s candidate walk drives the service: a candidate
+    served other than ``mine`` (its class's) is rejected on its guards.
+    Returns the value that stopped the walk (None: a miss)."""
     got = None
     for slot in range(SLOTS):
         with svc.slots.at(slot):
             got = svc.get(key)
-        if got is None:
+        if got is None or got == mine:
             break
         svc.guard_missed(key, slot)
     return got
@@ -142,3 +146,26 @@ def test_two_processes_of_one_new_class_store_one_candidate(torch_server: Any) -
         assert z.get(key) == b'{"data": "class 1 by x", "time_taken_ms": 1000}'
     with z.slots.at(2):
         assert z.get(key) is None
+
+
+def test_new_class_leases_its_candidate(torch_server: Any) -> None:
+    """With compile leases (on by default in a rank of several), the lease is
+    taken on the candidate the class misses: a second process of the class
+    gets the first one's graph instead of compiling, and never waits on the
+    first class's key (it has its entry)."""
+    url, ns, key = torch_server.url, "shapes-lease", "pt2:fx-graph-v1::fshapelease:c1"
+    _process(url, ns, key, b'{"data": "class 0", "time_taken_ms": 1000}')
+    x, y = _service(url, ns, leases=True), _service(url, ns, leases=True)
+    x.leasebook.holder, y.leasebook.holder = "shapes-x", "shapes-y"  # two processes, as the server sees them
+    assert _walk(x, key) is None  # x holds the lease on candidate 1 now
+    got: list[bytes | None] = []
+    one = b'{"data": "class 1", "time_taken_ms": 1000}'
+    t = threading.Thread(target=lambda: got.append(_walk(y, key, one)))
+    t.start()  # y waits for candidate 1 (or finds it, if it starts late)
+    x.put(key, one)
+    x.compile_ended()
+    t.join(60)
+    assert got == [one], got
+    assert x.stats()["leases_granted"] == 1 and x.stats()["candidates_written"] == 1, x.stats()
+    s = y.stats()
+    assert (s["leases_granted"], s["puts"], s["guard_misses"]) == (0, 0, 1), s
