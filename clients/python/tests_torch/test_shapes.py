@@ -7,7 +7,9 @@ are immutable. A model mean-pooling over a dynamic sequence length compiles
 to one key for every length, but its graph for 64 tokens guards ``s <= 4096``
 and the one for 5000 tokens ``s > 4096``. Before ``_candidates``, every
 process of the second class failed the first class's guards, compiled again
-and had its write refused. About 35 s on 2 loaded cores (three processes).
+and had its write refused. The three-process test took 57 s and 90 s on 2
+cores shared with other compiles (load 12-19); the service-level tests 3 s in
+all.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def _process(url: str, ns: str, key: str, value: bytes) -> dict[str, Any]:
 
 def test_candidates_are_bounded_per_key(torch_server: Any) -> None:
     """Classes past SLOTS compile and write nothing more (counted). No torch
-    compile: the service with torch's key and values (under a second)."""
+    compile: the service with torch's key and values."""
     url, ns, key = torch_server.url, "shapes-bound", "pt2:fx-graph-v1::fshapebound:c1"
     for n in range(SLOTS + 2):
         s = _process(url, ns, key, b'{"data": "class %d", "time_taken_ms": 1000}' % n)
@@ -156,6 +158,7 @@ def test_new_class_leases_its_candidate(torch_server: Any) -> None:
     url, ns, key = torch_server.url, "shapes-lease", "pt2:fx-graph-v1::fshapelease:c1"
     _process(url, ns, key, b'{"data": "class 0", "time_taken_ms": 1000}')
     x, y = _service(url, ns, leases=True), _service(url, ns, leases=True)
+    assert x.leasebook is not None and y.leasebook is not None
     x.leasebook.holder, y.leasebook.holder = "shapes-x", "shapes-y"  # two processes, as the server sees them
     assert _walk(x, key) is None  # x holds the lease on candidate 1 now
     got: list[bytes | None] = []
