@@ -37,6 +37,12 @@ one warning, then at most one per ``warn_interval``; every call has a time
 budget; a circuit breaker skips the server after repeated failures; writes go
 through a bounded background queue flushed at exit (:func:`flush`).
 
+Shape classes: torch keys an FX graph or AOTAutograd entry without the
+guards on its symbolic sizes and a remote cache holds one value per key, so
+a process whose shapes fail the stored graph's guards writes its graph as
+the key's next candidate (at most ``_candidates.SLOTS``, 4), and a lookup
+fetches the next candidate only after torch rejected one (``_candidates.py``).
+
 Autotune records: torch saves a kernel's record twice on its first launch
 (the benchmarked winner, then coordinate descent's config) under one key;
 entries are immutable, so each is held until it settles and written once
@@ -407,7 +413,10 @@ def stats() -> dict[str, Any]:
     """The installed service's counters as a dict (empty if not installed):
     ``lookups`` (answered), ``hits``, ``misses``, ``errors``, ``skipped``,
     ``puts`` ..., ``hit_bytes``, ``put_bytes``, ``lookup_seconds``,
-    ``compile_seconds_saved``, ``autotune_superseded`` (autotune records
+    ``compile_seconds_saved``, ``guard_misses`` (values served whose shape
+    guards failed here: not hits), ``candidates_written`` (graphs stored as
+    another shape class's candidate of a key), ``candidates_full`` (not
+    stored: all 4 candidates taken), ``autotune_superseded`` (autotune records
     replaced by a later save of their kernel, never written), ``autotune_held``
     (records held now until they settle), ``by_cache`` (per torch cache id)."""
     s = _installed

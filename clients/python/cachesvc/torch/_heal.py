@@ -14,6 +14,12 @@ candidate, the value failed to load: it is reported to the server
 (``Client.report``) with the exception torch logged, and torch's miss
 stands. A generator the caller closes early (it took a local candidate)
 reports nothing. Reporting is fail-open and never raises into torch.
+
+The same wrapper walks a key's shape-class candidates (``_candidates``):
+when torch resumes it after a remote candidate, that candidate failed its
+guards, so it fetches the key's next one, and tells the service which key
+and slot were rejected (the write of the graph torch then compiles goes to
+the next slot).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Any, Callable, Iterator
+
+from . import _candidates
 
 log = logging.getLogger("cachesvc.torch")
 
@@ -51,16 +59,22 @@ class _Captured(logging.Handler):
 
 
 class _Probe:
-    """A remote cache that records whether our backend served a value."""
+    """A remote cache that asks for candidate ``slot`` of torch's key
+    (``_candidates``) and records whether our backend served a value."""
 
-    def __init__(self, remote: Any, service: Any) -> None:
+    def __init__(self, remote: Any, service: Any, slot: int) -> None:
         self._remote = remote
         self._service = service
+        self._slot = slot
         self.served: str | None = None  # server key of the value served
+        self.torch_key: str | None = None  # the key as our backend received it
 
     def get(self, key: str) -> Any:
         self._service.take_hit()
-        v = self._remote.get(key)
+        self._service.slots.take_torch_key()
+        with self._service.slots.at(self._slot):
+            v = self._remote.get(key)
+        self.torch_key = self._service.slots.take_torch_key()  # None: not our backend
         if v is not None:
             self.served = self._service.take_hit()
         return v
@@ -83,16 +97,23 @@ def wrap(cls: type, service: Any) -> tuple[Callable[[], None], bool]:
         if remote_cache is None:
             yield from orig(klass, local, remote_cache, key)
             return
-        probe = _Probe(remote_cache, service)
-        remote_yielded = False
-        captured.take()
-        for cand in orig(klass, local, probe, key):
-            if len(cand) > 2 and cand[2] is False:
-                remote_yielded = True
-            yield cand
-        if probe.served is not None and not remote_yielded:
-            why = captured.take() or "see the torch log"
-            service.load_failed(probe.served, f"torch could not load the {klass.__name__} artifact: {why}")
+        # Candidate n+1 is fetched only when torch resumes us after candidate
+        # n: it failed its guards (a hit stops the walk: one request).
+        for slot in range(_candidates.SLOTS):
+            probe = _Probe(remote_cache, service, slot)
+            remote_yielded = False
+            captured.take()
+            for cand in orig(klass, local and slot == 0, probe, key):
+                if len(cand) > 2 and cand[2] is False:
+                    remote_yielded = True
+                yield cand
+            if probe.served is None or probe.torch_key is None:
+                return  # a miss (no later candidate was written), or not our backend
+            if not remote_yielded:
+                why = captured.take() or "see the torch log"
+                service.load_failed(probe.served, f"torch could not load the {klass.__name__} artifact: {why}")
+            else:
+                service.guard_missed(probe.torch_key, slot)
 
     iterate_over_candidates.__cachesvc__ = True  # type: ignore[attr-defined]
     cls.iterate_over_candidates = classmethod(iterate_over_candidates)  # type: ignore[assignment]

@@ -25,7 +25,7 @@ from ._autotune import AutotuneHold
 # The time budget of one report of a value torch could not load (_heal.py),
 # in seconds: it runs in torch's compile path.
 _REPORT_TIMEOUT = 3.0
-from . import _keys
+from . import _candidates, _keys
 
 log = logging.getLogger("cachesvc.torch")
 
@@ -36,7 +36,7 @@ _TIME_TAKEN_RE = re.compile(rb'"time_taken_ms"\s*:\s*(-?\d+(?:\.\d+)?)')
 class CacheStats:
     """Counters of one install (read them with :func:`cachesvc.torch.stats`)."""
 
-    lookups: int = 0  # lookups the server answered (hits + misses)
+    lookups: int = 0  # lookups the server answered (hits + misses + guard_misses)
     hits: int = 0
     misses: int = 0
     errors: int = 0  # lookups that failed (a miss for torch)
@@ -67,6 +67,9 @@ class CacheStats:
     lease_wait_hits: int = 0  # ... and received its entry (counted as hits)
     autotune_superseded: int = 0  # autotune records replaced by a later save of the kernel (not written)
     autotune_held: int = 0  # autotune records held now, not yet settled (set by stats())
+    guard_misses: int = 0  # remote candidates whose shape guards failed here (not counted as hits)
+    candidates_written: int = 0  # graphs written as another shape class's candidate of a key (_candidates)
+    candidates_full: int = 0  # ... not written: the key's SLOTS candidates all failed their guards
     by_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # cache id -> counts
 
 
@@ -137,6 +140,7 @@ class Service:
         self._settling = 0  # records the settle thread took and has not submitted yet
         self._misses: collections.deque[dict[str, Any]] = collections.deque(maxlen=self._MAX_MISSES)
         self._hit = threading.local()  # server key of this thread's last hit (_heal)
+        self.slots = _candidates.Slots()  # shape classes of one key
         # Seconds of C++ builds (_cpp) not yet taken out of an FX graph's
         # compile time: see fx_graph_seconds.
         self._cpp_unclaimed = 0.0
@@ -188,19 +192,42 @@ class Service:
         graph: dict[str, str] = {}
         parts = _keys.split_key(full_key)
         if parts is not None and self.components is not None:
-            graph = self.components.get(parts[1])
+            graph = self.components.get(_candidates.torch_key(parts[1]))
         return _keys.signature(full_key, graph)
 
     # ---- reads ------------------------------------------------------------------------
 
     def get(self, full_key: str) -> bytes | None:
-        """The value stored under torch key ``full_key``, or None (a miss, or
-        any failure: torch then compiles)."""
-        return self.lookup(self.signature(full_key), _cache_of(full_key), full_key)
+        """The value stored under torch key ``full_key`` (or under the
+        candidate of it that ``slots.at`` names on this thread), or None (a
+        miss, or any failure: torch then compiles)."""
+        key = self.slots.lookup_key(full_key)
+        if key is None:
+            return None
+        return self.lookup(self.signature(key), _cache_of(key), key)
+
+    def guard_missed(self, full_key: str, slot: int) -> None:
+        """torch rejected candidate ``slot`` of ``full_key`` on its shape
+        guards: the hit counted for it was none, and unless all
+        ``_candidates.SLOTS`` are taken, this process's write of the key goes
+        to the next slot."""
+        hit = getattr(self._hit, "last", None)
+        self._hit.last = None
+        with self._lock:
+            self._stats.guard_misses += 1
+            if hit is not None:
+                cache, saved = hit
+                self._stats.hits -= 1
+                self._stats.compile_seconds_saved -= saved
+                self._count(cache, "hits", -1)
+                self._count(cache, "guard_misses")
+        if not self.slots.rejected(full_key, slot):
+            self._add_one("candidates_full")
 
     def lookup(self, sig: dict[str, Any], cache: str, pending_id: str) -> bytes | None:
         """Looks a signature up; None on a miss or any failure. A miss's server
         key is remembered under ``pending_id`` for the write that follows."""
+        self._hit.last = None  # (cache, compile seconds) of a hit, for guard_missed
         if not self.breaker.allow():
             with self._lock:
                 self._stats.skipped += 1
@@ -238,6 +265,7 @@ class Service:
                                      "signature": sig, "explanation": res.explanation})
             else:
                 self._hit.key = res.key
+                self._hit.last = (cache, res.compile_seconds or 0.0)
                 self._stats.hits += 1
                 self._stats.hit_bytes += len(res.value)
                 self._stats.compile_seconds_saved += res.compile_seconds or 0.0
@@ -316,7 +344,8 @@ class Service:
         if cache == _AUTOTUNE_CACHE:
             self._hold_autotune(full_key, data)
             return
-        self._submit_value(full_key, cache, data)
+        # After every stored candidate failed its guards here: the next slot.
+        self._submit_value(self.slots.write_key(full_key), cache, data)
 
     def _submit_value(self, full_key: str, cache: str, data: bytes) -> None:
         """Submits torch's value of ``full_key`` with the compile seconds it records."""
@@ -520,6 +549,8 @@ class Service:
             self._count(cache, "put_bytes", len(data))
             if res.created:
                 self._stats.put_created += 1
+                if _candidates.slot_of(pending_id):
+                    self._stats.candidates_written += 1
             else:
                 self._stats.put_existing += 1
 
