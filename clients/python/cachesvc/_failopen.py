@@ -191,6 +191,13 @@ def resolve_lookup_timeout(value: float | None) -> float | None:
     return value if value > 0 else None
 
 
+def write_timeout(put_timeout: float | None, timeout: float, size: int) -> float:
+    """The time budget of one write of ``size`` bytes: ``put_timeout`` when
+    the caller set one, else ``timeout`` plus one second per 20 MB, so that a
+    large executable on a slow link is not cut off at a lookup's budget."""
+    return put_timeout if put_timeout is not None else timeout + size / 20e6
+
+
 def is_timeout(exc: BaseException) -> bool:
     """Whether a failure is a timeout: the server accepted the connection but
     did not answer in time (hung or overloaded)."""
