@@ -162,6 +162,18 @@ class Settings:
                         type(exc).__name__, msg, not_installed)
             return None
 
+    def install_client(self, client: Client | None, log: logging.Logger, *, timeout: float, retries: int,
+                       not_installed: str) -> Client | None:
+        """The client an integration's ``install`` uses: the caller's
+        ``client`` (given these settings' run when it has none, so that its
+        entries join the run's manifest), else :meth:`client_or_warn`'s, which
+        is None after its warning."""
+        if client is None:
+            return self.client_or_warn(log, timeout=timeout, retries=retries, not_installed=not_installed)
+        if client.run is None:
+            client.run = self.run
+        return client
+
 
 def resolve_lookup_timeout(value: float | None) -> float | None:
     """``value`` if given, else ``$CACHESVC_LOOKUP_TIMEOUT``, else 1.0 s; a
@@ -177,6 +189,13 @@ def resolve_lookup_timeout(value: float | None) -> float | None:
                 "cachesvc: CACHESVC_LOOKUP_TIMEOUT=%r is not a number; using 1s", raw)
             value = 1.0
     return value if value > 0 else None
+
+
+def write_timeout(put_timeout: float | None, timeout: float, size: int) -> float:
+    """The time budget of one write of ``size`` bytes: ``put_timeout`` when
+    the caller set one, else ``timeout`` plus one second per 20 MB, so that a
+    large executable on a slow link is not cut off at a lookup's budget."""
+    return put_timeout if put_timeout is not None else timeout + size / 20e6
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -12,7 +12,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from ._failopen import Breaker, Uploader, Warner
+from ._failopen import Breaker, Uploader, Warner, write_timeout
 from ._jaxsig import _xla_signature
 from ._leasebook import LeaseBook
 from .client import Client, Error
@@ -409,8 +409,7 @@ def _backend_class(base: type) -> type:
                     compile_seconds=compile_seconds,
                     backend=backend,
                     name=name,
-                    timeout=self.put_timeout if self.put_timeout is not None
-                    else self.timeout + len(value) / 20e6,
+                    timeout=write_timeout(self.put_timeout, self.timeout, len(value)),
                 )
             except Error as exc:
                 if exc.status == 409:  # first writer wins; ours differs: fine

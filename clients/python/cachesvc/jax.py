@@ -239,13 +239,10 @@ def install(
                     jax.__version__)
         mode = "jax-key"
 
+    client = settings.install_client(client, log, timeout=timeout, retries=retries,
+                                     not_installed="the shared compile cache is not installed")
     if client is None:
-        client = settings.client_or_warn(log, timeout=timeout, retries=retries,
-                                         not_installed="the shared compile cache is not installed")
-        if client is None:
-            return None
-    elif client.run is None:
-        client.run = run
+        return None
 
     if local_dir is None:
         local_dir = getattr(jax.config, "jax_compilation_cache_dir", None) or None

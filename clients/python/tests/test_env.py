@@ -89,3 +89,29 @@ def test_default_run_id_is_the_torchrun_job(monkeypatch, elastic, env_run, want)
         assert run.startswith(f"{_failopen.socket.gethostname()}-"), run
     else:
         assert run == want
+
+
+@pytest.mark.parametrize("given_run,url,namespace,want", [
+    (None, "http://a:1", "team-a", "sweep:arm-1"),  # the caller's client joins the install's run
+    ("own-run", "http://a:1", "team-a", "own-run"),  # ... unless it names its own
+    ("no-client", "http://a:1", "team-a", "sweep:arm-1"),  # none given: one from the settings
+    ("no-client", "http://a:1", "Bad NS", None),  # the settings cannot make one: None, one warning
+])
+def test_install_client(caplog, given_run, url, namespace, want):
+    """Settings.install_client is how cachesvc.jax.install and
+    cachesvc.torch.install pick their client."""
+    from cachesvc import Client
+
+    s = Settings(url=url, namespace=namespace, token=None, token_file=None, verify_key=None, run="sweep:arm-1")
+    given = None if given_run == "no-client" else Client("http://given:9", namespace="given", run=given_run)
+    with caplog.at_level(logging.WARNING, logger="cachesvc"):
+        c = s.install_client(given, logging.getLogger("cachesvc"), timeout=5.0, retries=0, not_installed="not installed")
+    if want is None:
+        assert c is None
+        assert [r.getMessage().endswith("not installed") for r in caplog.records] == [True]
+        return
+    assert c.run == want
+    if given is not None:
+        assert c is given
+    else:
+        assert (c.url, c.namespace) == (url, namespace)

@@ -20,7 +20,7 @@ import pytest
 from conftest import PY_DIR, sigstop
 
 import cachesvc
-from cachesvc._failopen import Breaker, Warner
+from cachesvc._failopen import Breaker, Warner, write_timeout
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -108,6 +108,17 @@ def test_breaker_opens_on_first_timeout_but_not_first_refusal():
     assert b.allow()
     w.failed("lookup", cachesvc.Error(0, "timeout", "timed out"))
     assert not b.allow()
+
+
+@pytest.mark.parametrize("put_timeout,timeout,size,want", [
+    (None, 10.0, 0, 10.0),  # the lookup budget ...
+    (None, 10.0, 200_000_000, 20.0),  # ... plus a second per 20 MB
+    (5.0, 10.0, 200_000_000, 5.0),  # an explicit put_timeout wins, whatever the size
+])
+def test_write_timeout(put_timeout, timeout, size, want):
+    """The budget of one write, as cachesvc.jax and cachesvc.torch give it
+    (their put_timeout argument's documented default)."""
+    assert write_timeout(put_timeout, timeout, size) == want
 
 
 def test_prefetch_on_stopped_server_fails_at_first_byte(stopped_server, tmp_path):

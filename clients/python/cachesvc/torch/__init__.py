@@ -307,13 +307,10 @@ def install(
     if base is None or not (routes or cpp_builder is not None):
         return None
 
+    client = settings.install_client(client, log, timeout=timeout, retries=retries,
+                                     not_installed="torch.compile's remote caches are not installed")
     if client is None:
-        client = settings.client_or_warn(log, timeout=timeout, retries=retries,
-                                         not_installed="torch.compile's remote caches are not installed")
-        if client is None:
-            return None
-    elif client.run is None:
-        client.run = settings.run
+        return None
     comps = _keys.ComponentMap() if hooks else None
     service = Service(client, timeout=timeout, put_timeout=put_timeout, lookup_timeout=settings.lookup_timeout,
                       breaker=Breaker(breaker_threshold, breaker_cooldown), warn_interval=warn_interval,

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._failopen import Breaker, Uploader, Warner
+from .._failopen import Breaker, Uploader, Warner, write_timeout
 from .._leasebook import LeaseBook
 from ..client import Client, Error
 from ._autotune import AutotuneHold
@@ -527,8 +527,7 @@ class Service:
         t0 = time.monotonic()
         try:
             res = self.client.put(server_key, data, compile_seconds=secs, backend=str(sig["backend"]),
-                                  name=name, timeout=self.put_timeout if self.put_timeout is not None
-                                  else self.timeout + len(data) / 20e6)
+                                  name=name, timeout=write_timeout(self.put_timeout, self.timeout, len(data)))
         except Error as exc:
             if exc.status == 409:  # first writer wins; ours differs: fine
                 with self._lock:
