@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +95,7 @@ func TestFleetWarnsOfAMissedRotation(t *testing.T) {
 			t.Errorf("output names %q %d times, want twice (a value per setting):\n%s", w, strings.Count(out, w), out)
 		}
 	}
+	checkConfigInfo(t, a, b, ops, map[string]bool{"tokens": true, "signing_key": true})
 
 	write("tokens-b", newFile)
 	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -100,4 +104,54 @@ func TestFleetWarnsOfAMissedRotation(t *testing.T) {
 	stats("the tokens warning gone after the SIGHUP", func(out string) bool {
 		return !strings.Contains(out, tokensWarning) && strings.Contains(out, keyWarning)
 	})
+	checkConfigInfo(t, a, b, ops, map[string]bool{"signing_key": true})
+}
+
+// configInfo returns the settings p exports in cachesvc_fleet_config_info,
+// scraped with token.
+func configInfo(t *testing.T, p *proc, token string) map[string]string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	got := map[string]string{}
+	for _, m := range configInfoLine.FindAllStringSubmatch(string(body), -1) {
+		got[m[1]] = m[2]
+	}
+	return got
+}
+
+// configInfoLine matches a cachesvc_fleet_config_info sample.
+var configInfoLine = regexp.MustCompile(`(?m)^cachesvc_fleet_config_info\{setting="([a-z_]+)",value="([^"]*)"\} 1$`)
+
+// checkConfigInfo checks that replicas a and b export every setting in
+// cachesvc_fleet_config_info, with different values for those in differ
+// and one value for the rest: what an alert comparing the replicas of a
+// job reads. The fleet view (stats) agrees already, so the configs in
+// force are the ones compared.
+func checkConfigInfo(t *testing.T, a, b *proc, token string, differ map[string]bool) {
+	t.Helper()
+	ca, cb := configInfo(t, a, token), configInfo(t, b, token)
+	for _, setting := range []string{"max_entry_size", "plugins", "namespaces", "tokens", "signing_key"} {
+		va, vb := ca[setting], cb[setting]
+		switch {
+		case va == "" || vb == "":
+			t.Errorf("cachesvc_fleet_config_info{setting=%q}: replica-a %q, replica-b %q, want a value from each", setting, va, vb)
+		case differ[setting] && va == vb:
+			t.Errorf("cachesvc_fleet_config_info{setting=%q} is %q on both replicas, want them apart (they disagree)", setting, va)
+		case !differ[setting] && va != vb:
+			t.Errorf("cachesvc_fleet_config_info{setting=%q}: replica-a %q, replica-b %q, want one value (they agree)", setting, va, vb)
+		}
+	}
 }

@@ -498,6 +498,9 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		if err := srv.Registry().Register(member.heartbeatMetric()); err != nil { // fleet.go
 			return fmt.Errorf("register fleet metrics: %w", err)
 		}
+		if err := srv.Registry().Register(fcfg); err != nil { // fleetconfig.go
+			return fmt.Errorf("register fleet config metric: %w", err)
+		}
 	}
 	if stores.tiered != nil {
 		tierMetrics.Watch(stores.tiered)
