@@ -84,10 +84,16 @@ def test_stopped_server_costs_a_jax_job_at_most_3s(stopped_server, tmp_path):
     # every XLA compile still happens (the helper ops too), none twice
     assert rep["compiles"] == ref["compiles"] == ref2["compiles"] >= len(ref["outs"]), (rep, ref)
     st = rep["stats"]
-    assert st["hits"] == 0 and st["errors"] >= 1 and st["skipped"] >= 1, st
+    # One lookup waits for its first byte and times out; the breaker then
+    # skips every other one, so the cache costs the job that one wait.
+    assert st["hits"] == 0 and st["errors"] == 1 and st["skipped"] >= 1, st
+    assert st["lookup_seconds"] < 3.0, st
     warnings = [line for line in err.splitlines() if "cachesvc:" in line and "failed" in line]
     assert len(warnings) == 1, err
-    assert wall - baseline < 3.0, f"stopped server: {wall:.2f}s, no cache: {base1:.2f}s / {base2:.2f}s"
+    # The whole job's wall time, compiles included, varies by seconds on a
+    # loaded machine (no cache: 17.8 s then 10.3 s in one run); it is a
+    # backstop against the old hang (a minute per lookup), not the measure.
+    assert wall - baseline < 15.0, f"stopped server: {wall:.2f}s, no cache: {base1:.2f}s / {base2:.2f}s"
 
 
 def test_lookup_on_stopped_server_times_out_at_first_byte(stopped_server):
