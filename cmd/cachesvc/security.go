@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -64,6 +65,37 @@ func (o *securityOptions) register(fs *flag.FlagSet) {
 		o.TrustedProxies = tp
 		return nil
 	})
+}
+
+// check refuses the security flags whose values would quietly mean something
+// other than they say (exit 2, as every flag error).
+func (o securityOptions) check() error {
+	if o.MinTransferRate == 0 {
+		// api.Limits reads 0 as its 64KiB default, so 0 would quietly not
+		// mean "no minimum".
+		return usagef("--min-transfer-rate 0: want a positive rate, e.g. 64KiB (bodies are always paced)")
+	}
+	// api.Limits reads 0 as its default and any negative value as no
+	// bound, so 0 would quietly mean 64 and -5 a typo for -1.
+	if n := o.MaxConcurrentUploads; n == 0 || n < -1 {
+		return usagef("--max-concurrent-uploads %d: want at least 1, or -1 for no bound", n)
+	}
+	// A negative rate turned limiting off and a negative burst meant the
+	// default: neither is what the number says.
+	if r := o.RateLimit; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return usagef("--rate-limit %v: want 0 (no limit) or a positive rate, requests per second", r)
+	}
+	if o.RateBurst < 0 {
+		return usagef("--rate-burst %d: want 0 (twice --rate-limit) or more", o.RateBurst)
+	}
+	if p := o.IPv6ClientPrefix; p < 1 || p > 128 {
+		return usagef("--ipv6-client-prefix %d: want a prefix length from 1 to 128 (128: each IPv6 address is its own client; 64: a /64 is one)", p)
+	}
+	if h := o.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
+		return usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
+			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
+	}
+	return nil
 }
 
 // apply loads the tokens file, TLS files and signing key into cfg and

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -172,30 +171,8 @@ func parseServeFlags(args []string, sio stdio) (serveOptions, error) {
 	if o.QuarantineAfter < 1 || o.QuarantineAfter > store.MaxReporters {
 		return o, usagef("--quarantine-after %d: want 1 to %d distinct clients", o.QuarantineAfter, store.MaxReporters)
 	}
-	if o.Security.MinTransferRate == 0 {
-		// api.Limits reads 0 as its 64KiB default, so 0 would quietly not
-		// mean "no minimum".
-		return o, usagef("--min-transfer-rate 0: want a positive rate, e.g. 64KiB (bodies are always paced)")
-	}
-	// api.Limits reads 0 as its default and any negative value as no
-	// bound, so 0 would quietly mean 64 and -5 a typo for -1.
-	if n := o.Security.MaxConcurrentUploads; n == 0 || n < -1 {
-		return o, usagef("--max-concurrent-uploads %d: want at least 1, or -1 for no bound", n)
-	}
-	// A negative rate turned limiting off and a negative burst meant the
-	// default: neither is what the number says.
-	if r := o.Security.RateLimit; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-		return o, usagef("--rate-limit %v: want 0 (no limit) or a positive rate, requests per second", r)
-	}
-	if o.Security.RateBurst < 0 {
-		return o, usagef("--rate-burst %d: want 0 (twice --rate-limit) or more", o.Security.RateBurst)
-	}
-	if p := o.Security.IPv6ClientPrefix; p < 1 || p > 128 {
-		return o, usagef("--ipv6-client-prefix %d: want a prefix length from 1 to 128 (128: each IPv6 address is its own client; 64: a /64 is one)", p)
-	}
-	if h := o.Security.MaxHeaderSize; h < minHeaderSize || h > maxHeaderSize {
-		return o, usagef("--max-header-size %s is out of range: use %s to %s, e.g. 16KiB (each connection holds a read buffer this large)",
-			formatSize(h), formatSize(minHeaderSize), formatSize(maxHeaderSize))
+	if err := o.Security.check(); err != nil {
+		return o, err
 	}
 	if o.ExpiryInterval > 0 && o.ExpiryInterval < minExpiryInterval {
 		// A pass right after another would spin a core for nothing.
