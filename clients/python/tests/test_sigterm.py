@@ -112,7 +112,8 @@ def flush(timeout):
     out(f"flush in {os.getpid()} within {timeout}")
     if case == "second":
         os.kill(os.getpid(), signal.SIGTERM)  # the scheduler's second SIGTERM, during the flush
-        time.sleep(60)
+    if case in ("second", "stuck"):
+        time.sleep(60)  # a server that does not answer
         out("flush finished")
 
 if case == "own":
@@ -144,6 +145,8 @@ signal.pause()
     ("default", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
     # A second SIGTERM during the flush kills at once (the flush never finishes).
     ("second", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
+    # A flush that does not finish is left after the bound (5 s): the process dies by SIGTERM.
+    ("stuck", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
     # The program's own handler is left alone.
     ("own", 143, ["handler other"]),
     # Not the main thread: no handler (signal.signal would raise there).
