@@ -163,6 +163,11 @@ def test_sigterm_handler_rules(tmp_path: Path, case: str, status: int, lines: li
     script.write_text(RULES)
     p = subprocess.Popen([sys.executable, str(script), case], env={**os.environ, "PYTHONPATH": str(PY_DIR)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = p.communicate(timeout=30)
+    try:
+        stdout, stderr = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()  # a flush without the bound: never leave it running
+        p.communicate()
+        raise
     assert p.returncode == status, f"exited {p.returncode}\n{stderr[-3000:]}"
     assert stdout.splitlines() == [ln.format(pid=p.pid) for ln in lines], stderr[-3000:]
