@@ -31,6 +31,9 @@ run on a hit (the key is computed from the lowered module).
 
 Writes: ``put`` queues the entry for a background uploader thread (bounded in
 bytes; flushed at exit and by :func:`flush`), so training continues at once.
+SIGTERM (a scheduler stopping the job) kills Python without running exit
+handlers: when SIGTERM has no handler, install sets one that flushes for at
+most 5 s, releases the leases, then dies by SIGTERM as before (``_sigterm.py``).
 
 Fault tolerance: a server that is down, slow or failing behaves as a miss. One
 warning is logged (then at most one per ``warn_interval`` seconds); a failed
@@ -61,7 +64,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from . import _jaxheal, _jaxlease
+from . import _jaxheal, _jaxlease, _sigterm
 from ._failopen import Breaker, Settings, Uploader, env, env_flag
 # CacheStats is re-exported: it is part of cachesvc.jax's API.
 from ._jaxbackend import CacheStats, _backend_class
@@ -83,14 +86,17 @@ _orig_cache_key_get: Callable[..., str] | None = None
 _atexit_registered = False
 
 
-def _release_at_exit() -> None:
+def _release_at_exit(timeout: float | None = None) -> None:
+    """At exit (and on SIGTERM, within ``timeout``): writes the queued
+    uploads, then releases the leases still held."""
     b = _installed
     if b is not None:
-        if not b.flush(b.flush_at_exit):
+        limit = b.flush_at_exit if timeout is None else min(timeout, b.flush_at_exit)
+        if not b.flush(limit):
             if not b.breaker.allow():  # the failure was warned about already
                 log.debug("cachesvc: exiting without the queued uploads (circuit breaker open)")
             else:
-                log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", b.flush_at_exit)
+                log.warning("cachesvc: exiting with uploads still queued (waited %.0fs)", limit)
         if b.breaker.allow():  # else the leases expire by themselves
             b.release_leases()
 
@@ -191,7 +197,9 @@ def install(
             wait (further writes are dropped, counted as ``put_dropped``), and
             at exit the process waits up to ``flush_at_exit`` seconds for them
             (:func:`flush` waits explicitly); neither waits while the breaker
-            is open (the server timed out or keeps failing).
+            is open (the server timed out or keeps failing). On SIGTERM, when
+            the program set no handler of its own, it waits at most 5 s
+            (``_sigterm.BOUND``) and releases its leases, then dies by SIGTERM.
         client: use this :class:`cachesvc.Client` instead of building one.
 
     Returns:
@@ -302,6 +310,7 @@ def install(
     if not _atexit_registered:
         atexit.register(_release_at_exit)
         _atexit_registered = True
+    _sigterm.register("jax", _release_at_exit)
     log.info("cachesvc: JAX compilation cache -> %s namespace=%s mode=%s run=%s leases=%s",
              client.url, client.namespace, mode, run, bool(leases))
     return backend
@@ -323,6 +332,7 @@ def _uninstall_locked() -> None:
     _installed.flush(_installed.flush_at_exit)
     _installed.release_leases()
     _installed = None
+    _sigterm.unregister("jax")
 
 
 def uninstall() -> None:

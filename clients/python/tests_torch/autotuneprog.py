@@ -10,11 +10,12 @@ kernel's first launch (torch 2.15, torch/_inductor/runtime/triton_heuristics.py)
 ``coordinate_descent_tuning`` saves the config it tuned from there under the
 same key.
 
-    python autotuneprog.py --url URL --ns NS save --torch 2.15|2.11 [--exit]
+    python autotuneprog.py --url URL --ns NS save --torch 2.15|2.11 [--exit|--sigterm]
     python autotuneprog.py --url URL --ns NS read
 
 ``save`` prints cachesvc's counters after a flush (with ``--exit``, before
-exiting without one: the client's exit hook must write what it holds); ``read`` looks the kernel
+exiting without one: the client's exit hook must write what it holds; with
+``--sigterm`` it prints nothing and dies by its own SIGTERM); ``read`` looks the kernel
 up as a second process would (``check_autotune_cache``) and prints the config
 torch would launch. One JSON line either way.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def kernel_file() -> str:
     return str(d / KERNEL_FILE)
 
 
-def save(torch_version: str, flush: bool) -> dict:
+def save(torch_version: str, flush: str) -> dict:
     """Saves as a first launch does: the winner, then coordesc's config."""
     _, cache, info = check_autotune_cache(configs(), kernel_file(), dict(INDUCTOR_META))
     assert cache is not None and info.get("autotune_cache_state") == "miss", info
@@ -82,7 +84,12 @@ def save(torch_version: str, flush: bool) -> dict:
     tuned = Config(dict(TUNED), num_warps=8, num_stages=1)
     tuned.found_by_coordesc = True
     hook(tuned, 40_000_000 + 500_000_000, found_by_coordesc=True)
-    if flush:
+    if flush == "sigterm":
+        # A scheduler stopping the job right after the launch: the record
+        # is still held (it settles after 30 quiet seconds).
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pause()
+    if flush == "flush":
         assert cachesvc.torch.flush(60)
     return {"stats": cachesvc.torch.stats()}
 
@@ -107,10 +114,11 @@ def main() -> None:
     ap.add_argument("--torch", default="2.15", choices=["2.15", "2.11"],
                     help="whose autotune_to_one_config to replay")
     ap.add_argument("--exit", action="store_true", help="save: no flush, leave it to the exit hook")
+    ap.add_argument("--sigterm", action="store_true", help="save: no flush, SIGTERM to itself")
     a = ap.parse_args()
     svc = cachesvc.torch.install(a.url, a.ns, caches=["autotune"])
     assert svc is not None, "cachesvc.torch.install failed"
-    print(json.dumps(save(a.torch, not a.exit) if a.role == "save" else read()))
+    print(json.dumps(save(a.torch, "sigterm" if a.sigterm else "exit" if a.exit else "flush") if a.role == "save" else read()))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ path (``check_autotune_cache`` -> ``AutotuneCache.read_best`` ->
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -64,6 +65,20 @@ def test_second_process_gets_the_coordesc_config(torch_server: Any, tmp_path: Pa
     written = 1 if flush == "flush" else 0  # else written by the exit hook, after these counters
     assert (s["puts"], s["put_created"], s["put_conflicts"]) == (written, written, 0), s
     assert s["autotune_superseded"] == 1 and s["autotune_held"] == 1 - written, s
+
+
+def test_record_held_at_sigterm_is_written(torch_server: Any, tmp_path: Path) -> None:
+    """A process stopped by SIGTERM (no handler of its own) right after a
+    kernel's first launch still writes the record it held, and still dies
+    by SIGTERM (Python's default kills without running atexit)."""
+    (tmp_path / "a").mkdir()
+    res = subprocess.run([sys.executable, str(PROG), "--url", torch_server.url, "--ns", "autotune-sigterm", "save",
+                          "--sigterm"], env=clean_env({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "a")}),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == -signal.SIGTERM, f"exited {res.returncode}\n{res.stderr[-4000:]}"
+    b = _run(torch_server.url, "autotune-sigterm", tmp_path / "b", "read")
+    assert b["state"] == "hit", f"the record held at SIGTERM is not on the server: {b}"
+    assert (b["kwargs"], b["num_warps"]) == ({"XBLOCK": 256}, 8), b
 
 
 # ---- the settle rules (no torch needed) --------------------------------------------

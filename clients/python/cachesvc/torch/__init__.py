@@ -35,7 +35,10 @@ How it hooks in (torch has no public backend API; coded against torch 2.15.0, an
 Failure: a server that is down, slow or failing is a miss (torch compiles);
 one warning, then at most one per ``warn_interval``; every call has a time
 budget; a circuit breaker skips the server after repeated failures; writes go
-through a bounded background queue flushed at exit (:func:`flush`).
+through a bounded background queue flushed at exit (:func:`flush`). SIGTERM
+(a scheduler stopping the job) kills Python without running exit handlers:
+when SIGTERM has no handler, install sets one that flushes for at most 5 s,
+releases the leases, then dies by SIGTERM as before (``cachesvc._sigterm``).
 
 Shape classes: torch keys an FX graph or AOTAutograd entry without the
 guards on its symbolic sizes and a remote cache holds one value per key, so
@@ -74,6 +77,7 @@ from typing import Any, Callable
 
 from .._failopen import Breaker, Settings, env, env_flag, resolve_lookup_timeout, several_ranks
 from ..client import Client
+from .. import _sigterm
 from . import _cpp, _heal, _isa, _keys, _lease, _mega
 from ._service import CacheStats, Service, backend_class
 
@@ -99,15 +103,18 @@ _restore: list[Callable[[], None]] = []  # undo steps of the current install, in
 _atexit_registered = False
 
 
-def _flush_at_exit() -> None:
+def _flush_at_exit(timeout: float | None = None) -> None:
+    """At exit (and on SIGTERM, within ``timeout``): writes the held autotune
+    records and PGO profiles and the queued uploads, then releases the leases."""
     s = _installed
     if s is None:
         return
-    if not s.flush(s.flush_at_exit):
+    limit = s.flush_at_exit if timeout is None else min(timeout, s.flush_at_exit)
+    if not s.flush(limit):
         if not s.breaker.allow():  # the failure was warned about already
             log.debug("cachesvc: exiting without the queued uploads (circuit breaker open)")
         else:
-            log.warning("cachesvc: exiting with uploads still queued (flush_at_exit=%.0fs)", s.flush_at_exit)
+            log.warning("cachesvc: exiting with uploads still queued (waited %.0fs)", limit)
     if s.breaker.allow():  # else the leases expire by themselves
         s.release_leases()
 
@@ -202,7 +209,9 @@ def install(
         background_uploads: write from a background thread, at most
             ``upload_queue_bytes`` queued (more is dropped and counted as
             ``put_dropped``); at exit wait up to ``flush_at_exit`` seconds
-            (not while the breaker is open: the server timed out or keeps failing).
+            (not while the breaker is open: the server timed out or keeps failing);
+            on SIGTERM, when the program set no handler of its own, at most
+            5 s (``_sigterm.BOUND``), then it dies by SIGTERM.
         client: use this :class:`cachesvc.Client` instead of building one.
         verify_key: Ed25519 public key every entry must be signed with, or
             several (comma-separated, or a list: the old and the new during
@@ -364,6 +373,7 @@ def install(
         if not _atexit_registered:
             atexit.register(_flush_at_exit)
             _atexit_registered = True
+        _sigterm.register("torch", _flush_at_exit)
     log.info("cachesvc: torch remote caches -> %s namespace=%s run=%s on=%s leases=%s", client.url,
              client.namespace, client.run, ",".join(on), service.leasebook is not None and service.leasebook.renew)
     return service
@@ -392,6 +402,7 @@ def _uninstall_locked() -> None:
         _restore.pop()()
     _clear_aot_remote_cache()
     _installed = None
+    _sigterm.unregister("torch")
 
 
 def uninstall() -> None:
