@@ -123,17 +123,32 @@ if case == "thread":
     t.start(); t.join()
 else:
     _sigterm.register("t", flush)
+def checkpoint_then_exit(*_):  # a program saving a checkpoint on SIGTERM, then exiting
+    time.sleep(1)
+    sys.exit(143)
+
+if case == "own_after":  # set after install: the watcher must leave it alone too
+    signal.signal(signal.SIGTERM, checkpoint_then_exit)
 out(f"handler {'cachesvc' if signal.getsignal(signal.SIGTERM) is _sigterm._handler else 'other'}")
 if case == "uninstall":
     _sigterm.unregister("t")
-    out(f"restored {signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}")
+    out(f"restored {signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}, wakeup fd {signal.set_wakeup_fd(-1)}")
     sys.exit(0)
+if case == "blocked":
+    # The main thread stuck in a C call that never returns to Python (a rank
+    # waiting in a collective for a dead peer): here the signal goes to
+    # another thread, and the main thread's sleep is not interrupted.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+    out("main thread woke")
 if case == "fork":
     pid = os.fork()
     if pid == 0:
         os.kill(os.getpid(), signal.SIGTERM)
         signal.pause()
     out(f"child {os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}")
+    time.sleep(1)  # time for the child's SIGTERM to reach a watcher it must not reach
     sys.exit(0)
 os.kill(os.getpid(), signal.SIGTERM)
 signal.pause()
@@ -147,12 +162,15 @@ signal.pause()
     ("second", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
     # A flush that does not finish is left after the bound (5 s): the process dies by SIGTERM.
     ("stuck", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
-    # The program's own handler is left alone.
+    # The program's own handler is left alone, set before install or after it.
     ("own", 143, ["handler other"]),
+    ("own_after", 143, ["handler other"]),
+    # A main thread blocked in C: the watcher (wakeup fd) flushes and kills.
+    ("blocked", -signal.SIGTERM, ["handler cachesvc", "flush in {pid} within 5.0"]),
     # Not the main thread: no handler (signal.signal would raise there).
     ("thread", -signal.SIGTERM, ["handler other"]),
     # uninstall restores the default.
-    ("uninstall", 0, ["handler cachesvc", "restored True"]),
+    ("uninstall", 0, ["handler cachesvc", "restored True, wakeup fd -1"]),
     # A forked child does not flush its parent's state; it still dies by SIGTERM.
     ("fork", 0, ["handler cachesvc", f"child {-signal.SIGTERM}"]),
 ])
