@@ -184,7 +184,7 @@ suite_python() {
 	# The tests build ./cmd/cachesvc once and start real servers on free ports.
 	cd "$ROOT/clients/python"
 	# The fleet tests run replicas on a real versitygw (setup_versitygw).
-	CACHESVC_REQUIRE_S3=1 PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
+	CACHESVC_REQUIRE_S3=1 PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q --durations=8 -p no:cacheprovider tests
 }
 
 # ---------------------------------------------------------------------------
@@ -210,7 +210,7 @@ suite_torch() {
 	# Inductor compiles CPU kernels with g++ (setup installs it); the tests
 	# build ./cmd/cachesvc once and start real servers on free ports.
 	cd "$ROOT/clients/python"
-	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider tests_torch
+	PYTHONPATH="$ROOT/clients/python" "$venv/bin/python" -m pytest -q -rs --durations=8 -p no:cacheprovider tests_torch
 }
 
 # ---------------------------------------------------------------------------
