@@ -376,9 +376,10 @@ func serve(ctx context.Context, o serveOptions, sio stdio, logger *slog.Logger, 
 		needsDir: true})
 	sts, err := openStats(o.Data, stores.api, logger) // stats.go
 	if err == nil {
+		closeSts := closeStats // read now: a close left running may outlive serve
 		closing.add(closeStep{what: "statistics " + filepath.Join(o.Data, "stats"),
 			lost:     "counters since their last save, at most " + stats.DefaultFlushInterval.String(),
-			close:    func(context.Context) error { return closeStats(sts) },
+			close:    func(context.Context) error { return closeSts(sts) },
 			wait:     statsCloseWait, // a hang must not keep the store below from closing
 			needsDir: true,
 			dirErr:   sts.DirErr}) // read-only alone, the data directory's look passes
