@@ -145,6 +145,7 @@ suite_go() {
 		CACHESVC_BIG_TESTS=1 go test -count=1 -timeout 10m -run '^TestMemoryBigRoundTrip$' -v ./cmd/cachesvc || rc=1
 		CACHESVC_BIG_TESTS=1 go test -count=1 -timeout 10m -run '^TestBig' -v ./store || rc=1
 	fi
+	jax_venv # jaxcache/jaxsync runs stock JAX from it
 	log "go test -race ./..."
 	# CACHESVC_REQUIRE_S3 turns the S3 tests' "versitygw missing" skip into
 	# a failure (setup_versitygw builds it). (owner: storage tiers)
@@ -171,8 +172,10 @@ suite_go() {
 # ---------------------------------------------------------------------------
 # suite python: clients/python with real JAX CPU in .venv (owner: python client)
 # ---------------------------------------------------------------------------
-suite_python() {
-	# Venv with the pinned jax[cpu] + pytest; reinstalled only when the pins change.
+# jax_venv: .venv with the pinned jax[cpu] + pytest, reinstalled only when
+# the pins change. Suite python runs in it, and suite go's jaxcache tests
+# run stock JAX from it, so each suite makes sure of it (either may run alone).
+jax_venv() {
 	local venv="$ROOT/.venv" req="$ROOT/clients/python/requirements-test.txt"
 	[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
 	local stamp="$venv/.cachesvc-requirements.sha256" want
@@ -181,6 +184,11 @@ suite_python() {
 		"$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
 		echo "$want" >"$stamp"
 	fi
+}
+
+suite_python() {
+	jax_venv
+	local venv="$ROOT/.venv"
 	# The tests build ./cmd/cachesvc once and start real servers on free ports.
 	cd "$ROOT/clients/python"
 	# The fleet tests run replicas on a real versitygw (setup_versitygw).
